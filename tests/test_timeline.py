@@ -1,0 +1,219 @@
+import json
+import zipfile
+
+import numpy as np
+import pytest
+
+import cutimeline as ctl
+from cutimeline.timeline import (NONE, SCHEMA, GpuKind, SpanKind, Strings,
+                                 Table, Timeline)
+
+
+def make_timeline(n=50, seed=0):
+    """A small hand-built Timeline with every table filled."""
+    rng = np.random.default_rng(seed)
+    s = Strings()
+    names = [s.intern(f"aten::op{i}") for i in range(5)]
+    begin = np.cumsum(rng.integers(1_000, 5_000, n)).astype(np.int64) + 10**12
+    end = begin + rng.integers(100, 900, n)
+    ops = dict(seq=np.arange(n), thread=np.zeros(n), name=rng.choice(names, n),
+               shapes=np.full(n, s.intern("f32[4, 4]")), module=np.full(n, NONE),
+               grad_fn=np.where(np.arange(n) > n // 2, s.intern("AddBackward0"), NONE),
+               device=np.zeros(n), stream=np.full(n, 7), flags=np.full(n, 8),
+               depth=np.zeros(n), host_begin_ns=begin, host_end_ns=end)
+    ev = dict(device=np.zeros(2 * n), stream=np.full(2 * n, 7),
+              kind=np.tile([0, 1], n), op=np.repeat(np.arange(n), 2),
+              raw_ns=np.sort(rng.integers(0, 10**9, 2 * n)),
+              host_record_ns=np.stack([begin, end], 1).reshape(-1))
+    gpu = dict(op=np.arange(n), device=np.zeros(n), stream=np.full(n, 7),
+               name=ops["name"], kind=np.full(n, GpuKind.OP),
+               begin_event=np.arange(0, 2 * n, 2), end_event=np.arange(1, 2 * n, 2),
+               launch_ns=begin, begin_ns=begin + 3000, end_ns=end + 4000)
+    syncs = dict(op=[n - 1], kind=[s.intern("item")], device=[0], stream=[7],
+                 last_event=[2 * n - 2], host_begin_ns=[begin[-1]], host_end_ns=[end[-1]])
+    half = begin[n // 2]
+    spans = dict(kind=[SpanKind.STEP, SpanKind.STEP, SpanKind.USER],
+                 name=[s.intern("step 0"), s.intern("step 1"), s.intern("eval")],
+                 thread=[0, 0, 0], depth=[0, 0, 1], number=[0, 1, NONE],
+                 begin_ns=[begin[0], half, begin[3]], end_ns=[half, end[-1], end[5]])
+    clocks = dict(device=[0], ref_raw_ns=[0], offset_ns=[10**12], slope=[1.00005],
+                  bound_ns=[250.0], bound_max_ns=[400.0], relax_ns=[0.0],
+                  n_lower=[2 * n], n_upper=[1], ping_offset_ns=[10**12 + 30])
+    truth = dict(event=np.arange(2 * n), host_ns=ev["host_record_ns"] + 2000)
+    return Timeline(dict(ops=ops, events=ev, gpu=gpu, syncs=syncs, spans=spans,
+                         clocks=clocks, truth=truth), s,
+                    {"source": "test", "aligned": True, "nested": {"a": [1, 2]}})
+
+
+def assert_same(a: Timeline, b: Timeline):
+    assert a.strings == b.strings
+    assert a.meta == b.meta
+    for name in SCHEMA:
+        ta, tb = a.table(name), b.table(name)
+        assert len(ta) == len(tb), name
+        for col in ta.columns:
+            assert ta[col].dtype == tb[col].dtype
+            np.testing.assert_array_equal(ta[col], tb[col], err_msg=f"{name}.{col}")
+
+
+def test_save_load_round_trips_every_table(tmp_path):
+    tl = make_timeline()
+    path = tmp_path / "run.ctl"
+    tl.save(path)
+    assert_same(tl, ctl.load(path))
+
+
+def test_round_trip_survives_extreme_values(tmp_path):
+    # differences that overflow int64 must still decode exactly
+    big = np.array([np.iinfo(np.int64).max, np.iinfo(np.int64).min, 0, -5])
+    s = Strings(["", "naïve ✓ \udcff"])
+    tl = Timeline({"ops": dict(host_begin_ns=big, host_end_ns=big[::-1].copy(),
+                               name=[0, 1, 1, 0])}, s, {})
+    tl.save(tmp_path / "x.ctl")
+    assert_same(tl, ctl.load(tmp_path / "x.ctl"))
+
+
+def test_empty_timeline_round_trips(tmp_path):
+    tl = Timeline()
+    tl.save(tmp_path / "e.ctl")
+    back = ctl.load(tmp_path / "e.ctl")
+    assert_same(tl, back)
+    assert "0 ops" in repr(back)
+
+
+def test_columns_are_read_only():
+    tl = make_timeline()
+    with pytest.raises(ValueError):
+        tl.ops.host_begin_ns[0] = 0
+
+
+def test_bad_construction_is_a_sentence():
+    with pytest.raises(ctl.CutimelineError, match="no column 'bogus'"):
+        Table("ops", {"bogus": [1]})
+    with pytest.raises(ctl.CutimelineError, match="differ in length"):
+        Table("ops", {"seq": [1, 2], "thread": [1]})
+    with pytest.raises(ctl.CutimelineError, match="outside int16"):
+        Table("ops", {"device": [70000]})
+    with pytest.raises(ctl.CutimelineError, match="refers to rows outside"):
+        Timeline({"gpu": {"op": [3]}})
+    with pytest.raises(ctl.CutimelineError, match="string ids outside"):
+        Timeline({"ops": {"name": [0]}})
+    with pytest.raises(ctl.CutimelineError, match="no table"):
+        Timeline({"kernels": {}})
+
+
+def test_meta_that_is_not_json_is_refused(tmp_path):
+    tl = Timeline(meta={"x": object()})
+    with pytest.raises(ctl.CutimelineError, match="JSON"):
+        tl.save(tmp_path / "m.ctl")
+    assert not list(tmp_path.iterdir())  # nothing half-written
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda b: b[: len(b) // 2], "not a cutimeline file|damaged"),
+    (lambda b: b"\0" * len(b), "not a cutimeline file"),
+    (lambda b: b'{"traceEvents": []}', "import_chrome"),
+])
+def test_damaged_files_name_the_file(tmp_path, damage, message):
+    path = tmp_path / "run.ctl"
+    make_timeline().save(path)
+    path.write_bytes(damage(path.read_bytes()))
+    with pytest.raises(ctl.CutimelineError, match=message) as info:
+        ctl.load(path)
+    assert str(path) in str(info.value)
+
+
+def test_flipped_bytes_inside_a_member_are_caught(tmp_path):
+    path = tmp_path / "run.ctl"
+    make_timeline(n=2000).save(path)
+    raw = bytearray(path.read_bytes())
+    mid = len(raw) // 2
+    raw[mid:mid + 64] = bytes(64)
+    path.write_bytes(bytes(raw))
+    with pytest.raises(ctl.CutimelineError, match="damaged"):
+        ctl.load(path)
+
+
+def _rewrite(path, fn):
+    with zipfile.ZipFile(path) as z:
+        members = {n: z.read(n) for n in z.namelist()}
+    members = fn(members)
+    with zipfile.ZipFile(path, "w") as z:
+        for n, b in members.items():
+            z.writestr(n, b)
+
+
+def _meta(members, **changes):
+    arr = np.load(__import__("io").BytesIO(members["meta.json.npy"]))
+    head = json.loads(bytes(arr).decode())
+    head.update(changes)
+    buf = __import__("io").BytesIO()
+    np.save(buf, np.frombuffer(json.dumps(head).encode(), np.uint8))
+    members["meta.json.npy"] = buf.getvalue()
+    return members
+
+
+def test_newer_foreign_and_incomplete_files(tmp_path):
+    path = tmp_path / "run.ctl"
+    make_timeline().save(path)
+    _rewrite(path, lambda m: _meta(m, format_version=99))
+    with pytest.raises(ctl.CutimelineError, match="newer cutimeline.*upgrade"):
+        ctl.load(path)
+    make_timeline().save(path)
+    _rewrite(path, lambda m: _meta(m, format="other"))
+    with pytest.raises(ctl.CutimelineError, match="not a cutimeline file"):
+        ctl.load(path)
+    make_timeline().save(path)
+    _rewrite(path, lambda m: {k: v for k, v in m.items() if k != "ops.seq.npy"})
+    with pytest.raises(ctl.CutimelineError, match="lacks column ops.seq"):
+        ctl.load(path)
+    np.savez(tmp_path / "plain.npz", a=np.arange(3))
+    with pytest.raises(ctl.CutimelineError, match="no meta.json"):
+        ctl.load(tmp_path / "plain.npz")
+    with pytest.raises(ctl.CutimelineError, match="does not exist"):
+        ctl.load(tmp_path / "missing.ctl")
+
+
+def test_slice_by_step_renumbers_references():
+    tl = make_timeline()
+    part = tl.slice_steps(1)
+    b, e = tl.step_bounds(1)
+    assert len(part.ops) < len(tl.ops)
+    assert np.all(part.ops.host_end_ns >= b) and np.all(part.ops.host_begin_ns < e)
+    # every kept gpu row still points at the op that launched it
+    kept = part.gpu.op >= 0
+    np.testing.assert_array_equal(part.ops.seq[part.gpu.op[kept]],
+                                  tl.ops.seq[tl.gpu.op][np.isin(tl.ops.seq[tl.gpu.op],
+                                                                part.ops.seq[part.gpu.op[kept]])])
+    ev = part.gpu.begin_event[part.gpu.begin_event >= 0]
+    assert np.all(part.events.kind[ev] == 0)
+    assert part.meta["window"] == [b, e]
+    assert len(part.clocks) == 1
+
+
+def test_window_forms():
+    tl = make_timeline()
+    assert tl.window_bounds(0) == tl.step_bounds(0)
+    assert tl.window_bounds((0, 1)) == (tl.step_bounds(0)[0], tl.step_bounds(1)[1])
+    assert tl.window_bounds(range(0, 2)) == tl.window_bounds((0, 1))
+    t0 = tl.start_ns
+    assert tl.window_bounds((0.0, 1e-6)) == (t0, t0 + 1000)
+    with pytest.raises(ctl.CutimelineError, match="no step 7; it has steps 0–1"):
+        tl.window_bounds(7)
+    with pytest.raises(ctl.CutimelineError, match="not understood"):
+        tl.window_bounds("soon")
+
+
+def test_to_pandas_decodes_strings_and_kinds():
+    pytest.importorskip("pandas")
+    tl = make_timeline()
+    df = tl.to_pandas("ops")
+    assert set(df["name"]) <= {f"aten::op{i}" for i in range(5)}
+    assert set(df["grad_fn"]) == {"", "AddBackward0"}
+    assert list(tl.to_pandas("spans")["kind"]) == ["step", "step", "user"]
+
+
+def test_repr_is_useful():
+    r = repr(make_timeline())
+    assert "50 ops" in r and "50 gpu rows on 1 stream" in r and "2 steps" in r
+    assert "±0.4 µs" in r
