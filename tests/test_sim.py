@@ -1,0 +1,669 @@
+"""SimGPU: streams, latencies, waits, the device clock as CUDA reads it, the
+roofline cost model, truth, validation; and end to end under the recorder."""
+
+import threading
+
+import numpy as np
+import pytest
+import torch
+
+import cutimeline as ctl
+from cutimeline import CutimelineError
+from cutimeline.roofline import PROFILES, GpuProfile, OpModel
+from cutimeline.sim import (FakeClock, SimGPU, chain_raw_ns, device_time_ns,
+                            elapsed_ms, read_device_clock, synthetic_events)
+from cutimeline.timeline import NONE, EventKind, Table
+
+aten = torch.ops.aten
+LAT, EV = 4_000, 2_000  # launch and event latency used below
+
+
+def make(costs=None, **kw):
+    """A SimGPU on a fake clock whose op costs are {name: ns}."""
+    clock = FakeClock()
+    costs = costs or {}
+    opts = dict(offset_ns=7_000_000_000, drift_ppm=0.0, launch_latency_ns=LAT,
+                event_latency_ns=EV, pings=1, clock=clock,
+                cost=lambda name, *_: costs.get(name, 1_000))
+    opts.update(kw)
+    return SimGPU(**opts), clock
+
+
+def launch(gpu, clock, name, seq, stream=0, dispatch_ns=1_000):
+    """One op as the recorder drives it: BEGIN, the op runs, END."""
+    b = gpu.begin(stream, seq)
+    clock.advance(dispatch_ns)
+    e = gpu.end(stream, seq, name, (), {}, None)
+    return b, e
+
+
+def truth(h):
+    return h.truth["host_ns"]
+
+
+# -- streams and latencies ---------------------------------------------------
+
+def test_idle_stream_op_starts_after_launch_latency():
+    gpu, clock = make({"k": 10_000})
+    gpu.start()
+    h0 = clock.now()
+    b, e = launch(gpu, clock, "k", 0, dispatch_ns=1_000)
+    assert gpu.drained_at(0) == h0 + 1_000 + LAT + 10_000
+    h = gpu.harvest()
+    t = truth(h)
+    assert t[b] == h0 + EV                      # BEGIN: idle stream, event latency
+    assert t[e] == h0 + 1_000 + LAT + 10_000    # END: after the op's work
+    assert h.events["host_record_ns"][b] == h0
+    assert h.events["host_record_ns"][e] == h0 + 1_000
+
+
+def test_ops_queue_in_stream_order():
+    gpu, clock = make({"long": 100_000, "short": 1_000})
+    gpu.start()
+    h0 = clock.now()
+    b1, e1 = launch(gpu, clock, "long", 0)
+    b2, e2 = launch(gpu, clock, "short", 1)
+    t = truth(gpu.harvest())
+    end1 = h0 + 1_000 + LAT + 100_000
+    assert t[e1] == end1
+    assert t[b2] == end1                 # the BEGIN waits behind the long op
+    assert t[e2] == end1 + 1_000         # the op starts when the stream frees
+
+
+def test_end_event_no_earlier_than_its_event_latency():
+    gpu, clock = make({"free": 0}, launch_latency_ns=0, event_latency_ns=5_000)
+    gpu.start()
+    h0 = clock.now()
+    b, e = launch(gpu, clock, "free", 0, dispatch_ns=100)
+    t = truth(gpu.harvest())
+    assert t[e] == h0 + 100 + 5_000
+
+
+def test_streams_run_independently():
+    gpu, clock = make({"long": 1_000_000, "short": 1_000})
+    gpu.start()
+    h0 = clock.now()
+    launch(gpu, clock, "long", 0, stream=0)
+    b, e = launch(gpu, clock, "short", 1, stream=1)
+    t = truth(gpu.harvest())
+    assert t[b] == h0 + 1_000 + EV
+    assert t[e] == h0 + 2_000 + LAT + 1_000
+
+
+def test_wait_stream_orders_work_across_streams():
+    gpu, clock = make({"long": 1_000_000, "short": 1_000})
+    gpu.start()
+    launch(gpu, clock, "long", 0, stream=0)
+    drained0 = gpu.drained_at(0)
+    gpu.wait_stream(1, 0)
+    b, e = launch(gpu, clock, "short", 1, stream=1)
+    t = truth(gpu.harvest())
+    assert t[b] == drained0
+    assert t[e] == drained0 + 1_000
+
+
+def test_wait_stream_ignores_work_enqueued_later():
+    gpu, clock = make({"long": 1_000_000, "short": 1_000})
+    gpu.start()
+    ev = gpu.record_event(0)
+    launch(gpu, clock, "long", 0, stream=0)   # after the event: not waited for
+    gpu.wait_event(ev, 1)
+    h1 = clock.now()
+    b, e = launch(gpu, clock, "short", 1, stream=1)
+    t = truth(gpu.harvest())
+    assert t[b] == h1 + EV
+    assert t[e] < gpu.drained_at(0)
+
+
+def test_current_stream_is_per_thread():
+    gpu, _ = make()
+    seen = {}
+    with gpu.stream(3):
+        assert gpu.current_stream() == 3
+        t = threading.Thread(target=lambda: seen.update(s=gpu.current_stream()))
+        t.start()
+        t.join()
+        with gpu.stream(5):
+            assert gpu.current_stream() == 5
+        assert gpu.current_stream() == 3
+    assert gpu.current_stream() == 0 and seen["s"] == 0
+
+
+def test_owns_cpu_and_meta_but_not_in_host_blocks():
+    gpu, _ = make()
+    assert gpu.owns(torch.device("cpu")) and gpu.owns(torch.device("meta"))
+    assert not gpu.owns(torch.device("cuda", 0))
+    with gpu.host():
+        assert not gpu.owns(torch.device("cpu"))
+    assert gpu.owns("cpu")
+    assert SimGPU(owns="meta").owns("meta") and not SimGPU(owns="meta").owns("cpu")
+
+
+# -- syncs ---------------------------------------------------------------------
+
+def test_wait_blocks_host_until_stream_drains():
+    gpu, clock = make({"long": 3_000_000})
+    gpu.start()
+    b, e = launch(gpu, clock, "long", 0)
+    t0 = clock.now()
+    gpu.wait(0)
+    assert clock.now() == gpu.drained_at(0) > t0
+    gpu.note_sync("item", 0, 0, t0, clock.now())
+    h = gpu.harvest()
+    row = list(h.syncs["kind"]).index("item")
+    assert h.syncs["last_event"][row] == e
+    assert h.syncs["host_end_ns"][row] >= truth(h)[e]
+    assert h.syncs["stream"][row] == 0 and h.syncs["op"][row] == 0
+
+
+def test_wait_on_one_stream_leaves_others_queued():
+    gpu, clock = make({"long": 5_000_000, "short": 1_000})
+    gpu.start()
+    launch(gpu, clock, "long", 0, stream=1)
+    launch(gpu, clock, "short", 1, stream=0)
+    gpu.wait(0)
+    assert clock.now() < gpu.drained_at(1)
+    gpu.wait(None)
+    assert clock.now() == gpu.drained_at(None) == gpu.drained_at(1)
+    gpu.harvest()
+
+
+def test_real_clock_wait_really_blocks_the_host():
+    import time
+    gpu = SimGPU(cost={"k": 2_000_000}, pings=1)   # 2 ms of simulated work
+    gpu.start()
+    b = gpu.begin(0, 0)
+    gpu.end(0, 0, "k", (), {}, None)
+    gpu.wait(0)
+    assert time.perf_counter_ns() >= gpu.drained_at(0)
+    h = gpu.harvest()
+    assert np.all(truth(h) >= h.events["host_record_ns"])
+
+
+def test_synchronize_is_a_device_wide_sync():
+    gpu, clock = make({"k": 50_000})
+    gpu.start()
+    launch(gpu, clock, "k", 0, stream=2)
+    gpu.synchronize()
+    assert clock.now() == gpu.drained_at(2)
+    h = gpu.harvest()
+    row = list(h.syncs["kind"]).index("synchronize")
+    assert h.syncs["stream"][row] == NONE and h.syncs["op"][row] == NONE
+    assert h.syncs["host_end_ns"][row] >= truth(h).max(initial=0) - 10_000
+
+
+def test_note_sync_covers_only_events_before_its_wait():
+    gpu, clock = make({"k": 50_000})
+    gpu.start()
+    b, e = launch(gpu, clock, "k", 0)
+    t0 = clock.now()
+    gpu.wait(0)
+    launch(gpu, clock, "k", 1)        # as if another thread launched meanwhile
+    gpu.note_sync("item", 0, 0, t0, clock.now())
+    h = gpu.harvest()
+    row = list(h.syncs["kind"]).index("item")
+    assert h.syncs["last_event"][row] == e
+
+
+def test_calibration_pings_bracket_their_event():
+    gpu, clock = make(pings=3)
+    gpu.start()
+    launch(gpu, clock, "k", 0)
+    h = gpu.harvest()
+    ping = h.syncs["kind"] == "ping"
+    assert ping.sum() == 6
+    last = h.syncs["last_event"][ping]
+    assert np.all(h.events["kind"][last] == EventKind.PING)
+    assert np.all(h.syncs["host_begin_ns"][ping] <= truth(h)[last])
+    assert np.all(truth(h)[last] <= h.syncs["host_end_ns"][ping])
+    assert h.events["kind"][0] == EventKind.ANCHOR and h.events["raw_ns"][0] == 0
+
+
+# -- the device clock ----------------------------------------------------------
+
+def test_device_time_is_offset_drifted_and_quantised():
+    t = device_time_ns([0, 1_234, 10**10], start_ns=0, offset_ns=10_250,
+                       drift_ppm=100.0, quantum_ns=500)
+    assert list(t) == [10_000, 11_000, (10_250 + 10**10 + 10**6) // 500 * 500]
+    assert np.all(t % 500 == 0)
+
+
+def test_elapsed_ms_is_float32_like_cuda():
+    ms = elapsed_ms(0, 10_000_000_500)   # 10 s + 0.5 µs
+    assert ms.dtype == np.float32
+    back = int(np.rint(np.float64(ms) * 1e6))
+    assert back != 10_000_000_500                  # float32 lost the 0.5 µs
+    assert abs(back - 10_000_000_500) <= 500      # half an ulp at 10 s (~0.5 µs)
+    assert int(np.rint(np.float64(elapsed_ms(0, 3_500)) * 1e6)) == 3_500
+
+
+def test_short_recording_reads_quantised_times_exactly():
+    gpu, clock = make({"k": 12_345}, offset_ns=10**12 + 123)
+    gpu.start()
+    for i in range(50):
+        launch(gpu, clock, "k", i, dispatch_ns=3_000 + 7 * i)
+    h = gpu.harvest()
+    raw = h.events["raw_ns"]
+    dev = device_time_ns(truth(h), start_ns=h.meta["sim"]["start_host_ns"],
+                         offset_ns=10**12 + 123, drift_ppm=0.0, quantum_ns=500)
+    assert np.all(raw % 500 == 0)
+    assert np.array_equal(raw, dev - dev[0])
+
+
+def test_drift_shows_in_raw_times():
+    gpu, clock = make({"k": 1_000}, drift_ppm=50.0)
+    gpu.start()
+    for i in range(21):
+        launch(gpu, clock, "k", i, dispatch_ns=1_000)
+        clock.advance(500_000_000 - 1_000)  # an op every 0.5 s for 10 s
+    h = gpu.harvest()
+    begins = np.flatnonzero(h.events["kind"] == EventKind.BEGIN)
+    d_true = truth(h)[begins[-1]] - truth(h)[begins[0]]
+    d_raw = h.events["raw_ns"][begins[-1]] - h.events["raw_ns"][begins[0]]
+    assert abs(d_raw - d_true * (1 + 50e-6)) < 1_000   # 500 µs of drift, ±1 µs
+    assert h.meta["sim"]["drift_ppm"] == 50.0
+
+
+@pytest.mark.parametrize("interval_ns, n_anchors, bound_ns", [
+    (1_000_000_000, 30, 300),   # the default: a 1 s step reads to ±31 ns
+    (250_000_000, 120, 100),    # quarter-second steps read to ±8 ns
+])
+def test_anchor_chaining_keeps_error_small_over_many_seconds(interval_ns, n_anchors,
+                                                             bound_ns):
+    gpu, clock = make({"k": 20_000}, drift_ppm=-17.3, offset_ns=3 * 10**11 + 77,
+                      anchor_interval_ns=interval_ns)
+    gpu.start()
+    for i in range(600):                 # an op every 50 ms for 30 s
+        launch(gpu, clock, "k", i, dispatch_ns=10_000)
+        clock.advance(50_000_000 - 10_000 + 500 * (i % 7))
+    h = gpu.harvest()
+    anchors = h.events["kind"] == EventKind.ANCHOR
+    assert abs(anchors.sum() - n_anchors) <= 2
+    m = h.meta["sim"]
+    dev = device_time_ns(truth(h), start_ns=m["start_host_ns"], offset_ns=m["offset_ns"],
+                         drift_ppm=m["drift_ppm"], quantum_ns=m["quantum_ns"])
+    err = h.events["raw_ns"] - (dev - dev[0])
+    assert np.abs(err).max() < bound_ns
+    # one float32 reading from the start instead would be off by up to 1 µs
+    direct = np.rint(elapsed_ms(dev[0], dev).astype(np.float64) * 1e6)
+    assert np.abs(direct - (dev - dev[0])).max() > 2 * bound_ns
+
+
+def test_chain_raw_ns_adds_anchor_steps():
+    steps = np.array([0, 1.5, 2.0], np.float32)
+    raw = chain_raw_ns(steps, np.array([0, 1, 2, 2]), np.array([0, 0, 0, 0.25], np.float32))
+    assert list(raw) == [0, 1_500_000, 3_500_000, 3_750_000]
+
+
+def test_read_device_clock_of_nothing():
+    raw, dev = read_device_clock(np.zeros(0, np.int64), np.zeros(0, np.int64),
+                                 np.zeros(0, np.int64), start_ns=0, offset_ns=0,
+                                 drift_ppm=0.0, quantum_ns=500)
+    assert len(raw) == len(dev) == 0
+
+
+# -- truth and harvest -----------------------------------------------------------
+
+def _random_workload(gpu, clock, rng, n=300):
+    for i in range(n):
+        with gpu.stream(int(rng.integers(0, 3))):
+            s = gpu.current_stream()
+            launch(gpu, clock, "k", i, stream=s, dispatch_ns=int(rng.integers(500, 20_000)))
+            if rng.random() < 0.05:
+                t0 = clock.now()
+                which = None if rng.random() < 0.5 else s
+                gpu.wait(which)
+                gpu.note_sync("item", which, i, t0, clock.now())
+            if rng.random() < 0.05:
+                gpu.wait_stream(int(rng.integers(0, 3)), s)
+        clock.advance(int(rng.integers(0, 30_000)))
+
+
+def test_truth_is_consistent_with_what_the_recorder_sees():
+    rng = np.random.default_rng(5)
+    gpu, clock = make(cost=lambda *_: int(rng.integers(0, 80_000)), drift_ppm=8.0)
+    gpu.start()
+    _random_workload(gpu, clock, rng)
+    h = gpu.harvest()
+    t, ev, sy = truth(h), h.events, h.syncs
+    assert np.array_equal(h.truth["event"], np.arange(len(t)))
+    assert np.all(t >= ev["host_record_ns"])
+    assert np.all(sy["host_end_ns"] >= t[sy["last_event"]])
+    assert np.all(sy["host_end_ns"] >= sy["host_begin_ns"])
+    for s in np.unique(ev["stream"]):   # each stream runs its events in order
+        assert np.all(np.diff(t[ev["stream"] == s]) >= 0)
+    # the harvest fits the Timeline's tables (sync kinds are strings)
+    assert len(Table("events", h.events)) == len(Table("truth", h.truth)) == len(t)
+    assert len(Table("syncs", {k: v for k, v in h.syncs.items() if k != "kind"}))
+    assert all(isinstance(k, str) for k in h.syncs["kind"])
+
+
+def test_harvest_is_labelled_a_simulation():
+    gpu, clock = make(profile="a100")
+    gpu.start()
+    launch(gpu, clock, "k", 0)
+    h = gpu.harvest()
+    assert h.meta["simulated"] is True
+    assert h.meta["device_name"] == "SimGPU a100 (simulated)"
+    m = h.meta["sim"]
+    assert (m["profile"], m["offset_ns"], m["drift_ppm"]) == ("a100", 7_000_000_000, 0.0)
+    assert m["start_host_ns"] == FakeClock().now()
+    import json
+    json.dumps(h.meta)                   # meta must be saveable
+
+
+def test_threads_launching_at_once_get_distinct_events():
+    gpu = SimGPU(cost={"k": 1_000}, pings=1)
+    gpu.start()
+    out = []
+
+    def worker(k):
+        with gpu.stream(k):
+            for i in range(200):
+                b = gpu.begin(k, k * 1000 + i)
+                e = gpu.end(k, k * 1000 + i, "k", (), {}, None)
+                out.append((b, e))
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    h = gpu.harvest()
+    idx = [i for pair in out for i in pair]
+    assert len(set(idx)) == 1600
+    ev = h.events
+    for b, e in out:
+        assert ev["op"][b] == ev["op"][e] and ev["stream"][b] == ev["stream"][e]
+        assert ev["kind"][b] == EventKind.BEGIN and ev["kind"][e] == EventKind.END
+    assert np.all(truth(h) >= ev["host_record_ns"])
+
+
+def test_a_device_records_again_after_harvest():
+    gpu, clock = make()
+    gpu.start()
+    launch(gpu, clock, "k", 0)
+    first = gpu.harvest()
+    gpu.start()
+    launch(gpu, clock, "k", 0)
+    second = gpu.harvest()
+    assert len(first.events["raw_ns"]) == len(second.events["raw_ns"])
+    assert second.meta["sim"]["start_host_ns"] > first.meta["sim"]["start_host_ns"]
+
+
+def test_jitter_varies_costs_reproducibly():
+    def run(seed):
+        gpu, clock = make({"k": 100_000}, jitter=0.3, seed=seed)
+        gpu.start()
+        for i in range(20):
+            launch(gpu, clock, "k", i)
+        t = truth(gpu.harvest())
+        return np.diff(t[t > 0])
+
+    assert np.array_equal(run(1), run(1))
+    assert not np.array_equal(run(1), run(2))
+
+
+def test_cost_dict_overrides_by_name_and_falls_back_to_roofline():
+    x = torch.empty(1024, 1024, device="meta")
+    gpu, clock = make(cost={"aten::add": 777, "aten::mm": 5})
+    model = OpModel(PROFILES["h100"])
+    assert gpu._cost_ns(aten.add.Tensor, (x, x), {}, x) == 777
+    assert gpu._cost_ns(aten.mm.default, (x, x), {}, x) == 5
+    assert gpu._cost_ns(aten.mul.Tensor, (x, x), {}, x) == \
+        model.cost_ns(aten.mul.Tensor, (x, x), {}, x)
+
+
+# -- the roofline cost model ------------------------------------------------------
+
+def test_matmul_is_flops_bound_h100_vs_a100():
+    a = torch.empty(4096, 4096, dtype=torch.bfloat16, device="meta")
+    out = aten.mm.default(a, a)
+    flops = 2 * 4096**3
+    for name, peak, base in (("h100", 989.5e12, 2_000), ("a100", 312e12, 2_500)):
+        model = OpModel(PROFILES[name])
+        assert model.flops(aten.mm.default, (a, a), {}, out) == flops
+        assert model.bytes(aten.mm.default, (a, a), {}, out) == 3 * 4096**2 * 2
+        assert model.cost_ns(aten.mm.default, (a, a), {}, out) == base + round(flops / peak * 1e9)
+    # 138.9 µs on an H100, 440.5 µs on an A100 (+ the kernel minimum)
+    assert OpModel(PROFILES["h100"]).cost_ns(aten.mm.default, (a, a), {}, out) == 2_000 + 138_897
+
+
+def test_fp32_matmul_uses_tf32_only_when_allowed():
+    a = torch.empty(2048, 2048, device="meta")
+    out = aten.mm.default(a, a)
+    flops = 2 * 2048**3
+    off = OpModel(PROFILES["h100"], tf32=False)
+    on = OpModel(PROFILES["h100"], tf32=True)
+    follow = OpModel(PROFILES["h100"])
+    assert off.cost_ns(aten.mm.default, (a, a), {}, out) == 2_000 + round(flops / 67e12 * 1e9)
+    assert on.cost_ns(aten.mm.default, (a, a), {}, out) == 2_000 + round(flops / 494.5e12 * 1e9)
+    before = torch.backends.cuda.matmul.allow_tf32
+    try:
+        torch.backends.cuda.matmul.allow_tf32 = False
+        assert follow.peak(aten.mm.default, (a, a)) == 67e12
+        torch.backends.cuda.matmul.allow_tf32 = True
+        assert follow.peak(aten.mm.default, (a, a)) == 494.5e12
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before
+
+
+def test_elementwise_is_bandwidth_bound():
+    n = 1 << 24
+    x = torch.empty(n, device="meta")
+    out = aten.add.Tensor(x, x)
+    for name, bw, base in (("h100", 3.35e12, 2_000), ("a100", 2.039e12, 2_500)):
+        model = OpModel(PROFILES[name])
+        assert model.flops(aten.add.Tensor, (x, x), {}, out) == 0
+        assert model.cost_ns(aten.add.Tensor, (x, x), {}, out) == \
+            base + round(3 * 4 * n / bw * 1e9)   # 60.1 µs on an H100
+
+
+def test_bytes_count_storage_of_expanded_inputs_and_skip_out_arguments():
+    model = OpModel(PROFILES["h100"])
+    x = torch.empty(1000, 1000, device="meta")
+    bias = torch.empty(1000, device="meta").expand(1000, 1000)
+    out = aten.add.Tensor(x, bias)
+    assert model.bytes(aten.add.Tensor, (x, bias), {}, out) == 4_000_000 + 4_000 + 4_000_000
+    o = torch.empty(1000, 1000, device="meta")
+    assert model.bytes(aten.add.out, (x, x), {"out": o}, o) == 3 * 4_000_000
+
+
+def test_views_and_allocations_cost_nothing():
+    model = OpModel(PROFILES["h100"])
+    x = torch.empty(64, 64, device="meta")
+    assert model.cost_ns(aten.t.default, (x,), {}, x.t()) == 0
+    assert model.cost_ns(aten.view.default, (x, [4096]), {}, x.view(4096)) == 0
+    assert model.cost_ns(aten.empty.memory_format, ([64],), {}, x) == 0
+    assert model.cost_ns(aten.relu.default, (x,), {}, x) == 2_000 + round(2 * 64 * 64 * 4 / 3.35e12 * 1e9)
+
+
+def test_convolution_flops_come_from_torch_formula():
+    x = torch.empty(8, 64, 56, 56, dtype=torch.float16, device="meta")
+    w = torch.empty(128, 64, 3, 3, dtype=torch.float16, device="meta")
+    args = (x, w, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1)
+    out = aten.convolution.default(*args)
+    flops = 2 * 8 * 128 * 56 * 56 * 64 * 9
+    model = OpModel(PROFILES["h100"])
+    assert model.flops(aten.convolution.default, args, {}, out) == flops
+    assert model.cost_ns(aten.convolution.default, args, {}, out) == \
+        2_000 + round(flops / 989.5e12 * 1e9)
+
+
+# -- validation --------------------------------------------------------------------
+
+@pytest.mark.parametrize("kw, text", [
+    ({"profile": "v100"}, "'v100'"),
+    ({"quantum_ns": 0}, "quantum_ns=0"),
+    ({"offset_ns": -5}, "offset_ns=-5"),
+    ({"offset_ns": 1.5}, "offset_ns=1.5"),
+    ({"drift_ppm": float("nan")}, "drift_ppm=nan"),
+    ({"drift_ppm": "5"}, "drift_ppm='5'"),
+    ({"launch_latency_ns": -1}, "launch_latency_ns=-1"),
+    ({"event_latency_ns": True}, "event_latency_ns=True"),
+    ({"cost": 5}, "cost=5"),
+    ({"cost": {"aten::mm": -3}}, "cost['aten::mm']=-3"),
+    ({"jitter": 3}, "jitter=3"),
+    ({"tf32": "yes"}, "tf32='yes'"),
+    ({"owns": ()}, "owns=()"),
+    ({"owns": ("cpu", 3)}, "owns=('cpu', 3)"),
+    ({"index": -1}, "index=-1"),
+    ({"anchor_interval_ns": 0}, "anchor_interval_ns=0"),
+    ({"pings": 0}, "pings=0"),
+    ({"seed": -1}, "seed=-1"),
+    ({"clock": object()}, "clock=<object"),
+])
+def test_bad_options_are_named(kw, text):
+    with pytest.raises(CutimelineError, match=None) as err:
+        SimGPU(**kw)
+    assert text in str(err.value) and str(err.value).endswith(".")
+
+
+def test_options_are_keyword_only():
+    with pytest.raises(TypeError):
+        SimGPU("h100", 5)
+
+
+def test_custom_profile_is_checked():
+    good = GpuProfile("mine", dict(PROFILES["h100"].peak_flops), 1e12)
+    assert SimGPU(good).name == "SimGPU mine (simulated)"
+    with pytest.raises(CutimelineError, match="'fp8'"):
+        SimGPU(GpuProfile("bad", {k: v for k, v in good.peak_flops.items() if k != "fp8"}, 1e12))
+    with pytest.raises(CutimelineError, match="bandwidth"):
+        SimGPU(GpuProfile("bad", good.peak_flops, 0.0))
+
+
+def test_misuse_is_a_clear_error():
+    gpu, clock = make()
+    with pytest.raises(CutimelineError, match="start()"):
+        gpu.begin(0, 0)
+    with pytest.raises(CutimelineError, match="start()"):
+        gpu.harvest()
+    gpu.start()
+    with pytest.raises(CutimelineError, match="already recording"):
+        gpu.start()
+    with pytest.raises(CutimelineError, match="stream -1"):
+        with gpu.stream(-1):
+            pass
+    with pytest.raises(CutimelineError, match="SimEvent"):
+        gpu.wait_event("not an event", 0)
+    gpu.harvest()
+    with pytest.raises(CutimelineError, match="start()"):
+        gpu.end(0, 0, "k", (), {}, None)
+
+
+@pytest.mark.parametrize("bad", [-1, float("nan"), "fast", None])
+def test_cost_function_must_return_a_duration(bad):
+    gpu, clock = make(cost=lambda *_: bad)
+    gpu.start()
+    b = gpu.begin(0, 0)
+    with pytest.raises(CutimelineError, match="returned"):
+        gpu.end(0, 0, "k", (), {}, None)
+
+
+# -- synthetic Timelines --------------------------------------------------------------
+
+def test_synthetic_events_are_consistent():
+    tl = synthetic_events(3_000, streams=3, sync_every=250, drift_ppm=-30.0,
+                          anchor_interval_ns=5_000_000, seed=3)
+    ev, t, sy = tl.events, tl.truth.host_ns, tl.syncs
+    assert tl.meta["simulated"] and not tl.aligned
+    assert len(tl.ops) == len(tl.gpu) == 3_000
+    assert np.all(t >= ev.host_record_ns)
+    assert np.all(sy.host_end_ns >= t[sy.last_event])
+    assert np.all(ev.kind[tl.gpu.begin_event] == EventKind.BEGIN)
+    assert np.all(ev.kind[tl.gpu.end_event] == EventKind.END)
+    assert np.array_equal(ev.op[tl.gpu.begin_event], np.arange(3_000))
+    assert (ev.kind == EventKind.ANCHOR).sum() > 3
+    m = tl.meta["sim"]
+    raw, dev = read_device_clock(t, np.flatnonzero(ev.kind == EventKind.ANCHOR),
+                                 np.maximum.accumulate(np.cumsum(ev.kind == EventKind.ANCHOR) - 1),
+                                 start_ns=m["start_host_ns"], offset_ns=m["offset_ns"],
+                                 drift_ppm=m["drift_ppm"], quantum_ns=m["quantum_ns"])
+    assert np.array_equal(raw, ev.raw_ns)
+    assert np.abs(ev.raw_ns - (dev - dev[0])).max() < 200
+    for s in range(3):
+        assert np.all(np.diff(t[ev.stream == s]) >= 0)
+
+
+def test_synthetic_events_follow_simgpu_rules():
+    """Replayed through SimGPU with the same host times and op costs, the
+    vectorised model gives the same true event times."""
+    n, every = 40, 15
+    tl = synthetic_events(n, streams=2, sync_every=every, pings=1, seed=9,
+                          launch_latency_ns=LAT, event_latency_ns=EV)
+    rng = np.random.default_rng(9)   # synthetic_events draws dispatch, then cost
+    rng.integers(3_000, 30_000, n, endpoint=True)
+    cost = rng.integers(1_000, 60_000, n, endpoint=True)
+    ops = tl.ops
+    gpu, clock = make(cost=lambda name, *_: int(cost[int(name)]))
+    clock.t = int(tl.meta["sim"]["start_host_ns"])
+    gpu.start()
+    pairs = []
+    for i in range(n):
+        assert clock.t <= ops.host_begin_ns[i]
+        clock.t = int(ops.host_begin_ns[i])
+        b = gpu.begin(int(ops.stream[i]), i)
+        clock.t = int(ops.host_end_ns[i])
+        pairs.append((b, gpu.end(int(ops.stream[i]), i, str(i), (), {}, None)))
+        if (i + 1) % every == 0:
+            gpu.wait(None)
+    t = truth(gpu.harvest())
+    got = np.array([[t[b], t[e]] for b, e in pairs])
+    want = tl.truth.host_ns[np.stack([tl.gpu.begin_event, tl.gpu.end_event], 1)]
+    assert np.array_equal(got, want)
+
+
+@pytest.mark.parametrize("kw", [{"streams": 0}, {"sync_every": 0},
+                                {"cost_ns": (5, 1)}, {"n_ops": -1}])
+def test_synthetic_events_validate(kw):
+    args = {"n_ops": 10, **kw}
+    with pytest.raises(CutimelineError, match=next(iter(kw))):
+        synthetic_events(**args)
+
+
+# -- end to end under the recorder ---------------------------------------------------
+
+def _mlp_step(device):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(),
+                                torch.nn.Linear(128, 10)).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x = torch.randn(32, 64, device=device)
+    y = torch.randint(0, 10, (32,), device=device)
+    loss = torch.nn.functional.cross_entropy(model(x), y)
+    loss.backward()
+    opt.step()
+    return loss
+
+
+@pytest.mark.parametrize("device", ["cpu", "meta"])
+def test_mlp_training_step_records_gpu_rows(device):
+    pytest.importorskip("cutimeline.record")
+    with ctl.record(device=SimGPU("h100")) as rec:
+        _mlp_step(device)
+    tl = rec.timeline
+    assert len(tl.gpu) > 10
+    assert tl.meta["simulated"] is True
+    assert "(simulated)" in repr(tl.meta)
+    assert len(tl.truth) == len(tl.events)
+    names = set(tl.decode(tl.gpu.name))
+    assert any("mm" in n for n in names)
+
+
+def test_item_blocks_the_host_for_queued_simulated_work():
+    pytest.importorskip("cutimeline.record")
+    # 20 ms of simulated work per matmul, far more than the host needs
+    gpu = SimGPU("h100", cost={"aten::mm": 20_000_000})
+    a = torch.randn(16, 16)
+    with ctl.record(device=gpu) as rec:
+        b = a @ a
+        b = b @ a
+        queued = gpu.drained_at(None)
+        b.sum().item()
+    tl = rec.timeline
+    names = tl.decode(tl.ops.name)
+    item = [i for i, n in enumerate(names) if "_local_scalar_dense" in n]
+    assert item, "the .item() op was not recorded"
+    assert tl.ops.host_end_ns[item[0]] >= queued
+    assert len(tl.syncs) > 0
