@@ -24,6 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+import torch
+
 from .errors import CutimelineError
 
 __all__ = ["GpuProfile", "PROFILES", "profile_named", "op_name", "OpModel",
@@ -128,29 +130,67 @@ def op_name(func: Any) -> str:
     return str(getattr(func, "__name__", func))
 
 
-def tensor_bytes(obj: Any, skip: Any = None) -> int:
-    """Bytes of every tensor in obj (nested tuples, lists, dicts). A tensor
-    counts its own elements, or its storage when that is smaller (an
-    expanded tensor reads only its storage)."""
-    import torch
-    if isinstance(obj, torch.Tensor):
-        if obj is skip:
-            return 0
-        n = obj.numel() * obj.element_size()
-        try:
-            n = min(n, obj.untyped_storage().nbytes())
-        except (RuntimeError, NotImplementedError):  # sparse, nested, ...
-            pass
+def _nbytes(t: torch.Tensor) -> int:
+    """Bytes a kernel touches in ``t``: its elements, a broadcast (stride-0)
+    dimension counted once."""
+    if t.is_contiguous():
+        return t.nbytes
+    try:
+        n = t.element_size()
+        for size, stride in zip(t.shape, t.stride()):
+            if stride:
+                n *= size
         return n
-    if isinstance(obj, (tuple, list)):
-        return sum(tensor_bytes(o, skip) for o in obj)
+    except (RuntimeError, NotImplementedError):  # sparse, nested: no strides
+        return t.nbytes
+
+
+def tensor_bytes(obj: Any, skip: Any = None) -> int:
+    """Bytes of every tensor in obj (nested tuples, lists, dicts) except
+    ``skip``, by ``_nbytes``."""
+    if isinstance(obj, torch.Tensor):
+        return 0 if obj is skip else _nbytes(obj)
     if isinstance(obj, dict):
-        return sum(tensor_bytes(o, skip) for o in obj.values())
-    return 0
+        obj = tuple(obj.values())
+    elif not isinstance(obj, (tuple, list)):
+        return 0
+    n = 0
+    for o in obj:
+        if isinstance(o, torch.Tensor):
+            if o is not skip:
+                n += _nbytes(o)
+        elif isinstance(o, (tuple, list, dict)):
+            n += tensor_bytes(o, skip)
+    return n
+
+
+def _shapes(obj: Any) -> Any:
+    """Tensors replaced by their shapes, as flop_counter's shape_wrapper does
+    (without its pytree walk, which costs tens of µs per op)."""
+    if isinstance(obj, torch.Tensor):
+        return obj.shape
+    if isinstance(obj, (tuple, list)):
+        return type(obj)(_shapes(o) for o in obj)
+    return obj
+
+
+def _key(obj: Any, scalars: bool) -> Any:
+    """A hashable summary of op arguments that fixes their cost: tensors by
+    shape, dtype and (when not contiguous) strides; other values only when
+    ``scalars`` (FLOP formulas read them: a convolution's stride; an output
+    scalar does not matter)."""
+    if isinstance(obj, torch.Tensor):
+        if obj.is_contiguous():
+            return (obj.shape, obj.dtype)
+        return (obj.shape, obj.dtype, obj.stride())
+    if isinstance(obj, (tuple, list)):
+        return tuple([_key(o, scalars) for o in obj])
+    if isinstance(obj, dict):
+        return tuple([(k, _key(v, scalars)) for k, v in obj.items()])
+    return obj if scalars else None
 
 
 def _first_dtype(obj: Any) -> Any:
-    import torch
     if isinstance(obj, torch.Tensor):
         return obj.dtype
     if isinstance(obj, (tuple, list)):
@@ -168,11 +208,17 @@ class OpModel:
     fp32 matmuls and convolutions onto (or off) the TF32 tensor cores.
     """
 
+    #: distinct (op, shapes) remembered before the cache starts over
+    CACHE_SIZE = 100_000
+
     def __init__(self, profile: GpuProfile, tf32: bool | None = None):
         self.profile = profile
         self.tf32 = tf32
-        # func -> (no_kernel, flop formula or None, is_conv); filled lazily
+        # func -> (no_kernel, flop formula or None, is_conv)
         self._ops: dict[Any, tuple[bool, Callable | None, bool]] = {}
+        # (func, argument summary) -> (bytes, flops): a training loop
+        # repeats its shapes, and torch's formulas cost tens of µs per call
+        self._work: dict[tuple, tuple[int, int]] = {}
 
     def _describe(self, func: Any) -> tuple[bool, Callable | None, bool]:
         info = self._ops.get(func)
@@ -186,25 +232,48 @@ class OpModel:
             self._ops[func] = info
         return info
 
-    def flops(self, func: Any, args: tuple, kwargs: dict, out: Any) -> int:
-        """FLOPs of one op by torch's registered formula (0 without one)."""
-        formula = self._describe(func)[1]
-        if formula is None:
-            return 0
-        return int(formula(*args, **kwargs, out_val=out))
+    def work(self, func: Any, args: tuple, kwargs: dict, out: Any) -> tuple[int, int]:
+        """(bytes, FLOPs) of one op. Bytes: input tensors (an ``out=``
+        tensor is not read) plus output tensors; FLOPs by torch's registered
+        formula, 0 without one; both 0 for views and allocations."""
+        no_kernel, formula, _ = self._ops.get(func) or self._describe(func)
+        if no_kernel:
+            return 0, 0
+        key = None
+        if formula is not None:  # cached: bytes alone are cheaper than a key
+            try:
+                key = (func, _key(args, True), _key(kwargs, True),
+                       _key(out, False))
+                found = self._work.get(key)
+            except TypeError:  # an unhashable argument: not cached
+                key = found = None
+            if found is not None:
+                return found
+        n = tensor_bytes(args) + tensor_bytes(out)
+        if kwargs:
+            n += tensor_bytes(kwargs, skip=kwargs.get("out"))
+        flops = 0
+        if formula is not None:
+            raw = getattr(formula, "__wrapped__", None)  # formula on shapes
+            if raw is None:
+                flops = int(formula(*args, **kwargs, out_val=out))
+            else:
+                flops = int(raw(*_shapes(args), out_shape=_shapes(out),
+                                **{k: _shapes(v) for k, v in kwargs.items()}))
+        if key is not None:
+            if len(self._work) >= self.CACHE_SIZE:
+                self._work.clear()
+            self._work[key] = (n, flops)
+        return n, flops
 
     def bytes(self, func: Any, args: tuple, kwargs: dict, out: Any) -> int:
-        """Bytes read and written: input tensors (an ``out=`` tensor is not
-        read) plus output tensors; 0 for views and allocations."""
-        if self._describe(func)[0]:
-            return 0
-        out_kw = kwargs.get("out") if kwargs else None
-        return (tensor_bytes(args) + tensor_bytes(kwargs, skip=out_kw)
-                + tensor_bytes(out))
+        return self.work(func, args, kwargs, out)[0]
+
+    def flops(self, func: Any, args: tuple, kwargs: dict, out: Any) -> int:
+        return self.work(func, args, kwargs, out)[1]
 
     def peak(self, func: Any, args: tuple) -> float:
         """The FLOP/s that bound this op: tensor-core peak of its dtype."""
-        import torch
         precision = _DTYPE_PRECISION.get(str(_first_dtype(args)), "fp32")
         if precision == "fp32":
             tf32 = self.tf32
@@ -216,10 +285,10 @@ class OpModel:
 
     def cost_ns(self, func: Any, args: tuple, kwargs: dict, out: Any) -> int:
         """Simulated duration of one op in ns (0 for ops with no kernel)."""
-        if self._describe(func)[0]:
+        n, flops = self.work(func, args, kwargs, out)
+        if not n and not flops and self._describe(func)[0]:
             return 0
-        t = self.bytes(func, args, kwargs, out) / self.profile.bandwidth
-        flops = self.flops(func, args, kwargs, out)
+        t = n / self.profile.bandwidth
         if flops:
             t = max(t, flops / self.peak(func, args))
         return self.profile.min_kernel_ns + int(round(t * 1e9))

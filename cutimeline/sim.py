@@ -241,9 +241,11 @@ class SimGPU(Device):
                 raise CutimelineError(f"{self.name} is already recording; stop "
                                       f"that recording before starting another.")
             self._started = True
-            self._ev: tuple[list[int], ...] = ([], [], [], [], [], [])
+            # one tuple per event: stream, kind, seq, host_record, true, anchor
+            self._ev: list[tuple[int, ...]] = []
             self._anchors: list[int] = []
-            self._sy: tuple[list[Any], ...] = ([], [], [], [], [], [])
+            # one tuple per sync: seq, kind, stream, last_event, begin, end
+            self._sy: list[tuple[Any, ...]] = []
             self._last_on: dict[int, int] = {}
             self._start_ns = now = self._clock.now()
             self._anchor(0, now)
@@ -260,8 +262,8 @@ class SimGPU(Device):
 
     def end(self, stream: int, seq: int, func: Any, args: tuple, kwargs: dict,
             out: Any) -> int:
+        now = self._clock.now()  # the launch was done when func returned
         cost = self._cost_ns(func, args, kwargs, out)
-        now = self._clock.now()
         with self._lock:
             self._require("end")
             if self.jitter and cost:
@@ -293,10 +295,8 @@ class SimGPU(Device):
             # covered: use the newest event as of the wait when we have it.
             last = waited[1] if waited and waited[0] == stream \
                 else self._last_event(stream)
-            for col, v in zip(self._sy, (seq, kind, NONE if stream is None
-                                          else stream, last, host_begin_ns,
-                                          host_end_ns)):
-                col.append(v)
+            self._sy.append((seq, kind, NONE if stream is None else stream,
+                             last, host_begin_ns, host_end_ns))
 
     def harvest(self) -> Harvest:
         with self._lock:
@@ -318,24 +318,21 @@ class SimGPU(Device):
         it, and no earlier than ``ready_ns``."""
         true = max(self._free_at.get(stream, 0), ready_ns)
         self._free_at[stream] = true
-        i = len(self._ev[0])
-        for col, v in zip(self._ev, (stream, kind, seq, now, true,
-                                      len(self._anchors) - 1)):
-            col.append(v)
+        i = len(self._ev)
+        self._ev.append((stream, kind, seq, now, true, len(self._anchors) - 1))
         self._last_on[stream] = i
         return i
 
     def _anchor(self, stream: int, now: int) -> None:
         """Lay down a segment anchor (lock held)."""
-        self._anchors.append(len(self._ev[0]))
+        self._anchors.append(len(self._ev))  # read against itself
         self._anchor_host_ns = now
         self._record(stream, EventKind.ANCHOR, NONE, now,
                      now + self.event_latency_ns)
-        self._ev[5][-1] = len(self._anchors) - 1  # an anchor reads against itself
 
     def _last_event(self, stream: int | None) -> int:
         if stream is None:
-            return len(self._ev[0]) - 1
+            return len(self._ev) - 1
         return self._last_on.get(stream, NONE)
 
     def _ping(self) -> None:
@@ -348,12 +345,11 @@ class SimGPU(Device):
             with self._lock:
                 i = self._record(0, EventKind.PING, NONE, before,
                                  before + self.event_latency_ns)
-                target = self._ev[4][i]
+                target = self._ev[i][4]
             self._clock.wait_until(target)
             after = self._clock.now()
             with self._lock:
-                for col, v in zip(self._sy, (NONE, "ping", NONE, i, before, after)):
-                    col.append(v)
+                self._sy.append((NONE, "ping", NONE, i, before, after))
 
     def _cost_ns(self, func: Any, args: tuple, kwargs: dict, out: Any) -> int:
         cost = self.cost
@@ -373,8 +369,8 @@ class SimGPU(Device):
         return int(round(ns))
 
     def _harvest(self) -> Harvest:
-        stream, kind, op, host, true, anchor_of = (np.asarray(c, np.int64)
-                                                   for c in self._ev)
+        ev = np.asarray(self._ev, np.int64).reshape(-1, 6)
+        stream, kind, op, host, true, anchor_of = ev.T.copy()
         raw, dev = read_device_clock(
             true, np.asarray(self._anchors, np.int64), anchor_of,
             start_ns=self._start_ns, offset_ns=self.offset_ns,
@@ -383,7 +379,9 @@ class SimGPU(Device):
         events = {"device": np.full(n, self.index, np.int16), "stream": stream,
                   "kind": kind.astype(np.uint8), "op": op, "raw_ns": raw,
                   "host_record_ns": host}
-        s_op, s_kind, s_stream, s_last, s_b, s_e = self._sy
+        s_op, s_kind, s_stream, s_last, s_b, s_e = (list(c) for c in
+                                                    zip(*self._sy)) if self._sy \
+            else ([],) * 6
         syncs = {"op": np.asarray(s_op, np.int64),
                  "kind": np.asarray(s_kind, dtype=object),
                  "device": np.full(len(s_op), self.index, np.int16),

@@ -490,6 +490,22 @@ def test_convolution_flops_come_from_torch_formula():
         2_000 + round(flops / 989.5e12 * 1e9)
 
 
+def test_cached_work_tells_apart_shapes_and_conv_arguments():
+    model = OpModel(PROFILES["h100"])
+    x = torch.empty(1, 8, 32, 32, device="meta")
+    w = torch.empty(8, 8, 3, 3, device="meta")
+    flops = []
+    for stride in ([1, 1], [2, 2], [1, 1]):
+        args = (x, w, None, stride, [1, 1], [1, 1], False, [0, 0], 1)
+        flops.append(model.flops(aten.convolution.default, args, {},
+                                 aten.convolution.default(*args)))
+    assert flops[0] == flops[2] == 4 * flops[1]
+    a, b = torch.empty(64, 32, device="meta"), torch.empty(32, 16, device="meta")
+    assert model.flops(aten.mm.default, (a, b), {}, aten.mm.default(a, b)) == 2 * 64 * 32 * 16
+    assert model.flops(aten.mm.default, (b.t(), a.t()), {},
+                       aten.mm.default(b.t(), a.t())) == 2 * 16 * 32 * 64
+
+
 # -- validation --------------------------------------------------------------------
 
 @pytest.mark.parametrize("kw, text", [
