@@ -667,19 +667,24 @@ def test_mlp_training_step_records_gpu_rows(device):
     assert any("mm" in n for n in names)
 
 
-def test_item_blocks_the_host_for_queued_simulated_work():
+def test_item_on_the_loss_blocks_the_host_for_queued_simulated_work():
     pytest.importorskip("cutimeline.record")
-    # 20 ms of simulated work per matmul, far more than the host needs
-    gpu = SimGPU("h100", cost={"aten::mm": 20_000_000})
-    a = torch.randn(16, 16)
+    # 0.5 ms of simulated work per op: far more than the host needs, so the
+    # queue is deep when .item() comes
+    gpu = SimGPU("h100", cost=lambda *_: 500_000)
     with ctl.record(device=gpu) as rec:
-        b = a @ a
-        b = b @ a
+        loss = _mlp_step("cpu")
         queued = gpu.drained_at(None)
-        b.sum().item()
+        loss.item()
     tl = rec.timeline
-    names = tl.decode(tl.ops.name)
+    names = list(tl.decode(tl.ops.name))
     item = [i for i, n in enumerate(names) if "_local_scalar_dense" in n]
     assert item, "the .item() op was not recorded"
-    assert tl.ops.host_end_ns[item[0]] >= queued
+    assert queued > tl.ops.host_begin_ns[item[0]]        # work was still queued
+    assert tl.ops.host_end_ns[item[0]] >= queued         # and the host waited
     assert len(tl.syncs) > 0
+
+
+def test_simgpu_is_public():
+    assert ctl.SimGPU is SimGPU
+    assert "SIMULATED" in repr(synthetic_events(10))
