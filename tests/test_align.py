@@ -1,0 +1,336 @@
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import cutimeline as ctl
+from cutimeline import CutimelineError, Timeline
+from cutimeline import hull
+from cutimeline.align import (MAX_DRIFT, align, event_host_ns, fit_clock,
+                              launch_delay_ns, ping_offset_ns)
+from cutimeline.timeline import NONE
+
+from synth import trace, true_host_ns
+
+BACKENDS = ("numba", "numpy")
+
+
+def _covering(tl):
+    """(sync row, covered event indices) for every sync, by brute force."""
+    ev, sy = tl.events, tl.syncs
+    for i in range(len(sy)):
+        k = sy.last_event[i]
+        if k < 0:
+            continue
+        on = (ev.device == ev.device[k]) & (np.arange(len(ev)) <= k)
+        if sy.stream[i] != NONE:
+            on &= ev.stream == sy.stream[i]
+        yield i, np.flatnonzero(on)
+
+
+def _violations(tl, host):
+    early = int(np.sum(host < tl.events.host_record_ns))
+    late = sum(int(np.sum(host[on] > tl.syncs.host_end_ns[i])) for i, on in _covering(tl))
+    return early, late
+
+
+# -- accuracy on simulated truth ---------------------------------------------------
+
+@pytest.mark.parametrize("seed", range(24))
+def test_aligned_times_match_the_truth_within_the_bound(seed):
+    tl = trace(seed, devices=1 + seed % 3 // 2, streams=1 + seed % 4,
+               rounding="round" if seed % 2 else "floor")
+    a = align(tl)
+    host = event_host_ns(a)
+    err = np.abs(host - tl.truth.host_ns)
+    c = a.clocks
+    row = np.searchsorted(c.device, tl.events.device)
+    bound = c.bound_max_ns[row]
+    assert np.mean(err <= np.maximum(1000, bound)) >= 0.999
+    assert _violations(tl, host) == (0, 0)
+    q = tl.meta["synth"]["quantum_ns"]
+    for r in range(len(c)):
+        if c.relax_ns[r] == 0:
+            mine = tl.events.device == c.device[r]
+            # the truth lies in the band, widened by one clock quantum (a
+            # reading is a tick, the truth a point within it) and the
+            # float32 chaining rounding
+            assert err[mine].max() <= c.bound_max_ns[r] + q + 100
+            mid = true_host_ns(tl, int(c.device[r]), float(c.ref_raw_ns[r]))
+            assert abs(c.offset_ns[r] - mid) <= c.bound_ns[r] + q + 100
+            assert c.bound_ns[r] <= c.bound_max_ns[r]
+
+
+def test_quantisation_with_no_latency_needs_relaxing_and_stays_causal():
+    relaxed = 0
+    for seed in range(6):
+        tl = trace(seed, rounding="round", event_ns=(0, 0), wake_ns=(0, 0),
+                   launch_ns=(0, 0), sync_p=0.05, n_ops=600)
+        a = align(tl)
+        relaxed += a.clocks.relax_ns[0] > 0
+        host = event_host_ns(a)
+        assert _violations(tl, host) == (0, 0)
+        # relaxing moves the line by no more than relax_ns
+        assert a.clocks.relax_ns[0] <= tl.meta["synth"]["quantum_ns"]
+        assert np.median(np.abs(host - tl.truth.host_ns)) <= 1000
+    assert relaxed >= 3
+
+
+def test_ten_minute_trace_with_50ppm_drift_fits_to_a_microsecond():
+    from cutimeline.sim import synthetic_events
+    tl = synthetic_events(500_000, streams=4, drift_ppm=50.0, seed=3,
+                          dispatch_ns=(1_000_000, 1_400_000),
+                          cost_ns=(1_000, 2_000_000), sync_every=1000)
+    assert len(tl.events) >= 10**6
+    assert tl.end_ns - tl.start_ns >= 600e9
+    a = align(tl)
+    fit = np.abs(event_host_ns(a) - tl.truth.host_ns)
+    ping = np.abs(event_host_ns(a, method="ping") - tl.truth.host_ns)
+    assert np.median(fit) <= 1000
+    assert np.median(ping) >= 1_000_000  # 50 ppm over 600 s: ms off
+    assert a.clocks.ping_offset_ns[0] != NONE
+    assert abs(a.clocks.slope[0] - (1 - 50e-6)) < 1e-8
+
+
+def test_simgpu_truth_is_matched():
+    from cutimeline.sim import synthetic_events
+    for seed in range(4):
+        rng = np.random.default_rng(seed)
+        tl = synthetic_events(3000, streams=3, seed=seed,
+                              offset_ns=int(rng.integers(0, 2 * 10**9)),
+                              drift_ppm=float(rng.uniform(-100, 100)),
+                              launch_latency_ns=int(rng.integers(1000, 8000)),
+                              sync_every=300, anchor_interval_ns=5_000_000)
+        a = align(tl)
+        host = event_host_ns(a)
+        err = np.abs(host - tl.truth.host_ns)
+        assert np.mean(err <= np.maximum(1000, a.clocks.bound_max_ns[0])) >= 0.999
+        assert _violations(tl, host) == (0, 0)
+
+
+def test_recording_through_simgpu_is_aligned():
+    record = pytest.importorskip("cutimeline.record")
+    torch = pytest.importorskip("torch")
+    from cutimeline.sim import SimGPU
+    with record.record(device=SimGPU(seed=1, drift_ppm=80.0)) as rec:
+        x = torch.ones(64, 64)
+        for _ in range(50):
+            x = (x @ x).relu_() / 64
+        x.sum().item()
+    tl = rec.timeline
+    a = align(tl)
+    assert a.meta["aligned"] and len(a.clocks) == 1
+    host = event_host_ns(a)
+    err = np.abs(host - a.truth.host_ns[np.argsort(a.truth.event)])
+    assert np.mean(err <= np.maximum(1000, a.clocks.bound_max_ns[0])) >= 0.999
+    assert _violations(a, host) == (0, 0)
+
+
+# -- the fit on hand-made points ----------------------------------------------------
+
+def test_exact_bounds_give_the_line_and_the_band():
+    # host = 10_000 + 1.0001·raw: lower bounds 100 ns under, upper 300 over
+    raw = np.arange(0, 10**9, 10**6, dtype=np.int64)
+    line = 10_000 + raw + raw // 10_000
+    f = fit_clock(raw, line - 100, raw[::50], line[::50] + 300)
+    # the band is 400 ns wide over 1 s, so the slope is known to 4e-7
+    assert abs(f.slope - 1.0001) < 4e-7
+    mid = 10_000 + f.ref_raw_ns + f.ref_raw_ns // 10_000
+    assert abs(f.offset_ns - (mid + 100)) <= 2  # middle of [−100, +300]
+    assert 199 <= f.bound_ns <= 201 and f.bound_ns <= f.bound_max_ns < 400
+    # every line + c, −100 ≤ c ≤ 300, is feasible, so the fit lies within
+    # bound_max of each of them, also at the ends
+    for r in raw[[0, -1]]:
+        d = f.offset_ns + f.slope * (r - f.ref_raw_ns) - (10_000 + r + r / 10_000)
+        assert 300 - f.bound_max_ns - 1e-6 <= d <= -100 + f.bound_max_ns + 1e-6
+    assert f.relax_ns == 0 and f.n_lower == len(raw) and f.n_upper == 20
+
+
+def test_contradicting_bounds_are_relaxed_by_the_least_epsilon():
+    # lower points 10 ns over the identity at both ends, an upper point 4 ns
+    # over it in between: no line fits; the best one violates each by 3 ns
+    f = fit_clock([0, 1000], [10, 1010], [500], [504])
+    assert f.relax_ns == pytest.approx(3.0)
+    assert f.offset_ns == f.ref_raw_ns + 7
+    assert f.slope == pytest.approx(1.0)
+    assert f.bound_ns == pytest.approx(3.0)
+
+
+def test_one_upper_bound_leaves_the_slope_to_the_drift_limit():
+    raw = np.arange(0, 10**9, 10**6, dtype=np.int64)
+    f = fit_clock(raw, raw - 100, raw[-1:], raw[-1:] + 100)
+    assert np.isfinite(f.bound_max_ns)
+    assert abs(f.slope - 1) <= MAX_DRIFT
+    # the band opens with the slope left free: about MAX_DRIFT × span
+    assert 0.2 * MAX_DRIFT * 1e9 < f.bound_max_ns < 1.1 * MAX_DRIFT * 1e9
+
+
+def test_fit_clock_rejects_missing_bounds():
+    with pytest.raises(CutimelineError, match="unbounded"):
+        fit_clock([1, 2], [1, 2], [], [])
+    with pytest.raises(CutimelineError, match="equally long"):
+        fit_clock([1, 2], [1], [1], [1])
+
+
+# -- Timelines ------------------------------------------------------------------------
+
+def test_align_fills_gpu_times_and_keeps_raw_columns():
+    tl = trace(5, n_ops=300)
+    a = align(tl)
+    assert a.meta["aligned"] and not tl.meta["aligned"]
+    for col, arr in tl.events.columns.items():
+        assert a.events[col] is arr or np.array_equal(a.events[col], arr)
+    host = event_host_ns(a)
+    assert np.array_equal(a.gpu.begin_ns, host[a.gpu.begin_event])
+    assert np.array_equal(a.gpu.end_ns, host[a.gpu.end_event])
+    assert np.all(a.gpu.end_ns >= a.gpu.begin_ns)
+    assert align(a) is a  # idempotent
+    assert np.array_equal(event_host_ns(tl), host)  # fitted on the fly
+
+
+def test_align_round_trips_through_a_file(tmp_path):
+    a = align(trace(6, n_ops=200))
+    a.save(tmp_path / "t.ctl")
+    b = align(ctl.load(tmp_path / "t.ctl"))
+    assert np.array_equal(b.clocks.offset_ns, a.clocks.offset_ns)
+    assert np.array_equal(event_host_ns(b), event_host_ns(a))
+
+
+def test_launch_delay_is_begin_minus_launch():
+    a = align(trace(7, n_ops=200))
+    d = launch_delay_ns(a)
+    assert np.array_equal(d, (a.gpu.begin_ns - a.gpu.launch_ns).astype(float))
+    g = a.gpu.replace(launch_ns=np.where(np.arange(len(a.gpu)) % 2, NONE, a.gpu.launch_ns))
+    d = launch_delay_ns(a.replace(gpu=g))
+    assert np.isnan(d[1::2]).all() and not np.isnan(d[::2]).any()
+
+
+def test_ping_offset_is_the_mean_ping_midpoint():
+    tl = trace(8, n_ops=100, pings=3)
+    sy, ev = tl.syncs, tl.events
+    p = sy.kind == tl.string_id("ping")
+    want = np.mean((sy.host_begin_ns[p] + sy.host_end_ns[p]) / 2 - ev.raw_ns[sy.last_event[p]])
+    assert abs(ping_offset_ns(tl)[0] - want) <= 1
+    assert align(tl).clocks.ping_offset_ns[0] == ping_offset_ns(tl)[0]
+
+
+def test_imported_trace_without_events_is_only_marked_aligned():
+    tl = Timeline({"gpu": {"begin_ns": [5, 9], "end_ns": [7, 12], "device": [0, 0]}},
+                  meta={"aligned": False})
+    a = align(tl)
+    assert a.meta["aligned"] and len(a.clocks) == 0
+    assert np.array_equal(a.gpu.begin_ns, [5, 9])
+    assert len(event_host_ns(a)) == 0
+
+
+def test_events_without_any_upper_bound_are_refused():
+    tl = trace(9, n_ops=100)
+    no_sync = tl.replace(syncs={})
+    with pytest.raises(CutimelineError, match="no sync or calibration ping"):
+        align(no_sync)
+
+
+def test_bad_inputs_are_refused():
+    tl = trace(10, n_ops=50)
+    with pytest.raises(CutimelineError, match="backend"):
+        align(tl, backend="cuda")
+    with pytest.raises(CutimelineError, match="method"):
+        event_host_ns(tl, method="exact")
+    ev = tl.events
+    with pytest.raises(CutimelineError, match="events.device"):
+        align(tl.replace(events=ev.replace(device=np.full(len(ev), -1))))
+    sy = tl.syncs
+    with pytest.raises(CutimelineError, match="own device"):
+        align(tl.replace(syncs=sy.replace(device=np.full(len(sy), 3))))
+    early = sy.replace(host_end_ns=np.where(np.arange(len(sy)) == 1, 0, sy.host_end_ns))
+    with pytest.raises(CutimelineError, match="inconsistent"):
+        align(tl.replace(syncs=early))
+    stale = align(tl).clocks.replace(device=np.full(1, 4))
+    with pytest.raises(CutimelineError, match="no row for device 0"):
+        event_host_ns(tl.replace(clocks=stale))
+    without_pings = tl.replace(syncs=sy.take(sy.kind != tl.string_id("ping")))
+    with pytest.raises(CutimelineError, match="no calibration ping"):
+        event_host_ns(without_pings, method="ping")
+
+
+# -- Numba kernels and their NumPy twins -----------------------------------------------
+
+def _points(rng, n, ties):
+    raw = np.sort(rng.integers(0, 10**9, n)) if not ties else \
+        rng.integers(0, 200, n) * 5_000_000
+    rng.shuffle(raw)
+    host = raw + 10**12 + rng.integers(-50_000, 0, n) + (raw * 3e-5).astype(np.int64)
+    return raw.astype(np.int64), host.astype(np.int64)
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("sign", (1.0, -1.0))
+def test_hull_twins_agree_and_match_a_plain_monotone_chain(seed, sign):
+    rng = np.random.default_rng(seed)
+    raw, host = _points(rng, int(rng.integers(1, 40_000)), ties=seed % 2 == 1)
+    ref_raw, ref_off = int(raw[0]), int(host[0] - raw[0])
+    got = {b: hull.upper_hull(raw, host, ref_raw, ref_off, sign, b) for b in BACKENDS}
+    for k in range(2):
+        assert np.array_equal(got["numba"][k], got["numpy"][k])
+    u = (raw - ref_raw).astype(float)
+    v = sign * (host - raw - ref_off).astype(float)
+    plain = hull._chain_np(u, v, np.argsort(u, kind="stable"))
+    assert np.array_equal(got["numpy"][0], u[plain])
+    assert np.array_equal(got["numpy"][1], v[plain])
+
+
+def test_hull_is_upper_and_convex():
+    rng = np.random.default_rng(1)
+    raw, host = _points(rng, 20_000, ties=False)
+    hu, hv = hull.upper_hull(raw, host, 0, 10**12, 1.0)
+    u, v = raw.astype(float), (host - raw - 10**12).astype(float)
+    assert np.all(v <= np.interp(u, hu, hv) + 1e-6)
+    s = np.diff(hv) / np.diff(hu)
+    assert np.all(np.diff(s) < 0) and np.all(np.diff(hu) > 0)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_deadline_and_evaluation_twins_agree(seed):
+    rng = np.random.default_rng(seed)
+    n, m = 5000, 60
+    dev = rng.integers(0, 2, n).astype(np.int16)
+    stream = rng.integers(0, 4, n) * 7 + 3
+    last = rng.integers(-1, n, m)
+    sy_dev = dev[np.maximum(last, 0)].astype(np.int64)
+    sy_stream = np.where(rng.random(m) < 0.5, NONE, stream[np.maximum(last, 0)])
+    end = rng.integers(0, 10**9, m)
+    out = [hull.deadlines(dev, stream, last, sy_dev, sy_stream, end, b) for b in BACKENDS]
+    assert np.array_equal(out[0], out[1])
+    want = np.full(n, np.iinfo(np.int64).max)
+    for i in range(m):
+        if last[i] < 0:
+            continue
+        on = (dev == sy_dev[i]) & (np.arange(n) <= last[i])
+        if sy_stream[i] != NONE:
+            on &= stream == sy_stream[i]
+        want[on] = np.minimum(want[on], end[i])
+    assert np.array_equal(out[0], want)
+    raw = rng.integers(-10**12, 10**15, n)
+    args = (raw, dev, raw - 10**6, np.where(rng.random(n) < 0.5, raw + 10**6, 2**62),
+            np.array([10**14, -5]), np.array([3 * 10**14, 7]),
+            np.array([1 + 3e-5, 1 - 8e-5]))
+    got = [hull.host_times(*args, backend=b) for b in BACKENDS]
+    assert np.array_equal(got[0], got[1])
+    assert np.all(got[0] >= args[2]) and np.all(got[0] <= args[3])
+
+
+def test_align_twins_agree():
+    tl = trace(11, devices=2, streams=3, n_ops=800)
+    a, b = align(tl, backend="numba"), align(tl, backend="numpy")
+    for col, arr in a.clocks.columns.items():
+        assert np.array_equal(arr, b.clocks[col]), col
+    assert np.array_equal(a.gpu.begin_ns, b.gpu.begin_ns)
+    assert np.array_equal(event_host_ns(a, backend="numba"), event_host_ns(a, backend="numpy"))
+
+
+def test_import_cutimeline_compiles_nothing():
+    code = ("import sys, cutimeline; "
+            "assert 'numba' not in sys.modules, 'numba imported'; "
+            "assert 'cutimeline.align' not in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True)
