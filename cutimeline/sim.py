@@ -211,12 +211,14 @@ class SimGPU(Device):
 
     def synchronize(self, stream: int | None = None) -> None:
         """Block the host until ``stream`` (None: every stream) drains, and
-        note the sync while recording, like ``torch.cuda.synchronize``."""
+        note the sync while recording, like ``torch.cuda.synchronize`` (kind
+        "synchronize") or ``Stream.synchronize`` ("stream_synchronize")."""
         s = None if stream is None else _check_stream(stream)
         t0 = self._clock.now()
         self.wait(s)
         if self._started:
-            self.note_sync("synchronize", s, NONE, t0, self._clock.now())
+            self.note_sync("synchronize" if s is None else "stream_synchronize",
+                           s, NONE, t0, self._clock.now())
 
     def drained_at(self, stream: int | None = None) -> int:
         """True host time (ns) at which ``stream`` (None: every stream)

@@ -180,16 +180,22 @@ def test_real_clock_wait_really_blocks_the_host():
     assert np.all(truth(h) >= h.events["host_record_ns"])
 
 
-def test_synchronize_is_a_device_wide_sync():
-    gpu, clock = make({"k": 50_000})
+def test_synchronize_is_noted_like_torch_cuda_synchronize():
+    gpu, clock = make({"k": 50_000, "short": 1_000})
     gpu.start()
     launch(gpu, clock, "k", 0, stream=2)
+    launch(gpu, clock, "short", 1, stream=1)
+    gpu.synchronize(1)
+    assert clock.now() == gpu.drained_at(1) < gpu.drained_at(2)
     gpu.synchronize()
     assert clock.now() == gpu.drained_at(2)
     h = gpu.harvest()
-    row = list(h.syncs["kind"]).index("synchronize")
-    assert h.syncs["stream"][row] == NONE and h.syncs["op"][row] == NONE
-    assert h.syncs["host_end_ns"][row] >= truth(h).max(initial=0) - 10_000
+    kinds = list(h.syncs["kind"])
+    one, every = kinds.index("stream_synchronize"), kinds.index("synchronize")
+    assert h.syncs["stream"][one] == 1 and h.syncs["op"][one] == NONE
+    assert h.syncs["stream"][every] == NONE and h.syncs["op"][every] == NONE
+    ends = truth(h)[h.events["kind"] == EventKind.END]
+    assert h.syncs["host_end_ns"][every] >= ends.max()
 
 
 def test_note_sync_covers_only_events_before_its_wait():
@@ -640,6 +646,13 @@ def test_synthetic_events_validate(kw):
 
 # -- end to end under the recorder ---------------------------------------------------
 
+def _need_recorder():
+    """Skip while the recorder is not in the tree yet (written in parallel)."""
+    record = pytest.importorskip("cutimeline.record")
+    if not hasattr(record, "record"):
+        pytest.skip("cutimeline.record does not define record() yet")
+
+
 def _mlp_step(device):
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(),
@@ -655,7 +668,7 @@ def _mlp_step(device):
 
 @pytest.mark.parametrize("device", ["cpu", "meta"])
 def test_mlp_training_step_records_gpu_rows(device):
-    pytest.importorskip("cutimeline.record")
+    _need_recorder()
     with ctl.record(device=SimGPU("h100")) as rec:
         _mlp_step(device)
     tl = rec.timeline
@@ -668,7 +681,7 @@ def test_mlp_training_step_records_gpu_rows(device):
 
 
 def test_item_on_the_loss_blocks_the_host_for_queued_simulated_work():
-    pytest.importorskip("cutimeline.record")
+    _need_recorder()
     # 0.5 ms of simulated work per op: far more than the host needs, so the
     # queue is deep when .item() comes
     gpu = SimGPU("h100", cost=lambda *_: 500_000)
