@@ -342,11 +342,10 @@ def _host_ns(tl: Timeline, clocks: Table, devices: np.ndarray,
     if len(missing):
         raise CutimelineError(f"The clocks table has no row for device "
                               f"{missing[0]}; drop the clocks table and align again.")
-    ceil = hull.deadlines(ev.device, ev.stream, tl.syncs.last_event[pts["index"]],
-                          pts["device"], tl.syncs.stream[pts["index"]], pts["end"],
-                          backend)
-    return hull.host_times(ev.raw_ns, ev.device, ev.host_record_ns, ceil,
-                           *_lookup(clocks, int(devices.max()) + 1), backend)
+    return hull.host_times(ev.raw_ns, ev.device, ev.stream, ev.host_record_ns,
+                           *_lookup(clocks, int(devices.max()) + 1),
+                           tl.syncs.last_event[pts["index"]], pts["device"],
+                           tl.syncs.stream[pts["index"]], pts["end"], backend)
 
 
 def align(tl: Timeline, *, backend: str = "numba") -> Timeline:

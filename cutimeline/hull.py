@@ -1,5 +1,5 @@
-"""The aligner's O(n) passes: convex hulls of clock-bound points, the
-covering-sync deadline of every event, and aligned event times.
+"""The aligner's O(n) passes: convex hulls of clock-bound points, and
+aligned event times clamped by the syncs that cover them.
 
 Each pass is a Numba kernel (``@njit(cache=True)``, compiled on first call,
 never at import) with a NumPy twin that does the same float64 arithmetic in
@@ -120,6 +120,7 @@ def _survivors_nb(raw, host, raw_min, scale, ref_raw, ref_off, sign, k, hu, hv, 
         first[b + 1] += first[b]
     keep = np.empty(len(raw), np.int64)
     n = 0
+    j = 0
     for i in range(len(raw)):
         u = np.float64(raw[i] - ref_raw)
         v = sign * np.float64(host[i] - raw[i] - ref_off)
@@ -127,10 +128,13 @@ def _survivors_nb(raw, host, raw_min, scale, ref_raw, ref_off, sign, k, hu, hv, 
             keep[n] = i
             n += 1
             continue
-        b = min(int(np.float64(raw[i] - raw_min) * scale), k - 1)
-        j = min(max(first[b] - 1, 0), m - 2)
-        while j + 1 < m - 1 and hu[j + 1] <= u:
-            j += 1
+        # j: the last vertex at or left of u (at most m − 2); events come
+        # nearly in device-time order, so the previous point's j mostly fits
+        if not (hu[j] <= u and (j == m - 2 or u < hu[j + 1])):
+            b = min(int(np.float64(raw[i] - raw_min) * scale), k - 1)
+            j = min(max(first[b] - 1, 0), m - 2)
+            while j + 1 < m - 1 and hu[j + 1] <= u:
+                j += 1
         val = hv[j] + hs[j] * (u - hu[j])
         if v >= val - _TOL:
             keep[n] = i
@@ -192,20 +196,20 @@ def upper_hull(raw: np.ndarray, host: np.ndarray, ref_raw: int, ref_off: int,
     return su[hull], sv[hull]
 
 
-# -- covering-sync deadlines ------------------------------------------------------
+# -- aligned event times, clamped into their bounds --------------------------------
 
 @numba.njit(cache=True)
-def _deadlines_nb(ev_device, ev_stream, last, sy_device, sy_stream, end,
-                  pair_device, pair_stream, sy_pair, n_dev):
-    """Per event: the earliest host_end of the syncs covering it. A sync
-    with last event k covers the events up to k on its device (stream
-    NONE) or on its (device, stream) pair; pairs sorted by stream."""
-    out = np.empty(len(ev_device), np.int64)
-    dev_min = np.full(n_dev, _NO_DEADLINE, np.int64)
+def _host_times_nb(raw, device, stream, floor_ns, ref_raw, offset, slope,
+                   last, sy_device, end, sy_pair, pair_device, pair_stream):
+    """One backwards pass: the earliest host_end of the syncs covering each
+    event (those with last event ≥ it on its device, or on its (device,
+    stream) pair; pairs sorted by stream) caps the event's line time."""
+    out = np.empty(len(raw), np.int64)
+    dev_min = np.full(len(ref_raw), _NO_DEADLINE, np.int64)
     pair_min = np.full(len(pair_device), _NO_DEADLINE, np.int64)
     order = np.argsort(-last, kind="mergesort")  # newest last event first
     q = 0
-    for e in range(len(ev_device) - 1, -1, -1):
+    for e in range(len(raw) - 1, -1, -1):
         while q < len(order) and last[order[q]] >= e:
             s = order[q]
             if sy_pair[s] < 0:
@@ -213,24 +217,35 @@ def _deadlines_nb(ev_device, ev_stream, last, sy_device, sy_stream, end,
             else:
                 pair_min[sy_pair[s]] = min(pair_min[sy_pair[s]], end[s])
             q += 1
-        d = ev_device[e]
-        best = dev_min[d]
+        d = device[e]
+        ceil = dev_min[d]
         if len(pair_stream):
-            j = np.searchsorted(pair_stream, ev_stream[e])
-            while j < len(pair_stream) and pair_stream[j] == ev_stream[e]:
+            j = np.searchsorted(pair_stream, stream[e])
+            while j < len(pair_stream) and pair_stream[j] == stream[e]:
                 if pair_device[j] == d:
-                    best = min(best, pair_min[j])
+                    ceil = min(ceil, pair_min[j])
                 j += 1
-        out[e] = best
+        u = np.float64(raw[e] - ref_raw[d])
+        h = offset[d] + np.int64(np.floor(slope[d] * u + 0.5))
+        out[e] = min(max(h, floor_ns[e]), ceil)
     return out
 
 
-def _deadlines_np(ev_device, ev_stream, last, sy_device, sy_stream, end,
-                  pair_device, pair_stream, sy_pair, n_dev):
-    n = len(ev_device)
+def _host_times_np(raw, device, stream, floor_ns, ref_raw, offset, slope,
+                   last, sy_device, end, sy_pair, pair_device, pair_stream):
+    ceil = _deadlines_np(device, stream, last, sy_device, end, sy_pair,
+                         pair_device, pair_stream, len(ref_raw))
+    u = (raw - ref_raw[device]).astype(np.float64)
+    h = offset[device] + np.floor(slope[device] * u + 0.5).astype(np.int64)
+    return np.minimum(np.maximum(h, floor_ns), ceil)
+
+
+def _deadlines_np(device, stream, last, sy_device, end, sy_pair,
+                  pair_device, pair_stream, n_dev):
+    n = len(device)
     out = np.full(n, _NO_DEADLINE, np.int64)
-    groups = [(ev_device == d, (sy_pair < 0) & (sy_device == d)) for d in range(n_dev)]
-    groups += [((ev_device == pd) & (ev_stream == ps), sy_pair == j)
+    groups = [(device == d, (sy_pair < 0) & (sy_device == d)) for d in range(n_dev)]
+    groups += [((device == pd) & (stream == ps), sy_pair == j)
                for j, (pd, ps) in enumerate(zip(pair_device, pair_stream))]
     for on, mine in groups:
         if not mine.any():
@@ -242,16 +257,12 @@ def _deadlines_np(ev_device, ev_stream, last, sy_device, sy_stream, end,
     return out
 
 
-def deadlines(ev_device: np.ndarray, ev_stream: np.ndarray, last: np.ndarray,
-              sy_device: np.ndarray, sy_stream: np.ndarray, end: np.ndarray,
-              backend: str = "numba") -> np.ndarray:
-    """Per event, the earliest ``host_end_ns`` of a sync covering it
-    (int64 max where none does). Syncs with ``last < 0`` cover nothing."""
+def _sync_args(last, sy_device, sy_stream, end):
+    """Syncs that cover something, with stream syncs numbered by their
+    (device, stream) pair, pairs sorted by stream."""
     use = last >= 0
     last, sy_device = last[use].astype(np.int64), sy_device[use].astype(np.int64)
     sy_stream, end = sy_stream[use].astype(np.int64), end[use].astype(np.int64)
-    ev_device = np.ascontiguousarray(ev_device)
-    n_dev = int(max(ev_device.max(initial=-1), sy_device.max(initial=-1))) + 1
     on_stream = sy_stream >= 0
     pairs = np.unique(np.stack([sy_stream[on_stream], sy_device[on_stream]]), axis=1) \
         if on_stream.any() else np.zeros((2, 0), np.int64)
@@ -260,39 +271,32 @@ def deadlines(ev_device: np.ndarray, ev_stream: np.ndarray, last: np.ndarray,
     for j in range(pairs.shape[1]):
         sy_pair[on_stream & (sy_stream == pair_stream[j]) &
                 (sy_device == pair_device[j])] = j
-    fn = _deadlines_nb if backend == "numba" else _deadlines_np
-    return fn(ev_device, np.ascontiguousarray(ev_stream, np.int64), last,
-              sy_device, sy_stream, end, pair_device, pair_stream, sy_pair, n_dev)
+    return last, sy_device, end, sy_pair, pair_device, pair_stream
 
 
-# -- evaluation -------------------------------------------------------------------
-
-@numba.njit(cache=True)
-def _host_times_nb(raw, device, floor_ns, ceil_ns, ref_raw, offset, slope):
-    out = np.empty(len(raw), np.int64)
-    for i in range(len(raw)):
-        d = device[i]
-        u = np.float64(raw[i] - ref_raw[d])
-        h = offset[d] + np.int64(np.floor(slope[d] * u + 0.5))
-        out[i] = min(max(h, floor_ns[i]), ceil_ns[i])
-    return out
+def deadlines(device: np.ndarray, stream: np.ndarray, last: np.ndarray,
+              sy_device: np.ndarray, sy_stream: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Per event, the earliest ``host_end_ns`` of a sync covering it (int64
+    max where none does): a sync with ``last`` ≥ 0 covers the events up to
+    ``last`` on its device (``sy_stream`` NONE) or on its stream. NumPy."""
+    n_dev = int(max(np.max(device, initial=-1), np.max(sy_device, initial=-1))) + 1
+    return _deadlines_np(np.asarray(device), np.asarray(stream),
+                         *_sync_args(last, sy_device, sy_stream, end), n_dev)
 
 
-def _host_times_np(raw, device, floor_ns, ceil_ns, ref_raw, offset, slope):
-    u = (raw - ref_raw[device]).astype(np.float64)
-    h = offset[device] + np.floor(slope[device] * u + 0.5).astype(np.int64)
-    return np.minimum(np.maximum(h, floor_ns), ceil_ns)
-
-
-def host_times(raw: np.ndarray, device: np.ndarray, floor_ns: np.ndarray,
-               ceil_ns: np.ndarray, ref_raw: np.ndarray, offset: np.ndarray,
-               slope: np.ndarray, backend: str = "numba") -> np.ndarray:
+def host_times(raw: np.ndarray, device: np.ndarray, stream: np.ndarray,
+               floor_ns: np.ndarray, ref_raw: np.ndarray, offset: np.ndarray,
+               slope: np.ndarray, last: np.ndarray, sy_device: np.ndarray,
+               sy_stream: np.ndarray, end: np.ndarray,
+               backend: str = "numba") -> np.ndarray:
     """Host time (int64 ns) of each raw reading through its device's line
     ``offset + slope·(raw − ref_raw)`` (arrays indexed by device id),
-    clamped into [floor_ns, ceil_ns]."""
+    clamped into [floor_ns, earliest host_end of a covering sync] (the
+    syncs given by last event, device, stream, host_end; see ``deadlines``)."""
     fn = _host_times_nb if backend == "numba" else _host_times_np
     return fn(np.ascontiguousarray(raw, np.int64), np.ascontiguousarray(device),
+              np.ascontiguousarray(stream, np.int64),
               np.ascontiguousarray(floor_ns, np.int64),
-              np.ascontiguousarray(ceil_ns, np.int64),
               np.asarray(ref_raw, np.int64), np.asarray(offset, np.int64),
-              np.asarray(slope, np.float64))
+              np.asarray(slope, np.float64),
+              *_sync_args(last, sy_device, sy_stream, end))

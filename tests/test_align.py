@@ -300,8 +300,7 @@ def test_deadline_and_evaluation_twins_agree(seed):
     sy_dev = dev[np.maximum(last, 0)].astype(np.int64)
     sy_stream = np.where(rng.random(m) < 0.5, NONE, stream[np.maximum(last, 0)])
     end = rng.integers(0, 10**9, m)
-    out = [hull.deadlines(dev, stream, last, sy_dev, sy_stream, end, b) for b in BACKENDS]
-    assert np.array_equal(out[0], out[1])
+    ceil = hull.deadlines(dev, stream, last, sy_dev, sy_stream, end)
     want = np.full(n, np.iinfo(np.int64).max)
     for i in range(m):
         if last[i] < 0:
@@ -310,14 +309,19 @@ def test_deadline_and_evaluation_twins_agree(seed):
         if sy_stream[i] != NONE:
             on &= stream == sy_stream[i]
         want[on] = np.minimum(want[on], end[i])
-    assert np.array_equal(out[0], want)
+    assert np.array_equal(ceil, want)
     raw = rng.integers(-10**12, 10**15, n)
-    args = (raw, dev, raw - 10**6, np.where(rng.random(n) < 0.5, raw + 10**6, 2**62),
-            np.array([10**14, -5]), np.array([3 * 10**14, 7]),
+    floor = np.where(rng.random(n) < 0.3, raw + 10**6, -2**62)
+    line = (np.array([10**14, -5]), np.array([3 * 10**14, 7]),
             np.array([1 + 3e-5, 1 - 8e-5]))
-    got = [hull.host_times(*args, backend=b) for b in BACKENDS]
+    syncs = (last, sy_dev, sy_stream, end)
+    got = [hull.host_times(raw, dev, stream, floor, *line, *syncs, backend=b)
+           for b in BACKENDS]
     assert np.array_equal(got[0], got[1])
-    assert np.all(got[0] >= args[2]) and np.all(got[0] <= args[3])
+    free = hull.host_times(raw, dev, stream, np.full(n, -2**62), *line,
+                           *(a[:0] for a in syncs))
+    assert np.array_equal(got[0], np.minimum(np.maximum(free, floor), ceil))
+    assert np.any(got[0] != free)
 
 
 def test_align_twins_agree():
