@@ -647,10 +647,13 @@ def test_synthetic_events_validate(kw):
 # -- end to end under the recorder ---------------------------------------------------
 
 def _need_recorder():
-    """Skip while the recorder is not in the tree yet (written in parallel)."""
-    record = pytest.importorskip("cutimeline.record")
-    if not hasattr(record, "record"):
+    """cutimeline.record.record; skip while the recorder is not in the tree
+    yet (it is written in parallel). Taken from the module, because importing
+    the submodule rebinds ``ctl.record`` to it."""
+    module = pytest.importorskip("cutimeline.record")
+    if not hasattr(module, "record"):
         pytest.skip("cutimeline.record does not define record() yet")
+    return module.record
 
 
 def _mlp_step(device):
@@ -668,29 +671,29 @@ def _mlp_step(device):
 
 @pytest.mark.parametrize("device", ["cpu", "meta"])
 def test_mlp_training_step_records_gpu_rows(device):
-    _need_recorder()
-    with ctl.record(device=SimGPU("h100")) as rec:
+    record = _need_recorder()
+    with record(device=SimGPU("h100")) as rec:
         _mlp_step(device)
     tl = rec.timeline
     assert len(tl.gpu) > 10
     assert tl.meta["simulated"] is True
     assert "(simulated)" in repr(tl.meta)
     assert len(tl.truth) == len(tl.events)
-    names = set(tl.decode(tl.gpu.name))
+    names = set(tl.decode(tl.gpu["name"]))
     assert any("mm" in n for n in names)
 
 
 def test_item_on_the_loss_blocks_the_host_for_queued_simulated_work():
-    _need_recorder()
+    record = _need_recorder()
     # 0.5 ms of simulated work per op: far more than the host needs, so the
     # queue is deep when .item() comes
     gpu = SimGPU("h100", cost=lambda *_: 500_000)
-    with ctl.record(device=gpu) as rec:
+    with record(device=gpu) as rec:
         loss = _mlp_step("cpu")
         queued = gpu.drained_at(None)
         loss.item()
     tl = rec.timeline
-    names = list(tl.decode(tl.ops.name))
+    names = list(tl.decode(tl.ops["name"]))
     item = [i for i, n in enumerate(names) if "_local_scalar_dense" in n]
     assert item, "the .item() op was not recorded"
     assert queued > tl.ops.host_begin_ns[item[0]]        # work was still queued
