@@ -13,6 +13,8 @@ is compiled until one runs (they are cached on disk after that).
 from __future__ import annotations
 
 import importlib
+import sys
+import types
 from typing import Any
 
 from .errors import CutimelineError
@@ -33,6 +35,21 @@ _LAZY = {
 }
 
 __all__ = ["CutimelineError", "Timeline", "load", "__version__", *_LAZY]
+
+
+class _Package(types.ModuleType):
+    """Keeps ``ctl.record``, ``ctl.align``... the functions even after the
+    modules of the same names are imported (the import system binds a
+    submodule as an attribute of its package)."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if (isinstance(value, types.ModuleType) and _LAZY.get(name) == name
+                and value.__name__ == f"{__name__}.{name}"):
+            value = getattr(value, name)
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
 
 
 def __getattr__(name: str) -> Any:
