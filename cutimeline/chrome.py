@@ -117,9 +117,11 @@ class _Trace:
 
     def __init__(self, tl: Timeline):
         self.tl = tl
-        big = max((abs(int(a.min())), abs(int(a.max()))) for a in _times(tl)
-                  if len(a)) if any(len(a) for a in _times(tl)) else (0,)
-        self.shift = (tl.start_ns // 10**9) * 10**9 if max(big) >= EXACT_LIMIT_NS else 0
+        times = [a for a in _times(tl) if len(a)]
+        largest = max((int(np.abs(a).max()) for a in times), default=0)
+        earliest = min((int(a.min()) for a in times), default=0)
+        # Epoch-sized ns would lose their last digits in a float µs.
+        self.shift = (earliest // 10**9) * 10**9 if largest >= EXACT_LIMIT_NS else 0
         self.esc = [json.dumps(s) for s in tl.strings]
         self.hosts = self._host_tracks()
         self.events: list[str] = []
@@ -201,8 +203,8 @@ class _Trace:
         for seq, th, nm, sh, gf, mod, fl, dev, st, b, e in cols:
             pid, tid = self.host(th)
             args = [f'"External id": {seq}']
-            if dev != NONE:
-                args.append(f'"device": {dev}, "stream": {st}')
+            if dev != NONE:   # not "stream": Kineto tools take that for GPU work
+                args.append(f'"op device": {dev}, "op stream": {st}')
             if sh != NONE:
                 args.append(f'"Shapes": {self.name(sh)}')
             if gf != NONE:

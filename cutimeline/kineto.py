@@ -77,7 +77,8 @@ def _import(path: str) -> Timeline:
     cats, flows, thread_names, skipped = bucket_events(doc["traceEvents"],
                                                        READ_CATEGORIES)
     warnings: list[str] = []
-    if not any(cats[c] for c in ("cpu_op", *GPU_CATEGORIES)):
+    ours = str(doc.get("exportedBy", "")).startswith(EXPORTER)
+    if not ours and not any(cats[c] for c in ("cpu_op", *GPU_CATEGORIES)):
         raise CutimelineError(
             f"{name} holds no cpu_op, kernel, memcpy or memset events, so "
             f"there is no timeline to import; record it with torch.profiler "
@@ -97,13 +98,12 @@ def _import(path: str) -> Timeline:
     (op_thread, span_thread), probe_thread, threads = _thread_index(
         [op_ev, span_ev], probes, thread_names)
     ops, links, rank = _ops(op_ev, op_thread, probes, probe_thread, strings)
-    ours = str(doc.get("exportedBy", "")).startswith(EXPORTER)
     if ours:   # export_chrome's file: links, flags and devices are explicit
         by_ext = dict(zip((a.get("External id") for a in op_ev["args"]), rank.tolist()))
         _link_explicitly(gpu_ev, links, by_ext)
         _link_explicitly(ev["cuda_sync"], links, by_ext)
         for col in ("device", "stream"):
-            ops[col][rank] = [_int(a.get(col), NONE) for a in op_ev["args"]]
+            ops[col][rank] = [_int(a.get("op " + col), NONE) for a in op_ev["args"]]
     gpu = _gpu(gpu_ev, links, strings, warnings, name)
     syncs = _syncs(ev["cuda_sync"], links, strings)
     if not ours:

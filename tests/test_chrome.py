@@ -426,6 +426,12 @@ def test_handmade_round_trip(tmp_path, offset, suffix):
     assert back.meta["import_warnings"] == []
 
 
+def test_empty_timeline_round_trips(tmp_path):
+    export_chrome(Timeline(meta={"aligned": True}), tmp_path / "empty.json")
+    back = import_chrome(tmp_path / "empty.json")
+    assert all(len(back.table(t)) == 0 for t in ("ops", "gpu", "syncs", "spans"))
+
+
 def test_queue_depth_counts_launched_unfinished_work():
     tl = handmade()
     q = queue_depth(tl)
