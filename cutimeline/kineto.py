@@ -97,18 +97,18 @@ def _import(path: str) -> Timeline:
     probes = _probes(launch_ev, gpu_ev, ev["cuda_sync"], flows, shift)
     (op_thread, span_thread), probe_thread, threads = _thread_index(
         [op_ev, span_ev], probes, thread_names)
-    ops, links, rank = _ops(op_ev, op_thread, probes, probe_thread, strings)
+    ops, links, rank = _ops(op_ev, op_thread, probes, probe_thread, strings, ours)
     if ours:   # export_chrome's file: links, flags and devices are explicit
         by_ext = dict(zip((a.get("External id") for a in op_ev["args"]), rank.tolist()))
         _link_explicitly(gpu_ev, links, by_ext)
         _link_explicitly(ev["cuda_sync"], links, by_ext)
         for col in ("device", "stream"):
             ops[col][rank] = [_int(a.get("op " + col), NONE) for a in op_ev["args"]]
-    gpu = _gpu(gpu_ev, links, strings, warnings, name)
-    syncs = _syncs(ev["cuda_sync"], links, strings)
+    gpu = _gpu(gpu_ev, links, strings, warnings, name, ours)
+    syncs = _syncs(ev["cuda_sync"], links, strings, ours)
     if not ours:
         _flag_ops(ops, gpu, syncs, strings)
-    spans = _spans(span_ev, span_thread, strings)
+    spans = _spans(span_ev, span_thread, strings, ours)
 
     meta = _meta(doc, name, threads, ev["Trace"], shift)
     meta["import_counts"] = {c: len(cats[c]) for c in READ_CATEGORIES if cats[c]}
@@ -222,8 +222,9 @@ def _signature(args: dict) -> str:
 
 
 def _ops(op_ev: dict, thread: np.ndarray, probes: dict, probe_thread: np.ndarray,
-         strings: Strings) -> tuple[dict, dict]:
-    """The ops table (time order) and correlation id → (op row, launch ns)."""
+         strings: Strings, ours: bool) -> tuple[dict, dict, np.ndarray]:
+    """The ops table (time order; export_chrome's files keep theirs), the
+    links: correlation id → (op row, launch ns), and each event's op row."""
     n = len(op_ev["name"])
     intern = strings.intern
     name_id = np.array([intern(s) for s in op_ev["name"]], np.int32)
@@ -234,13 +235,16 @@ def _ops(op_ev: dict, thread: np.ndarray, probes: dict, probe_thread: np.ndarray
                                np.concatenate([op_ev["begin"], probes["begin"]]),
                                np.concatenate([op_ev["end"], probes["begin"]]), n, own)
     # Time order; at equal begin the enclosing (longer) op first.
-    order = np.lexsort((-(op_ev["end"] - op_ev["begin"]), thread, op_ev["begin"]))
+    order = np.arange(n) if ours else np.lexsort(
+        (-(op_ev["end"] - op_ev["begin"]), thread, op_ev["begin"]))
     rank = np.empty(n + 1, np.int64)
     rank[order], rank[n] = np.arange(n), NONE  # rank[NONE] is NONE
 
     shapes = np.array([intern(_signature(a)) for a in op_ev["args"]], np.int32)
     flags = np.array([_named_flags(a) for a in op_ev["args"]], np.uint8)
-    ops = {"seq": np.arange(n), "thread": thread[order], "name": name_id[order],
+    seq = [_int(a.get("External id"), i) for i, a in enumerate(op_ev["args"])] if ours \
+        else np.arange(n)
+    ops = {"seq": np.asarray(seq, np.int64), "thread": thread[order], "name": name_id[order],
            "shapes": shapes[order], "module": np.full(n, NONE), "grad_fn": grad[order],
            "device": np.full(n, NONE), "stream": np.full(n, NONE),
            "flags": flags[order],
@@ -293,8 +297,9 @@ def _int(v: Any, default: int) -> int:
 
 # -- device side ------------------------------------------------------------------
 def _gpu(gpu_ev: dict, links: dict, strings: Strings, warnings: list[str],
-         name: str) -> dict:
-    """One gpu row per kernel/memcpy/memset, in begin order."""
+         name: str, ours: bool) -> dict:
+    """One gpu row per kernel/memcpy/memset, in begin order (export_chrome's
+    files keep theirs)."""
     args = gpu_ev["args"]
     n = len(args)
     intern = strings.intern
@@ -320,11 +325,14 @@ def _gpu(gpu_ev: dict, links: dict, strings: Strings, warnings: list[str],
                                 for a, t in zip(args, gpu_ev["tid"])], np.int64),
             "name": np.array([intern(s) for s in gpu_ev["name"]], np.int32),
             "kind": kind, "begin_ns": gpu_ev["begin"], "end_ns": gpu_ev["end"]}
-    order = np.lexsort((rows["stream"], rows["device"], rows["begin_ns"]))
+    if ours:   # correlation ids are row numbers + 1 there
+        order = np.argsort([_int(a.get("correlation"), 0) for a in args], kind="stable")
+    else:
+        order = np.lexsort((rows["stream"], rows["device"], rows["begin_ns"]))
     return {k: v[order] for k, v in rows.items()}
 
 
-def _syncs(sync_ev: dict, links: dict, strings: Strings) -> dict:
+def _syncs(sync_ev: dict, links: dict, strings: Strings, ours: bool) -> dict:
     """One syncs row per cuda_sync event; kind is its name ("Stream Sync")."""
     args = sync_ev["args"]
     stream = np.array([_int(a.get("stream"), NONE) for a in args], np.int64)
@@ -335,7 +343,8 @@ def _syncs(sync_ev: dict, links: dict, strings: Strings) -> dict:
                                 for a, p in zip(args, sync_ev["pid"])], np.int64),
             "stream": np.where(np.isin(stream, NO_STREAM), NONE, stream),
             "host_begin_ns": sync_ev["begin"], "host_end_ns": sync_ev["end"]}
-    order = np.argsort(rows["host_begin_ns"], kind="stable")
+    order = np.arange(len(args)) if ours else np.argsort(rows["host_begin_ns"],
+                                                          kind="stable")
     return {k: v[order] for k, v in rows.items()}
 
 
@@ -369,7 +378,7 @@ def _span_kind(name: str, args: dict) -> tuple[int, int]:
     return SpanKind.USER, NONE
 
 
-def _spans(span_ev: dict, thread: np.ndarray, strings: Strings) -> dict:
+def _spans(span_ev: dict, thread: np.ndarray, strings: Strings, ours: bool) -> dict:
     n = len(span_ev["name"])
     kind_number = [_span_kind(s, a) for s, a in zip(span_ev["name"], span_ev["args"])]
     # export_chrome keeps a span's own name beside its Kineto one.
@@ -382,7 +391,8 @@ def _spans(span_ev: dict, thread: np.ndarray, strings: Strings) -> dict:
             "name": np.array([strings.intern(s) for s in names], np.int32),
             "thread": thread, "depth": depth,
             "begin_ns": span_ev["begin"], "end_ns": span_ev["end"]}
-    order = np.lexsort((-(rows["end_ns"] - rows["begin_ns"]), rows["begin_ns"]))
+    order = np.arange(n) if ours else np.lexsort(
+        (-(rows["end_ns"] - rows["begin_ns"]), rows["begin_ns"]))
     return {k: v[order] for k, v in rows.items()}
 
 

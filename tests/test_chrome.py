@@ -426,6 +426,34 @@ def test_handmade_round_trip(tmp_path, offset, suffix):
     assert back.meta["import_warnings"] == []
 
 
+def test_recorder_like_round_trip_keeps_row_order(tmp_path):
+    """One gpu row per op in launch order, on streams whose work runs out
+    of order; ops one after another, each launching at its end."""
+    rng = np.random.default_rng(11)
+    n = 300
+    begin = np.cumsum(rng.integers(1_000, 5_000, n)) + 10**9
+    end = begin + rng.integers(100, 900, n)
+    stream = rng.integers(0, 3, n)
+    cost = rng.integers(100, 40_000, n)   # streams drain unevenly
+    start, free = np.zeros(n, np.int64), {}
+    for i in range(n):   # each stream runs its work in order, one at a time
+        start[i] = max(free.get(stream[i], 0), end[i] + 4_000)
+        free[stream[i]] = start[i] + cost[i]
+    tl = Timeline({
+        "ops": {"seq": np.arange(n), "thread": np.zeros(n), "name": np.zeros(n),
+                "device": np.zeros(n), "stream": stream,
+                "flags": np.full(n, int(OpFlag.LAUNCH)), "depth": np.zeros(n),
+                "host_begin_ns": begin, "host_end_ns": end},
+        "gpu": {"op": np.arange(n), "device": np.zeros(n), "stream": stream,
+                "name": np.zeros(n), "kind": np.full(n, int(GpuKind.OP)),
+                "launch_ns": end, "begin_ns": start, "end_ns": start + cost}},
+        ["aten::mul"], {"source": "test", "aligned": True})
+    assert np.any(np.diff(tl.gpu.begin_ns) < 0)
+    export_chrome(tl, tmp_path / "r.json.gz")
+    validate_chrome(json.loads(gzip.decompress((tmp_path / "r.json.gz").read_bytes())))
+    same_timeline(tl, import_chrome(tmp_path / "r.json.gz"))
+
+
 def test_empty_timeline_round_trips(tmp_path):
     export_chrome(Timeline(meta={"aligned": True}), tmp_path / "empty.json")
     back = import_chrome(tmp_path / "empty.json")
