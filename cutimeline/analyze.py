@@ -1,0 +1,144 @@
+"""``ctl.analyze(tl) -> Report``: why the GPU waits, as numbers.
+
+A pure function of a Timeline (recorded, simulated or imported): nothing is
+drawn and the Timeline is not changed. The stages, each in its module:
+
+* ``gaps.py`` — the host's activity and the cause of every idle gap;
+* ``lanes.py`` — gpu rows grouped by stream and device: busy intervals,
+  gaps, CPU lead, queue depth, measures over any window;
+* ``verdict.py`` — per-step verdicts, evidence and top offenders;
+* ``compensation.py`` — the timeline replayed without the recorder's cost;
+* ``hta.py`` — HolisticTraceAnalysis-compatible measures;
+* ``optable.py`` — per-op counts and times;
+* ``report.py`` — the ``Report``: tables, ``summary()``, ``to_dict()``.
+
+Interval work runs in Numba kernels (``engine="numba"``) or in their NumPy
+twins (``engine="numpy"``), which give equal results.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from . import intervals as iv
+from .compensation import compensate
+from .errors import CutimelineError
+from .gaps import CAUSES, Cause, host_activity
+from .lanes import Group, Lanes, busy_in, idle_in, lanes, queue_in, queue_quantiles
+from .report import Report
+from .timeline import NONE, Timeline
+from .verdict import step_table, step_windows
+
+__all__ = ["analyze", "Report", "LANE_DTYPE"]
+
+LANE_DTYPE = [("device", np.int64), ("stream", np.int64), ("rows", np.int64),
+              ("busy_ns", np.int64), ("idle_ns", np.int64), ("busy_frac", np.float64)] + \
+    [(f"{c}_ns", np.int64) for c in CAUSES] + \
+    [("lead_mean_ns", np.float64), ("lead_p50_ns", np.float64),
+     ("lead_p95_ns", np.float64), ("lead_max_ns", np.int64),
+     ("queue_mean", np.float64), ("queue_p50", np.float64),
+     ("queue_p95", np.float64), ("queue_max", np.int64)]
+
+
+def analyze(tl: Timeline, *, window: Any = None, engine: str = "numba",
+            gpu_bound_at: float = 0.85, sync_slack_ns: int = 5_000,
+            top: int = 3) -> Report:
+    """Analyse a Timeline; see ``Report`` for what comes back.
+
+    ``window``: restrict the totals, tables and steps to a step (3), a
+    range of steps ((3, 5) or range(3, 6)) or seconds from the start
+    ((0.5, 0.75)); gaps keep the causes they have in the whole trace.
+    ``engine``: "numba" or "numpy" (the reference twin). ``gpu_bound_at``:
+    busy fraction from which a step is GPU-bound. ``sync_slack_ns``: how
+    soon after a sync returned a gap that begins still counts as the sync's
+    (absorbs clock alignment error). ``top``: offenders listed per verdict.
+    A Timeline without gpu rows gives a host-side report.
+    """
+    if not isinstance(tl, Timeline):
+        raise CutimelineError(f"analyze needs a Timeline (from ctl.record, "
+                              f"ctl.load or ctl.import_chrome), not "
+                              f"{type(tl).__name__}.")
+    iv.check_engine(engine)
+    if not (isinstance(gpu_bound_at, (int, float)) and 0 < gpu_bound_at <= 1):
+        raise CutimelineError(f"gpu_bound_at={gpu_bound_at!r} must be a busy "
+                              f"fraction above 0 and at most 1.")
+    has_gpu = len(tl.gpu) > 0
+    if has_gpu and not tl.aligned:
+        why = tl.meta.get("align_error")
+        raise CutimelineError(
+            "The Timeline's gpu rows are not on the host clock yet"
+            + (f" (aligning failed: {why})" if why else "")
+            + "; call ctl.align(tl) first, or analyze the timeline ctl.record "
+            "hands back, which is aligned at stop.")
+    if has_gpu and (np.any(tl.gpu.begin_ns == NONE) or np.any(tl.gpu.end_ns == NONE)):
+        raise CutimelineError("Some gpu rows have no begin or end time (NONE); "
+                              "align the Timeline again with ctl.align(tl).")
+    lo, hi = tl.start_ns, tl.end_ns
+    w0, w1 = tl.window_bounds(window) if window is not None else (lo, hi)
+    act = host_activity(tl, sync_slack_ns, engine)
+    ln = lanes(tl, act, engine) if has_gpu else None
+    comp = compensate(tl, ln, engine)
+    streams = devices = None
+    primary = 0
+    if ln is not None:
+        streams = _lane_table(ln, ln.streams, ln.stream_keys, act, w0, w1, engine)
+        dev_keys = np.stack([ln.device_keys, np.full(len(ln.device_keys), NONE)], 1)
+        devices = _lane_table(ln, ln.devices, dev_keys, act, w0, w1, engine)
+        primary = int(np.argmax(devices["busy_ns"])) if len(devices) else 0
+    numbers, sb, se = step_windows(tl)
+    inside = (se > w0) & (sb < w1)
+    settings = {"engine": engine, "gpu_bound_at": gpu_bound_at,
+                "sync_slack_ns": int(sync_slack_ns), "top": int(top)}
+    steps = step_table(tl, ln, act, primary, comp, sb[inside], se[inside],
+                       numbers[inside], gpu_bound_at, engine)
+    overall = step_table(tl, ln, act, primary, comp, [w0], [w1], [NONE],
+                         gpu_bound_at, engine)
+    hta = _hta(tl, engine) if has_gpu else None
+    return Report(tl=tl, window=(int(w0), int(w1)), lanes=ln, activity=act,
+                  streams=streams, devices=devices, primary=primary,
+                  steps=steps, overall=overall[0], hta=hta, compensation=comp,
+                  settings=settings)
+
+
+def _lane_table(ln: Lanes, grp: Group, keys: np.ndarray, act, w0: int, w1: int,
+                engine: str) -> np.ndarray:
+    out = np.zeros(grp.n, LANE_DTYPE)
+    if grp.n == 0:
+        return out
+    out["device"], out["stream"] = keys[:, 0], keys[:, 1]
+    out["rows"] = np.diff(grp.starts)
+    busy = busy_in(grp, w0, w1, engine)[:, 0]
+    idle = idle_in(grp, w0, w1, act, engine)[:, 0]
+    out["busy_ns"], out["idle_ns"] = busy, idle.sum(axis=1)
+    out["busy_frac"] = busy / max(w1 - w0, 1)
+    for c in Cause:
+        out[f"{CAUSES[c]}_ns"] = idle[:, c]
+    # CPU lead of the rows that begin inside the window, per group
+    r = grp.order
+    ok = (ln.lead[r] != NONE) & (ln.begin[r] >= w0) & (ln.begin[r] < w1)
+    g = np.repeat(np.arange(grp.n), np.diff(grp.starts))[ok]
+    lead = ln.lead[r][ok]
+    n = np.bincount(g, minlength=grp.n)
+    out["lead_mean_ns"] = np.divide(np.bincount(g, weights=lead, minlength=grp.n),
+                                    n, out=np.full(grp.n, np.nan), where=n > 0)
+    q = iv.group_quantiles(lead, g, grp.n, [0.5, 0.95], engine)
+    out["lead_p50_ns"], out["lead_p95_ns"] = q[:, 0], q[:, 1]
+    has = np.flatnonzero(n)
+    first = np.concatenate([[0], np.cumsum(n)[:-1]])
+    out["lead_max_ns"] = NONE
+    if len(has):
+        out["lead_max_ns"][has] = np.maximum.reduceat(lead, first[has])
+    qd = queue_in(grp, w0, w1)
+    out["queue_mean"], out["queue_max"] = qd["mean"][:, 0], qd["max"][:, 0]
+    qq = queue_quantiles(grp, w0, w1, [0.5, 0.95])
+    out["queue_p50"], out["queue_p95"] = qq[:, 0], qq[:, 1]
+    return out
+
+
+def _hta(tl: Timeline, engine: str) -> dict:
+    from . import hta
+    return {"temporal_breakdown": hta.temporal_breakdown(tl, engine=engine),
+            "idle_breakdown": hta.idle_breakdown(tl, engine=engine),
+            "queue_length": hta.queue_length(tl, engine=engine)}

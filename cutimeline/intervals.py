@@ -1,0 +1,433 @@
+"""Interval kernels: grouping, union, gaps, queue depth and group quantiles.
+
+Every kernel comes twice: a Numba version (``@njit(cache=True)``, one pass
+over the rows where it can) and a NumPy twin that computes the same result
+with whole-array operations. ``engine="numba"`` or ``"numpy"`` picks one;
+the tests run both on the same random inputs and demand equal results.
+
+Conventions: times are int64 ns; rows are addressed through an ``order``
+array that lists them grouped by a dense group id and, within a group,
+sorted by a key (``group_order``); ``starts[g]:starts[g + 1]`` is group g's
+slice of ``order``. ``NONE`` (-1) marks an absent launch time.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .errors import CutimelineError
+from .timeline import NONE
+
+__all__ = ["ENGINES", "check_engine", "dense_ids", "group_order", "merge",
+           "union", "coverage", "count_le", "queue_series", "group_quantiles"]
+
+ENGINES = ("numba", "numpy")
+I64_MAX = np.iinfo(np.int64).max
+
+
+def check_engine(engine: str) -> str:
+    if engine not in ENGINES:
+        raise CutimelineError(f"engine={engine!r} is not known; use 'numba' "
+                              f"(compiled) or 'numpy' (its reference twin).")
+    return engine
+
+
+def _i64(a) -> np.ndarray:
+    return np.ascontiguousarray(a, dtype=np.int64)
+
+
+# -- dense ids ----------------------------------------------------------------
+
+@njit(cache=True)
+def _dense_nb(keys):
+    n = len(keys)
+    seen = np.empty(64, np.int64)
+    ids = np.empty(n, np.int64)
+    k = 0
+    last_key, last_id = 0, -1
+    for i in range(n):
+        x = keys[i]
+        if last_id >= 0 and x == last_key:
+            ids[i] = last_id
+            continue
+        j = -1
+        for m in range(k):
+            if seen[m] == x:
+                j = m
+                break
+        if j < 0:
+            if k == len(seen):  # many distinct keys: sort instead of scanning
+                u = np.unique(keys)
+                return np.searchsorted(u, keys), u
+            seen[k] = x
+            j = k
+            k += 1
+        ids[i] = j
+        last_key, last_id = x, j
+    uniq = seen[:k]
+    o = np.argsort(uniq)
+    rank = np.empty(k, np.int64)
+    rank[o] = np.arange(k)
+    for i in range(n):
+        ids[i] = rank[ids[i]]
+    return ids, uniq[o]
+
+
+def _dense_np(keys):
+    u, inv = np.unique(keys, return_inverse=True)
+    return inv.astype(np.int64).reshape(-1), u
+
+
+def dense_ids(keys, engine: str = "numba") -> tuple[np.ndarray, np.ndarray]:
+    """(ids, uniq): ``uniq`` the sorted distinct keys, ``ids`` each key's
+    index into it."""
+    keys = _i64(keys)
+    return (_dense_nb if engine == "numba" else _dense_np)(keys)
+
+
+# -- grouping -----------------------------------------------------------------
+
+@njit(cache=True)
+def _group_order_nb(group, key, n_groups):
+    n = len(group)
+    starts = np.zeros(n_groups + 1, np.int64)
+    for i in range(n):
+        starts[group[i] + 1] += 1
+    for g in range(n_groups):
+        starts[g + 1] += starts[g]
+    pos = starts[:-1].copy()
+    order = np.empty(n, np.int64)
+    for i in range(n):  # a stable counting sort by group
+        g = group[i]
+        order[pos[g]] = i
+        pos[g] += 1
+    for g in range(n_groups):  # usually sorted already; sort only if not
+        s, e = starts[g], starts[g + 1]
+        for j in range(s + 1, e):
+            if key[order[j]] < key[order[j - 1]]:
+                sub = order[s:e].copy()
+                o = np.argsort(key[sub], kind="mergesort")
+                order[s:e] = sub[o]
+                break
+    return order, starts
+
+
+def _group_order_np(group, key, n_groups):
+    order = np.lexsort((key, group)).astype(np.int64)
+    starts = np.zeros(n_groups + 1, np.int64)
+    np.cumsum(np.bincount(group, minlength=n_groups), out=starts[1:])
+    return order, starts
+
+
+def group_order(group, key, n_groups: int, engine: str = "numba"):
+    """(order, starts): rows grouped by ``group`` (0..n_groups-1), sorted
+    by ``key`` within a group, ties in row order (a stable sort)."""
+    group, key = _i64(group), _i64(key)
+    f = _group_order_nb if engine == "numba" else _group_order_np
+    return f(group, key, int(n_groups))
+
+
+# -- union and gaps -----------------------------------------------------------
+
+@njit(cache=True)
+def _merge_nb(begin, end, launch, order, starts, lo, hi):
+    n, G = len(order), len(starts) - 1
+    ig = np.empty(n, np.int64)
+    ib = np.empty(n, np.int64)
+    ie = np.empty(n, np.int64)
+    first = np.empty(n, np.int64)
+    gg = np.empty(n + G, np.int64)
+    gb = np.empty(n + G, np.int64)
+    ge = np.empty(n + G, np.int64)
+    gnext = np.empty(n + G, np.int64)
+    lam = np.full(G, NONE, np.int64)
+    k = 0
+    m = 0
+    for g in range(G):
+        s, e = starts[g], starts[g + 1]
+        j = s
+        prev_end = lo
+        while j < e:
+            r = order[j]
+            b0, top, f = begin[r], end[r], r
+            fl = launch[r] if launch[r] != NONE else I64_MAX
+            while True:
+                if launch[r] != NONE:
+                    d = max(begin[r] - launch[r], 0)
+                    if lam[g] == NONE or d < lam[g]:
+                        lam[g] = d
+                j += 1
+                if j >= e or begin[order[j]] > top:
+                    break
+                r = order[j]
+                top = max(top, end[r])
+                if begin[r] == b0:  # same start: the earliest-launched leads
+                    lr = launch[r] if launch[r] != NONE else I64_MAX
+                    if lr < fl:
+                        f, fl = r, lr
+            if b0 > prev_end:
+                gg[m], gb[m], ge[m], gnext[m] = g, prev_end, b0, f
+                m += 1
+            ig[k], ib[k], ie[k], first[k] = g, b0, top, f
+            k += 1
+            prev_end = max(prev_end, top)
+        if prev_end < hi:
+            gg[m], gb[m], ge[m], gnext[m] = g, prev_end, hi, NONE
+            m += 1
+    return (ig[:k], ib[:k], ie[:k], first[:k], gg[:m], gb[:m], ge[:m],
+            gnext[:m], lam)
+
+
+def _group_cummax(x, grp):
+    """Running maximum of x restarting at each group (grp sorted)."""
+    if len(x) == 0:
+        return x.copy()
+    # stack the groups apart so that one cumulative max serves them all
+    t0 = x.min()
+    span = int(x.max() - t0) + 1
+    if int(grp[-1]) * span < 2**62:
+        return np.maximum.accumulate(grp * span + (x - t0)) - grp * span + t0
+    cuts = np.flatnonzero(np.diff(grp)) + 1
+    return np.concatenate([np.maximum.accumulate(p) for p in np.split(x, cuts)])
+
+
+def _merge_np(begin, end, launch, order, starts, lo, hi):
+    n, G = len(order), len(starts) - 1
+    e0 = np.zeros(0, np.int64)
+    lam = np.full(G, NONE, np.int64)
+    grp = np.repeat(np.arange(G, dtype=np.int64), np.diff(starts))
+    b, e, la = begin[order], end[order], launch[order]
+    ok = la != NONE
+    if ok.any():
+        d = np.maximum(b[ok] - la[ok], 0)
+        lam_ok = np.full(G, I64_MAX, np.int64)
+        np.minimum.at(lam_ok, grp[ok], d)
+        lam = np.where(lam_ok == I64_MAX, NONE, lam_ok)
+    if n == 0:
+        gaps_g = np.arange(G, dtype=np.int64) if lo < hi else e0
+        full = np.full(len(gaps_g), lo, np.int64)
+        return (e0, e0, e0, e0, gaps_g, full, np.full(len(gaps_g), hi, np.int64),
+                np.full(len(gaps_g), NONE, np.int64), lam)
+    # running max of end within each group: offset groups so one cumulative
+    # max serves all (times relative to the smallest, groups stacked apart)
+    top = _group_cummax(e, grp)
+    new_group = np.ones(n, bool)
+    new_group[1:] = grp[1:] != grp[:-1]
+    head = new_group.copy()
+    head[1:] |= b[1:] > top[:-1]
+    idx = np.flatnonzero(head)
+    ib, ig = b[idx], grp[idx]
+    ie = np.maximum.reduceat(e, idx)
+    iid = np.cumsum(head) - 1
+    lk = np.where(la == NONE, I64_MAX, la)
+    cand = np.where(b == ib[iid], lk, I64_MAX)
+    best = np.minimum.reduceat(cand, idx)
+    hit = np.flatnonzero((b == ib[iid]) & (cand == best[iid]))
+    first = order[hit[np.searchsorted(iid[hit], np.arange(len(idx)))]]
+    # gaps: before each interval (from the group's running end, or lo) and
+    # after each group's last interval (up to hi)
+    run = _group_cummax(ie, ig)
+    prev_end = np.empty(len(idx), np.int64)
+    prev_end[1:] = run[:-1]
+    grp_first = np.ones(len(idx), bool)
+    grp_first[1:] = ig[1:] != ig[:-1]
+    prev_end[grp_first] = lo
+    prev_end = np.maximum(prev_end, lo)
+    lead = ib > prev_end
+    gaps = [(ig[lead], prev_end[lead], ib[lead], first[lead])]
+    has = np.zeros(G, bool)
+    has[ig] = True
+    last_end = np.full(G, lo, np.int64)
+    last_idx = np.flatnonzero(np.append(grp_first[1:], True))
+    last_end[ig[last_idx]] = np.maximum(run[last_idx], lo)
+    tail = np.flatnonzero(last_end < hi)
+    gaps.append((tail, last_end[tail], np.full(len(tail), hi, np.int64),
+                 np.full(len(tail), NONE, np.int64)))
+    gg, gb, ge, gn = (np.concatenate(c) for c in zip(*gaps))
+    o = np.lexsort((gb, gg))
+    return (ig, ib, ie, first, gg[o], gb[o], ge[o], gn[o], lam)
+
+
+def merge(begin, end, launch, order, starts, lo: int, hi: int,
+          engine: str = "numba"):
+    """Union of each group's intervals, and the gaps between them.
+
+    Rows are taken in ``order`` (grouped, sorted by begin). Returns
+    ``(ig, ib, ie, first, gg, gb, ge, gnext, lam)``: merged intervals (group,
+    begin, end, the row that starts it — of rows starting together, the one
+    launched first); gaps (group, begin, end, the row that ends the gap or
+    NONE after the last interval), including the idle stretch from ``lo``
+    to a group's first interval and from its last one to ``hi``; and per
+    group the smallest observed ``begin − launch`` (floored at 0, NONE when
+    no row has a launch time). Touching intervals merge; an interval's end
+    is the largest end in it, so a row with end < begin (HTA's rounding
+    makes some) cannot extend one.
+    """
+    args = (_i64(begin), _i64(end), _i64(launch), _i64(order), _i64(starts),
+            np.int64(lo), np.int64(hi))
+    return (_merge_nb if engine == "numba" else _merge_np)(*args)
+
+
+def union(begin, end, engine: str = "numba") -> tuple[np.ndarray, np.ndarray]:
+    """The union of intervals [begin, end) as sorted disjoint (begin, end)."""
+    begin, end = _i64(begin), _i64(end)
+    n = len(begin)
+    order, starts = group_order(np.zeros(n, np.int64), begin, 1, engine)
+    r = merge(begin, end, np.full(n, NONE, np.int64), order, starts, 0, 0,
+              engine)
+    return r[1], r[2]
+
+
+# -- point lookups and coverage ---------------------------------------------
+
+@njit(cache=True)
+def _count_le_nb(a, t):
+    out = np.empty(len(t), np.int64)
+    m = len(a)
+    h = 0
+    for i in range(len(t)):
+        x = t[i]
+        if h > 0 and a[h - 1] > x:  # went back in time: search afresh
+            h = np.searchsorted(a, x, side="right")
+        else:
+            steps = 0
+            while h < m and a[h] <= x:
+                h += 1
+                steps += 1
+                if steps == 16:  # a long jump: finish by bisection
+                    h += np.searchsorted(a[h:], x, side="right")
+                    break
+        out[i] = h
+    return out
+
+
+def count_le(a, t, engine: str = "numba") -> np.ndarray:
+    """For each t, how many of the sorted ``a`` are ≤ t (searchsorted
+    right). The Numba version walks forward from the previous answer, so
+    mostly increasing queries cost O(1) each."""
+    a, t = _i64(a), _i64(t)
+    if engine == "numba":
+        return _count_le_nb(a, t)
+    return np.searchsorted(a, t, side="right").astype(np.int64)
+
+
+def coverage(seg_begin, seg_end, a, b, engine: str = "numba") -> np.ndarray:
+    """How much of each [a, b) the sorted disjoint segments cover (ns)."""
+    sb, se = _i64(seg_begin), _i64(seg_end)
+    a, b = _i64(a), _i64(b)
+    if len(sb) == 0:
+        return np.zeros(len(a), np.int64)
+    before = np.zeros(len(sb) + 1, np.int64)
+    np.cumsum(se - sb, out=before[1:])
+
+    def cum(t):
+        i = count_le(sb, t, engine)
+        j = np.maximum(i - 1, 0)
+        c = before[j] + np.minimum(t, se[j]) - sb[j]
+        return np.where(i > 0, c, 0)
+
+    return np.maximum(cum(np.maximum(b, a)) - cum(a), 0)
+
+
+# -- queue depth ----------------------------------------------------------------
+
+@njit(cache=True)
+def _sorted(x):
+    for i in range(1, len(x)):
+        if x[i] < x[i - 1]:
+            return np.sort(x)
+    return x
+
+
+@njit(cache=True)
+def _queue_nb(plus, minus, order, starts):
+    n = len(order)
+    t = np.empty(2 * n, np.int64)
+    q = np.empty(2 * n, np.int64)
+    for g in range(len(starts) - 1):
+        s, e = starts[g], starts[g + 1]
+        p = _sorted(plus[order[s:e]])
+        m = _sorted(minus[order[s:e]])
+        i = j = 0
+        depth = 0
+        k = 2 * s
+        while i < e - s or j < e - s:
+            if i < e - s and (j >= e - s or p[i] <= m[j]):
+                depth += 1
+                t[k] = p[i]
+                i += 1
+            else:
+                depth -= 1
+                t[k] = m[j]
+                j += 1
+            q[k] = depth
+            k += 1
+    return t, q
+
+
+def _queue_np(plus, minus, order, starts):
+    G = len(starts) - 1
+    grp = np.repeat(np.arange(G, dtype=np.int64), np.diff(starts))
+    t = np.concatenate([plus[order], minus[order]])
+    kind = np.repeat(np.array([0, 1], np.int64), len(order))
+    o = np.lexsort((kind, t, np.concatenate([grp, grp])))
+    # each group adds and removes each row once, so one running sum serves
+    return t[o], np.cumsum(1 - 2 * kind[o])
+
+
+def queue_series(plus, minus, order, starts, engine: str = "numba"):
+    """Each group's queue depth as a step function: (t, depth) with depth
+    the value from t on, 2 entries per row (+1 at ``plus``, −1 at
+    ``minus``), group g at ``2*starts[g]:2*starts[g+1]``, time-sorted, and
+    at equal times the +1 first (as HTA, which lists launches before
+    kernels)."""
+    args = (_i64(plus), _i64(minus), _i64(order), _i64(starts))
+    return (_queue_nb if engine == "numba" else _queue_np)(*args)
+
+
+# -- quantiles per group ----------------------------------------------------------
+
+@njit(cache=True)
+def _quantiles_nb(values, group, n_groups, qs):
+    order, starts = _group_order_nb(group, np.zeros(len(group), np.int64),
+                                    n_groups)
+    out = np.full((n_groups, len(qs)), np.nan)
+    for g in range(n_groups):
+        s, e = starts[g], starts[g + 1]
+        if e == s:
+            continue
+        v = np.sort(values[order[s:e]])
+        for k in range(len(qs)):
+            x = qs[k] * (e - s - 1)
+            lo = int(np.floor(x))
+            hi = min(lo + 1, e - s - 1)
+            out[g, k] = v[lo] + (v[hi] - v[lo]) * (x - lo)
+    return out
+
+
+def _quantiles_np(values, group, n_groups, qs):
+    o = np.lexsort((values, group))
+    v = values[o]
+    counts = np.bincount(group, minlength=n_groups)
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    out = np.full((n_groups, len(qs)), np.nan)
+    have = counts > 0
+    for k, q in enumerate(qs):
+        x = q * (counts[have] - 1)
+        lo = np.floor(x).astype(np.int64)
+        hi = np.minimum(lo + 1, counts[have] - 1)
+        vlo, vhi = v[starts[have] + lo], v[starts[have] + hi]
+        out[have, k] = vlo + (vhi - vlo) * (x - lo)
+    return out
+
+
+def group_quantiles(values, group, n_groups: int, qs,
+                    engine: str = "numba") -> np.ndarray:
+    """(n_groups, len(qs)) quantiles of ``values`` per group (linear
+    interpolation, as ``np.quantile``); NaN for an empty group."""
+    values = np.ascontiguousarray(values, np.float64)
+    group = _i64(group)
+    qs = np.ascontiguousarray(qs, np.float64)
+    f = _quantiles_nb if engine == "numba" else _quantiles_np
+    return f(values, group, int(n_groups), qs)

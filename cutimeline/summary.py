@@ -1,0 +1,172 @@
+"""A Report as text to read first, and as a JSON-serialisable dict."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from .gaps import CAUSES
+from .report import Report, fmt_ns
+from .timeline import NONE
+
+__all__ = ["summary_text", "report_dict"]
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.0f}%"
+
+
+def _shares(idle: dict[str, int]) -> str:
+    total = sum(idle.values())
+    if total <= 0:
+        return "none"
+    parts = [(c, v / total) for c, v in idle.items() if v > 0]
+    parts.sort(key=lambda p: -p[1])
+    return ", ".join(f"{c} {_pct(s)}" for c, s in parts)
+
+
+def biggest_gaps(rep: Report, k: int = 3) -> list[dict]:
+    """The k longest idle gaps of the primary device inside the window."""
+    gaps = rep.gap_table("device")
+    if gaps is None or len(gaps) == 0:
+        return []
+    gaps = gaps[gaps["device"] == rep.lanes.device_keys[rep.primary]]
+    w0, w1 = rep.window
+    length = np.minimum(gaps["end_ns"], w1) - np.maximum(gaps["begin_ns"], w0)
+    best = np.argsort(-length, kind="stable")[:k]
+    t0 = rep.timeline.start_ns
+    out = []
+    for i in best:
+        g = gaps[i]
+        causes = {c: int(g[f"{c}_ns"]) for c in CAUSES}
+        out.append({"begin_s": (int(g["begin_ns"]) - t0) / 1e9,
+                    "length_ns": int(length[i]), "device": int(g["device"]),
+                    "cause": str(g["cause"]), "idle_ns": causes})
+    return out
+
+
+def summary_text(rep: Report) -> str:
+    tl, o = rep.timeline, rep.overall
+    w0, w1 = rep.window
+    head = [f"cutimeline report — {tl.meta.get('source', 'recording')}"]
+    if tl.meta.get("device_name"):
+        head.append(str(tl.meta["device_name"]))
+    head.append(f"{len(rep.steps)} steps, {fmt_ns(w1 - w0)}")
+    if tl.meta.get("simulated"):
+        head.append("SIMULATED")
+    lines = [", ".join(head)]
+    if rep.lanes is None:
+        lines += _host_only(rep)
+        return "\n".join(lines)
+    idle = {c: int(o[f"{c}_ns"]) for c in CAUSES}
+    dev = int(rep.lanes.device_keys[rep.primary])
+    line = (f"GPU busy {_pct(o['busy_frac'])} (device {dev}); idle "
+            f"{_pct(1 - o['busy_frac'])}: {_shares(idle)}")
+    st = rep.streams[rep.streams["device"] == dev]
+    if len(st) > 1:
+        line += "; streams " + ", ".join(f"{s['stream']} {_pct(s['busy_frac'])}"
+                                         for s in st)
+    lines.append(line)
+    for r in rep.ranges():
+        lines.append(f"• {r['verdict']}: {r['advice']}")
+    gaps = biggest_gaps(rep)
+    if gaps:
+        lines.append("biggest gaps: " + "; ".join(
+            f"{fmt_ns(g['length_ns'])} at {g['begin_s']:.3f} s ({_shares(g['idle_ns'])})"
+            for g in gaps))
+    d = rep.devices[rep.primary]
+    if not math.isnan(d["lead_p50_ns"]):
+        lines.append(f"CPU lead median {fmt_ns(d['lead_p50_ns'])}, p95 "
+                     f"{fmt_ns(d['lead_p95_ns'])}, max {fmt_ns(d['lead_max_ns'])}; "
+                     f"queue depth mean {d['queue_mean']:.1f}, max {d['queue_max']}")
+    lines += _compensation(rep)
+    h = rep.hta
+    if h is not None and h["temporal_breakdown"]["rows"]:
+        t = h["temporal_breakdown"]
+        ib = h["idle_breakdown"]
+        tot = sum(int(ib[k].sum()) for k in ("host_wait_ns", "kernel_wait_ns", "other_ns"))
+        wait = f"; host wait {_pct(ib['host_wait_ns'].sum() / tot)} of stream idle" \
+            if tot > 0 else ""
+        lines.append(f"HTA-compatible (steps before the last): idle {t['idle_pct']:.1f}%, "
+                     f"compute {t['compute_pct']:.1f}%, non-compute "
+                     f"{t['non_compute_pct']:.1f}%{wait}")
+    return "\n".join(lines)
+
+
+def _compensation(rep: Report) -> list[str]:
+    c, o = rep.compensation, rep.overall
+    if c is None:
+        return []
+    s = rep.steps if len(rep.steps) else np.array([o])
+    rec, pred = float(np.median(s["duration_ns"])), float(np.median(s["predicted_ns"]))
+    text = (f"without the recorder's overhead ({fmt_ns(c['overhead_ns_per_op'])}/op"
+            + (f", {fmt_ns(c['overhead_ns_per_launch'])}/launch"
+               if c["overhead_ns_per_launch"] else "")
+            + f"): predicted step {fmt_ns(pred)} (recorded {fmt_ns(rec)})")
+    if rep.lanes is not None and not math.isnan(o["predicted_busy_frac"]):
+        text += (f", GPU busy {_pct(o['predicted_busy_frac'])} (recorded "
+                 f"{_pct(o['busy_frac'])})")
+    return [text]
+
+
+def _host_only(rep: Report) -> list[str]:
+    tl, o = rep.timeline, rep.overall
+    span = max(int(o["duration_ns"]), 1)
+    lines = [f"No GPU work in this Timeline: a host-side summary. {o['ops']} ops; "
+             f"host time in DataLoader fetches {fmt_ns(o['host_data_ns'])} "
+             f"({_pct(o['host_data_ns'] / span)}), in syncs {fmt_ns(o['host_sync_ns'])}."]
+    if len(rep.steps):
+        d = rep.steps["duration_ns"]
+        lines.append(f"steps: median {fmt_ns(np.median(d))}, min {fmt_ns(d.min())}, "
+                     f"max {fmt_ns(d.max())}")
+    ops = rep.op_table()[:5]
+    if len(ops):
+        top = sorted(ops, key=lambda r: -r["cpu_total_ns"])
+        lines.append("most host time: " + ", ".join(
+            f"{r['name']} {fmt_ns(r['cpu_total_ns'])} ({r['count']}×)" for r in top))
+    lines += _compensation(rep)
+    lines.append(f"• {rep.ranges()[0]['advice']}" if not len(rep.steps) else
+                 "• record on a GPU (or ctl.SimGPU()) to see the device side.")
+    return lines
+
+
+def _plain(x: Any) -> Any:
+    """numpy values and containers → JSON-ready Python values (NaN → None)."""
+    if isinstance(x, dict):
+        return {str(k): _plain(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_plain(v) for v in x]
+    if isinstance(x, np.ndarray):
+        if x.dtype.names:
+            return [_plain(dict(zip(x.dtype.names, row.tolist()))) for row in x]
+        return [_plain(v) for v in x.tolist()]
+    if isinstance(x, np.void) and x.dtype.names:
+        return _plain(dict(zip(x.dtype.names, x.tolist())))
+    if isinstance(x, np.generic):
+        x = x.item()
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return x
+
+
+def report_dict(rep: Report) -> dict:
+    tl = rep.timeline
+    c = rep.compensation
+    comp = None if c is None else {
+        k: c[k] for k in ("overhead_ns_per_op", "overhead_ns_per_launch", "removed_ns")}
+    if comp is not None:
+        s = rep.steps if len(rep.steps) else np.array([rep.overall])
+        comp["predicted_step_ns"] = float(np.median(s["predicted_ns"]))
+        comp["recorded_step_ns"] = float(np.median(s["duration_ns"]))
+        comp["predicted_busy_frac"] = rep.overall["predicted_busy_frac"]
+    out = {"source": tl.meta.get("source"), "simulated": bool(tl.meta.get("simulated")),
+           "window_ns": list(rep.window), "duration_ns": rep.window[1] - rep.window[0],
+           "overall": rep.overall, "steps": rep.steps, "ranges": rep.ranges(),
+           "devices": rep.devices, "streams": rep.streams,
+           "biggest_gaps": biggest_gaps(rep) if rep.lanes is not None else [],
+           "hta": rep.hta, "compensation": comp, "settings": rep.settings,
+           "primary_device": None if rep.lanes is None else
+           int(rep.lanes.device_keys[rep.primary])}
+    return _plain(out)

@@ -1,0 +1,184 @@
+"""Per-step verdicts, the evidence behind them, and the top offenders.
+
+A step's verdict, from its primary device (the one with the most GPU time):
+
+* **GPU-bound** — the GPU was busy for at least ``gpu_bound_at`` (0.85) of
+  the step: the host keeps it fed; only faster GPU work shortens the step.
+* otherwise by the largest share of the step's idle GPU time (see
+  ``gaps.py``): data → **input-bound**, sync → **sync-bound**, dispatch →
+  **launch-bound**, dependency → **dependency-bound** (work queued but
+  waiting on other streams or events), unknown → **unknown**.
+* **host-only** — the Timeline has no GPU work (a CPU recording).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import intervals as iv
+from .gaps import CAUSES, Cause, HostActivity
+from .lanes import Lanes, busy_in, idle_in, queue_in
+from .timeline import NONE, OpFlag, SpanKind, Timeline
+
+__all__ = ["VERDICTS", "verdicts", "step_windows", "step_table", "offenders"]
+
+VERDICTS = ("GPU-bound", "input-bound", "sync-bound", "launch-bound",
+            "dependency-bound", "unknown", "host-only")
+_BY_CAUSE = {Cause.DATA: "input-bound", Cause.SYNC: "sync-bound",
+             Cause.DISPATCH: "launch-bound", Cause.DEPENDENCY: "dependency-bound",
+             Cause.UNKNOWN: "unknown"}
+
+STEP_DTYPE = [("number", np.int64), ("begin_ns", np.int64), ("end_ns", np.int64),
+              ("duration_ns", np.int64), ("verdict", object),
+              ("busy_ns", np.int64), ("busy_frac", np.float64),
+              ("idle_ns", np.int64)] + \
+    [(f"{c}_ns", np.int64) for c in CAUSES] + \
+    [("lead_first_ns", np.int64), ("lead_last_ns", np.int64),
+     ("lead_max_ns", np.int64), ("queue_mean", np.float64),
+     ("queue_min", np.int64), ("queue_max", np.int64), ("ops", np.int64),
+     ("launches", np.int64), ("host_data_ns", np.int64),
+     ("host_sync_ns", np.int64), ("predicted_ns", np.int64),
+     ("predicted_busy_frac", np.float64)]
+
+
+def verdicts(busy_frac, idle_by_cause, gpu_bound_at: float = 0.85,
+             has_gpu: bool = True) -> np.ndarray:
+    """Verdict strings from busy fractions and (n, 5) idle ns by cause."""
+    n = len(busy_frac)
+    if not has_gpu:
+        return np.array(["host-only"] * n, dtype=object)
+    top = np.argmax(np.asarray(idle_by_cause).reshape(n, len(Cause)), axis=1)
+    out = np.array([_BY_CAUSE[Cause(c)] for c in top], dtype=object)
+    out[np.asarray(busy_frac) >= gpu_bound_at] = "GPU-bound"
+    return out
+
+
+def step_windows(tl: Timeline) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(number, begin_ns, end_ns) of the STEP spans, in time order."""
+    s = tl.spans
+    step = np.flatnonzero(s.kind == SpanKind.STEP)
+    step = step[np.argsort(s.begin_ns[step], kind="stable")]
+    return (np.asarray(s.number[step], np.int64), np.asarray(s.begin_ns[step], np.int64),
+            np.asarray(s.end_ns[step], np.int64))
+
+
+def step_table(tl: Timeline, ln: Lanes | None, act: HostActivity, primary: int,
+               comp: dict | None, w0, w1, numbers, gpu_bound_at: float = 0.85,
+               engine: str = "numba") -> np.ndarray:
+    """One row per window (usually the steps) with the measures of
+    ``STEP_DTYPE`` on device group ``primary`` (see the module doc)."""
+    w0, w1 = np.asarray(w0, np.int64), np.asarray(w1, np.int64)
+    out = np.zeros(len(w0), STEP_DTYPE)
+    out["number"], out["begin_ns"], out["end_ns"] = numbers, w0, w1
+    out["duration_ns"] = w1 - w0
+    o = tl.ops
+    t_op = np.sort(o.host_begin_ns)
+    out["ops"] = np.searchsorted(t_op, w1) - np.searchsorted(t_op, w0)
+    t_l = np.sort(o.host_begin_ns[(o.flags & OpFlag.LAUNCH) != 0])
+    out["launches"] = np.searchsorted(t_l, w1) - np.searchsorted(t_l, w0)
+    out["host_data_ns"] = iv.coverage(*act.data, w0, w1, engine)
+    out["host_sync_ns"] = iv.coverage(*act.sync, w0, w1, engine)
+    for c in ("lead_first_ns", "lead_last_ns", "lead_max_ns"):
+        out[c] = NONE
+    out["predicted_ns"] = NONE
+    out["predicted_busy_frac"] = np.nan
+    if comp is not None:
+        from .compensation import shifted
+        p0 = shifted(w0, comp["shift_t"], comp["shift_v"], engine)
+        p1 = shifted(w1, comp["shift_t"], comp["shift_v"], engine)
+        out["predicted_ns"] = p1 - p0
+    if ln is None:
+        out["verdict"] = verdicts(np.zeros(len(w0)), np.zeros((len(w0), 5)),
+                                  has_gpu=False)
+        return out
+    dv = ln.devices
+    busy = busy_in(dv, w0, w1, engine)[primary]
+    idle = idle_in(dv, w0, w1, act, engine)[primary]
+    span = np.maximum(w1 - w0, 1)
+    out["busy_ns"], out["busy_frac"] = busy, busy / span
+    out["idle_ns"] = idle.sum(axis=1)
+    for c in Cause:
+        out[f"{CAUSES[c]}_ns"] = idle[:, c]
+    q = queue_in(dv, w0, w1)
+    out["queue_mean"], out["queue_min"], out["queue_max"] = (
+        q["mean"][primary], q["min"][primary], q["max"][primary])
+    # CPU lead of the work launched in each step, in launch order
+    mine = np.flatnonzero((dv.of_row == primary) & (ln.launch != NONE))
+    mine = mine[np.argsort(ln.launch[mine], kind="stable")]
+    a = np.searchsorted(ln.launch[mine], w0)
+    b = np.searchsorted(ln.launch[mine], w1)
+    has = b > a
+    lead = ln.lead[mine]
+    out["lead_first_ns"][has] = lead[a[has]]
+    out["lead_last_ns"][has] = lead[b[has] - 1]
+    out["lead_max_ns"][has] = [lead[i:j].max() for i, j in zip(a[has], b[has])]
+    if comp is not None:
+        rb, re_ = comp["begin_ns"], comp["end_ns"]
+        sel = np.flatnonzero(dv.of_row == primary)
+        ub, ue = iv.union(rb[sel], re_[sel], engine)
+        pb = iv.coverage(ub, ue, p0, p1, engine)
+        out["predicted_busy_frac"] = pb / np.maximum(p1 - p0, 1)
+    out["verdict"] = verdicts(out["busy_frac"], idle, gpu_bound_at)
+    return out
+
+
+def _top(names: np.ndarray, weights: np.ndarray, tl: Timeline, k: int,
+         decode: bool = True) -> list[tuple[str, int]]:
+    if len(names) == 0:
+        return []
+    u, inv = np.unique(names, return_inverse=True)
+    tot = np.bincount(inv.reshape(-1), weights=weights, minlength=len(u))
+    best = np.argsort(-tot, kind="stable")[:k]
+    labels = tl.decode(u[best]) if decode else u[best]
+    return [(str(n) or "(none)", int(t)) for n, t in zip(labels, tot[best]) if t > 0]
+
+
+def offenders(tl: Timeline, ln: Lanes | None, w0: int, w1: int, verdict: str,
+              k: int = 3) -> dict:
+    """The top ops, module paths and spans behind a verdict in [w0, w1):
+    ops and modules by GPU time (GPU-bound), host time (launch-bound and
+    host-only) or time blocked in syncs (sync-bound); DataLoader spans by
+    fetch time (input-bound); streams by dependency wait."""
+    o, s, y = tl.ops, tl.spans, tl.syncs
+    out: dict = {"ops": [], "modules": [], "spans": []}
+    if verdict == "GPU-bound" and ln is not None:
+        g = tl.gpu
+        sel = np.flatnonzero((ln.end > w0) & (ln.begin < w1))
+        dur = np.minimum(ln.end[sel], w1) - np.maximum(ln.begin[sel], w0)
+        op = g.op[sel]
+        linked = op != NONE
+        names = np.where(linked, o["name"][np.maximum(op, 0)], g["name"][sel])
+        out["ops"] = _top(names, dur, tl, k)
+        out["modules"] = _top(o.module[op[linked]], dur[linked], tl, k)
+    elif verdict == "sync-bound":
+        sel = np.flatnonzero((y.host_end_ns > w0) & (y.host_begin_ns < w1))
+        blocked = (y.host_end_ns - y.host_begin_ns)[sel]
+        op = y.op[sel]
+        linked = op != NONE
+        names = np.where(linked, o["name"][np.maximum(op, 0)], y.kind[sel])
+        out["ops"] = _top(names, blocked, tl, k)
+        out["modules"] = _top(o.module[op[linked]], blocked[linked], tl, k)
+        out["count"] = int(len(sel))
+    elif verdict == "input-bound":
+        sel = np.flatnonzero((s.kind == SpanKind.DATA) & (s.end_ns > w0) &
+                             (s.begin_ns < w1))
+        dur = (s.end_ns - s.begin_ns)[sel]
+        out["spans"] = _top(s["name"][sel], dur, tl, k)
+        out["count"] = int(len(sel))
+        out["mean_ns"] = int(dur.mean()) if len(sel) else 0
+    elif verdict == "dependency-bound" and ln is not None:
+        st = ln.streams
+        mid = (st.gb < w1) & (st.ge > w0)
+        dep = np.where(mid, st.amounts[:, Cause.DEPENDENCY], 0)
+        key = ln.stream_keys[st.gg]
+        label = np.array([f"device {d} stream {x}" for d, x in key], dtype=object) \
+            if len(key) else np.zeros(0, object)
+        out["spans"] = _top(label, dep, tl, k, decode=False)
+    else:  # launch-bound, host-only, unknown: where the host's time went
+        sel = np.flatnonzero((o.host_end_ns > w0) & (o.host_begin_ns < w1))
+        dur = (np.minimum(o.host_end_ns[sel], w1) - np.maximum(o.host_begin_ns[sel], w0))
+        out["ops"] = _top(o["name"][sel], dur, tl, k)
+        out["modules"] = _top(o.module[sel], dur, tl, k)
+        out["count"] = int(len(sel))
+        out["mean_ns"] = int(dur.mean()) if len(sel) else 0
+    return out

@@ -1,0 +1,137 @@
+"""Gap causes on hand-built Timelines whose answers are known."""
+
+import numpy as np
+import pytest
+
+from cutimeline import intervals as iv
+from cutimeline.gaps import Cause, classify, host_activity, subtract
+from cutimeline.lanes import idle_in, lanes
+from cutimeline.timeline import NONE, OpFlag, SpanKind
+
+from handmade import random_timeline, timeline
+
+ENGINES = iv.ENGINES
+
+
+def device_gaps(tl, engine="numba"):
+    act = host_activity(tl, engine=engine)
+    ln = lanes(tl, act, engine)
+    d = ln.devices
+    return list(zip(d.gb.tolist(), d.ge.tolist(), d.amounts.tolist())), ln, act
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_host_gap_split_by_data_and_dispatch(engine):
+    # work [10,20) and [30,40), launched at 5 and 25 (latency 5 both times);
+    # the host loads data over [21,28): the gap [20,30) is 7 data, 3 dispatch
+    tl = timeline([(0, 5, 10, 20), (0, 25, 30, 40)],
+                  spans=[(SpanKind.DATA, "next(DataLoader)", 21, 28)])
+    gaps, _, _ = device_gaps(tl, engine)
+    assert (20, 30, [7, 0, 3, 0, 0]) in gaps
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_queued_work_is_dependency(engine):
+    # stream 1's second op was launched at 15, before stream 1 went idle at
+    # 20, and starts at 60 (it waited on stream 0): 40 ns of dependency
+    tl = timeline([(0, 2, 10, 60), (1, 3, 12, 20), (1, 15, 60, 70)])
+    act = host_activity(tl, engine=engine)
+    st = lanes(tl, act, engine).streams
+    s1 = [(b, e, a) for g, b, e, a in zip(st.gg, st.gb, st.ge, st.amounts.tolist())
+          if g == 1]
+    assert (20, 60, [0, 0, 0, 40, 0]) in s1
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_sync_drains_then_post_sync_time_is_sync(engine):
+    # host blocked in a sync [50,61) until the stream drained at 60; next
+    # launch at 70 starts at 75: the whole gap [60,75) is the sync's
+    tl = timeline([(0, 45, 50, 60), (0, 70, 75, 80)], syncs=[(50, 61, 0)])
+    gaps, _, _ = device_gaps(tl, engine)
+    assert (60, 75, [0, 15, 0, 0, 0]) in gaps
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_post_sync_time_stops_at_the_next_fetch(engine):
+    tl = timeline([(0, 45, 50, 60), (0, 100, 105, 110)], syncs=[(50, 61, 0)],
+                  spans=[(SpanKind.DATA, "next(DataLoader)", 70, 95)])
+    gaps, _, _ = device_gaps(tl, engine)
+    # [60,70) sync; [70,95) data; [95,105) dispatch (λ = 5 included)
+    assert (60, 105, [25, 10, 10, 0, 0]) in gaps
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_late_launch_then_long_wait_is_split(engine):
+    # launched at 80 after the stream went idle at 78; λ = 5, so [78,85) is
+    # host (dispatch) and [85,100) dependency
+    tl = timeline([(0, 0, 5, 78), (0, 80, 100, 110)])
+    gaps, _, _ = device_gaps(tl, engine)
+    assert (78, 100, [0, 0, 7, 15, 0]) in gaps
+
+
+def test_unknown_launch_and_tail():
+    tl = timeline([(0, 0, 5, 10), (0, NONE, 30, 40)],
+                  ops=[("a", 0, 1, OpFlag.LAUNCH), ("b", 41, 60, 0)])
+    gaps, _, _ = device_gaps(tl)
+    assert (10, 30, [0, 0, 0, 0, 20]) in gaps
+    assert (40, 60, [0, 0, 20, 0, 0]) in gaps  # the tail: host time
+
+
+def test_sync_inside_data_counts_as_data():
+    tl = timeline([(0, 0, 5, 10), (0, 50, 55, 60)],
+                  spans=[(SpanKind.DATA, "next(DataLoader)", 10, 40)],
+                  syncs=[(20, 30, 0)])
+    gaps, _, _ = device_gaps(tl)
+    assert (10, 55, [30, 0, 15, 0, 0]) in gaps
+
+
+def test_profiler_dataloader_spans_count_as_data():
+    tl = timeline([(0, 0, 5, 10), (0, 50, 55, 60)],
+                  spans=[(SpanKind.USER, "enumerate(DataLoader)#_Iter.__next__", 12, 40)])
+    gaps, _, _ = device_gaps(tl)
+    assert (10, 55, [28, 0, 17, 0, 0]) in gaps
+
+
+def test_subtract():
+    a = (np.array([0, 20, 50]), np.array([10, 40, 60]))
+    b = (np.array([5, 25, 35]), np.array([8, 30, 45]))
+    sb, se = subtract(a, b)
+    assert list(zip(sb.tolist(), se.tolist())) == [(0, 5), (8, 10), (20, 25),
+                                                   (30, 35), (50, 60)]
+    assert subtract(a, (np.zeros(0, int), np.zeros(0, int)))[0].tolist() == [0, 20, 50]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_windows_that_tile_the_trace_add_up(seed):
+    # clipping gaps to windows is exact: windows that tile the trace give
+    # the whole trace's idle time, cause by cause
+    tl = random_timeline(seed)
+    act = host_activity(tl)
+    ln = lanes(tl, act)
+    cuts = np.sort(np.random.default_rng(seed).integers(ln.lo, ln.hi, 25))
+    edges = np.concatenate([[ln.lo], cuts, [ln.hi]])
+    for grp in (ln.streams, ln.devices):
+        parts = idle_in(grp, edges[:-1], edges[1:], act).sum(axis=1)
+        whole = idle_in(grp, [ln.lo], [ln.hi], act)[:, 0]
+        np.testing.assert_array_equal(parts, whole)
+        per_group = [grp.amounts[a:b].sum(axis=0)
+                     for a, b in zip(grp.gstart[:-1], grp.gstart[1:])]
+        np.testing.assert_array_equal(whole, per_group)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_classify_twins_agree(seed):
+    tl = random_timeline(seed, n=500)
+    act_nb = host_activity(tl, engine="numba")
+    act_np = host_activity(tl, engine="numpy")
+    a, b = lanes(tl, act_nb, "numba"), lanes(tl, act_np, "numpy")
+    for x, y in ((a.streams, b.streams), (a.devices, b.devices)):
+        for f in ("gb", "ge", "gnext", "amounts", "qt", "qd", "ib", "ie"):
+            np.testing.assert_array_equal(getattr(x, f), getattr(y, f))
+    rng = np.random.default_rng(seed)
+    g = a.devices
+    qa = g.gb + rng.integers(0, 50, len(g.gb))
+    qb = g.ge - rng.integers(0, 50, len(g.gb))
+    args = (g.gb, g.ge, g.nl, g.gnext != NONE, g.lam[g.gg], act_nb, qa, qb)
+    np.testing.assert_array_equal(classify(*args, engine="numba"),
+                                  classify(*args, engine="numpy"))
