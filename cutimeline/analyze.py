@@ -43,7 +43,7 @@ LANE_DTYPE = [("device", np.int64), ("stream", np.int64), ("rows", np.int64),
 
 
 def analyze(tl: Timeline, *, window: Any = None, engine: str = "numba",
-            gpu_bound_at: float = 0.85, sync_slack_ns: int = 5_000,
+            gpu_bound_at: float = 0.85, sync_slack_ns: int = 100_000,
             top: int = 3) -> Report:
     """Analyse a Timeline; see ``Report`` for what comes back.
 

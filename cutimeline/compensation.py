@@ -142,9 +142,10 @@ def replay(op_t, cost, sb, se, s_grp, g_launch, g_grp, g_dur, g_end, lam,
 
 
 def shifted(t, shift_t, shift_v, engine: str = "numba") -> np.ndarray:
-    """Host times t mapped into the replay: t + Δ(t)."""
+    """Host times t mapped into the replay: t + Δ just before t (an op that
+    begins at t has not yet cost anything at t)."""
     t = np.asarray(t, np.int64)
-    i = iv.count_le(shift_t, t, engine)
+    i = iv.count_le(shift_t, t - 1, engine)
     return t + np.where(i > 0, shift_v[np.maximum(i - 1, 0)], 0)
 
 

@@ -25,8 +25,12 @@ and ops flagged SYNC); **dispatch** otherwise (dispatching ops, Python).
 Data wins where a fetch contains a sync. One more rule makes a sync's
 cost visible: a sync drains the queue, so the host time right after it is
 time the GPU would not have lost without it. When a gap begins while the
-host is in a sync (or within ``slack_ns`` of its end, which absorbs clock
-alignment error), the host part up to the next data fetch counts as sync.
+host is in a sync (or within ``slack_ns``, 100 µs, of its end: the sync
+op's own closing event, the recorder's bookkeeping and clock alignment
+error put the GPU's last moment of work a little after the host's return),
+the host part up to the next data fetch counts as sync. Only a gap that
+began after the sync began qualifies: the GPU was still busy when the host
+started to wait, so the sync is what emptied the queue.
 """
 
 from __future__ import annotations
@@ -65,7 +69,7 @@ class HostActivity:
     slack_ns: int
 
 
-def host_activity(tl: Timeline, slack_ns: int = 5_000,
+def host_activity(tl: Timeline, slack_ns: int = 100_000,
                   engine: str = "numba") -> HostActivity:
     """Data and sync segments of a Timeline's host side (all threads)."""
     s, y, o = tl.spans, tl.syncs, tl.ops

@@ -160,8 +160,9 @@ class Report:
         last = first if last is None else last
         sel = np.flatnonzero((s["number"] >= first) & (s["number"] <= last))
         if len(sel) == 0:
-            raise CutimelineError(f"The report has no step {first}–{last}; it "
-                                  f"covers {_steps_text(s['number'])}.")
+            which = f"{first}" + (f"–{last}" if last != first else "")
+            raise CutimelineError(f"The report has no step {which}; it covers "
+                                  f"{_steps_text(s['number'])}.")
         return offenders(self.timeline, self.lanes, int(s["begin_ns"][sel].min()),
                          int(s["end_ns"][sel].max()), s["verdict"][sel[0]],
                          self.settings["top"])

@@ -133,6 +133,11 @@ def _top(names: np.ndarray, weights: np.ndarray, tl: Timeline, k: int,
     return [(str(n) or "(none)", int(t)) for n, t in zip(labels, tot[best]) if t > 0]
 
 
+def _modules(ids: np.ndarray, weights: np.ndarray, tl: Timeline, k: int):
+    inside = ids != NONE  # ops outside every module have no path to name
+    return _top(ids[inside], weights[inside], tl, k)
+
+
 def offenders(tl: Timeline, ln: Lanes | None, w0: int, w1: int, verdict: str,
               k: int = 3) -> dict:
     """The top ops, module paths and spans behind a verdict in [w0, w1):
@@ -149,7 +154,7 @@ def offenders(tl: Timeline, ln: Lanes | None, w0: int, w1: int, verdict: str,
         linked = op != NONE
         names = np.where(linked, o["name"][np.maximum(op, 0)], g["name"][sel])
         out["ops"] = _top(names, dur, tl, k)
-        out["modules"] = _top(o.module[op[linked]], dur[linked], tl, k)
+        out["modules"] = _modules(o.module[op[linked]], dur[linked], tl, k)
     elif verdict == "sync-bound":
         sel = np.flatnonzero((y.host_end_ns > w0) & (y.host_begin_ns < w1))
         blocked = (y.host_end_ns - y.host_begin_ns)[sel]
@@ -157,7 +162,7 @@ def offenders(tl: Timeline, ln: Lanes | None, w0: int, w1: int, verdict: str,
         linked = op != NONE
         names = np.where(linked, o["name"][np.maximum(op, 0)], y.kind[sel])
         out["ops"] = _top(names, blocked, tl, k)
-        out["modules"] = _top(o.module[op[linked]], blocked[linked], tl, k)
+        out["modules"] = _modules(o.module[op[linked]], blocked[linked], tl, k)
         out["count"] = int(len(sel))
     elif verdict == "input-bound":
         sel = np.flatnonzero((s.kind == SpanKind.DATA) & (s.end_ns > w0) &
@@ -178,7 +183,7 @@ def offenders(tl: Timeline, ln: Lanes | None, w0: int, w1: int, verdict: str,
         sel = np.flatnonzero((o.host_end_ns > w0) & (o.host_begin_ns < w1))
         dur = (np.minimum(o.host_end_ns[sel], w1) - np.maximum(o.host_begin_ns[sel], w0))
         out["ops"] = _top(o["name"][sel], dur, tl, k)
-        out["modules"] = _top(o.module[sel], dur, tl, k)
+        out["modules"] = _modules(o.module[sel], dur, tl, k)
         out["count"] = int(len(sel))
         out["mean_ns"] = int(dur.mean()) if len(sel) else 0
     return out

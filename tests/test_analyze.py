@@ -1,0 +1,249 @@
+"""analyze() end to end: the five SimGPU scenarios of the issue, imported
+traces, host-only recordings, windows, engines and misuse."""
+
+import glob
+import json
+import os
+import time
+
+import numpy as np
+import pytest
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+import cutimeline as ctl
+from cutimeline.errors import CutimelineError
+from cutimeline.record import record
+
+from handmade import random_timeline, timeline
+
+DATA = os.path.join(os.path.dirname(__file__), "data", "kineto")
+MATMUL_NS = {"aten::addmm": 1_000_000, "aten::mm": 1_000_000}
+
+
+class SlowDataset(Dataset):
+    """3 ms per sample, as a dataset that decodes or reads from disk."""
+
+    def __len__(self):
+        return 64
+
+    def __getitem__(self, i):
+        time.sleep(0.003)
+        return torch.ones(32), torch.zeros(1)
+
+
+def mlp():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(),
+                               torch.nn.Linear(64, 1))
+
+
+def train_on_loader(num_workers):
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    loader = DataLoader(SlowDataset(), batch_size=8, num_workers=num_workers)
+    gpu = ctl.SimGPU("h100", cost=MATMUL_NS, seed=1)
+    with record(device=gpu) as rec:
+        for x, y in loader:
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    return ctl.analyze(rec.timeline)
+
+
+def test_dataloader_without_workers_is_input_bound():
+    slow = train_on_loader(0)
+    steady = slow.steps[1:]  # step 0 also creates the iterator
+    assert set(steady["verdict"]) == {"input-bound"}
+    assert steady["data_ns"].sum() >= 0.8 * steady["idle_ns"].sum()
+    assert "waiting for DataLoader fetches" in slow.summary()
+    assert "num_workers > 0" in slow.summary()
+    fast = train_on_loader(2)
+    # steps 0-1 wait for the workers to start; compare the rest
+    assert len(fast.steps) == len(slow.steps)
+    assert fast.steps["idle_ns"][2:].sum() <= 0.5 * slow.steps["idle_ns"][2:].sum()
+
+
+def test_item_every_step_is_sync_bound_and_drains_the_queue():
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x, y = torch.ones(8, 32), torch.zeros(8, 1)
+    gpu = ctl.SimGPU("h100", cost=MATMUL_NS, seed=2)
+    with record(device=gpu) as rec:
+        for _ in range(5):
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            if loss.item() > 0:   # the host acts on the value...
+                time.sleep(0.010)  # ...and logs it: the GPU has nothing to do
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    tl = rec.timeline
+    rep = ctl.analyze(tl)
+    steady = rep.steps[1:]
+    assert set(steady["verdict"]) == {"sync-bound"}
+    assert steady["sync_ns"].sum() >= 0.6 * steady["idle_ns"].sum()
+    # every step's .item() waited until the queue was empty
+    t, depth = rep.queue_depth()
+    y = tl.syncs
+    item = np.flatnonzero(tl.decode(y.kind) == "aten::_local_scalar_dense")
+    assert len(item) == 5
+    after = y.host_end_ns[item] + 100_000  # past the op's closing event
+    assert depth[np.searchsorted(t, after, side="right") - 1].tolist() == [0] * 5
+    assert (rep.steps["queue_min"] == 0).all()
+    assert "follows host syncs" in rep.summary()
+
+
+def test_tiny_ops_are_launch_bound():
+    gpu = ctl.SimGPU("h100", cost={"aten::add": 500, "aten::mul": 500},
+                     launch_latency_ns=500, event_latency_ns=500, seed=3)
+    x = torch.ones(16)
+    with record(device=gpu) as rec:
+        for _ in range(4):
+            for _ in range(100):
+                x = x.mul(1.0001).add(0.0001)
+            rec.step()
+    rep = ctl.analyze(rec.timeline)
+    s = rep.steps
+    assert set(s["verdict"]) == {"launch-bound"}
+    assert (s["busy_frac"] < 0.5).all()
+    assert s["dispatch_ns"].sum() >= 0.8 * s["idle_ns"].sum()
+    assert rep.offenders(0)["ops"][0][0] in ("aten::add.Tensor", "aten::mul.Tensor")
+
+
+def test_large_matmuls_are_gpu_bound_and_the_lead_grows():
+    gpu = ctl.SimGPU("h100", seed=4)
+    a = torch.empty(8192, 8192, device="meta")
+    with record(device=gpu) as rec:
+        for _ in range(3):
+            for _ in range(10):
+                a @ a
+            gpu.synchronize()
+            rec.step()
+    tl = rec.timeline
+    rep = ctl.analyze(tl)
+    s = rep.steps
+    assert set(s["verdict"]) == {"GPU-bound"}
+    assert (s["busy_frac"] >= 0.9).all()
+    # the host queues all ten matmuls at once: each waits longer than the last
+    assert (s["lead_last_ns"] > 50 * np.maximum(s["lead_first_ns"], 1)).all()
+    lead = rep.cpu_lead()
+    for b, e in zip(s["begin_ns"], s["end_ns"]):
+        inside = (tl.gpu.launch_ns >= b) & (tl.gpu.launch_ns < e)
+        assert np.all(np.diff(lead[inside]) > 0)
+
+
+def test_waiting_stream_shows_dependency_gaps():
+    gpu = ctl.SimGPU("h100", cost={"aten::mm": 6_000_000, "aten::mul": 3_000_000,
+                                   "aten::add": 100_000}, seed=5)
+    a = torch.ones(64, 64, device="meta")
+    with record(device=gpu) as rec:
+        for _ in range(3):
+            c = a @ a                   # stream 0: 6 ms
+            with gpu.stream(1):
+                b = a * 2               # stream 1: 3 ms
+            gpu.wait_stream(1, 0)
+            with gpu.stream(1):
+                c + b                   # queued behind b, waits for c too
+            gpu.synchronize()
+            rec.step()
+    rep = ctl.analyze(rec.timeline)
+    gaps = rep.gap_table("stream")
+    waiting = gaps[(gaps["stream"] == 1) & (gaps["cause"] == "dependency")]
+    assert len(waiting) == 3
+    assert (waiting["dependency_ns"] >= 1_000_000).all()  # about 3 ms each
+    st = rep.streams
+    s1 = st[st["stream"] == 1][0]
+    assert s1["dependency_ns"] > s1["data_ns"] + s1["sync_ns"] + s1["dispatch_ns"]
+    assert not (gaps[gaps["stream"] == 0]["cause"] == "dependency").any()
+
+
+def test_host_only_recording_gives_a_host_side_summary():
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x, y = torch.ones(8, 32), torch.zeros(8, 1)
+    with record(device="cpu") as rec:
+        for _ in range(3):
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    rep = ctl.analyze(rec.timeline)
+    assert set(rep.steps["verdict"]) == {"host-only"}
+    text = rep.summary()
+    assert "No GPU work" in text and "most host time" in text
+    assert rep.streams is None and rep.hta is None
+    ops = rep.table("ops", pandas=True)
+    assert "aten::addmm" in set(ops["name"])
+    json.dumps(rep.to_dict(), allow_nan=False)
+    with pytest.raises(CutimelineError, match="needs gpu rows"):
+        rep.table("streams")
+
+
+@pytest.mark.parametrize("path", sorted(glob.glob(os.path.join(DATA, "**", "*.json.gz"),
+                                               recursive=True)))
+def test_every_imported_trace_analyses(path):
+    tl = ctl.import_chrome(path)
+    rep = ctl.analyze(tl)
+    assert rep.summary().startswith("cutimeline report — kineto")
+    d = rep.to_dict()
+    json.dumps(d, allow_nan=False)
+    if rep.devices is not None:
+        w = rep.window[1] - rep.window[0]
+        assert (rep.devices["busy_ns"] + rep.devices["idle_ns"] == w).all()
+        assert (rep.streams["busy_ns"] + rep.streams["idle_ns"] == w).all()
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_engines_give_the_same_report(seed):
+    tl = random_timeline(seed, n=400, streams=3)
+    a = ctl.analyze(tl, engine="numba")
+    b = ctl.analyze(tl, engine="numpy")
+    da, db = a.to_dict(), b.to_dict()
+    assert da.pop("settings")["engine"] == "numba"
+    assert db.pop("settings")["engine"] == "numpy"
+    assert da == db
+    assert a.summary() == b.summary()
+    for name in ("streams", "devices", "steps", "gaps", "ops"):
+        x, y = a.table(name), b.table(name)
+        for f in x.dtype.names:
+            np.testing.assert_array_equal(x[f], y[f])
+
+
+def test_window_and_tables():
+    tl = random_timeline(1, n=500, streams=2, steps=5)
+    rep = ctl.analyze(tl, window=(1, 2))
+    assert rep.steps["number"].tolist() == [1, 2]
+    b, e = tl.step_bounds(1, 2)
+    assert rep.window == (b, e)
+    assert (rep.streams["busy_ns"] + rep.streams["idle_ns"] == e - b).all()
+    gaps = rep.gap_table()
+    assert ((gaps["end_ns"] > b) & (gaps["begin_ns"] < e)).all()
+    df = rep.table("steps", pandas=True)
+    assert list(df["number"]) == [1, 2]
+    assert rep.offenders(1, 2)["ops"] or rep.offenders(1, 2)["spans"]
+    assert repr(rep).startswith("<Report ")
+
+
+def test_misuse_is_reported_with_the_fix():
+    tl = timeline([(0, 5, 10, 20)])
+    with pytest.raises(CutimelineError, match="not str"):
+        ctl.analyze("run.ctl")
+    unaligned = tl.replace(meta={**tl.meta, "aligned": False})
+    with pytest.raises(CutimelineError, match=r"call ctl.align\(tl\) first"):
+        ctl.analyze(unaligned)
+    with pytest.raises(CutimelineError, match="engine='gpu'"):
+        ctl.analyze(tl, engine="gpu")
+    with pytest.raises(CutimelineError, match="gpu_bound_at=2"):
+        ctl.analyze(tl, gpu_bound_at=2)
+    rep = ctl.analyze(tl)
+    with pytest.raises(CutimelineError, match="no table 'kernels'"):
+        rep.table("kernels")
+    with pytest.raises(CutimelineError, match="level='rank'"):
+        rep.gap_table("rank")
+    with pytest.raises(CutimelineError, match="no step 7"):
+        rep.offenders(7)
+    with pytest.raises(CutimelineError, match="no stream 9"):
+        rep.queue_depth(stream=9)
+    with pytest.raises(CutimelineError, match="no step 4"):
+        ctl.analyze(tl, window=4)

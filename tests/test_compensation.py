@@ -1,0 +1,93 @@
+"""The overhead replay: twins agree, and hand-worked cases come out right."""
+
+import numpy as np
+import pytest
+
+import cutimeline as ctl
+from cutimeline.compensation import replay, shifted
+from cutimeline.timeline import OpFlag
+
+from handmade import random_timeline, timeline
+
+
+def random_inputs(seed, n_op=300, n_g=200, n_sy=12, streams=3):
+    rng = np.random.default_rng(seed)
+    op_t = np.sort(rng.integers(0, 100_000, n_op))
+    cost = rng.integers(0, 50, n_op)
+    g_launch = np.sort(rng.choice(op_t, n_g))  # launches at op times: ties
+    g_grp = rng.integers(0, streams, n_g)
+    g_dur = rng.integers(0, 2_000, n_g)
+    free = np.zeros(streams, np.int64)
+    g_end = np.zeros(n_g, np.int64)
+    for j in range(n_g):
+        b = max(free[g_grp[j]], g_launch[j] + 300)
+        free[g_grp[j]] = g_end[j] = b + g_dur[j]
+    sb = np.sort(rng.choice(np.concatenate([op_t, rng.integers(0, 100_000, 50)]), n_sy))
+    se = sb + rng.integers(0, 5_000, n_sy)
+    covers = rng.random((3, streams)) < 0.6
+    s_grp = rng.integers(0, 3, n_sy)
+    lam = rng.integers(0, 400, streams)
+    return (op_t, cost, sb, se, s_grp, g_launch, g_grp, g_dur, g_end, lam, covers)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_replay_twins_agree(seed):
+    args = random_inputs(seed, n_sy=0 if seed == 0 else 12)
+    a = replay(*args, engine="numba")
+    b = replay(*args, engine="numpy")
+    for x, y in zip(a, b):
+        np.testing.assert_array_equal(x, y)
+
+
+def test_gpu_bound_sync_keeps_its_wait():
+    # three 100 ns kernels launched at 0, 1, 2 by ops costing 1 ns each of
+    # overhead; the host syncs at 5 and wakes 1 ns after the GPU drained at
+    # 300. Without overhead the GPU starts 1 ns earlier: it drains at 299,
+    # so everything after the sync moves by −1 ns only.
+    args = (np.array([0, 1, 2]), np.array([1, 1, 1]), np.array([5]), np.array([301]),
+            np.array([0]), np.array([0, 1, 2]), np.array([0, 0, 0]),
+            np.array([100, 100, 100]), np.array([100, 200, 300]), np.array([0]),
+            np.array([[True]]))
+    for engine in ("numba", "numpy"):
+        begin, t, v = replay(*args, engine=engine)
+        assert begin.tolist() == [-1, 99, 199]
+        assert shifted([4, 400], t, v, engine).tolist() == [1, 399]
+
+
+def test_cpu_only_steps_shrink_by_the_overhead():
+    ops = [("aten::add", 100 + 10 * i, 105 + 10 * i, 0) for i in range(10)]
+    tl = timeline(ops=ops, steps=[(0, 100, 200)], meta={"overhead_ns_per_op": 3})
+    rep = ctl.analyze(tl)
+    assert rep.steps["predicted_ns"].tolist() == [100 - 30]
+    assert "predicted step 70 ns (recorded 100 ns)" in rep.summary()
+
+
+def test_launch_overhead_is_removed_from_launching_ops_only():
+    ops = [("aten::add", 10 * i, 10 * i + 5, OpFlag.LAUNCH if i % 2 else 0)
+           for i in range(1, 11)]
+    tl = timeline(ops=ops, steps=[(0, 5, 105)],
+                  meta={"overhead_ns_per_op": 2, "overhead_ns_per_launch": 1})
+    assert ctl.analyze(tl).steps["predicted_ns"].tolist() == [100 - 20 - 5]
+
+
+def test_no_measured_overhead_means_no_compensation():
+    tl = timeline(ops=[("aten::add", 0, 5, 0)], steps=[(0, 0, 10)])
+    rep = ctl.analyze(tl)
+    assert rep.compensation is None and rep.steps["predicted_ns"].tolist() == [-1]
+    assert rep.to_dict()["compensation"] is None
+
+
+def test_replayed_gpu_follows_the_faster_host():
+    tl = random_timeline(3)
+    rep = ctl.analyze(tl)
+    c = rep.compensation
+    assert c["removed_ns"] == 300 * len(tl.ops) + 100 * len(tl.ops)
+    # the replay never starts work before its (shifted) launch, and keeps
+    # every stream in order without overlap
+    lead = c["begin_ns"] - shifted(tl.gpu.launch_ns, c["shift_t"], c["shift_v"])
+    assert lead.min() >= 0
+    for s in np.unique(tl.gpu.stream):
+        sel = np.flatnonzero(tl.gpu.stream == s)
+        order = sel[np.argsort(c["begin_ns"][sel], kind="stable")]
+        assert np.all(c["begin_ns"][order][1:] >= c["end_ns"][order][:-1])
+    assert (rep.steps["predicted_ns"] <= rep.steps["duration_ns"]).all()
