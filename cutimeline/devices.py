@@ -8,17 +8,28 @@ raw device-clock times (chained from segment anchors) and hands back the
 calibration pings and syncs, as plain columns for the Timeline's tables.
 
 Implementations: ``CudaDevice`` here, ``SimGPU`` in ``sim.py``.
+
+``begin`` may return ``NONE`` (-1): the device records no event now (a CUDA
+stream is capturing a graph). The recorder then flags the op CAPTURED and
+calls neither ``end`` nor ``wait``/``note_sync`` for it.
 """
 
 from __future__ import annotations
 
 import abc
+import itertools
+import threading
+import time
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-__all__ = ["Device", "Harvest"]
+from .errors import CutimelineError
+from .timeline import NONE, EventKind
+
+__all__ = ["Device", "Harvest", "CudaDevice"]
 
 
 @dataclass
@@ -29,7 +40,8 @@ class Harvest:
     those names. In ``events`` the ``op`` column holds the recorder's op
     *sequence number* (or -1): the recorder maps it to a row. In ``syncs`` the
     ``op`` column likewise holds a sequence number (or -1) and ``last_event``
-    an index into these events. ``truth`` (simulators only) holds the
+    an index into these events; its ``kind`` column holds str (the recorder
+    interns them). ``truth`` (simulators only) holds the
     true host-clock time of each event. ``meta`` is merged into the
     Timeline's meta (device names, clock truth for simulators, ...).
     """
@@ -87,3 +99,299 @@ class Device(abc.ABC):
     def harvest(self) -> Harvest:
         """End the recording (closing pings, synchronize) and return raw
         event times and syncs. Called once, after the last op."""
+
+
+class _TorchCuda:
+    """The few torch.cuda calls CudaDevice makes; CPU tests stand a fake in
+    (``devices._cuda_api``)."""
+
+    def __init__(self) -> None:
+        import torch
+        self.torch = torch
+        self.now = time.perf_counter_ns
+        self.capturing = torch._C._cuda_isCurrentStreamCapturing
+        self._get_stream = torch._C._cuda_getCurrentStream
+        self._record = torch._C._CudaEventBase.record  # skips Event.record's lookups
+        self._streams: dict[int, Any] = {}
+
+    def current_device(self) -> int:
+        return self.torch.cuda.current_device()
+
+    def device_name(self, index: int) -> str:
+        return self.torch.cuda.get_device_name(index)
+
+    def current_stream(self, index: int) -> int:
+        return self._get_stream(index)[0]
+
+    def new_event(self) -> Any:
+        return self.torch.cuda.Event(enable_timing=True)
+
+    def record(self, event: Any, stream: int, index: int) -> None:
+        s = self._streams.get(stream)
+        if s is None:
+            s = self._streams[stream] = self.torch.cuda.Stream(
+                stream_id=stream, device_index=index, device_type=1)
+        self._record(event, s)
+
+    def stream_id(self, stream: Any, index: int) -> int:
+        return self.current_stream(index) if stream is None else stream.stream_id
+
+    def elapsed_ms(self, a: Any, b: Any) -> float:
+        return a.elapsed_time(b)
+
+    def query(self, event: Any) -> bool:
+        return event.query()
+
+    def synchronize(self, index: int) -> None:
+        with self.torch.cuda.device(index):
+            self.torch._C._cuda_synchronize()
+
+
+def _cuda_api() -> Any:
+    return _TorchCuda()
+
+
+class _Newest(threading.local):
+    """Per thread: the newest event it recorded, overall and per stream. A
+    sync covers what its own thread recorded before it blocked; events other
+    threads record meanwhile may be enqueued after the sync began."""
+
+    def __init__(self) -> None:
+        self.last = NONE
+        self.on: dict[int, int] = {}
+
+
+class CudaDevice(Device):
+    """One CUDA GPU through ``torch.cuda.Event(enable_timing=True)``.
+
+    Events come from a pool grown in chunks of ``chunk`` (completed events
+    are read and reused before it grows), never created per op, and are
+    recorded on the op's current stream. ``cudaEventElapsedTime`` gives
+    float32 milliseconds, whose resolution coarsens with distance (61 ns at
+    1 s, 1 µs at 16 s), so every event is read against the newest *segment
+    anchor*, an event laid down every ``anchor_interval_ns`` of host time
+    (no device sync), and anchors are chained: anchor 0 has raw 0, anchor k
+    raw = raw(k-1) + elapsed(k-1, k), an event's raw = raw(its anchor) +
+    elapsed(anchor, event), in ns. ``pings`` calibration pings at start and
+    at stop (synchronize, host time t0, record, synchronize, host time t1)
+    give PING events with host_record_ns = t0 and "ping" syncs [t0, t1].
+    No event is recorded while the current stream captures a CUDA graph.
+    """
+
+    kind = "cuda"
+
+    def __init__(self, index: int | None = None, *,
+                 anchor_interval_ns: int = 1_000_000_000, chunk: int = 1024,
+                 pings: int = 3):
+        for name, value, low in (("anchor_interval_ns", anchor_interval_ns, 1),
+                                 ("chunk", chunk, 2), ("pings", pings, 1)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise CutimelineError(f"CudaDevice({name}={value!r}) must be an "
+                                      f"integer ≥ {low}.")
+        api = self._api = _cuda_api()
+        self.index = api.current_device() if index is None else int(index)
+        self.name = api.device_name(self.index)
+        import torch
+        self._device = torch.device("cuda", self.index)
+        self.anchor_interval_ns, self.chunk, self.pings = anchor_interval_ns, chunk, pings
+        self._now = api.now
+        self._lock = threading.Lock()
+        self._free: list[Any] = []
+        self._created = 0
+        self._started = False
+
+    def __repr__(self) -> str:
+        return f"CudaDevice({self.index}, {self.name!r})"
+
+    # -- the Device interface ------------------------------------------------
+    def owns(self, device: Any) -> bool:
+        return device == self._device
+
+    def current_stream(self) -> int:
+        return self._api.current_stream(self.index)
+
+    def start(self) -> None:
+        with self._lock:
+            if self._started:
+                raise CutimelineError(f"{self!r} is already recording; stop that "
+                                      f"recording before starting another.")
+            self._started = True
+            self._ids = itertools.count()
+            self._rows: list[tuple] = []        # (index, stream, kind, seq, host_ns, anchor)
+            self._pending: dict[int, tuple] = {}  # index -> (event, anchor) unread
+            self._read: dict[int, float] = {}   # index -> ms after its anchor
+            self._anchors: list[tuple[int, Any]] = []  # (index, event)
+            self._syncs: list[tuple] = []
+            self._newest = _Newest()
+            self._user_events: Any = weakref.WeakKeyDictionary()
+            self._grow(max(self.chunk, 4 * self.pings))
+        self._anchor(self.current_stream(), self._now())
+        self._ping()
+
+    def begin(self, stream: int, seq: int) -> int:
+        if self._api.capturing():
+            return NONE
+        now = self._now()
+        if now - self._anchor_ns >= self.anchor_interval_ns:
+            self._anchor(stream, now)
+        return self._record(stream, EventKind.BEGIN, seq, now)
+
+    def end(self, stream: int, seq: int, func: Any, args: tuple, kwargs: dict,
+            out: Any) -> int:
+        return self._record(stream, EventKind.END, seq, self._now())
+
+    def wait(self, stream: int | None) -> None:
+        """Nothing to do: the op blocked already."""
+
+    def note_sync(self, kind: str, stream: int | None, seq: int,
+                  host_begin_ns: int, host_end_ns: int) -> None:
+        n = self._newest
+        last = n.last if stream is None else n.on.get(stream, NONE)
+        self._syncs.append((seq, kind, NONE if stream is None else stream, last,
+                            host_begin_ns, host_end_ns))
+
+    def harvest(self) -> Harvest:
+        if not self._started:
+            raise CutimelineError(f"{self!r}: harvest() was called while not "
+                                  f"recording; call start() first.")
+        try:
+            self._ping()
+            self._api.synchronize(self.index)
+            return self._harvest()
+        finally:
+            with self._lock:
+                self._free.extend(e for e, _ in self._pending.values())
+                self._free.extend(e for _, e in self._anchors)
+                self._pending, self._anchors = {}, []
+                self._started = False
+
+    # -- CUDA-only: user events, and what the recorder measures ---------------------
+    def note_user_event(self, event: Any, stream: Any) -> None:
+        """A ``torch.cuda.Event`` was recorded on ``stream`` (a torch Stream,
+        None: current): remember the newest of our events before it there."""
+        sid = self._api.stream_id(stream, self.index)
+        try:
+            self._user_events[event] = (sid, self._newest.on.get(sid, NONE))
+        except TypeError:  # an event type without weak references
+            pass
+
+    def note_event_sync(self, event: Any, host_begin_ns: int, host_end_ns: int) -> None:
+        """``event.synchronize()`` returned: it covers what was on the event's
+        stream when it was recorded, if we saw that; else it bounds nothing."""
+        try:
+            sid, last = self._user_events.get(event, (NONE, NONE))
+        except TypeError:
+            sid, last = NONE, NONE
+        self._syncs.append((NONE, "event_synchronize", sid, last,
+                            host_begin_ns, host_end_ns))
+
+    def measure_launch_ns(self, n: int = 64) -> int:
+        """Host cost (ns) of the two events around one launch: median of
+        ``n`` timed pairs of ``current_stream`` + capture check + record."""
+        api = self._api
+        a, b = api.new_event(), api.new_event()
+        times = []
+        for _ in range(n):
+            t0 = self._now()
+            for ev in (a, b):
+                s = api.current_stream(self.index)
+                api.capturing()
+                api.record(ev, s, self.index)
+            times.append(self._now() - t0)
+        api.synchronize(self.index)
+        return int(sorted(times)[n // 2])
+
+    # -- internals -------------------------------------------------------------------
+    def _grow(self, n: int) -> None:
+        """Add ``n`` events to the pool (the lock is held)."""
+        new = self._api.new_event
+        self._free.extend(new() for _ in range(n))
+        self._created += n
+
+    def _take(self) -> Any:
+        try:
+            return self._free.pop()
+        except IndexError:
+            with self._lock:
+                if not self._free:
+                    self._reap()
+                if len(self._free) < self.chunk // 4:
+                    self._grow(self.chunk)
+                return self._free.pop()
+
+    def _reap(self) -> None:
+        """Read the completed events among the oldest unread ones and return
+        them to the pool (the lock is held)."""
+        api, anchors, read = self._api, self._anchors, self._read
+        done_anchor: dict[int, bool] = {}
+        for i, (ev, k) in list(itertools.islice(self._pending.items(), 4 * self.chunk)):
+            a = anchors[k][1]
+            if k not in done_anchor:
+                done_anchor[k] = api.query(a)
+            if done_anchor[k] and api.query(ev):
+                read[i] = api.elapsed_ms(a, ev)
+                del self._pending[i]
+                self._free.append(ev)
+
+    def _record(self, stream: int, kind: int, seq: int, now: int) -> int:
+        ev = self._take()
+        self._api.record(ev, stream, self.index)
+        i = next(self._ids)
+        k = len(self._anchors) - 1
+        self._pending[i] = (ev, k)
+        self._rows.append((i, stream, kind, seq, now, k))
+        n = self._newest
+        n.last = i
+        n.on[stream] = i
+        return i
+
+    def _anchor(self, stream: int, now: int) -> None:
+        with self._lock:
+            if self._anchors and now - self._anchor_ns < self.anchor_interval_ns:
+                return  # another thread laid it
+            ev = self._free.pop() if self._free else self._api.new_event()
+            self._api.record(ev, stream, self.index)
+            i = next(self._ids)
+            self._anchors.append((i, ev))
+            self._rows.append((i, stream, EventKind.ANCHOR, NONE, now, len(self._anchors) - 1))
+            self._anchor_ns = now
+
+    def _ping(self) -> None:
+        api = self._api
+        stream = self.current_stream()
+        for _ in range(self.pings):
+            api.synchronize(self.index)
+            t0 = self._now()
+            i = self._record(stream, EventKind.PING, NONE, t0)
+            api.synchronize(self.index)
+            self._syncs.append((NONE, "ping", NONE, i, t0, self._now()))
+
+    def _harvest(self) -> Harvest:
+        api = self._api
+        rows = np.array(sorted(self._rows), np.int64).reshape(-1, 6)
+        index, stream, kind, seq, host, anchor_of = rows.T
+        # chain the anchors: each link is read over ~anchor_interval_ns only
+        chain = np.zeros(len(self._anchors), np.int64)
+        for k in range(1, len(self._anchors)):
+            ms = api.elapsed_ms(self._anchors[k - 1][1], self._anchors[k][1])
+            chain[k] = chain[k - 1] + round(ms * 1e6)
+        rel = np.zeros(len(rows), np.int64)
+        for i, (ev, k) in self._pending.items():
+            self._read[i] = api.elapsed_ms(self._anchors[k][1], ev)
+        for i, ms in self._read.items():
+            rel[i] = round(ms * 1e6)
+        raw = chain[anchor_of] + rel
+        events = {"device": np.full(len(rows), self.index, np.int16), "stream": stream,
+                  "kind": kind.astype(np.uint8), "op": seq, "raw_ns": raw,
+                  "host_record_ns": host}
+        cols = list(zip(*self._syncs)) or [()] * 6
+        syncs = {"op": np.array(cols[0], np.int64), "kind": np.array(cols[1], object),
+                 "device": np.full(len(self._syncs), self.index, np.int16),
+                 "stream": np.array(cols[2], np.int64),
+                 "last_event": np.array(cols[3], np.int64),
+                 "host_begin_ns": np.array(cols[4], np.int64),
+                 "host_end_ns": np.array(cols[5], np.int64)}
+        meta = {"device_name": self.name, "device_names": {str(self.index): self.name},
+                "cuda": {"anchors": len(self._anchors), "events_created": self._created,
+                         "anchor_interval_ns": self.anchor_interval_ns}}
+        return Harvest(events, syncs, meta)

@@ -1,0 +1,400 @@
+"""The op stream: the private ``TorchDispatchMode`` and what it writes.
+
+One ``Session`` per recording holds the caches and the per-thread
+``Writer``s; each recording thread has its own ``Mode`` (the dispatch-mode
+stack is thread-local) that appends one tuple per op to its thread's writer:
+``(seq, host_begin_ns, host_end_ns, signature, module context, grad_fn,
+flags)``. ``seq`` comes from one ``itertools.count`` shared by all threads;
+no lock is taken on the hot path, only on cache misses. The signature
+(op name, tensor dtypes and shapes, device) is interned through a dict keyed
+by the op and its tensor arguments' ``(dtype, shape)``, so its strings are
+built only on a miss. Launching ops append ``(seq, stream, begin_event,
+end_event, gpu kind)`` to ``Writer.launches`` as well. ``assemble`` turns
+the writers, the device's ``Harvest`` and the spans into a Timeline at stop.
+"""
+
+from __future__ import annotations
+
+import itertools
+import statistics
+import threading
+import warnings
+from time import perf_counter_ns as _now
+from typing import Any, Callable
+
+import numpy as np
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from .devices import Device, Harvest
+from .timeline import NONE, GpuKind, OpFlag, SpanKind, Strings, Timeline
+
+__all__ = ["Writer", "Session", "Mode", "measure_overhead", "assemble"]
+
+_VIEW, _SYNC, _LAUNCH = int(OpFlag.VIEW), int(OpFlag.SYNC), int(OpFlag.LAUNCH)
+_CAPTURED, _TRUNCATED = int(OpFlag.CAPTURED), int(OpFlag.TRUNCATED)
+_SYNC_SPAN, _STEP, _USER = int(SpanKind.SYNC), int(SpanKind.STEP), int(SpanKind.USER)
+_Tensor = torch.Tensor
+_node = torch._C._current_autograd_node
+_ident = threading.get_ident
+
+# Ops that launch no device work besides the aliasing ones (func.is_view).
+_NO_WORK = frozenset({
+    "aten::empty", "aten::empty_strided", "aten::empty_like", "aten::new_empty",
+    "aten::new_empty_strided", "aten::_unsafe_view", "aten::_reshape_alias",
+    "aten::lift_fresh", "aten::resize_", "aten::set_", "aten::is_pinned"})
+# Host-blocking rules by op name (overload stripped).
+_ALWAYS, _REPEAT, _BOOL_INDEX, _TO_COPY, _COPY = 1, 2, 3, 4, 5
+_RULES = {**dict.fromkeys((
+    "aten::_local_scalar_dense", "aten::nonzero", "aten::is_nonzero", "aten::equal",
+    "aten::masked_select", "aten::_unique", "aten::_unique2", "aten::unique_dim",
+    "aten::unique_consecutive", "aten::unique_dim_consecutive", "aten::bincount"),
+    _ALWAYS), "aten::repeat_interleave": _REPEAT, "aten::index": _BOOL_INDEX,
+    "aten::index_put": _BOOL_INDEX, "aten::index_put_": _BOOL_INDEX,
+    "aten::_index_put_impl_": _BOOL_INDEX, "aten::_to_copy": _TO_COPY,
+    "aten::copy_": _COPY}
+_DTYPES = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16",
+           torch.float64: "f64", torch.int64: "i64", torch.int32: "i32",
+           torch.int16: "i16", torch.int8: "i8", torch.uint8: "u8", torch.bool: "b8",
+           torch.complex64: "c64", torch.complex128: "c128"}
+
+
+class Writer:
+    """What one thread appends while recording. Only its own thread writes
+    here, except the autograd engine's device threads, which reach their
+    caller's mode; every record is one atomic ``list.append``."""
+
+    __slots__ = ("thread", "ident", "name", "ops", "launches", "spans", "ctx",
+                 "stack", "data", "users", "optimizers")
+
+    def __init__(self, thread: int):
+        self.thread, self.ident = thread, threading.get_ident()
+        self.name = threading.current_thread().name
+        self.ops: list[tuple] = []       # (seq, t0, t1, sig, ctx, grad_fn, flags)
+        self.launches: list[tuple] = []  # (seq, stream, begin_event, end_event, gpu kind)
+        self.spans: list[tuple] = []     # (kind, name, thread, depth, number, begin, end)
+        self.ctx = 0                     # context id of the innermost module
+        self.stack: list[tuple] = []     # open modules: (module, path id, begin_ns, ctx before)
+        self.data = 0                    # > 0 inside a DataLoader fetch
+        self.users: list[tuple] = []     # open user spans: (session, name id, begin_ns)
+        self.optimizers: list[int] = []  # begin_ns of open optimizer steps
+
+    def span(self, kind: int, name: int, depth: int, begin_ns: int,
+             number: int = NONE) -> None:
+        self.spans.append((kind, name, self.thread, depth, number, begin_ns, _now()))
+
+
+class _Local(threading.local):
+    def __init__(self, session: "Session"):
+        self.w = session.new_writer()
+
+
+class Session:
+    """The state of one recording, shared by its threads' modes and hooks."""
+
+    def __init__(self, device: Device | None, *, max_ops: int, steps: str):
+        self.device, self.max_ops, self.steps = device, max_ops, steps
+        self.off = False
+        self.backward = 0  # backward passes running (hooks.py counts them)
+        self.count = itertools.count()
+        self.lock = threading.Lock()  # taken on cache misses only
+        self.strings = Strings()
+        self.sigs: dict[tuple, tuple[int, int, int]] = {}  # key -> (sig, flags, rule)
+        self.sig_table: list[tuple[int, int, int]] = []    # (name, shapes, device)
+        self.funcs: list[Any] = []
+        self.nodes: dict[type, int] = {}                     # autograd node type -> name
+        self.ctxs: dict[tuple[int, int], int] = {(NONE, NONE): 0}
+        self.ctx_table: list[tuple[int, int]] = [(NONE, NONE)]  # (module, depth)
+        self.writers: list[Writer] = []
+        self.local = _Local(self)
+        self.step_number, self.step_begin, self.manual = 0, _now(), False
+
+    # -- per-thread state and interning (misses take the lock) -----------------
+    def new_writer(self) -> Writer:
+        with self.lock:
+            w = Writer(len(self.writers))
+            self.writers.append(w)
+        return w
+
+    def writer(self) -> Writer:
+        return self.local.w
+
+    def mode_for(self, w: Writer) -> "Mode":
+        return Mode(self, w)
+
+    def intern(self, s: str) -> int:
+        i = self.strings.ids.get(s)
+        if i is None:
+            with self.lock:
+                i = self.strings.intern(s)
+        return i
+
+    def context(self, module: int, depth: int) -> int:
+        c = self.ctxs.get((module, depth))
+        if c is None:
+            with self.lock:
+                c = self.ctxs.setdefault((module, depth), len(self.ctx_table))
+                if c == len(self.ctx_table):
+                    self.ctx_table.append((module, depth))
+        return c
+
+    def node(self, node: Any) -> int:
+        g = self.nodes[type(node)] = self.intern(node.name())
+        return g
+
+    def signature(self, key: tuple, func: Any, dev: Any) -> tuple[int, int, int]:
+        """Intern the signature of an op: its name, tensor shapes, device."""
+        name = func.name() if hasattr(func, "name") else str(func)
+        base = name.split(".")[0]
+        flags = _VIEW if (getattr(func, "is_view", False) or base in _NO_WORK
+                          or getattr(func, "namespace", "") == "profiler") else 0
+        shapes = ", ".join(f"{_DTYPES.get(key[i], str(key[i]).replace('torch.', ''))}"
+                           f"[{','.join(str(d) for d in key[i + 1])}]"
+                           for i in range(1, len(key) - 1, 2))
+        col = dev.index if dev is not None and dev.type == "cuda" and \
+            dev.index is not None else NONE
+        with self.lock:
+            sig = self.sigs.get(key)
+            if sig is None:
+                self.sig_table.append((self.strings.intern(name),
+                                       self.strings.intern(shapes), col))
+                self.funcs.append(func)  # keeps id(func) in the key unique
+                sig = self.sigs[key] = (len(self.sig_table) - 1, flags,
+                                        _RULES.get(base, 0))
+        return sig
+
+    # -- steps ------------------------------------------------------------------
+    def boundary(self, w: Writer, *, manual: bool) -> None:
+        """End the current step (from the previous boundary or the start)."""
+        if self.steps == "manual" and not manual or self.steps == "optimizer" and manual:
+            return
+        if manual:
+            self.manual = True
+        elif self.manual:  # steps="auto": rec.step() was called, it rules
+            return
+        name = self.intern("step")
+        with self.lock:
+            n, t0, t1 = self.step_number, self.step_begin, _now()
+            self.step_number, self.step_begin = n + 1, t1
+        w.spans.append((_STEP, name, w.thread, 0, n, t0, t1))
+
+    # -- device work --------------------------------------------------------------
+    def owned(self, w: Writer, dev: Any) -> bool:
+        return dev is not None and not (w.data and dev.type == "cpu") and \
+            self.device.owns(dev)
+
+    def launch(self, w: Writer, func: Any, args: tuple, kwargs: dict, seq: int,
+               t0: int, sig: int, gid: int, flags: int, sync: bool) -> Any:
+        """Dispatch an op that launches device work, between two events."""
+        d = self.device
+        stream = d.current_stream()
+        b = d.begin(stream, seq)
+        if b < 0:  # the device records no event now (a stream captures a graph)
+            flags |= _CAPTURED
+        try:
+            out = func(*args, **kwargs)
+        except BaseException:
+            w.ops.append((seq, t0, _now(), sig, w.ctx, gid, flags))
+            raise
+        if sync and b >= 0:
+            d.wait(stream)
+            t1 = _now()
+            name = self.sig_table[sig][0]
+            d.note_sync(self.strings.values[name], stream, seq, t0, t1)
+            w.spans.append((_SYNC_SPAN, name, w.thread, 0, NONE, t0, t1))
+            flags |= _SYNC
+        else:
+            t1 = _now()
+        if b >= 0:
+            e = d.end(stream, seq, func, args, kwargs, out)
+            w.launches.append((seq, stream, b, e, int(GpuKind.OP)))
+            flags |= _LAUNCH
+        w.ops.append((seq, t0, t1, sig, w.ctx, gid, flags))
+        return out
+
+    def launch_ruled(self, w: Writer, func: Any, args: tuple, kwargs: dict,
+                     seq: int, t0: int, sig: int, gid: int, flags: int, rule: int,
+                     dev: Any) -> Any:
+        """An op that may block the host: find which side is the device."""
+        sync = False
+        if rule == _TO_COPY or rule == _COPY:
+            if rule == _TO_COPY:
+                src, dst = args[0].device, kwargs.get("device") or args[0].device
+                nb = kwargs.get("non_blocking", False)
+                pinned = nb  # _to_copy pins a non-blocking device→host output
+            else:
+                dst, src = args[0].device, args[1].device
+                nb = args[2] if len(args) > 2 else kwargs.get("non_blocking", False)
+                pinned = nb and dst.type == "cpu" and _pinned(args[0])
+            if self.owned(w, src):
+                dev = src
+                sync = dst.type == "cpu" and not self.owned(w, dst) and not pinned
+            elif self.owned(w, dst):
+                dev = dst
+                sync = src.type == "cpu" and not nb
+            else:
+                dev = None
+        elif self.owned(w, dev):
+            if rule == _ALWAYS:
+                sync = True
+            elif rule == _REPEAT:
+                sync = kwargs.get("output_size") is None
+            else:  # boolean masks make indexing call nonzero
+                sync = any(isinstance(i, _Tensor) and i.dtype in (torch.bool, torch.uint8)
+                           for i in (args[1] if len(args) > 1 else ()) or ())
+        else:
+            dev = None
+        if dev is None:
+            try:
+                out = func(*args, **kwargs)
+            finally:
+                w.ops.append((seq, t0, _now(), sig, w.ctx, gid, flags))
+            return out
+        return self.launch(w, func, args, kwargs, seq, t0, sig, gid, flags, sync)
+
+    def launch_graph(self, replay: Callable, graph: Any, args: tuple, kwargs: dict) -> Any:
+        """A CUDA graph replay: one gpu row of kind GRAPH between events."""
+        w, d = self.writer(), self.device
+        seq, t0 = next(self.count), _now()
+        sig = self.signature(("cudagraph::replay",), _Named("cudagraph::replay"), None)[0]
+        stream = d.current_stream()
+        b = d.begin(stream, seq)
+        out = replay(graph, *args, **kwargs)
+        t1 = _now()
+        flags = 0
+        if b >= 0:
+            e = d.end(stream, seq, None, (), {}, None)
+            w.launches.append((seq, stream, b, e, int(GpuKind.GRAPH)))
+            flags = _LAUNCH
+        w.ops.append((seq, t0, t1, sig, w.ctx, NONE, flags))
+        return out
+
+    def truncate(self) -> None:
+        self.off = True
+        warnings.warn(f"cutimeline recorded max_ops={self.max_ops:,} ops and stops "
+                      f"recording ops here (the program goes on); the Timeline is "
+                      f"marked truncated. Pass a larger max_ops to record more.",
+                      RuntimeWarning, stacklevel=3)
+
+
+class _Named:
+    def __init__(self, name: str):
+        self._name = name
+
+    def name(self) -> str:
+        return self._name
+
+
+def _pinned(t: Any) -> bool:
+    try:
+        return bool(t.is_pinned())
+    except RuntimeError:  # no accelerator to pin for
+        return False
+
+
+class Mode(TorchDispatchMode):
+    """Records every op its thread dispatches into the session."""
+
+    def __init__(self, session: Session, writer: Writer):
+        super().__init__()
+        self.s, self.w, self.ident = session, writer, writer.ident
+        self.count, self.sigs = session.count, session.sigs  # one lookup less per op
+
+    @classmethod
+    def ignore_compile_internals(cls) -> bool:
+        return True  # let torch.compile compile; see the module docstring
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if kwargs is None:
+            kwargs = {}
+        s = self.s
+        if s.off:
+            return func(*args, **kwargs)
+        t0 = _now()
+        seq = next(self.count)
+        # id(func): OpOverload hashes in Python; the signature keeps func alive
+        key = [id(func)]
+        dev = None
+        for a in args:
+            if isinstance(a, _Tensor):
+                key += (a.dtype, a.shape)
+                if dev is None:
+                    dev = a.device
+            elif type(a) is list or type(a) is tuple:
+                for b in a:
+                    if isinstance(b, _Tensor):
+                        key += (b.dtype, b.shape)
+                        if dev is None:
+                            dev = b.device
+        if kwargs:
+            for a in kwargs.values():
+                if isinstance(a, _Tensor):
+                    key += (a.dtype, a.shape)
+            if dev is None:
+                dev = kwargs.get("device")
+        key.append(dev)
+        key = tuple(key)
+        try:
+            sid, flags, rule = self.sigs.get(key) or s.signature(key, func, dev)
+        except TypeError:  # symbolic shapes do not hash
+            key = tuple(map(str, key))
+            sid, flags, rule = self.sigs.get(key) or s.signature(key, func, dev)
+        w = self.w
+        gid = NONE
+        if s.backward:  # only then can an autograd node be running
+            node = _node()
+            if node is not None:
+                gid = s.nodes.get(type(node))
+                if gid is None:
+                    gid = s.node(node)
+                if _ident() != self.ident:  # an autograd engine device thread
+                    w = s.writer()
+        if seq >= s.max_ops:
+            if seq > s.max_ops:
+                return func(*args, **kwargs)
+            s.truncate()
+            flags |= _TRUNCATED
+        if s.device is None or flags & (_VIEW | _TRUNCATED) or dev is None:
+            pass
+        elif rule:
+            return s.launch_ruled(w, func, args, kwargs, seq, t0, sid, gid, flags,
+                                  rule, dev)
+        elif not (w.data and dev.type == "cpu") and s.device.owns(dev):
+            return s.launch(w, func, args, kwargs, seq, t0, sid, gid, flags, False)
+        try:
+            out = func(*args, **kwargs)
+        finally:
+            w.ops.append((seq, t0, _now(), sid, w.ctx, gid, flags))
+        return out
+
+
+def measure_overhead(n: int = 200, reps: int = 5) -> int:
+    """The recorder's own cost per op (ns): ``n`` tiny CPU ops with and
+    without a scratch mode, ``reps`` times interleaved, difference of the
+    medians. Uses its own tensors and no randomness: the user's state and
+    results are untouched."""
+    from torch.utils._python_dispatch import _pop_mode, _push_mode
+    x = torch.zeros(4)
+    scratch = Session(None, max_ops=2 ** 62, steps="manual")
+    w = scratch.writer()
+    mode = Mode(scratch, w)
+
+    def loop() -> int:
+        t0 = _now()
+        for _ in range(n):
+            torch.add(x, x)
+        return _now() - t0
+
+    plain, recorded = [], []
+    for rep in range(reps + 1):  # the first round warms the caches
+        p = loop()
+        _push_mode(mode)
+        try:
+            r = loop()
+        finally:
+            _pop_mode()
+        w.ops.clear()
+        if rep:
+            plain.append(p)
+            recorded.append(r)
+    return max(0, round((statistics.median(recorded) - statistics.median(plain)) / n))

@@ -1,0 +1,392 @@
+"""The recorder: every aten op the CPU dispatches, and the device work it
+launches, collected into a ``Timeline``.
+
+    with ctl.record(device="auto") as rec:
+        train()
+    tl = rec.timeline                # aligned at stop when it has device events
+
+A private ``TorchDispatchMode`` sees each op below autograd and below the
+``CompositeImplicitAutograd`` decompositions (``aten::linear`` arrives as
+``aten::t`` and ``aten::addmm``), but not the ops that kernels call
+internally. For each op it appends one tuple to its thread's ``Writer``; the
+shape/dtype signature is interned through a cache keyed by the op and its
+tensor arguments' ``(dtype, shape)``, so strings are built only on a miss.
+An op whose tensors live on a device the recorder's ``Device`` owns, that is
+not metadata-only (flag VIEW) and that is not a CPU op inside a DataLoader
+fetch, is bracketed by BEGIN/END events on its stream (flag LAUNCH).
+
+What is seen, precisely:
+
+* Backward ops run by the autograd engine, with their autograd node
+  (``AddmmBackward0``) in ``grad_fn``; forward ops with their innermost
+  module path. On CUDA the engine runs backward on its device threads,
+  which inherit the dispatch mode; those ops get those threads' rows.
+* Threads started while recording (``threading.Thread.start``) record their
+  ops. Threads that were running before start are not recorded, nor are
+  DataLoader worker processes (their fetch is one DATA span in the parent).
+* ``torch.compile``: the mode asks to be ignored by compile internals, so
+  compiled code stays compiled; the recorder sees the ops the compiled
+  artifact dispatches at run time (with ``aot_eager`` every aten op; with
+  inductor its extern calls such as ``aten::mm``). Fused kernels that do
+  not pass the dispatcher are not ops and get no gpu row.
+* While a CUDA stream captures a graph no events are recorded (flag
+  CAPTURED); each graph replay is one gpu row of kind GRAPH, with an ops
+  row ``cudagraph::replay``.
+* Host-blocking ops (flag SYNC, a syncs row and a SYNC span): ``.item()``,
+  ``nonzero``, ``equal``, ``masked_select``, ``unique``, ``bincount``,
+  boolean-mask indexing, ``repeat_interleave`` without ``output_size``, and
+  copies between the host and an owned device that block (device→host unless
+  non-blocking into pinned memory, host→device unless non-blocking); only
+  when the device side is owned by the recorder's Device.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import socket
+import threading
+import time
+import warnings
+from time import perf_counter_ns as _now
+from typing import Any, Callable
+
+import numpy as np
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from .devices import Device, Harvest
+from .errors import CutimelineError
+from .hooks import Hooks, _compiling
+from .opstream import Mode, Session, measure_overhead
+from .timeline import NONE, GpuKind, SpanKind, Timeline
+
+__all__ = ["record", "Recorder", "span"]
+
+# -- the public surface ------------------------------------------------------------
+
+_STEPS = ("auto", "optimizer", "manual")
+_USER, _SYNC_SPAN = int(SpanKind.USER), int(SpanKind.SYNC)
+_ACTIVE: Session | None = None  # the recording in progress, for span()
+_ACTIVE_LOCK = threading.Lock()
+
+
+def record(*, device: str | Device = "auto", max_ops: int = 10_000_000,
+           modules: bool = True, threads: bool = True, steps: str = "auto",
+           measure: bool = True) -> "Recorder":
+    """A recorder of the aten op stream and the device work it launches.
+
+    ``device``: "auto" (CUDA when available, else "cpu"), "cuda", "cuda:N",
+    "cpu" (host rows only) or a ``Device`` such as ``ctl.SimGPU(...)``.
+    ``max_ops``: past this many ops one warning is given and recording of
+    ops stops (``Timeline.truncated``); the program goes on. ``modules``:
+    module paths and MODULE/FORWARD spans (global module hooks). ``threads``:
+    record threads started while recording. ``steps``: what ends a STEP span
+    — "optimizer" (every ``optimizer.step()``), "manual" (``rec.step()``
+    only) or "auto" (optimizer steps until ``rec.step()`` is first called,
+    then only ``rec.step()``). ``measure``: measure the recorder's own cost
+    per op at start (about 20 ms) into ``meta["overhead_ns_per_op"]``.
+
+    With ``CUTIMELINE_DISABLE=1`` in the environment the recorder does
+    nothing and its timeline is empty.
+    """
+    disabled = os.environ.get("CUTIMELINE_DISABLE", "").strip() not in ("", "0")
+    if isinstance(max_ops, bool) or not isinstance(max_ops, int) or max_ops < 1:
+        raise CutimelineError(f"record(max_ops={max_ops!r}) must be a whole "
+                              f"number of ops ≥ 1.")
+    for name, value in (("modules", modules), ("threads", threads), ("measure", measure)):
+        if not isinstance(value, bool):
+            raise CutimelineError(f"record({name}={value!r}) must be True or False.")
+    if steps not in _STEPS:
+        raise CutimelineError(f"record(steps={steps!r}) is not understood; give "
+                              f"one of {', '.join(map(repr, _STEPS))}.")
+    dev = _device(device, resolve=not disabled)
+    return Recorder(dev, disabled=disabled, max_ops=max_ops, modules=modules,
+                    threads=threads, steps=steps, measure=measure)
+
+
+def _device(device: Any, *, resolve: bool) -> Device | None:
+    if isinstance(device, Device):
+        return device
+    import re
+    m = re.fullmatch(r"cuda(?::(\d+))?", device) if isinstance(device, str) else None
+    if not (m or device in ("auto", "cpu")):
+        raise CutimelineError(
+            f"record(device={device!r}) is not understood; give 'auto', 'cpu', "
+            f"'cuda', 'cuda:N' or a Device such as ctl.SimGPU().")
+    if not resolve or device == "cpu":
+        return None
+    from .devices import CudaDevice
+    if device == "auto":
+        return CudaDevice() if torch.cuda.is_available() else None
+    if not torch.cuda.is_available():
+        raise CutimelineError(
+            f"record(device={device!r}) needs CUDA, but torch.cuda.is_available() "
+            f"is False here; use device='auto', 'cpu' or a ctl.SimGPU().")
+    index = int(m.group(1)) if m.group(1) else torch.cuda.current_device()
+    if index >= torch.cuda.device_count():
+        raise CutimelineError(
+            f"record(device={device!r}) names a GPU this machine lacks; it has "
+            f"{torch.cuda.device_count()} (cuda:0..cuda:{torch.cuda.device_count() - 1}).")
+    return CudaDevice(index)
+
+
+class Recorder:
+    """One recording: ``start()``/``stop()`` or ``with``; ``timeline`` after
+    stop. Made by ``record()``."""
+
+    def __init__(self, device: Device | None, *, disabled: bool, **options: Any):
+        self.device, self.disabled, self.options = device, disabled, options
+        self._state = "new"
+        self._session: Session | None = None
+        self._mode: Mode | None = None
+        self._hooks: Hooks | None = None
+        self._timeline: Timeline | None = None
+        self._meta: dict[str, Any] = {}
+
+    def __repr__(self) -> str:
+        dev = "cpu" if self.device is None else getattr(self.device, "name", self.device)
+        return f"<cutimeline.Recorder {self._state} device={dev}>"
+
+    def __enter__(self) -> "Recorder":
+        self.start()
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+        if exc_type is None:
+            self.stop()
+            return False
+        try:  # the user's exception must come out unchanged
+            self.stop()
+        except Exception as stop_error:
+            warnings.warn(f"cutimeline could not stop cleanly after an exception "
+                          f"in the recorded block: {stop_error}", RuntimeWarning, 2)
+        return False
+
+    def start(self) -> "Recorder":
+        """Begin recording in the calling thread."""
+        global _ACTIVE
+        if self._state == "recording":
+            raise CutimelineError("This recorder is already recording; call stop() "
+                                  "before starting it again.")
+        if self._state == "stopped":
+            raise CutimelineError("This recorder has already recorded; make a new "
+                                  "one with ctl.record() to record again.")
+        if self.disabled:
+            self._state = "recording"
+            return self
+        with _ACTIVE_LOCK:
+            if _ACTIVE is not None:
+                raise CutimelineError(
+                    "Another cutimeline recorder is already recording, and "
+                    "recordings do not nest; stop it first.")
+            o = self.options
+            overhead = measure_overhead() if o["measure"] else None
+            per_launch = getattr(self.device, "measure_launch_ns", None)
+            s = Session(self.device, max_ops=o["max_ops"], steps=o["steps"])
+            self._meta = {
+                "source": "record", "start_epoch_ns": time.time_ns(),
+                "start_host_ns": _now(),
+                "overhead_ns_per_op": overhead,
+                "overhead_ns_per_launch": per_launch() if o["measure"] and per_launch else None}
+            hooks = Hooks(s, modules=o["modules"], threads=o["threads"])
+            if self.device is not None:
+                self.device.start()
+            try:
+                hooks.install()
+                mode = s.mode_for(s.writer())
+                mode.__enter__()
+            except BaseException:
+                hooks.remove()
+                if self.device is not None:
+                    self.device.harvest()
+                raise
+            self._session, self._hooks, self._mode = s, hooks, mode
+            self._thread = threading.get_ident()
+            _ACTIVE = s
+            self._state = "recording"
+        return self
+
+    def stop(self) -> "Recorder":
+        """End the recording; ``timeline`` holds it (aligned if it has device
+        events). Call it from the thread that called start()."""
+        global _ACTIVE
+        if self._state != "recording":
+            raise CutimelineError(
+                "stop() was called on a recorder that is not recording" +
+                ("; it has stopped already and rec.timeline holds its Timeline."
+                 if self._state == "stopped" else
+                 "; call start() first, or use it as `with ctl.record() as rec:`."))
+        if self.disabled:
+            self._state = "stopped"
+            self._timeline = Timeline(meta={"source": "record", "disabled": True})
+            return self
+        if threading.get_ident() != self._thread:
+            raise CutimelineError("stop() must be called from the thread that "
+                                  "called start(); the recording goes on.")
+        n = torch._C._len_torch_dispatch_stack()
+        if not n or torch._C._get_dispatch_stack_at(n - 1) is not self._mode:
+            raise CutimelineError(
+                "stop() found another TorchDispatchMode entered inside the recording "
+                "and still active; exit it first. The recording goes on.")
+        s = self._session
+        s.off = True
+        try:
+            self._mode.__exit__(None, None, None)
+            self._hooks.remove()
+            harvest = self.device.harvest() if self.device is not None else None
+            self._timeline = _align(_assemble(s, harvest, self._meta_at_stop(s, harvest)))
+        finally:
+            self._state = "stopped"
+            with _ACTIVE_LOCK:
+                _ACTIVE = None
+            # break the cycles session <-> modes <-> hooks; free the buffers
+            self._mode.s = None
+            self._session = self._mode = self._hooks = None
+            s.writers.clear()
+            s.local = None
+        return self
+
+    def step(self) -> None:
+        """End the current step here (see ``steps`` in ``record``)."""
+        if self._state != "recording":
+            raise CutimelineError("rec.step() was called while the recorder is "
+                                  "not recording; call it inside the `with` block.")
+        if not self.disabled:
+            self._session.boundary(self._session.writer(), manual=True)
+
+    @property
+    def timeline(self) -> Timeline:
+        """The recorded Timeline (after stop)."""
+        if self._timeline is None:
+            raise CutimelineError("The timeline is ready after stop(); read "
+                                  "rec.timeline after the `with ctl.record()` block.")
+        return self._timeline
+
+    def _meta_at_stop(self, s: Session, harvest: Any) -> dict[str, Any]:
+        import cutimeline
+        meta = dict(self._meta)
+        if harvest is not None:
+            meta.update(harvest.meta)
+        dev = self.device
+        o = dict(self.options)
+        o["device"] = "cpu" if dev is None else repr(dev)
+        meta.update({
+            "versions": {"cutimeline": cutimeline.__version__, "torch": torch.__version__,
+                         "python": platform.python_version()},
+            "host": socket.gethostname(), "options": o, "aligned": False,
+            "devices": [] if dev is None else [{
+                "index": dev.index, "kind": dev.kind,
+                "name": meta.get("device_name", getattr(dev, "name", repr(dev)))}],
+            "threads": [w.name for w in s.writers],
+            "truncated": next(s.count) > s.max_ops})
+        return meta
+
+
+class span:
+    """A USER span: ``with ctl.span("eval"):`` or ``@ctl.span("load")``.
+    Costs one global read when no recorder is active."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str):
+        if not isinstance(name, str) or not name:
+            raise CutimelineError(f"span({name!r}) needs a name: a non-empty str.")
+        self.name = name
+
+    def __enter__(self) -> "span":
+        s = _ACTIVE
+        if s is not None and not _compiling():
+            s.writer().users.append((s, s.intern(self.name), _now()))
+        return self
+
+    def __exit__(self, *exc: Any) -> bool:
+        s = _ACTIVE
+        if s is not None and not _compiling():
+            w = s.writer()
+            if w.users:
+                owner, name, t0 = w.users.pop()
+                if owner is s:
+                    w.span(_USER, name, len(w.users), t0)
+        return False
+
+    def __call__(self, fn: Callable) -> Callable:
+        import functools
+
+        @functools.wraps(fn)
+        def spanned(*args: Any, **kwargs: Any) -> Any:
+            with self:
+                return fn(*args, **kwargs)
+        return spanned
+
+
+def _align(tl: Timeline) -> Timeline:
+    if not len(tl.gpu):
+        return tl.replace(meta={**tl.meta, "aligned": True})
+    from .align import align
+    try:
+        return align(tl)
+    except CutimelineError as exc:
+        warnings.warn(f"cutimeline could not align the recorded clocks ({exc}); "
+                      f"the Timeline is kept unaligned, meta['align_error'] says why.",
+                      RuntimeWarning, 3)
+        return tl.replace(meta={**tl.meta, "align_error": str(exc)})
+
+
+def _rows(lists: list[list[tuple]], width: int) -> np.ndarray:
+    import itertools
+    return np.array(list(itertools.chain.from_iterable(lists)),
+                    np.int64).reshape(-1, width)
+
+
+def _row_of(seq: np.ndarray, wanted: Any) -> np.ndarray:
+    """Rows of ``seq`` (sorted) holding the sequence numbers ``wanted``;
+    NONE where none does (pings, anchors, ops past max_ops)."""
+    wanted = np.asarray(wanted, np.int64)
+    i = np.minimum(np.searchsorted(seq, wanted), max(len(seq) - 1, 0))
+    hit = (wanted >= 0) & (len(seq) > 0)
+    hit[hit] = seq[i[hit]] == wanted[hit]
+    return np.where(hit, i, NONE)
+
+
+def _assemble(s: Session, harvest: Harvest | None, meta: dict[str, Any]) -> Timeline:
+    """The Timeline of a finished session: ops sorted by seq; events, syncs
+    and gpu rows mapped from seq to ops rows; every thread's spans."""
+    from .timeline import OpFlag
+    ws = s.writers
+    ops = _rows([w.ops for w in ws], 7)
+    thread = np.repeat(np.array([w.thread for w in ws], np.int32),
+                       [len(w.ops) for w in ws])
+    order = np.argsort(ops[:, 0], kind="stable")
+    ops, thread = ops[order], thread[order]
+    seq, sig_of, ctx_of, flags = ops[:, 0], ops[:, 3], ops[:, 4], ops[:, 6]
+    sig = np.array(s.sig_table, np.int64).reshape(-1, 3)
+    ctx = np.array(s.ctx_table, np.int64).reshape(-1, 2)
+    index = NONE if s.device is None else s.device.index
+    launches = _rows([w.launches for w in ws], 5)
+    launches = launches[np.argsort(launches[:, 0], kind="stable")]
+    row = _row_of(seq, launches[:, 0])
+    stream = np.full(len(ops), NONE, np.int64)
+    stream[row] = launches[:, 1]
+    names = sig[sig_of, 0]
+    on_device = (flags & (OpFlag.LAUNCH | OpFlag.CAPTURED)) != 0
+    tables: dict[str, Any] = {"ops": {
+        "seq": seq, "thread": thread, "name": names, "shapes": sig[sig_of, 1],
+        "module": ctx[ctx_of, 0], "depth": ctx[ctx_of, 1], "grad_fn": ops[:, 5],
+        "device": np.where(on_device, index, sig[sig_of, 2]), "stream": stream,
+        "flags": flags, "host_begin_ns": ops[:, 1], "host_end_ns": ops[:, 2]}}
+    spans = _rows([w.spans for w in ws], 7)
+    spans = spans[np.argsort(spans[:, 5], kind="stable")]
+    tables["spans"] = dict(zip(("kind", "name", "thread", "depth", "number",
+                                "begin_ns", "end_ns"), spans.T))
+    if harvest is not None:
+        events = dict(harvest.events, op=_row_of(seq, harvest.events["op"]))
+        syncs = dict(harvest.syncs, op=_row_of(seq, harvest.syncs["op"]))
+        syncs["kind"] = np.array([s.intern(str(k)) for k in syncs["kind"]], np.int32)
+        record_ns = np.asarray(events["host_record_ns"], np.int64)
+        tables.update(events=events, syncs=syncs, truth=harvest.truth, gpu={
+            "op": row, "device": np.full(len(row), index, np.int16),
+            "stream": launches[:, 1], "name": names[row], "kind": launches[:, 4],
+            "begin_event": launches[:, 2], "end_event": launches[:, 3],
+            "launch_ns": record_ns[launches[:, 2]]})
+    return Timeline({k: v for k, v in tables.items() if v is not None}, s.strings, meta)
