@@ -134,14 +134,14 @@ def test_large_matmuls_are_gpu_bound_and_the_lead_grows():
 
 
 def test_waiting_stream_shows_dependency_gaps():
-    gpu = ctl.SimGPU("h100", cost={"aten::mm": 6_000_000, "aten::mul": 3_000_000,
+    gpu = ctl.SimGPU("h100", cost={"aten::mm": 10_000_000, "aten::mul": 5_000_000,
                                    "aten::add": 100_000}, seed=5)
     a = torch.ones(64, 64, device="meta")
     with record(device=gpu) as rec:
         for _ in range(3):
-            c = a @ a                   # stream 0: 6 ms
             with gpu.stream(1):
-                b = a * 2               # stream 1: 3 ms
+                b = a * 2               # stream 1: 5 ms
+            c = a @ a                   # stream 0: 10 ms, starting later
             gpu.wait_stream(1, 0)
             with gpu.stream(1):
                 c + b                   # queued behind b, waits for c too
@@ -151,7 +151,7 @@ def test_waiting_stream_shows_dependency_gaps():
     gaps = rep.gap_table("stream")
     waiting = gaps[(gaps["stream"] == 1) & (gaps["cause"] == "dependency")]
     assert len(waiting) == 3
-    assert (waiting["dependency_ns"] >= 1_000_000).all()  # about 3 ms each
+    assert (waiting["dependency_ns"] >= 4_000_000).all()  # over 5 ms each
     st = rep.streams
     s0, s1 = st[st["stream"] == 0][0], st[st["stream"] == 1][0]
     assert s1["dependency_ns"] >= waiting["dependency_ns"].sum()
