@@ -28,9 +28,9 @@ _LAZY = {
     "SimGPU": "sim",
     "align": "align",
     "analyze": "analyze", "Report": "analyze",
-    "plot": "plot", "plot_compare": "plot",
+    "plot": "figure", "plot_compare": "figure",
     "export_chrome": "chrome", "import_chrome": "chrome",
-    "compare": "compare", "Comparison": "compare",
+    "compare": "comparison", "Comparison": "comparison",
     "merge": "dist",
 }
 

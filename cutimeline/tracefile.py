@@ -24,13 +24,20 @@ from .errors import CutimelineError
 __all__ = ["read_trace", "bucket_events", "to_ns", "columns", "take", "concat"]
 
 
-def read_trace(path: str) -> dict[str, Any]:
+def read_trace(path: str, progress=None) -> dict[str, Any]:
     """The JSON object of a Chrome trace file (gzip or plain), checked to
-    hold a ``traceEvents`` list; a bare event list is accepted too."""
+    hold a ``traceEvents`` list; a bare event list is accepted too.
+    ``progress(stage, fraction)``, if given, hears how far reading got."""
     name = os.path.basename(path)
+    report = progress or (lambda stage, fraction: None)
     try:
         with open(path, "rb") as fh:
-            data = fh.read()
+            size = max(os.fstat(fh.fileno()).st_size, 1)
+            chunks = []
+            while chunk := fh.read(1 << 22):
+                chunks.append(chunk)
+                report("reading", 0.1 * fh.tell() / size)
+            data = b"".join(chunks)
     except OSError as exc:
         raise CutimelineError(f"Cannot read trace {path!r}: {exc.strerror or exc}; "
                               f"check the path.") from None
@@ -43,6 +50,7 @@ def read_trace(path: str) -> dict[str, Any]:
         except (EOFError, OSError, zlib.error) as exc:
             raise CutimelineError(f"{name} is a damaged or truncated gzip file "
                                   f"({exc}); copy or record the trace again.") from None
+    report("parsing", 0.15)
     try:
         doc = json.loads(data)
     except json.JSONDecodeError as exc:

@@ -1,0 +1,191 @@
+"""The ``cutimeline`` command (also ``python -m cutimeline``), on the public API.
+
+    cutimeline demo [--out DIR] [--steps N] [--device auto|cuda|sim]
+    cutimeline plot FILE -o OUT.png [--window W]
+    cutimeline summary FILE [--window W] [--json]
+    cutimeline export FILE -o OUT.json.gz
+    cutimeline import TRACE -o OUT.ctl
+    cutimeline merge DIR -o merged.ctl
+
+FILE is a ``.ctl`` file or a torch.profiler trace (``.json``/``.json.gz``).
+W is a step (``3``), a step range (``3-5``) or seconds from the start
+(``0.5s-0.75s``). Errors print one line and exit with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+import time
+from typing import Any, Sequence
+
+from .errors import CutimelineError
+
+__all__ = ["main", "parse_window"]
+
+
+def parse_window(text: str) -> Any:
+    """``"3"`` → 3, ``"3-5"`` → (3, 5), ``"0.5s-0.75s"`` → (0.5, 0.75)."""
+    t = text.strip().replace(":", "-")
+    if re.fullmatch(r"\d+", t):
+        return int(t)
+    m = re.fullmatch(r"(\d+)-(\d+)", t)
+    if m:
+        return int(m.group(1)), int(m.group(2))
+    m = re.fullmatch(r"(\d*\.?\d+)s-(\d*\.?\d+)s", t)
+    if m and float(m.group(1)) < float(m.group(2)):
+        return float(m.group(1)), float(m.group(2))
+    raise CutimelineError(f"--window {text!r} is not understood: give a step (3), "
+                          f"a step range (3-5) or seconds from the start "
+                          f"(0.5s-0.75s).")
+
+
+class Progress:
+    """A one-line progress bar on stderr, shown only on a terminal and only
+    for work that lasts longer than ``after_s``."""
+
+    def __init__(self, label: str, *, stream=None, after_s: float = 0.3, width: int = 30):
+        self.label, self.stream, self.width = label, stream or sys.stderr, width
+        self.t0, self.after_s, self.shown = time.perf_counter(), after_s, False
+        self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
+
+    def __call__(self, stage: str, fraction: float) -> None:
+        if not self.tty or time.perf_counter() - self.t0 < self.after_s:
+            return
+        f = min(max(float(fraction), 0.0), 1.0)
+        n = int(round(f * self.width))
+        self.stream.write(f"\r{self.label} [{'#' * n}{'.' * (self.width - n)}] "
+                          f"{f:4.0%} {stage:<12}")
+        self.stream.flush()
+        self.shown = True
+
+    def done(self) -> None:
+        if self.shown:
+            self.stream.write(f"\r{self.label} done in "
+                              f"{time.perf_counter() - self.t0:.1f} s{' ' * self.width}\n")
+            self.stream.flush()
+
+
+def _open(path: str):
+    """A Timeline from a .ctl file or a torch.profiler trace."""
+    import cutimeline as ctl
+    if not os.path.exists(path):
+        raise CutimelineError(f"{path} does not exist.")
+    with open(path, "rb") as f:
+        zipped = f.read(2) == b"PK"
+    if zipped:
+        return ctl.load(path)
+    bar = Progress(f"importing {os.path.basename(path)}")
+    tl = ctl.import_chrome(path, progress=bar)
+    bar.done()
+    return tl
+
+
+def _cmd_demo(a: argparse.Namespace) -> int:
+    import cutimeline as ctl
+    from .demo import run_demo
+    os.makedirs(a.out, exist_ok=True)
+    res = run_demo(steps=a.steps, device=a.device)
+    where = ("on a SIMULATED GPU (no CUDA device here): " if res.simulated
+             else "on ") + res.device
+    print(f"recorded {a.steps} training steps {where}")
+    tl = res.timeline
+    paths = {k: os.path.join(a.out, v) for k, v in
+             (("ctl", "demo.ctl"), ("png", "timeline.png"), ("trace", "demo.json.gz"))}
+    tl.save(paths["ctl"])
+    ctl.plot(tl, paths["png"])
+    ctl.export_chrome(tl, paths["trace"])
+    print(ctl.analyze(tl).summary())
+    print(f"\nwrote {paths['png']} (timeline), {paths['trace']} (open in "
+          f"https://ui.perfetto.dev) and {paths['ctl']} (ctl.load)")
+    return 0
+
+
+def _cmd_plot(a: argparse.Namespace) -> int:
+    import cutimeline as ctl
+    tl = _open(a.file)
+    window = parse_window(a.window) if a.window else None
+    ctl.plot(tl, a.output, window=window)
+    print(f"wrote {a.output}")
+    return 0
+
+
+def _cmd_summary(a: argparse.Namespace) -> int:
+    import cutimeline as ctl
+    tl = _open(a.file)
+    rep = ctl.analyze(tl, window=parse_window(a.window) if a.window else None)
+    print(json.dumps(rep.to_dict(), indent=1) if a.json else rep.summary())
+    return 0
+
+
+def _cmd_export(a: argparse.Namespace) -> int:
+    import cutimeline as ctl
+    ctl.export_chrome(_open(a.file), a.output)
+    print(f"wrote {a.output}")
+    return 0
+
+
+def _cmd_import(a: argparse.Namespace) -> int:
+    tl = _open(a.trace)
+    tl.save(a.output)
+    print(f"wrote {a.output}: {tl!r}")
+    for w in tl.meta.get("import_warnings", []):
+        print(f"note: {w}")
+    return 0
+
+
+def _cmd_merge(a: argparse.Namespace) -> int:
+    import cutimeline as ctl
+    tl = ctl.merge(a.dir)
+    tl.save(a.output)
+    print(f"wrote {a.output}: {tl!r}")
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="cutimeline", description="What a PyTorch program does on both "
+        "sides of the CPU/GPU boundary.")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    d = sub.add_parser("demo", help="record a small training loop, plot and "
+                       "summarise it (CUDA when present, else a simulated GPU)")
+    d.add_argument("--out", default="cutimeline-demo", help="output folder")
+    d.add_argument("--steps", type=int, default=8)
+    d.add_argument("--device", default="auto", choices=("auto", "cuda", "sim"))
+    d.set_defaults(run=_cmd_demo)
+    for name, helptext, run in (
+            ("plot", "draw the timeline of FILE", _cmd_plot),
+            ("summary", "print the analysis of FILE", _cmd_summary),
+            ("export", "write FILE as a Chrome/Perfetto trace", _cmd_export)):
+        c = sub.add_parser(name, help=helptext)
+        c.add_argument("file", metavar="FILE", help=".ctl file or torch.profiler trace")
+        if name != "summary":
+            c.add_argument("-o", "--output", required=True)
+        if name in ("plot", "summary"):
+            c.add_argument("--window", help="step (3), steps (3-5) or seconds (0.5s-0.75s)")
+        if name == "summary":
+            c.add_argument("--json", action="store_true", help="the report as JSON")
+        c.set_defaults(run=run)
+    i = sub.add_parser("import", help="read a torch.profiler trace into a .ctl file")
+    i.add_argument("trace", metavar="TRACE")
+    i.add_argument("-o", "--output", required=True)
+    i.set_defaults(run=_cmd_import)
+    m = sub.add_parser("merge", help="merge the rank-<r>.ctl files of DIR")
+    m.add_argument("dir", metavar="DIR")
+    m.add_argument("-o", "--output", required=True)
+    m.set_defaults(run=_cmd_merge)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except CutimelineError as exc:
+        print(f"cutimeline: error: {exc}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:  # `cutimeline summary x | head`
+        return 0
