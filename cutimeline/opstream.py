@@ -9,34 +9,40 @@ no lock is taken on the hot path, only on cache misses. The signature
 (op name, tensor dtypes and shapes, device) is interned through a dict keyed
 by the op and its tensor arguments' ``(dtype, shape)``, so its strings are
 built only on a miss. Launching ops append ``(seq, stream, begin_event,
-end_event, gpu kind)`` to ``Writer.launches`` as well. ``assemble`` turns
-the writers, the device's ``Harvest`` and the spans into a Timeline at stop.
+end_event, gpu kind)`` to ``Writer.launches`` as well; ``record.py`` turns
+the writers and the device's ``Harvest`` into a Timeline at stop.
+
+The per-op cost is dominated by reading each tensor argument's dtype, shape
+and device (three getters, about 0.1-0.3 µs each) and two clock reads; the
+rest is one dict lookup and one tuple append.
 """
 
 from __future__ import annotations
 
 import itertools
+import operator
 import statistics
 import threading
 import warnings
+import weakref
 from time import perf_counter_ns as _now
 from typing import Any, Callable
 
-import numpy as np
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from .devices import Device, Harvest
-from .timeline import NONE, GpuKind, OpFlag, SpanKind, Strings, Timeline
+from .devices import Device
+from .timeline import NONE, GpuKind, OpFlag, SpanKind, Strings
 
-__all__ = ["Writer", "Session", "Mode", "measure_overhead", "assemble"]
+__all__ = ["Writer", "Session", "Mode", "measure_overhead"]
 
 _VIEW, _SYNC, _LAUNCH = int(OpFlag.VIEW), int(OpFlag.SYNC), int(OpFlag.LAUNCH)
 _CAPTURED, _TRUNCATED = int(OpFlag.CAPTURED), int(OpFlag.TRUNCATED)
-_SYNC_SPAN, _STEP, _USER = int(SpanKind.SYNC), int(SpanKind.STEP), int(SpanKind.USER)
+_SYNC_SPAN, _STEP = int(SpanKind.SYNC), int(SpanKind.STEP)
 _Tensor = torch.Tensor
 _node = torch._C._current_autograd_node
 _ident = threading.get_ident
+_meta = operator.attrgetter("dtype", "shape", "device")
 
 # Ops that launch no device work besides the aliasing ones (func.is_view).
 _NO_WORK = frozenset({
@@ -85,8 +91,12 @@ class Writer:
 
 
 class _Local(threading.local):
-    def __init__(self, session: "Session"):
-        self.w = session.new_writer()
+    """Each thread's Writer, made on its first access. threading.local keeps
+    its __init__ arguments for every new thread: a weak reference, so that
+    the session and its local do not keep each other alive."""
+
+    def __init__(self, session: Any):
+        self.w = session().new_writer()
 
 
 class Session:
@@ -106,7 +116,7 @@ class Session:
         self.ctxs: dict[tuple[int, int], int] = {(NONE, NONE): 0}
         self.ctx_table: list[tuple[int, int]] = [(NONE, NONE)]  # (module, depth)
         self.writers: list[Writer] = []
-        self.local = _Local(self)
+        self.local = _Local(weakref.ref(self))
         self.step_number, self.step_begin, self.manual = 0, _now(), False
 
     # -- per-thread state and interning (misses take the lock) -----------------
@@ -148,9 +158,7 @@ class Session:
         base = name.split(".")[0]
         flags = _VIEW if (getattr(func, "is_view", False) or base in _NO_WORK
                           or getattr(func, "namespace", "") == "profiler") else 0
-        shapes = ", ".join(f"{_DTYPES.get(key[i], str(key[i]).replace('torch.', ''))}"
-                           f"[{','.join(str(d) for d in key[i + 1])}]"
-                           for i in range(1, len(key) - 1, 2))
+        shapes = ", ".join(_shape(k) for k in key[1:] if not _is_device(k))
         col = dev.index if dev is not None and dev.type == "cuda" and \
             dev.index is not None else NONE
         with self.lock:
@@ -285,6 +293,17 @@ class _Named:
         return self._name
 
 
+def _shape(k: Any) -> str:
+    """``f32[2,3]`` from a key's (dtype, shape, device) triple."""
+    dtype, shape = k[0], k[1]
+    return f"{_DTYPES.get(dtype, str(dtype).replace('torch.', ''))}" \
+        f"[{','.join(str(d) for d in shape)}]"
+
+
+def _is_device(k: Any) -> bool:
+    return k is None or isinstance(k, torch.device)
+
+
 def _pinned(t: Any) -> bool:
     try:
         return bool(t.is_pinned())
@@ -312,32 +331,31 @@ class Mode(TorchDispatchMode):
             return func(*args, **kwargs)
         t0 = _now()
         seq = next(self.count)
-        # id(func): OpOverload hashes in Python; the signature keeps func alive
+        # id(func): OpOverload hashes in Python; the signature keeps func alive.
+        # One C call reads a tensor's (dtype, shape, device): cheaper than three.
         key = [id(func)]
-        dev = None
         for a in args:
             if isinstance(a, _Tensor):
-                key += (a.dtype, a.shape)
-                if dev is None:
-                    dev = a.device
+                key.append(_meta(a))
             elif type(a) is list or type(a) is tuple:
                 for b in a:
                     if isinstance(b, _Tensor):
-                        key += (b.dtype, b.shape)
-                        if dev is None:
-                            dev = b.device
+                        key.append(_meta(b))
         if kwargs:
             for a in kwargs.values():
                 if isinstance(a, _Tensor):
-                    key += (a.dtype, a.shape)
-            if dev is None:
-                dev = kwargs.get("device")
-        key.append(dev)
+                    key.append(_meta(a))
+        if len(key) > 1:
+            dev = key[1][2]
+        else:  # a factory: its device is an argument
+            dev = kwargs.get("device")
+            key.append(dev)
         key = tuple(key)
         try:
             sid, flags, rule = self.sigs.get(key) or s.signature(key, func, dev)
-        except TypeError:  # symbolic shapes do not hash
-            key = tuple(map(str, key))
+        except TypeError:  # symbolic shapes do not hash: key them by text
+            key = tuple((k[0], tuple(map(str, k[1])), k[2]) if type(k) is tuple else k
+                        for k in key)
             sid, flags, rule = self.sigs.get(key) or s.signature(key, func, dev)
         w = self.w
         gid = NONE

@@ -53,13 +53,12 @@ from typing import Any, Callable
 
 import numpy as np
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from .devices import Device, Harvest
 from .errors import CutimelineError
 from .hooks import Hooks, _compiling
 from .opstream import Mode, Session, measure_overhead
-from .timeline import NONE, GpuKind, SpanKind, Timeline
+from .timeline import NONE, SpanKind, Timeline
 
 __all__ = ["record", "Recorder", "span"]
 
@@ -240,11 +239,11 @@ class Recorder:
             self._state = "stopped"
             with _ACTIVE_LOCK:
                 _ACTIVE = None
-            # break the cycles session <-> modes <-> hooks; free the buffers
-            self._mode.s = None
+            # drop the session (modes left in other threads see it is off) and
+            # free its buffers now, not when the last recorded thread ends
             self._session = self._mode = self._hooks = None
-            s.writers.clear()
-            s.local = None
+            for w in s.writers:
+                w.ops, w.launches, w.spans, w.users = [], [], [], []
         return self
 
     def step(self) -> None:

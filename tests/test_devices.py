@@ -3,7 +3,6 @@ streams (``devices._cuda_api``), with a fake host clock and a device clock of
 its own, read only as float32-millisecond elapsed times, as CUDA allows."""
 
 import threading
-import warnings
 
 import numpy as np
 import pytest

@@ -2,7 +2,6 @@
 module paths and autograd nodes, spans, threads, limits, misuse."""
 
 import collections
-import os
 import threading
 import warnings
 
@@ -602,6 +601,23 @@ def test_misuse_errors_and_clean_state():
         torch.ones(1)
     assert names(other.timeline) == ["aten::ones"]
     assert _global_state() == before
+
+
+def test_a_stopped_recording_is_freed_without_the_garbage_collector():
+    import gc
+    import weakref
+    gc.collect()
+    gc.disable()
+    try:
+        rec = ctl.record(device="cpu", measure=False).start()
+        session = weakref.ref(rec._session)
+        with ctl.span("left open"):
+            net, x = mlp()
+            net(x).sum().backward()
+            rec.stop()
+        assert session() is None  # no reference cycle keeps it
+    finally:
+        gc.enable()
 
 
 def test_stop_from_another_thread_is_refused():
