@@ -6,9 +6,11 @@
 
 ``compare`` calls ``fn`` (one training step) ``warmup + steps`` times in
 each of three passes, one after the other: uninstrumented, under
-``ctl.record`` and under ``torch.profiler``. The passes are separate because
-a profiler running while a ``TorchDispatchMode`` is active sees every op
-twice (once as dispatched, once from the mode's own call). Each pass has
+``ctl.record`` and under ``torch.profiler`` (``rounds`` times, odd rounds
+in reverse order; overheads are per-round ratios, then their median). The
+passes are separate because a profiler running while a
+``TorchDispatchMode`` is active sees every op twice (once as dispatched,
+once from the mode's own call). Each pass has
 its own warm-up (its caches, the profiler's warmup phase); only the
 ``steps`` after it are timed and compared. Each step is timed with
 ``perf_counter_ns`` around ``fn()`` and, on CUDA, a
@@ -48,19 +50,21 @@ TOLERANCE = 0.05   # GPU times agree when within 5 %
 
 def compare(fn: Callable[[], Any], *, steps: int = 20, warmup: int = 3,
             device: Any = "auto", profiler_activities: Iterable[Any] | None = None,
-            record_shapes: bool = True, trace_dir: str | os.PathLike | None = None,
-            ) -> Comparison:
+            record_shapes: bool = True, rounds: int = 1,
+            trace_dir: str | os.PathLike | None = None) -> Comparison:
     """Run ``fn`` uninstrumented, under cutimeline and under torch.profiler
     (see the module doc) and compare.
 
     ``fn``: one training step, called with no arguments ``warmup + steps``
     times per pass (3 passes), so it must be repeatable. ``steps``: timed,
     compared steps per pass (≥ 1). ``warmup``: untimed steps before them
-    (≥ 0). ``device``: "auto" (CUDA when available), "cpu", "cuda" or
-    "cuda:N" (or a ``torch.device``) — what ``ctl.record`` records and what is synchronized after
-    each step. ``profiler_activities``: torch.profiler activities (default
+    (≥ 0). ``device``: "auto" (CUDA when available), "cpu", "cuda",
+    "cuda:N" or a ``torch.device`` — what ``ctl.record`` records and what
+    is synchronized after each step. ``profiler_activities``: torch.profiler activities (default
     CPU, plus CUDA on a CUDA device); CPU is required. ``record_shapes``:
-    passed to torch.profiler. ``trace_dir``: a folder that keeps both traces
+    passed to torch.profiler. ``rounds``: how many times the three passes
+    run (odd rounds in reverse order); every round is timed, the first
+    one's traces are compared. ``trace_dir``: a folder that keeps both traces
     (``cutimeline.ctl``, ``kineto.json``); by default they are written to a
     temporary folder and removed. An exception from ``fn`` propagates
     unchanged.
@@ -69,7 +73,8 @@ def compare(fn: Callable[[], Any], *, steps: int = 20, warmup: int = 3,
     if not callable(fn):
         raise CutimelineError(f"compare(fn={fn!r}) needs a callable that runs one "
                               f"training step with no arguments.")
-    for name, value, least in (("steps", steps, 1), ("warmup", warmup, 0)):
+    for name, value, least in (("steps", steps, 1), ("warmup", warmup, 0),
+                               ("rounds", rounds, 1)):
         if isinstance(value, bool) or not isinstance(value, int) or value < least:
             raise CutimelineError(f"compare({name}={value!r}) must be a whole number "
                                   f"≥ {least}.")
@@ -89,16 +94,18 @@ def compare(fn: Callable[[], Any], *, steps: int = 20, warmup: int = 3,
     with tempfile.TemporaryDirectory(prefix="cutimeline-compare-") as tmp:
         folder = tmp if trace_dir is None else os.fspath(trace_dir)
         os.makedirs(folder, exist_ok=True)
-        times = {"none": _timed(fn, warmup, steps, sync)}
-        from .record import record
-        with record(device=str(dev), steps="manual") as rec:
-            times["cutimeline"] = _timed(fn, warmup, steps, sync, rec.step)
         kineto = os.path.join(folder, "kineto.json")
-        times["profiler"] = _profiled(fn, warmup, steps, sync, activities,
-                                      record_shapes, kineto, torch)
+        times: dict[str, list[np.ndarray]] = {k: [] for k in PASSES}
+        kept: dict[str, Any] = {}
+        for r in range(rounds):
+            # odd rounds run backwards, so no pass always comes first
+            for name in PASSES if r % 2 == 0 else PASSES[::-1]:
+                times[name].append(_pass(name, fn, warmup, steps, sync, dev,
+                                         activities, record_shapes,
+                                         kineto if r == 0 else None, kept))
         from .kineto import import_chrome
         theirs = import_chrome(kineto)
-        recorded = rec.timeline
+        recorded = kept["timeline"]
         ours, match, rows = _match(recorded, theirs, warmup, steps)
         ctl_path = os.path.join(folder, "cutimeline.ctl")
         ours.save(ctl_path)
@@ -109,7 +116,7 @@ def compare(fn: Callable[[], Any], *, steps: int = 20, warmup: int = 3,
     elif dev.type == "cuda":   # the recorder warned; say so in the table too
         why = ("our GPU times are not on the host clock: "
                f"{recorded.meta.get('align_error', 'the recording is not aligned')}")
-    meta = {"device": str(dev), "steps": steps, "warmup": warmup,
+    meta = {"device": str(dev), "steps": steps, "warmup": warmup, "rounds": rounds,
             "torch": torch.__version__, "threads": torch.get_num_threads(),
             "activities": [str(a).split(".")[-1] for a in activities],
             "record_shapes": record_shapes,
@@ -118,8 +125,8 @@ def compare(fn: Callable[[], Any], *, steps: int = 20, warmup: int = 3,
         meta["gpu_not_compared"] = why
     if dev.type == "cuda":
         meta["device_name"] = torch.cuda.get_device_name(dev)
-    return Comparison(step_ns=times, match=match, gpu=gpu, sizes=sizes,
-                      ours=ours, theirs=theirs, meta=meta)
+    return Comparison(step_ns={k: np.stack(v) for k, v in times.items()}, match=match,
+                      gpu=gpu, sizes=sizes, ours=ours, theirs=theirs, meta=meta)
 
 
 def _device(device: Any, torch: Any) -> Any:
@@ -175,17 +182,27 @@ def _timed(fn: Callable[[], Any], warmup: int, steps: int, sync: Callable[[], No
     return out
 
 
-def _profiled(fn: Callable[[], Any], warmup: int, steps: int, sync: Callable[[], None],
-              activities: list[Any], record_shapes: bool, path: str,
-              torch: Any) -> np.ndarray:
-    """The torch.profiler pass: its warmup phase, then ``steps`` active
-    steps, exported as Kineto JSON to ``path``."""
+def _pass(name: str, fn: Callable[[], Any], warmup: int, steps: int,
+          sync: Callable[[], None], dev: Any, activities: list[Any],
+          record_shapes: bool, kineto: str | None, kept: dict[str, Any]) -> np.ndarray:
+    """One pass; its step times (ns). The cutimeline pass keeps its first
+    Timeline in ``kept``; the profiler pass exports its trace to ``kineto``
+    when given."""
+    if name == "none":
+        return _timed(fn, warmup, steps, sync)
+    if name == "cutimeline":
+        from .record import record
+        with record(device=str(dev), steps="manual") as rec:
+            times = _timed(fn, warmup, steps, sync, rec.step)
+        kept.setdefault("timeline", rec.timeline)
+        return times
     from torch.profiler import profile, schedule
+    ready = None if kineto is None else (lambda p: p.export_chrome_trace(kineto))
     with profile(activities=activities, record_shapes=record_shapes,
                  schedule=schedule(wait=0, warmup=warmup, active=steps, repeat=1),
-                 on_trace_ready=lambda p: p.export_chrome_trace(path)) as prof:
+                 on_trace_ready=ready) as prof:
         times = _timed(fn, warmup, steps, sync, prof.step)
-    if not os.path.exists(path):
+    if kineto is not None and not os.path.exists(kineto):
         raise CutimelineError("torch.profiler wrote no trace for the compared steps, "
                               "so there is nothing to compare against; check that "
                               "fn runs torch ops and that Kineto is available "
@@ -308,7 +325,7 @@ class GpuAgreement:
 @dataclass(frozen=True, eq=False)
 class Comparison:
     """What ``compare`` found. ``step_ns``: per pass ("none", "cutimeline",
-    "profiler") the timed step times (ns); ``match``: the op-stream
+    "profiler") the timed step times (ns), one row per round; ``match``: the op-stream
     ``OpMatch``; ``gpu``: a ``GpuAgreement`` on CUDA, else None; ``sizes``:
     bytes on disk (see ``_sizes``); ``ours``: our Timeline of the compared
     steps; ``theirs``: the imported profiler trace; ``meta``: the settings."""
@@ -323,14 +340,18 @@ class Comparison:
 
     @property
     def median_ns(self) -> dict[str, float]:
+        """Median step time of each pass over all rounds (ns)."""
         return {k: float(np.median(v)) for k, v in self.step_ns.items()}
 
     @property
     def overhead(self) -> dict[str, float]:
-        """Median step time ÷ the uninstrumented one, per instrumented pass."""
-        m = self.median_ns
-        return {k: m[k] / m["none"] if m["none"] > 0 else float("nan")
-                for k in ("cutimeline", "profiler")}
+        """Median step time ÷ the uninstrumented one, per instrumented pass:
+        per round, then the median over rounds (drift between rounds, as on
+        a shared machine, cancels within each)."""
+        none = np.median(self.step_ns["none"], axis=1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return {k: float(np.median(np.median(self.step_ns[k], axis=1) / none))
+                    for k in ("cutimeline", "profiler")}
 
     def plot(self, path: Any = None, **kwargs: Any) -> Any:
         """Both Timelines side by side (``plot_compare``); returns the Figure."""
@@ -350,7 +371,8 @@ class Comparison:
         m, over, s, mt = self.median_ns, self.overhead, self.sizes, self.match
         lines = [f"cutimeline vs torch.profiler on {self.meta.get('device', '?')}: "
                  f"{self.meta.get('steps', '?')} steps after "
-                 f"{self.meta.get('warmup', '?')} warm-up per pass", "",
+                 f"{self.meta.get('warmup', '?')} warm-up per pass, "
+                 f"{self.meta.get('rounds', 1)} round(s)", "",
                  "| pass | median step ms | × uninstrumented |", "|---|---:|---:|"]
         for k in PASSES:
             ratio = "1.00" if k == "none" else f"{over[k]:.2f}"

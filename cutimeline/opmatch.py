@@ -239,7 +239,8 @@ def match_ops(ours: Sequence[str], theirs: Sequence[str], *,
     extra or all missing."""
     ours = tuple(base_name(n) for n in ours)
     theirs = tuple(base_name(n) for n in theirs)
-    so = np.zeros(len(ours), np.int64) if ours_step is None else np.asarray(ours_step, np.int64)
+    so = np.zeros(len(ours), np.int64) if ours_step is None else \
+        np.asarray(ours_step, np.int64)
     st = np.zeros(len(theirs), np.int64) if theirs_step is None else \
         np.asarray(theirs_step, np.int64)
     if len(so) != len(ours) or len(st) != len(theirs):

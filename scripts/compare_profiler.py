@@ -90,7 +90,8 @@ def markdown(results: dict, args: argparse.Namespace, seconds: float) -> str:
     meta = first.meta
     cmd = "python scripts/compare_profiler.py" + "".join(
         f" --{k} {v}" for k, v in (("device", args.device), ("steps", args.steps),
-                                   ("warmup", args.warmup), ("threads", args.threads)))
+                                   ("warmup", args.warmup), ("rounds", args.rounds),
+                                   ("threads", args.threads)))
     out = ["# cutimeline vs torch.profiler", "",
            f"Command: `{cmd}` ({seconds:.0f} s). Machine: {platform.machine()} "
            f"{os.cpu_count()} CPUs, {meta.get('device_name', meta['device'])}, "
@@ -98,18 +99,25 @@ def markdown(results: dict, args: argparse.Namespace, seconds: float) -> str:
            f"{platform.python_version()}. Each workload runs {args.warmup} warm-up "
            f"+ {args.steps} timed steps per pass, passes one after the other: "
            f"uninstrumented, `ctl.record`, `torch.profiler` (activities "
-           f"{', '.join(meta['activities'])}, `record_shapes=True`). Step time: "
+           f"{', '.join(meta['activities'])}, `record_shapes=True`), {args.rounds} "
+           f"rounds of the three (odd rounds in reverse order). Step time: "
            f"`perf_counter_ns` around one `fn()`"
            + (" and `torch.cuda.synchronize()`" if meta["device"] != "cpu" else "")
-           + "; medians. The machine may be shared: expect ±20 % on the ratios.", "",
+           + "; ms columns are medians over all rounds, × the median over rounds of "
+           "each round's ratio of medians. The op match and sizes are of the first "
+           "round's traces.", "",
            "## Overhead", "",
-           "| workload | leaf ops / step | uninstrumented ms | cutimeline ms | × | "
-           "torch.profiler ms | × |", "|---|---:|---:|---:|---:|---:|---:|"]
+           "µs / op: the step time added, per profiler leaf op of the step.", "",
+           "| workload | leaf ops / step | uninstrumented ms | cutimeline ms | × | µs / op | "
+           "torch.profiler ms | × | µs / op |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for name, c in results.items():
         m, o = c.median_ns, c.overhead
-        out.append(f"| {name} | {len(c.match.theirs) // c.meta['steps']:,} | "
-                   f"{m['none'] / 1e6:.2f} | {m['cutimeline'] / 1e6:.2f} | "
-                   f"{o['cutimeline']:.2f} | {m['profiler'] / 1e6:.2f} | {o['profiler']:.2f} |")
+        ops = len(c.match.theirs) / c.meta["steps"]
+        per = {k: (m[k] - m["none"]) / 1e3 / max(ops, 1) for k in ("cutimeline", "profiler")}
+        out.append(f"| {name} | {ops:,.0f} | {m['none'] / 1e6:.2f} | "
+                   f"{m['cutimeline'] / 1e6:.2f} | {o['cutimeline']:.2f} | "
+                   f"{per['cutimeline']:.1f} | {m['profiler'] / 1e6:.2f} | "
+                   f"{o['profiler']:.2f} | {per['profiler']:.1f} |")
     out += ["", "## Op-stream match", "",
             "Our aten ops against the profiler's leaf aten ops of the same steps "
             "(rule in the notes), aligned step by step.", "",
@@ -212,8 +220,10 @@ def figure(result, path: str) -> str | None:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto")
-    p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--steps", type=int, default=20)
     p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--rounds", type=int, default=3,
+                   help="times the three passes run (odd rounds in reverse order)")
     p.add_argument("--threads", type=int, default=1,
                    help="torch intra-op threads (1: steadier on a shared machine)")
     p.add_argument("--workloads", nargs="+", default=list(WORKLOADS), choices=list(WORKLOADS))
@@ -227,7 +237,8 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.workloads:
         torch.manual_seed(0)
         results[name] = compare(WORKLOADS[name](device), steps=args.steps,
-                                warmup=args.warmup, device=str(device))
+                                warmup=args.warmup, rounds=args.rounds,
+                                device=str(device))
         print(f"{name}: {results[name]!r}", file=sys.stderr)
     seconds = time.perf_counter() - t0
     os.makedirs(args.out, exist_ok=True)

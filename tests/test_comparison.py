@@ -59,7 +59,7 @@ def test_step_times_overheads_and_timelines(mlp):
     cmp, _ = mlp
     assert set(cmp.step_ns) == {"none", "cutimeline", "profiler"}
     for times in cmp.step_ns.values():
-        assert times.shape == (3,) and (times > 0).all()
+        assert times.shape == (1, 3) and (times > 0).all()
     assert set(cmp.overhead) == {"cutimeline", "profiler"}
     assert all(np.isfinite(v) and v > 0 for v in cmp.overhead.values())
     assert cmp.gpu is None  # CPU: no GPU time to compare
@@ -109,6 +109,25 @@ def test_temporary_traces_are_removed(tmp_path, monkeypatch):
     assert cmp.match.fraction == 1.0 and cmp.match.matched == 2  # ones, add
 
 
+def test_rounds_time_every_pass_again_in_alternating_order():
+    order = []
+
+    def fn():
+        n = torch._C._len_torch_dispatch_stack()
+        order.append("cutimeline" if n else "profiler" if
+                     torch._C._autograd._profiler_enabled() else "none")
+        torch.ones(2).mul(2)
+    cmp = compare(fn, steps=2, warmup=1, rounds=2, device="cpu")
+    assert all(v.shape == (2, 2) for v in cmp.step_ns.values())
+    passes = order[2::3]  # each pass calls fn warmup + steps = 3 times; the last
+    assert passes == ["none", "cutimeline", "profiler", "profiler", "cutimeline", "none"]
+    # the ratios are per round, then the median over rounds
+    none = np.median(cmp.step_ns["none"], axis=1)
+    ratio = np.median(np.median(cmp.step_ns["profiler"], axis=1) / none)
+    assert cmp.overhead["profiler"] == pytest.approx(ratio)
+    assert len(cmp.match.theirs) == 2 * 2  # the first round's steps only
+
+
 # -- what fn does comes out unchanged ------------------------------------------------
 
 @pytest.mark.parametrize("failing_call", [0, 2, 4])  # in the plain, cutimeline, profiler pass
@@ -134,7 +153,8 @@ def test_an_exception_from_fn_propagates_unchanged(failing_call):
 
 @pytest.mark.parametrize("kwargs, words", [
     ({"steps": 0}, "steps=0"), ({"steps": 2.5}, "steps=2.5"), ({"steps": True}, "steps=True"),
-    ({"warmup": -1}, "warmup=-1"), ({"device": "tpu"}, "device='tpu'"),
+    ({"warmup": -1}, "warmup=-1"), ({"rounds": 0}, "rounds=0"),
+    ({"device": "tpu"}, "device='tpu'"),
     ({"device": 0}, "compare(device=0) is not understood"),
     ({"record_shapes": "yes"}, "record_shapes='yes'"),
     ({"profiler_activities": "cpu"}, "profiler_activities='cpu'"),
