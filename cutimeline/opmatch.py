@@ -19,8 +19,8 @@ Which ops take part, on each side:
 
 Names are compared with the overload stripped (Kineto writes
 ``aten::add``, the recorder ``aten::add.Tensor``). The streams are aligned
-step by step with ``difflib.SequenceMatcher`` (longest matching blocks,
-recursively, no junk heuristic), with the few substitutions that a
+step by step as a longest common subsequence (``common_subsequence``:
+Myers' diff, difflib for streams too different), with the few substitutions that a
 ``TorchDispatchMode`` causes by being active (``SUBSTITUTES``) keyed alike
 on both sides, and counted apart when the names differ; ops left
 over on the profiler's side are *missing* from ours, ops left over on ours
@@ -41,7 +41,7 @@ import numpy as np
 from .errors import CutimelineError
 from .timeline import NONE, Timeline
 
-__all__ = ["OpMatch", "match_ops", "recorded_ops", "profiler_leaves",
+__all__ = ["OpMatch", "match_ops", "common_subsequence", "recorded_ops", "profiler_leaves",
            "decomposes", "base_name", "SUBSTITUTES", "EXPLAINED"]
 
 _OPERATOR = re.compile(r"[A-Za-z_]\w*::\w+(\.\w+)?")
@@ -252,8 +252,71 @@ def match_ops(ours: Sequence[str], theirs: Sequence[str], *,
     pairs = []
     for step in np.union1d(so, st).tolist():
         io, it = np.flatnonzero(so == step), np.flatnonzero(st == step)
-        sm = difflib.SequenceMatcher(None, [ours_keys[i] for i in io], [keys[j] for j in it],
-                                     autojunk=False)
-        for a, b, size in sm.get_matching_blocks():
-            pairs.extend(zip(io[a:a + size].tolist(), it[b:b + size].tolist()))
+        found = common_subsequence([ours_keys[i] for i in io], [keys[j] for j in it])
+        pairs.extend((int(io[a]), int(it[b])) for a, b in found)
     return OpMatch(ours, theirs, so, st, np.array(pairs, np.int64).reshape(-1, 2))
+
+
+def common_subsequence(a: Sequence[str], b: Sequence[str], *,
+                       max_edits: int = 4000) -> list[tuple[int, int]]:
+    """Index pairs (i, j), a[i] == b[j], of a longest common subsequence.
+
+    Myers' O((n + m)·D) shortest-edit-script search, D the number of ops
+    only one side has: op streams of one step differ in few ops, so this is
+    near linear where greedy block matching (difflib) goes astray on
+    repetitive streams (layer after identical layer). Past ``max_edits``
+    the streams are too different for that to pay, and difflib's
+    ``SequenceMatcher`` (longest blocks first, recursively) aligns them."""
+    lo = 0   # a common prefix and suffix need no search
+    while lo < len(a) and lo < len(b) and a[lo] == b[lo]:
+        lo += 1
+    hi_a, hi_b = len(a), len(b)
+    while hi_a > lo and hi_b > lo and a[hi_a - 1] == b[hi_b - 1]:
+        hi_a, hi_b = hi_a - 1, hi_b - 1
+    middle = _myers(a[lo:hi_a], b[lo:hi_b], max_edits)
+    if middle is None:
+        sm = difflib.SequenceMatcher(None, a[lo:hi_a], b[lo:hi_b], autojunk=False)
+        middle = [(i + k, j + k) for i, j, size in sm.get_matching_blocks()
+                  for k in range(size)]
+    tail = range(len(a) - hi_a)
+    return ([(i, i) for i in range(lo)] + [(i + lo, j + lo) for i, j in middle]
+            + [(hi_a + k, hi_b + k) for k in tail])
+
+
+def _myers(a: Sequence[str], b: Sequence[str], max_edits: int) -> list | None:
+    """The matched pairs of a shortest edit script, or None past max_edits."""
+    n, m = len(a), len(b)
+    if not n or not m:
+        return []
+    v = {1: 0}           # diagonal k = x - y -> furthest x reached
+    trace = []           # v before each round d, for the walk back
+    for d in range(min(n + m, max_edits) + 1):
+        trace.append(v.copy())
+        for k in range(-d, d + 1, 2):
+            if k == -d or (k != d and v[k - 1] < v[k + 1]):
+                x = v[k + 1]          # a step down: b[y] is extra
+            else:
+                x = v[k - 1] + 1      # a step right: a[x] is extra
+            y = x - k
+            while x < n and y < m and a[x] == b[y]:
+                x, y = x + 1, y + 1
+            v[k] = x
+            if x >= n and y >= m:
+                return _walk_back(trace, n, m)
+    return None
+
+
+def _walk_back(trace: list[dict], x: int, y: int) -> list[tuple[int, int]]:
+    """From the end back through each round's step: the diagonal run
+    (matches) that followed it, then the step itself."""
+    pairs = []
+    for d in range(len(trace) - 1, -1, -1):
+        v, k = trace[d], x - y
+        prev_k = k + 1 if k == -d or (k != d and v[k - 1] < v[k + 1]) else k - 1
+        prev_x = v[prev_k]
+        prev_y = prev_x - prev_k
+        while x > prev_x and y > prev_y:
+            x, y = x - 1, y - 1
+            pairs.append((x, y))
+        x, y = prev_x, prev_y
+    return pairs[::-1]

@@ -12,7 +12,8 @@ import torch
 
 from cutimeline.comparison import Comparison, _gpu_agreement, compare
 from cutimeline.errors import CutimelineError
-from cutimeline.opmatch import (EXPLAINED, SUBSTITUTES, base_name, decomposes,
+from cutimeline.opmatch import (EXPLAINED, SUBSTITUTES, base_name, common_subsequence,
+                                decomposes,
                                 match_ops, profiler_leaves, recorded_ops)
 from cutimeline.timeline import NONE, GpuKind, Strings, Timeline
 
@@ -230,6 +231,53 @@ def test_matcher_aligns_step_by_step():
     m = match_ops(["aten::a", "aten::b"], ["aten::a"], ours_step=[0, 1], theirs_step=[0])
     assert m.matched == 1 and m.extra.tolist() == [1] and m.fraction == 1.0
     assert m.example("ours", "aten::b") == "step 1: aten::a, [aten::b]"
+
+
+def lcs_length(a, b):
+    """The textbook dynamic programme, for reference."""
+    prev = [0] * (len(b) + 1)
+    for x in a:
+        cur = [0]
+        for j, y in enumerate(b):
+            cur.append(prev[j] + 1 if x == y else max(prev[j + 1], cur[j]))
+        prev = cur
+    return prev[-1]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_common_subsequence_is_a_longest_one(seed):
+    rng = np.random.default_rng(seed)
+    for _ in range(60):
+        alphabet = "abcd"[:rng.integers(1, 5)]
+        a = list(rng.choice(list(alphabet), rng.integers(0, 25)))
+        b = list(rng.choice(list(alphabet), rng.integers(0, 25)))
+        for max_edits in (4000, 2):   # Myers, and the difflib fallback past 2 edits
+            pairs = common_subsequence(a, b, max_edits=max_edits)
+            assert all(a[i] == b[j] for i, j in pairs)
+            assert all(p < q for (p, _), (q, _) in zip(pairs, pairs[1:]))
+            assert all(p < q for (_, p), (_, q) in zip(pairs, pairs[1:]))
+            if max_edits > 50:
+                assert len(pairs) == lcs_length(a, b)
+
+
+def test_matcher_keeps_its_place_in_repetitive_streams():
+    # identical layers, one op in 97 renamed and one in 53 extra: block
+    # matching that pairs a layer with its neighbour would lose most ops
+    theirs = [f"aten::op{i % 37}" for i in range(600)] * 5
+    for k in range(0, len(theirs), 97):
+        theirs[k] = "aten::mul"
+    ours = [f"aten::op{i % 37}" for i in range(600)] * 5
+    inserted = 0
+    for k in range(5, len(ours), 53):
+        ours.insert(k, "aten::detach")
+        inserted += 1
+    m = match_ops(ours, theirs)
+    renamed = len(range(0, len(theirs), 97))
+    assert m.missing_names() == {"aten::mul": renamed}
+    assert m.matched == len(theirs) - renamed
+    # each renamed op is extra in ours under its old name, beside the detaches
+    assert m.extra_names()["aten::detach"] == inserted
+    assert len(m.extra) == inserted + renamed
 
 
 def test_matcher_edge_cases():
