@@ -22,10 +22,24 @@ Where the spans come from:
 * BACKWARD — a wrapper around ``torch.autograd._engine_run_backward``, which
   ``Tensor.backward``, ``torch.autograd.backward`` and ``torch.autograd.grad``
   all call; one span per backward pass, on the thread that asked for it.
+  While one runs, the op stream reads each op's autograd node (grad_fn);
+  a backward pass started any other way (the engine called directly) is
+  recorded without grad_fn.
 * OPTIMIZER — global optimizer step pre/post hooks; the post hook also ends
   a step (see ``steps`` in ``record``).
 * DATA — wrappers around ``DataLoader.__iter__`` and the iterators'
-  ``__next__``; they only time the call and mark the thread as fetching.
+  ``__next__``; they only time the call and mark the thread as fetching
+  (threads started meanwhile, such as the pin-memory thread, fetch for
+  good).
+* SYNC (CUDA) — wrappers around ``torch.cuda.synchronize``,
+  ``Stream.synchronize`` and ``Event.synchronize`` (and ``Event.record``,
+  to know what an event covers); the op stream adds SYNC spans for
+  host-blocking ops.
+
+While torch.compile traces (Dynamo runs the Python of hooks it meets),
+every hook does nothing, so compiled regions have no MODULE spans inside
+and their ops carry the module that called into them. torch warns about
+global module hooks when a module is compiled; that warning is expected.
 """
 
 from __future__ import annotations
@@ -109,10 +123,9 @@ class Hooks:
                      for n, m in root.named_modules()}
             entry = self._paths[id(root)] = (root, names)
         sid = entry[1].get(id(module))
-        if sid is None:
+        if sid is None:  # not cached: a transient module's id may be reused
             s = self.s
             sid = s.intern(f"{s.strings.values[parent]}.{type(module).__name__}")
-            entry[1][id(module)] = sid
         return sid
 
     def _pre(self, module: Any, args: Any) -> None:

@@ -5,22 +5,31 @@ launches, collected into a ``Timeline``.
         train()
     tl = rec.timeline                # aligned at stop when it has device events
 
-A private ``TorchDispatchMode`` sees each op below autograd and below the
-``CompositeImplicitAutograd`` decompositions (``aten::linear`` arrives as
-``aten::t`` and ``aten::addmm``), but not the ops that kernels call
-internally. For each op it appends one tuple to its thread's ``Writer``; the
-shape/dtype signature is interned through a cache keyed by the op and its
-tensor arguments' ``(dtype, shape)``, so strings are built only on a miss.
-An op whose tensors live on a device the recorder's ``Device`` owns, that is
-not metadata-only (flag VIEW) and that is not a CPU op inside a DataLoader
-fetch, is bracketed by BEGIN/END events on its stream (flag LAUNCH).
+A private ``TorchDispatchMode`` (``opstream.py``) sees each op below
+autograd and below the ``CompositeImplicitAutograd`` decompositions
+(``aten::linear`` arrives as ``aten::t`` and ``aten::addmm``), but not the
+ops that kernels call inside. Against torch.profiler (``record_shapes=True``,
+run separately): the ops seen are the profiler's aten events that do not
+decompose at CompositeImplicitAutograd and have no such event above them,
+plus ``profiler::_record_function_*`` ops for its named ranges; an active
+mode itself makes autograd save op outputs as ``aten::detach`` aliases (one
+more detach at unpacking), and makes composite code pick out-of-place
+variants (``aten::add`` for ``add_``, ``aten::view`` for ``_reshape_alias``);
+``tests/test_record.py`` checks this on three models.
 
-What is seen, precisely:
+An op whose tensors live on a device the recorder's ``Device`` owns, that is
+not metadata-only (flag VIEW: views, ``empty``, profiler ops) and that is
+not a CPU op inside a DataLoader fetch, is bracketed by BEGIN/END events on
+its stream (flag LAUNCH) and gets one gpu row.
+
+What else is seen, precisely:
 
 * Backward ops run by the autograd engine, with their autograd node
-  (``AddmmBackward0``) in ``grad_fn``; forward ops with their innermost
-  module path. On CUDA the engine runs backward on its device threads,
-  which inherit the dispatch mode; those ops get those threads' rows.
+  (``AddmmBackward0``) in ``grad_fn``, for backward passes started through
+  ``torch.autograd`` (``Tensor.backward``, ``backward``, ``grad``); forward
+  ops with their innermost module path and its depth (root 0; ``depth`` is
+  NONE outside modules). On CUDA the engine runs backward on its device
+  threads, which inherit the dispatch mode; those ops get those threads' rows.
 * Threads started while recording (``threading.Thread.start``) record their
   ops. Threads that were running before start are not recorded, nor are
   DataLoader worker processes (their fetch is one DATA span in the parent).
@@ -28,7 +37,8 @@ What is seen, precisely:
   compiled code stays compiled; the recorder sees the ops the compiled
   artifact dispatches at run time (with ``aot_eager`` every aten op; with
   inductor its extern calls such as ``aten::mm``). Fused kernels that do
-  not pass the dispatcher are not ops and get no gpu row.
+  not pass the dispatcher are not ops and get no gpu row. Host spans are not
+  made inside compiled regions (see ``hooks.py``).
 * While a CUDA stream captures a graph no events are recorded (flag
   CAPTURED); each graph replay is one gpu row of kind GRAPH, with an ops
   row ``cudagraph::replay``.
@@ -37,7 +47,12 @@ What is seen, precisely:
   boolean-mask indexing, ``repeat_interleave`` without ``output_size``, and
   copies between the host and an owned device that block (device→host unless
   non-blocking into pinned memory, host→device unless non-blocking); only
-  when the device side is owned by the recorder's Device.
+  when the device side is owned by the recorder's Device. On CUDA also
+  ``torch.cuda.synchronize`` and ``Stream``/``Event.synchronize``.
+* Steps: a STEP span runs from the previous boundary (or the start) to the
+  next; ops after the last boundary belong to no step.
+* One device per recording: with ``device="cuda:0"`` ops on other GPUs get
+  host rows (their ``device`` column says which GPU).
 """
 
 from __future__ import annotations

@@ -457,13 +457,19 @@ def test_threads_started_while_recording_are_recorded_without_mixing_rows():
         for _ in range(300):
             torch.relu(x) if tag == "A" else torch.neg(x)
 
-    with ctl.record(device="cpu", measure=False) as rec:
-        threads = [threading.Thread(target=work, args=(t,), name=f"worker-{t}")
-                   for t in "AB"]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+    import sys
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)  # switch threads often: their ops interleave
+    try:
+        with ctl.record(device="cpu", measure=False) as rec:
+            threads = [threading.Thread(target=work, args=(t,), name=f"worker-{t}")
+                       for t in "AB"]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+    finally:
+        sys.setswitchinterval(interval)
     tl = rec.timeline
     ops = tl.to_pandas("ops")
     names_by_thread = {tl.meta["threads"][t]: set(zip(g.name, g.shapes))
