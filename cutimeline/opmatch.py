@@ -20,11 +20,12 @@ Which ops take part, on each side:
 Names are compared with the overload stripped (Kineto writes
 ``aten::add``, the recorder ``aten::add.Tensor``). The streams are aligned
 step by step as a longest common subsequence (``common_subsequence``:
-Myers' diff, difflib for streams too different), with the few substitutions that a
-``TorchDispatchMode`` causes by being active (``SUBSTITUTES``) keyed alike
-on both sides, and counted apart when the names differ; ops left
-over on the profiler's side are *missing* from ours, ops left over on ours
-are *extra*. ``EXPLAINED`` says why each known difference happens.
+Myers' diff; difflib for streams too different), with the few
+substitutions that a ``TorchDispatchMode`` causes by being active
+(``SUBSTITUTES``) keyed alike on both sides and counted apart when the
+names differ. Ops left over on the profiler's side are *missing* from
+ours, ops left over on ours are *extra*. ``EXPLAINED`` says why each known
+difference happens.
 """
 
 from __future__ import annotations
@@ -41,8 +42,8 @@ import numpy as np
 from .errors import CutimelineError
 from .timeline import NONE, Timeline
 
-__all__ = ["OpMatch", "match_ops", "common_subsequence", "recorded_ops", "profiler_leaves",
-           "decomposes", "base_name", "SUBSTITUTES", "EXPLAINED"]
+__all__ = ["OpMatch", "match_ops", "common_subsequence", "recorded_ops",
+           "profiler_leaves", "decomposes", "base_name", "SUBSTITUTES", "EXPLAINED"]
 
 _OPERATOR = re.compile(r"[A-Za-z_]\w*::\w+(\.\w+)?")
 HIDDEN_NAMESPACES = ("profiler",)
