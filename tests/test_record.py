@@ -453,8 +453,9 @@ def test_threads_started_while_recording_are_recorded_without_mixing_rows():
 
     def work(tag):
         x = torch.ones(*shapes[tag])
-        barrier.wait()
-        for _ in range(300):
+        for i in range(300):
+            if i % 10 == 0:  # meet now and then, so the rows surely interleave
+                barrier.wait()
             torch.relu(x) if tag == "A" else torch.neg(x)
 
     import sys
@@ -480,7 +481,7 @@ def test_threads_started_while_recording_are_recorded_without_mixing_rows():
     assert len(set(tl.ops.seq)) == len(ops) == 602
     # the threads ran at the same time: their rows interleave in seq order
     t = tl.ops.thread
-    assert (np.diff(t) != 0).sum() > 2
+    assert (np.diff(t) != 0).sum() >= 29
 
 
 def test_backward_in_a_recorded_thread_carries_nodes():
