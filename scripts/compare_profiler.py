@@ -213,7 +213,10 @@ def figure(result, path: str) -> str | None:
     except ImportError as exc:
         return f"no figure: cutimeline.figure.plot_compare is not available ({exc})"
     a, b = result.ours, result.theirs
-    plot_compare(a, b, path, window=(a.step_numbers()[0], a.step_numbers()[0]))
+    step = int(a.step_numbers()[0])   # both number the compared steps alike
+    assert step in b.step_numbers(), (a.step_numbers(), b.step_numbers())
+    plot_compare(a, b, path, window=step, labels=("cutimeline", "torch.profiler, imported"),
+                 title=f"One training step of the transformer on {result.meta['device']}")
     return None
 
 
