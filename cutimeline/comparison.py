@@ -354,8 +354,13 @@ class Comparison:
                     for k in ("cutimeline", "profiler")}
 
     def plot(self, path: Any = None, **kwargs: Any) -> Any:
-        """Both Timelines side by side (``plot_compare``); returns the Figure."""
+        """Both Timelines side by side (``plot_compare``), by default the
+        first compared step (both number the steps alike); returns the
+        Figure. ``kwargs`` go to ``plot_compare``."""
         from .figure import plot_compare
+        steps = self.ours.step_numbers()
+        kwargs.setdefault("window", int(steps[0]) if len(steps) else None)
+        kwargs.setdefault("labels", ("cutimeline", "torch.profiler, imported"))
         return plot_compare(self.ours, self.theirs, path, **kwargs)
 
     def to_dict(self) -> dict[str, Any]:

@@ -209,14 +209,11 @@ def notes(results: dict) -> list[str]:
 def figure(result, path: str) -> str | None:
     """The side-by-side figure, or why there is none."""
     try:
-        from cutimeline.figure import plot_compare
+        import cutimeline.figure  # noqa: F401
     except ImportError as exc:
         return f"no figure: cutimeline.figure.plot_compare is not available ({exc})"
-    a, b = result.ours, result.theirs
-    step = int(a.step_numbers()[0])   # both number the compared steps alike
-    assert step in b.step_numbers(), (a.step_numbers(), b.step_numbers())
-    plot_compare(a, b, path, window=step, labels=("cutimeline", "torch.profiler, imported"),
-                 title=f"One training step of the transformer on {result.meta['device']}")
+    result.plot(path, title=f"One training step of the transformer on "
+                            f"{result.meta['device']}")
     return None
 
 
