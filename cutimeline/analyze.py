@@ -26,7 +26,7 @@ from . import intervals as iv
 from .compensation import compensate
 from .errors import CutimelineError
 from .gaps import CAUSES, Cause, host_activity
-from .lanes import Group, Lanes, busy_in, idle_in, lanes, queue_in, queue_quantiles
+from .lanes import Group, lanes
 from .report import Report
 from .timeline import NONE, Timeline
 from .verdict import step_table, step_windows
@@ -77,68 +77,51 @@ def analyze(tl: Timeline, *, window: Any = None, engine: str = "numba",
                               "align the Timeline again with ctl.align(tl).")
     lo, hi = tl.start_ns, tl.end_ns
     w0, w1 = tl.window_bounds(window) if window is not None else (lo, hi)
+    w0, w1 = max(w0, lo), max(min(w1, hi), max(w0, lo))
+    numbers, sb, se = step_windows(tl)
+    inside = (se > w0) & (sb < w1)
+    numbers, sb, se = numbers[inside], sb[inside], se[inside]
     act = host_activity(tl, sync_slack_ns, engine)
-    ln = lanes(tl, act, engine) if has_gpu else None
+    ln = lanes(tl, act, np.concatenate([[w0], sb]), np.concatenate([[w1], se]),
+               engine, bounds=(lo, hi)) if has_gpu else None
     comp = compensate(tl, ln, engine)
     streams = devices = None
     primary = 0
     if ln is not None:
-        streams = _lane_table(ln, ln.streams, ln.stream_keys, act, w0, w1, engine)
+        streams = _lane_table(ln.streams, ln.stream_keys, w0, w1)
         dev_keys = np.stack([ln.device_keys, np.full(len(ln.device_keys), NONE)], 1)
-        devices = _lane_table(ln, ln.devices, dev_keys, act, w0, w1, engine)
+        devices = streams.copy() if ln.devices is ln.streams else \
+            _lane_table(ln.devices, dev_keys, w0, w1)
+        devices["stream"] = NONE
         primary = int(np.argmax(devices["busy_ns"])) if len(devices) else 0
-    numbers, sb, se = step_windows(tl)
-    inside = (se > w0) & (sb < w1)
     settings = {"engine": engine, "gpu_bound_at": gpu_bound_at,
                 "sync_slack_ns": int(sync_slack_ns), "top": int(top)}
-    steps = step_table(tl, ln, act, primary, comp, sb[inside], se[inside],
-                       numbers[inside], gpu_bound_at, engine)
-    overall = step_table(tl, ln, act, primary, comp, [w0], [w1], [NONE],
-                         gpu_bound_at, engine)
-    hta = _hta(tl, engine) if has_gpu else None
+    # window 0 is the report's, the others the steps inside it
+    rows = step_table(tl, ln, act, primary, comp, np.arange(len(sb) + 1),
+                      np.concatenate([[w0], sb]), np.concatenate([[w1], se]),
+                      np.concatenate([[NONE], numbers]), gpu_bound_at, engine)
     return Report(tl=tl, window=(int(w0), int(w1)), lanes=ln, activity=act,
                   streams=streams, devices=devices, primary=primary,
-                  steps=steps, overall=overall[0], hta=hta, compensation=comp,
+                  steps=rows[1:], overall=rows[0], compensation=comp,
                   settings=settings)
 
 
-def _lane_table(ln: Lanes, grp: Group, keys: np.ndarray, act, w0: int, w1: int,
-                engine: str) -> np.ndarray:
+def _lane_table(grp: Group, keys: np.ndarray, w0: int, w1: int) -> np.ndarray:
+    """Window 0 of each group: busy, idle by cause, CPU lead, queue."""
     out = np.zeros(grp.n, LANE_DTYPE)
     if grp.n == 0:
         return out
     out["device"], out["stream"] = keys[:, 0], keys[:, 1]
     out["rows"] = np.diff(grp.starts)
-    busy = busy_in(grp, w0, w1, engine)[:, 0]
-    idle = idle_in(grp, w0, w1, act, engine)[:, 0]
-    out["busy_ns"], out["idle_ns"] = busy, idle.sum(axis=1)
-    out["busy_frac"] = busy / max(w1 - w0, 1)
+    idle = grp.idle[:, 0]
+    out["busy_ns"], out["idle_ns"] = grp.busy[:, 0], idle.sum(axis=1)
+    out["busy_frac"] = grp.busy[:, 0] / max(w1 - w0, 1)
     for c in Cause:
         out[f"{CAUSES[c]}_ns"] = idle[:, c]
-    # CPU lead of the rows that begin inside the window, per group
-    r = grp.order
-    ok = (ln.lead[r] != NONE) & (ln.begin[r] >= w0) & (ln.begin[r] < w1)
-    g = np.repeat(np.arange(grp.n), np.diff(grp.starts))[ok]
-    lead = ln.lead[r][ok]
-    n = np.bincount(g, minlength=grp.n)
-    out["lead_mean_ns"] = np.divide(np.bincount(g, weights=lead, minlength=grp.n),
-                                    n, out=np.full(grp.n, np.nan), where=n > 0)
-    q = iv.group_quantiles(lead, g, grp.n, [0.5, 0.95], engine)
-    out["lead_p50_ns"], out["lead_p95_ns"] = q[:, 0], q[:, 1]
-    has = np.flatnonzero(n)
-    first = np.concatenate([[0], np.cumsum(n)[:-1]])
-    out["lead_max_ns"] = NONE
-    if len(has):
-        out["lead_max_ns"][has] = np.maximum.reduceat(lead, first[has])
-    qd = queue_in(grp, w0, w1)
-    out["queue_mean"], out["queue_max"] = qd["mean"][:, 0], qd["max"][:, 0]
-    qq = queue_quantiles(grp, w0, w1, [0.5, 0.95])
-    out["queue_p50"], out["queue_p95"] = qq[:, 0], qq[:, 1]
+    out["lead_mean_ns"], out["lead_p50_ns"], out["lead_p95_ns"] = grp.lead[:, :3].T
+    out["lead_max_ns"] = np.where(np.isnan(grp.lead[:, 3]), NONE,
+                                  np.nan_to_num(grp.lead[:, 3]))
+    q = grp.queue
+    out["queue_mean"], out["queue_max"] = q["mean"][:, 0], q["max"][:, 0]
+    out["queue_p50"], out["queue_p95"] = q["p50"], q["p95"]
     return out
-
-
-def _hta(tl: Timeline, engine: str) -> dict:
-    from . import hta
-    return {"temporal_breakdown": hta.temporal_breakdown(tl, engine=engine),
-            "idle_breakdown": hta.idle_breakdown(tl, engine=engine),
-            "queue_length": hta.queue_length(tl, engine=engine)}

@@ -162,10 +162,13 @@ def compensate(tl: Timeline, ln=None, engine: str = "numba") -> dict | None:
         return None
     per_launch = tl.meta.get("overhead_ns_per_launch") or 0
     o = tl.ops
-    order = np.argsort(o.host_begin_ns, kind="stable")
-    op_t = np.asarray(o.host_begin_ns, np.int64)[order]
-    launches = (o.flags[order] & OpFlag.LAUNCH) != 0
-    cost = np.full(len(op_t), int(per_op), np.int64) + launches * int(per_launch)
+    op_t = np.asarray(o.host_begin_ns, np.int64)
+    cost = np.full(len(op_t), int(per_op), np.int64)
+    if per_launch:
+        cost += ((o.flags & OpFlag.LAUNCH) != 0) * int(per_launch)
+    order = iv.sort_order(op_t, engine)  # ops come in dispatch order: sorted
+    if order is not None:
+        op_t, cost = op_t[order], cost[order]
     y = tl.syncs
     sy = np.argsort(y.host_begin_ns, kind="stable")
     if ln is None:
@@ -179,10 +182,15 @@ def compensate(tl: Timeline, ln=None, engine: str = "numba") -> dict | None:
         keys, n_s = ln.stream_keys, len(ln.stream_keys)
         lam = ln.streams.lam
         sid = ln.streams.of_row
-        launch = np.where(ln.launch != NONE, ln.launch, ln.begin - lam[sid])
-        rows = np.argsort(launch, kind="stable")
-        g = dict(g_launch=launch[rows], g_grp=sid[rows],
-                 g_dur=(ln.end - ln.begin)[rows], g_end=ln.end[rows], lam=lam)
+        launch = ln.launch if (ln.launch != NONE).all() else \
+            np.where(ln.launch != NONE, ln.launch, ln.begin - lam[sid])
+        rows = iv.sort_order(launch, engine)
+        if rows is None:
+            g = dict(g_launch=launch, g_grp=sid, g_dur=ln.end - ln.begin,
+                     g_end=ln.end, lam=lam)
+        else:
+            g = dict(g_launch=launch[rows], g_grp=sid[rows],
+                     g_dur=(ln.end - ln.begin)[rows], g_end=ln.end[rows], lam=lam)
         # which streams a sync covers: its stream on its device, or all of
         # its device's streams (all streams when the device is unknown)
         dev, st = y.device[sy].astype(np.int64), y.stream[sy].astype(np.int64)
@@ -201,8 +209,11 @@ def compensate(tl: Timeline, ln=None, engine: str = "numba") -> dict | None:
     out = {"overhead_ns_per_op": int(per_op), "overhead_ns_per_launch": int(per_launch),
            "removed_ns": int(cost.sum()), "shift_t": shift_t, "shift_v": shift_v}
     if ln is not None:
-        begin = np.empty(len(rows), np.int64)
-        begin[rows] = b_r
+        if rows is None:
+            begin = b_r
+        else:
+            begin = np.empty(len(rows), np.int64)
+            begin[rows] = b_r
         out["begin_ns"] = begin
         out["end_ns"] = begin + (ln.end - ln.begin)
     return out

@@ -25,12 +25,13 @@ and ops flagged SYNC); **dispatch** otherwise (dispatching ops, Python).
 Data wins where a fetch contains a sync. One more rule makes a sync's
 cost visible: a sync drains the queue, so the host time right after it is
 time the GPU would not have lost without it. When a gap begins while the
-host is in a sync (or within ``slack_ns``, 100 µs, of its end: the sync
-op's own closing event, the recorder's bookkeeping and clock alignment
-error put the GPU's last moment of work a little after the host's return),
-the host part up to the next data fetch counts as sync. Only a gap that
-began after the sync began qualifies: the GPU was still busy when the host
-started to wait, so the sync is what emptied the queue.
+host is in a sync (or within ``slack_ns``, 100 µs, of its end, which
+absorbs clock alignment error), or right after the sync op's own gpu row
+(the recorder brackets a sync op with events too; its closing event runs
+when the host is back, after the recorder's bookkeeping), the host part up
+to the next data fetch counts as sync. A gap that began before the sync
+did not qualify by time: the GPU was idle before the host started to wait,
+so the sync is not what emptied the queue.
 """
 
 from __future__ import annotations
@@ -113,14 +114,16 @@ def subtract(a: tuple[np.ndarray, np.ndarray],
 
 
 def classify(g0, g1, launch, has_next, lam, act: HostActivity,
-             qa=None, qb=None, engine: str = "numba") -> np.ndarray:
+             qa=None, qb=None, engine: str = "numba", after_sync=None) -> np.ndarray:
     """(n, 5) int64 ns of each gap by ``Cause`` (see the module doc).
 
     ``g0, g1``: the gaps; ``launch``: launch time of the work that ends each
     gap (NONE if unknown); ``has_next``: False for a tail gap; ``lam``: the
     latency λ of each gap's stream. ``qa, qb`` (default the gap itself)
     clip each gap to part of it: the amounts are those of [qa, qb) only,
-    with the causes of the whole gap.
+    with the causes of the whole gap. ``after_sync`` (bool per gap) marks
+    gaps whose preceding work was a sync op's own: they are post-sync
+    whatever their distance from the sync's end.
     """
     g0, g1, launch, lam = (np.asarray(x, np.int64) for x in (g0, g1, launch, lam))
     has_next = np.asarray(has_next, bool)
@@ -142,6 +145,8 @@ def classify(g0, g1, launch, has_next, lam, act: HostActivity,
         near = (j > 0) & (g0 <= se[np.maximum(j - 1, 0)] + act.slack_ns)
     else:
         near = np.zeros(len(g0), bool)
+    if after_sync is not None:
+        near = near | np.asarray(after_sync, bool)
     if len(db):
         i = iv.count_le(db, g0, engine)
         in_data = (i > 0) & (g0 < de[np.maximum(i - 1, 0)])

@@ -35,10 +35,11 @@ import numpy as np
 from numba import njit
 
 from . import intervals as iv
+from .queues import SAMPLE_FIELDS, sample_stats
 from .timeline import NONE, GpuKind, SpanKind, Timeline
 
 __all__ = ["hta_window", "temporal_breakdown", "idle_breakdown", "queue_length",
-           "hta_times"]
+           "hta_times", "measures"]
 
 
 def hta_window(tl: Timeline) -> np.ndarray:
@@ -58,7 +59,8 @@ def hta_times(tl: Timeline, round_us: bool | None = None):
         round_us = tl.meta.get("source") == "kineto"
     g = tl.gpu
     keep = hta_window(tl)
-    b, e, la = (np.asarray(g[c][keep], np.int64)
+    every = bool(keep.all())
+    b, e, la = (np.asarray(g[c] if every else g[c][keep], np.int64)
                 for c in ("begin_ns", "end_ns", "launch_ns"))
     if round_us:
         b = -((-b) // 1000) * 1000
@@ -69,15 +71,80 @@ def hta_times(tl: Timeline, round_us: bool | None = None):
 
 def _is_compute(tl: Timeline, keep: np.ndarray) -> np.ndarray:
     g = tl.gpu
-    ids = np.unique(g["name"][keep])
-    names = tl.decode(ids)
+    names, kind = (g["name"], g.kind) if keep.all() else (g["name"][keep], g.kind[keep])
+    ids = np.unique(names)
+    labels = tl.decode(ids)
     other = np.array([n.startswith("nccl") or "gloo:" in n or "Memcpy" in n
-                      or "Memset" in n for n in names], bool)
-    not_compute = np.isin(g["name"][keep], ids[other])
-    kind = g.kind[keep]
-    not_compute |= np.isin(kind, [GpuKind.COLLECTIVE, GpuKind.MEMCPY,
-                                  GpuKind.MEMSET])
+                      or "Memset" in n for n in labels], bool)
+    not_compute = np.isin(names, ids[other]) if other.any() else np.zeros(len(names), bool)
+    not_compute |= np.isin(kind, [GpuKind.COLLECTIVE, GpuKind.MEMCPY, GpuKind.MEMSET])
     return ~not_compute
+
+
+@njit(cache=True)
+def _unions_nb(b, e, order, compute):
+    """(span, busy, compute busy) of rows taken in begin order; merged as
+    HTA merges (an interval ends at the largest end in it)."""
+    first = last = 0
+    busy = comp = 0
+    top = ctop = 0
+    open_ = copen = False
+    cb = 0
+    for k in range(len(order)):
+        r = order[k]
+        if not open_:
+            first, top, open_, ib = b[r], e[r], True, b[r]
+        elif b[r] > top:
+            busy += top - ib
+            ib, top = b[r], e[r]
+        else:
+            top = max(top, e[r])
+        if compute[r]:
+            if not copen:
+                cb, ctop, copen = b[r], e[r], True
+            elif b[r] > ctop:
+                comp += ctop - cb
+                cb, ctop = b[r], e[r]
+            else:
+                ctop = max(ctop, e[r])
+    if open_:
+        busy += top - ib
+        last = top
+    if copen:
+        comp += ctop - cb
+    return last - first, busy, comp
+
+
+def _unions_np(b, e, order, compute):
+    ub, ue = iv.union(b, e, "numpy")
+    cb, ce = iv.union(b[compute], e[compute], "numpy")
+    if len(ub) == 0:
+        return 0, 0, 0
+    return int(ue[-1] - ub[0]), int((ue - ub).sum()), int((ce - cb).sum())
+
+
+def _temporal_from(rows: int, span: int, busy: int, compute: int) -> dict:
+    idle = span - busy
+    out = {"rows": rows, "span_ns": span, "idle_ns": idle, "compute_ns": compute,
+           "non_compute_ns": span - compute - idle, "idle_pct": 0.0,
+           "compute_pct": 0.0, "non_compute_pct": 0.0}
+    if span > 0:
+        for k in ("idle", "compute", "non_compute"):
+            out[f"{k}_pct"] = round(100.0 * out[f"{k}_ns"] / span, 2)
+    return out
+
+
+def _temporal(tl, keep, b, e, engine) -> dict:
+    if len(b) == 0:
+        return _temporal_from(0, 0, 0, 0)
+    comp = _is_compute(tl, keep)
+    if engine == "numba":
+        order = iv.sort_order(b, engine)
+        order = np.arange(len(b)) if order is None else order
+        span, busy, compute = _unions_nb(b, e, order, comp)
+    else:
+        span, busy, compute = _unions_np(b, e, None, comp)
+    return _temporal_from(int(len(b)), int(span), int(busy), int(compute))
 
 
 def temporal_breakdown(tl: Timeline, round_us: bool | None = None,
@@ -85,30 +152,14 @@ def temporal_breakdown(tl: Timeline, round_us: bool | None = None,
     """HTA's temporal breakdown: idle, compute and non-compute time (ns)
     and percentages of the GPU span, over HTA's window."""
     keep, b, e, _ = hta_times(tl, round_us)
-    out = {"rows": int(len(b)), "span_ns": 0, "idle_ns": 0, "compute_ns": 0,
-           "non_compute_ns": 0, "idle_pct": 0.0, "compute_pct": 0.0,
-           "non_compute_pct": 0.0}
-    if len(b) == 0:
-        return out
-    ub, ue = iv.union(b, e, engine)
-    span = int(ue[-1] - ub[0])
-    busy = int((ue - ub).sum())
-    comp = _is_compute(tl, keep)
-    cb, ce = iv.union(b[comp], e[comp], engine)
-    compute = int((ce - cb).sum())
-    idle = span - busy
-    out.update(span_ns=span, idle_ns=idle, compute_ns=compute,
-               non_compute_ns=span - compute - idle)
-    if span > 0:
-        for k in ("idle", "compute", "non_compute"):
-            out[f"{k}_pct"] = round(100.0 * out[f"{k}_ns"] / span, 2)
-    return out
+    return _temporal(tl, keep, b, e, engine)
 
 
 def _streams(tl: Timeline, keep: np.ndarray, engine: str):
     g = tl.gpu
-    dev = np.asarray(g.device[keep], np.int64)
-    st = np.asarray(g.stream[keep], np.int64)
+    every = keep.all()
+    dev = np.asarray(g.device if every else g.device[keep], np.int64)
+    st = np.asarray(g.stream if every else g.stream[keep], np.int64)
     sid, s_keys = iv.dense_ids(st, engine)
     pair, keys = iv.dense_ids(dev * max(len(s_keys), 1) + sid, engine)
     n_s = max(len(s_keys), 1)
@@ -145,15 +196,9 @@ def _idle_np(begin, end, launch, order, starts, delay):
     return out
 
 
-def idle_breakdown(tl: Timeline, consecutive_kernel_delay_ns: int = 30_000,
-                   round_us: bool | None = None, engine: str = "numba") -> dict:
-    """HTA's idle time breakdown per stream: host wait, kernel wait and
-    other idle (ns), and their shares of each stream's idle time."""
-    keep, b, e, la = hta_times(tl, round_us)
-    pair, dev, st = _streams(tl, keep, engine)
-    order, starts = iv.group_order(pair, b, len(dev), engine)
+def _idle(b, e, la, pair, dev, st, order, starts, delay, engine) -> dict:
     f = _idle_nb if engine == "numba" else _idle_np
-    sums = f(b, e, la, order, starts, np.int64(consecutive_kernel_delay_ns))
+    sums = f(b, e, la, order, starts, np.int64(delay))
     total = sums.sum(axis=1, keepdims=True)
     share = np.divide(sums, total, out=np.zeros(sums.shape), where=total != 0)
     return {"device": dev, "stream": st, "host_wait_ns": sums[:, 0],
@@ -162,29 +207,63 @@ def idle_breakdown(tl: Timeline, consecutive_kernel_delay_ns: int = 30_000,
             "other_share": share[:, 2]}
 
 
+def _queue(b, la, pair, dev, st, engine) -> dict:
+    known = la != NONE
+    every = bool(known.all())
+    kb, kl, kp = (b, la, pair) if every else (b[known], la[known], pair[known])
+    order, starts = iv.group_order(kp, kb, len(dev), engine)
+    stats = sample_stats(kl, kb, order, starts, engine)
+    return {"device": dev, "stream": st,
+            **{f: stats[:, k] for k, f in enumerate(SAMPLE_FIELDS)}}
+
+
+def idle_breakdown(tl: Timeline, consecutive_kernel_delay_ns: int = 30_000,
+                   round_us: bool | None = None, engine: str = "numba") -> dict:
+    """HTA's idle time breakdown per stream: host wait, kernel wait and
+    other idle (ns), and their shares of each stream's idle time."""
+    keep, b, e, la = hta_times(tl, round_us)
+    pair, dev, st = _streams(tl, keep, engine)
+    order, starts = iv.group_order(pair, b, len(dev), engine)
+    return _idle(b, e, la, pair, dev, st, order, starts,
+                 consecutive_kernel_delay_ns, engine)
+
+
 def queue_length(tl: Timeline, round_us: bool | None = None,
                  engine: str = "numba") -> dict:
     """HTA's queue length statistics per stream, over the change points of
     launched-but-not-started work: count, mean, std, min, 25%, 50%, 75%,
     max (as pandas ``describe``; std with ddof=1)."""
     keep, b, e, la = hta_times(tl, round_us)
-    known = la != NONE
     pair, dev, st = _streams(tl, keep, engine)
-    order, starts = iv.group_order(pair[known], b[known], len(dev), engine)
-    t, q = iv.queue_series(la[known], b[known], order, starts, engine)
-    bounds = 2 * starts
-    cols = {k: np.zeros(len(dev)) for k in
-            ("count", "mean", "std", "min", "25%", "50%", "75%", "max")}
-    for k in range(len(dev)):
-        v = q[bounds[k]:bounds[k + 1]].astype(np.float64)
-        if len(v) == 0:
-            for c in cols:
-                cols[c][k] = np.nan if c != "count" else 0
-            continue
-        cols["count"][k] = len(v)
-        cols["mean"][k] = v.mean()
-        cols["std"][k] = v.std(ddof=1) if len(v) > 1 else np.nan
-        cols["min"][k], cols["max"][k] = v.min(), v.max()
-        cols["25%"][k], cols["50%"][k], cols["75%"][k] = np.quantile(
-            v, [0.25, 0.5, 0.75])
-    return {"device": dev, "stream": st, **cols}
+    return _queue(b, la, pair, dev, st, engine)
+
+
+def measures(tl: Timeline, round_us: bool | None = None,
+             consecutive_kernel_delay_ns: int = 30_000, engine: str = "numba",
+             ln=None) -> dict:
+    """All three at once, sharing the window, rounding and grouping; with
+    ``ln`` (the Timeline's ``lanes.Lanes``) its stream grouping is reused
+    when HTA's window keeps every row unrounded."""
+    keep, b, e, la = hta_times(tl, round_us)
+    same = ln is not None and len(b) == len(ln.begin) and np.array_equal(b, ln.begin) \
+        and bool((e >= b).all())
+    if same:  # recorder timelines: HTA sees what lanes grouped already
+        st_grp = ln.streams
+        pair, order, starts = st_grp.of_row, st_grp.order, st_grp.starts
+        dev, st = ln.stream_keys[:, 0], ln.stream_keys[:, 1]
+    else:
+        pair, dev, st = _streams(tl, keep, engine)
+        order, starts = iv.group_order(pair, b, len(dev), engine)
+    temporal = None
+    if same and ln.devices.n == 1 and len(b):
+        comp = _is_compute(tl, keep)
+        if comp.all():  # one device, all compute: its lane is the union
+            d = ln.devices
+            span, busy = int(d.ie[-1] - d.ib[0]), int((d.ie - d.ib).sum())
+            temporal = _temporal_from(len(b), span, busy, busy)
+    if temporal is None:
+        temporal = _temporal(tl, keep, b, e, engine)
+    return {"temporal_breakdown": temporal,
+            "idle_breakdown": _idle(b, e, la, pair, dev, st, order, starts,
+                                    consecutive_kernel_delay_ns, engine),
+            "queue_length": _queue(b, la, pair, dev, st, engine)}

@@ -20,7 +20,8 @@ from .errors import CutimelineError
 from .timeline import NONE
 
 __all__ = ["ENGINES", "check_engine", "dense_ids", "group_order", "merge",
-           "union", "coverage", "count_le", "queue_series", "group_quantiles"]
+           "union", "coverage", "count_le", "queue_series", "group_quantiles",
+           "sort_order", "sorted_copy", "pair_ids"]
 
 ENGINES = ("numba", "numpy")
 I64_MAX = np.iinfo(np.int64).max
@@ -86,6 +87,66 @@ def dense_ids(keys, engine: str = "numba") -> tuple[np.ndarray, np.ndarray]:
     return (_dense_nb if engine == "numba" else _dense_np)(keys)
 
 
+@njit(cache=True)
+def _pairs_nb(a, b):
+    n = len(a)
+    ka = np.empty(16, np.int64)
+    kb = np.empty(16, np.int64)
+    ids = np.empty(n, np.int64)
+    k = 0
+    la, lb, lid = 0, 0, -1
+    for i in range(n):
+        x, y = a[i], b[i]
+        if lid >= 0 and x == la and y == lb:
+            ids[i] = lid
+            continue
+        j = -1
+        for m in range(k):
+            if ka[m] == x and kb[m] == y:
+                j = m
+                break
+        if j < 0:
+            if k == len(ka):  # many pairs: the caller sorts instead
+                return ids, ka, kb, False
+            ka[k], kb[k] = x, y
+            j = k
+            k += 1
+        ids[i] = j
+        la, lb, lid = x, y, j
+    o = np.arange(k)
+    for i in range(1, k):  # insertion sort of the few pairs
+        j = i
+        while j > 0 and (ka[o[j - 1]] > ka[o[j]] or
+                         (ka[o[j - 1]] == ka[o[j]] and kb[o[j - 1]] > kb[o[j]])):
+            o[j - 1], o[j] = o[j], o[j - 1]
+            j -= 1
+    rank = np.empty(k, np.int64)
+    rank[o] = np.arange(k)
+    for i in range(n):
+        ids[i] = rank[ids[i]]
+    return ids, ka[:k][o], kb[:k][o], True
+
+
+def _pairs_np(a, b):
+    keys = np.stack([a, b], axis=1)
+    u, inv = np.unique(keys, axis=0, return_inverse=True)
+    return inv.reshape(-1).astype(np.int64), u[:, 0].copy(), u[:, 1].copy()
+
+
+def pair_ids(a, b, engine: str = "numba"):
+    """(ids, ka, kb): dense ids of the pairs (a[i], b[i]), numbered in
+    sorted order of (a, b); ka, kb the distinct pairs."""
+    a, b = _i64(a), _i64(b)
+    if len(a) == 0:
+        e = np.zeros(0, np.int64)
+        return e, e, e
+    if engine == "numba":
+        ids, ka, kb, ok = _pairs_nb(a, b)
+        if ok:
+            return ids, ka, kb
+    return _pairs_np(a, b)
+
+
 # -- grouping -----------------------------------------------------------------
 
 @njit(cache=True)
@@ -141,16 +202,17 @@ def _merge_nb(begin, end, launch, order, starts, lo, hi):
     gb = np.empty(n + G, np.int64)
     ge = np.empty(n + G, np.int64)
     gnext = np.empty(n + G, np.int64)
+    gprev = np.empty(n + G, np.int64)
     lam = np.full(G, NONE, np.int64)
     k = 0
     m = 0
     for g in range(G):
         s, e = starts[g], starts[g + 1]
         j = s
-        prev_end = lo
+        prev_end, prev_row = lo, NONE
         while j < e:
             r = order[j]
-            b0, top, f = begin[r], end[r], r
+            b0, top, f, last = begin[r], end[r], r, r
             fl = launch[r] if launch[r] != NONE else I64_MAX
             while True:
                 if launch[r] != NONE:
@@ -161,22 +223,24 @@ def _merge_nb(begin, end, launch, order, starts, lo, hi):
                 if j >= e or begin[order[j]] > top:
                     break
                 r = order[j]
-                top = max(top, end[r])
+                if end[r] > top:
+                    top, last = end[r], r
                 if begin[r] == b0:  # same start: the earliest-launched leads
                     lr = launch[r] if launch[r] != NONE else I64_MAX
                     if lr < fl:
                         f, fl = r, lr
             if b0 > prev_end:
-                gg[m], gb[m], ge[m], gnext[m] = g, prev_end, b0, f
+                gg[m], gb[m], ge[m], gnext[m], gprev[m] = g, prev_end, b0, f, prev_row
                 m += 1
             ig[k], ib[k], ie[k], first[k] = g, b0, top, f
             k += 1
-            prev_end = max(prev_end, top)
+            if top > prev_end:
+                prev_end, prev_row = top, last
         if prev_end < hi:
-            gg[m], gb[m], ge[m], gnext[m] = g, prev_end, hi, NONE
+            gg[m], gb[m], ge[m], gnext[m], gprev[m] = g, prev_end, hi, NONE, prev_row
             m += 1
     return (ig[:k], ib[:k], ie[:k], first[:k], gg[:m], gb[:m], ge[:m],
-            gnext[:m], lam)
+            gnext[:m], gprev[:m], lam)
 
 
 def _group_cummax(x, grp):
@@ -207,10 +271,9 @@ def _merge_np(begin, end, launch, order, starts, lo, hi):
     if n == 0:
         gaps_g = np.arange(G, dtype=np.int64) if lo < hi else e0
         full = np.full(len(gaps_g), lo, np.int64)
+        none = np.full(len(gaps_g), NONE, np.int64)
         return (e0, e0, e0, e0, gaps_g, full, np.full(len(gaps_g), hi, np.int64),
-                np.full(len(gaps_g), NONE, np.int64), lam)
-    # running max of end within each group: offset groups so one cumulative
-    # max serves all (times relative to the smallest, groups stacked apart)
+                none, none.copy(), lam)
     top = _group_cummax(e, grp)
     new_group = np.ones(n, bool)
     new_group[1:] = grp[1:] != grp[:-1]
@@ -225,28 +288,39 @@ def _merge_np(begin, end, launch, order, starts, lo, hi):
     best = np.minimum.reduceat(cand, idx)
     hit = np.flatnonzero((b == ib[iid]) & (cand == best[iid]))
     first = order[hit[np.searchsorted(iid[hit], np.arange(len(idx)))]]
+    # the row that ends each interval: the first to reach its largest end
+    tops = np.flatnonzero(e == ie[iid])
+    last = order[tops[np.searchsorted(iid[tops], np.arange(len(idx)))]]
     # gaps: before each interval (from the group's running end, or lo) and
-    # after each group's last interval (up to hi)
+    # after each group's last interval (up to hi); the row before a gap is
+    # the one that set the running end
     run = _group_cummax(ie, ig)
-    prev_end = np.empty(len(idx), np.int64)
-    prev_end[1:] = run[:-1]
     grp_first = np.ones(len(idx), bool)
     grp_first[1:] = ig[1:] != ig[:-1]
+    prev_end = np.empty(len(idx), np.int64)
+    prev_end[1:] = run[:-1]
     prev_end[grp_first] = lo
     prev_end = np.maximum(prev_end, lo)
+    raised = ie > prev_end
+    holder = _group_cummax(np.where(raised, np.arange(len(idx)), -1), ig)
+    prev_holder = np.empty(len(idx), np.int64)
+    prev_holder[1:] = holder[:-1]
+    prev_holder[grp_first] = -1
+    prev_row = np.where(prev_holder >= 0, last[np.maximum(prev_holder, 0)], NONE)
     lead = ib > prev_end
-    gaps = [(ig[lead], prev_end[lead], ib[lead], first[lead])]
-    has = np.zeros(G, bool)
-    has[ig] = True
+    gaps = [(ig[lead], prev_end[lead], ib[lead], first[lead], prev_row[lead])]
     last_end = np.full(G, lo, np.int64)
+    last_row = np.full(G, NONE, np.int64)
     last_idx = np.flatnonzero(np.append(grp_first[1:], True))
     last_end[ig[last_idx]] = np.maximum(run[last_idx], lo)
+    h = holder[last_idx]
+    last_row[ig[last_idx]] = np.where(h >= 0, last[np.maximum(h, 0)], NONE)
     tail = np.flatnonzero(last_end < hi)
     gaps.append((tail, last_end[tail], np.full(len(tail), hi, np.int64),
-                 np.full(len(tail), NONE, np.int64)))
-    gg, gb, ge, gn = (np.concatenate(c) for c in zip(*gaps))
+                 np.full(len(tail), NONE, np.int64), last_row[tail]))
+    gg, gb, ge, gn, gp = (np.concatenate(c) for c in zip(*gaps))
     o = np.lexsort((gb, gg))
-    return (ig, ib, ie, first, gg[o], gb[o], ge[o], gn[o], lam)
+    return (ig, ib, ie, first, gg[o], gb[o], ge[o], gn[o], gp[o], lam)
 
 
 def merge(begin, end, launch, order, starts, lo: int, hi: int,
@@ -254,10 +328,11 @@ def merge(begin, end, launch, order, starts, lo: int, hi: int,
     """Union of each group's intervals, and the gaps between them.
 
     Rows are taken in ``order`` (grouped, sorted by begin). Returns
-    ``(ig, ib, ie, first, gg, gb, ge, gnext, lam)``: merged intervals (group,
-    begin, end, the row that starts it — of rows starting together, the one
-    launched first); gaps (group, begin, end, the row that ends the gap or
-    NONE after the last interval), including the idle stretch from ``lo``
+    ``(ig, ib, ie, first, gg, gb, ge, gnext, gprev, lam)``: merged intervals
+    (group, begin, end, the row that starts it — of rows starting together,
+    the one launched first); gaps (group, begin, end, the row that ends the
+    gap or NONE after the last interval, the row whose end began it or NONE
+    before the first interval), including the idle stretch from ``lo``
     to a group's first interval and from its last one to ``hi``; and per
     group the smallest observed ``begin − launch`` (floored at 0, NONE when
     no row has a launch time). Touching intervals merge; an interval's end
@@ -269,10 +344,46 @@ def merge(begin, end, launch, order, starts, lo: int, hi: int,
     return (_merge_nb if engine == "numba" else _merge_np)(*args)
 
 
+@njit(cache=True)
+def _is_sorted_nb(x):
+    for i in range(1, len(x)):
+        if x[i] < x[i - 1]:
+            return False
+    return True
+
+
+@njit(cache=True)
+def _union_nb(begin, end):
+    n = len(begin)
+    ub = np.empty(n, np.int64)
+    ue = np.empty(n, np.int64)
+    if n == 0:
+        return ub, ue
+    order = np.arange(n)
+    if not _is_sorted_nb(begin):
+        order = np.argsort(begin, kind="mergesort")
+    k = 0
+    r = order[0]
+    b, top = begin[r], end[r]
+    for j in range(1, n):
+        r = order[j]
+        if begin[r] > top:
+            ub[k], ue[k] = b, top
+            k += 1
+            b, top = begin[r], end[r]
+        elif end[r] > top:
+            top = end[r]
+    ub[k], ue[k] = b, top
+    return ub[:k + 1], ue[:k + 1]
+
+
 def union(begin, end, engine: str = "numba") -> tuple[np.ndarray, np.ndarray]:
-    """The union of intervals [begin, end) as sorted disjoint (begin, end)."""
+    """The union of intervals [begin, end) as sorted disjoint (begin, end)
+    (touching intervals join; an interval ends at the largest end in it)."""
     begin, end = _i64(begin), _i64(end)
     n = len(begin)
+    if engine == "numba":
+        return _union_nb(begin, end)
     order, starts = group_order(np.zeros(n, np.int64), begin, 1, engine)
     r = merge(begin, end, np.full(n, NONE, np.int64), order, starts, 0, 0,
               engine)
@@ -341,6 +452,25 @@ def _sorted(x):
 
 
 @njit(cache=True)
+def _merge_counts(p, m):
+    """For sorted p and m: how many m come before each p (m < p: at equal
+    times the +1 goes first) and how many p before each m (p ≤ m)."""
+    before_p = np.empty(len(p), np.int64)
+    before_m = np.empty(len(m), np.int64)
+    j = 0
+    for i in range(len(p)):  # pointer walks: no data-dependent branch per event
+        while j < len(m) and m[j] < p[i]:
+            j += 1
+        before_p[i] = j
+    i = 0
+    for j in range(len(m)):
+        while i < len(p) and p[i] <= m[j]:
+            i += 1
+        before_m[j] = i
+    return before_p, before_m
+
+
+@njit(cache=True)
 def _queue_nb(plus, minus, order, starts):
     n = len(order)
     t = np.empty(2 * n, np.int64)
@@ -349,20 +479,13 @@ def _queue_nb(plus, minus, order, starts):
         s, e = starts[g], starts[g + 1]
         p = _sorted(plus[order[s:e]])
         m = _sorted(minus[order[s:e]])
-        i = j = 0
-        depth = 0
-        k = 2 * s
-        while i < e - s or j < e - s:
-            if i < e - s and (j >= e - s or p[i] <= m[j]):
-                depth += 1
-                t[k] = p[i]
-                i += 1
-            else:
-                depth -= 1
-                t[k] = m[j]
-                j += 1
-            q[k] = depth
-            k += 1
+        bp, bm = _merge_counts(p, m)
+        for i in range(e - s):  # each event's place in the merged sequence
+            k = 2 * s + i + bp[i]
+            t[k], q[k] = p[i], i + 1 - bp[i]
+        for j in range(e - s):
+            k = 2 * s + j + bm[j]
+            t[k], q[k] = m[j], bm[j] - j - 1
     return t, q
 
 
@@ -431,3 +554,19 @@ def group_quantiles(values, group, n_groups: int, qs,
     qs = np.ascontiguousarray(qs, np.float64)
     f = _quantiles_nb if engine == "numba" else _quantiles_np
     return f(values, group, int(n_groups), qs)
+
+
+# -- order ------------------------------------------------------------------------
+
+def sort_order(x, engine: str = "numba") -> np.ndarray | None:
+    """None when ``x`` is sorted already, else its stable argsort (most
+    columns come sorted: checking costs one pass, sorting n log n)."""
+    x = _i64(x)
+    done = _is_sorted_nb(x) if engine == "numba" else bool(np.all(x[1:] >= x[:-1]))
+    return None if done else np.argsort(x, kind="stable")
+
+
+def sorted_copy(x, engine: str = "numba") -> np.ndarray:
+    """``x`` sorted (itself when it is sorted already)."""
+    o = sort_order(x, engine)
+    return _i64(x) if o is None else _i64(x)[o]

@@ -57,20 +57,33 @@ def _pct(x: float) -> str:
 class Report:
     """What ``analyze`` found. Attributes: ``window`` (host ns),
     ``streams``, ``devices``, ``steps`` (tables), ``overall`` (the window as
-    one step row), ``hta`` (HTA-compatible measures, None without gpu
-    rows), ``compensation`` (the overhead replay, None without measured
+    one step row), ``hta`` (HTA-compatible measures, computed on first
+    use; None without gpu rows), ``compensation`` (the overhead replay, None without measured
     overhead), ``settings``. Methods: ``summary()``, ``to_dict()``,
     ``table(name)``, ``op_table()``, ``gap_table()``, ``offenders()``,
     ``cpu_lead()``, ``queue_depth()``."""
 
     def __init__(self, *, tl: Timeline, window, lanes, activity, streams,
-                 devices, primary, steps, overall, hta, compensation, settings):
+                 devices, primary, steps, overall, compensation, settings):
         self.timeline, self.window = tl, window
         self.lanes, self.activity = lanes, activity
         self.streams, self.devices, self.primary = streams, devices, primary
-        self.steps, self.overall, self.hta = steps, overall, hta
+        self.steps, self.overall = steps, overall
         self.compensation, self.settings = compensation, settings
         self._ops: dict = {}
+        self._hta: dict | None = None
+
+    @property
+    def hta(self) -> dict | None:
+        """HTA-compatible measures (``hta.py``) of the whole Timeline:
+        temporal breakdown, idle time breakdown and queue length, over
+        HTA's window (the steps before the last one). Computed on first
+        use; None for a Timeline without gpu rows."""
+        if self._hta is None and self.lanes is not None:
+            from .hta import measures
+            self._hta = measures(self.timeline, engine=self.settings["engine"],
+                                 ln=self.lanes)
+        return self._hta
 
     # -- tables ----------------------------------------------------------------
     def table(self, name: str, *, pandas: bool = False):
@@ -149,8 +162,8 @@ class Report:
                 raise CutimelineError(f"The Timeline has no stream {stream} on "
                                       f"device {d}.")
             k = int(hit[0])
-        s, e = grp.qstart[k], grp.qstart[k + 1]
-        return grp.qt[s:e], grp.qd[s:e]
+        from .lanes import queue_depth
+        return queue_depth(ln, grp, k, self.settings["engine"])
 
     def offenders(self, first: int, last: int | None = None) -> dict:
         """Top ops, modules and spans behind the verdict of steps

@@ -17,7 +17,7 @@ import numpy as np
 
 from . import intervals as iv
 from .gaps import CAUSES, Cause, HostActivity
-from .lanes import Lanes, busy_in, idle_in, queue_in
+from .lanes import Lanes
 from .timeline import NONE, OpFlag, SpanKind, Timeline
 
 __all__ = ["VERDICTS", "verdicts", "step_windows", "step_table", "offenders"]
@@ -63,18 +63,20 @@ def step_windows(tl: Timeline) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def step_table(tl: Timeline, ln: Lanes | None, act: HostActivity, primary: int,
-               comp: dict | None, w0, w1, numbers, gpu_bound_at: float = 0.85,
+               comp: dict | None, idx, w0, w1, numbers, gpu_bound_at: float = 0.85,
                engine: str = "numba") -> np.ndarray:
     """One row per window (usually the steps) with the measures of
-    ``STEP_DTYPE`` on device group ``primary`` (see the module doc)."""
+    ``STEP_DTYPE`` on device group ``primary``; ``idx`` are the windows'
+    indices among those ``ln`` measured (see the module doc)."""
     w0, w1 = np.asarray(w0, np.int64), np.asarray(w1, np.int64)
+    idx = np.asarray(idx, np.int64)
     out = np.zeros(len(w0), STEP_DTYPE)
     out["number"], out["begin_ns"], out["end_ns"] = numbers, w0, w1
     out["duration_ns"] = w1 - w0
     o = tl.ops
-    t_op = np.sort(o.host_begin_ns)
+    t_op = iv.sorted_copy(o.host_begin_ns, engine)
     out["ops"] = np.searchsorted(t_op, w1) - np.searchsorted(t_op, w0)
-    t_l = np.sort(o.host_begin_ns[(o.flags & OpFlag.LAUNCH) != 0])
+    t_l = iv.sorted_copy(o.host_begin_ns[(o.flags & OpFlag.LAUNCH) != 0], engine)
     out["launches"] = np.searchsorted(t_l, w1) - np.searchsorted(t_l, w0)
     out["host_data_ns"] = iv.coverage(*act.data, w0, w1, engine)
     out["host_sync_ns"] = iv.coverage(*act.sync, w0, w1, engine)
@@ -92,30 +94,30 @@ def step_table(tl: Timeline, ln: Lanes | None, act: HostActivity, primary: int,
                                   has_gpu=False)
         return out
     dv = ln.devices
-    busy = busy_in(dv, w0, w1, engine)[primary]
-    idle = idle_in(dv, w0, w1, act, engine)[primary]
+    idle = dv.idle[primary, idx]
+    busy = dv.busy[primary, idx]
     span = np.maximum(w1 - w0, 1)
     out["busy_ns"], out["busy_frac"] = busy, busy / span
     out["idle_ns"] = idle.sum(axis=1)
     for c in Cause:
         out[f"{CAUSES[c]}_ns"] = idle[:, c]
-    q = queue_in(dv, w0, w1)
-    out["queue_mean"], out["queue_min"], out["queue_max"] = (
-        q["mean"][primary], q["min"][primary], q["max"][primary])
+    for k, c in (("mean", "queue_mean"), ("min", "queue_min"), ("max", "queue_max")):
+        out[c] = dv.queue[k][primary, idx]
     # CPU lead of the work launched in each step, in launch order
-    mine = np.flatnonzero((dv.of_row == primary) & (ln.launch != NONE))
-    mine = mine[np.argsort(ln.launch[mine], kind="stable")]
-    a = np.searchsorted(ln.launch[mine], w0)
-    b = np.searchsorted(ln.launch[mine], w1)
+    mine = np.flatnonzero(ln.launch != NONE) if dv.n == 1 else \
+        np.flatnonzero((dv.of_row == primary) & (ln.launch != NONE))
+    o_l = iv.sort_order(ln.launch[mine], engine)
+    if o_l is not None:
+        mine = mine[o_l]
+    launch, lead = ln.launch[mine], ln.lead[mine]
+    a, b = np.searchsorted(launch, w0), np.searchsorted(launch, w1)
     has = b > a
-    lead = ln.lead[mine]
     out["lead_first_ns"][has] = lead[a[has]]
     out["lead_last_ns"][has] = lead[b[has] - 1]
     out["lead_max_ns"][has] = [lead[i:j].max() for i, j in zip(a[has], b[has])]
     if comp is not None:
-        rb, re_ = comp["begin_ns"], comp["end_ns"]
-        sel = np.flatnonzero(dv.of_row == primary)
-        ub, ue = iv.union(rb[sel], re_[sel], engine)
+        sel = np.flatnonzero(dv.of_row == primary) if dv.n > 1 else slice(None)
+        ub, ue = iv.union(comp["begin_ns"][sel], comp["end_ns"][sel], engine)
         pb = iv.coverage(ub, ue, p0, p1, engine)
         out["predicted_busy_frac"] = pb / np.maximum(p1 - p0, 1)
     out["verdict"] = verdicts(out["busy_frac"], idle, gpu_bound_at)

@@ -22,13 +22,13 @@ MATMUL_NS = {"aten::addmm": 1_000_000, "aten::mm": 1_000_000}
 
 
 class SlowDataset(Dataset):
-    """3 ms per sample, as a dataset that decodes or reads from disk."""
+    """5 ms per sample, as a dataset that decodes or reads from disk."""
 
     def __len__(self):
         return 64
 
     def __getitem__(self, i):
-        time.sleep(0.003)
+        time.sleep(0.005)
         return torch.ones(32), torch.zeros(1)
 
 
@@ -74,22 +74,26 @@ def test_item_every_step_is_sync_bound_and_drains_the_queue():
         for _ in range(5):
             loss = torch.nn.functional.mse_loss(model(x), y)
             if loss.item() > 0:   # the host acts on the value...
-                time.sleep(0.010)  # ...and logs it: the GPU has nothing to do
+                time.sleep(0.020)  # ...and logs it: the GPU has nothing to do
             opt.zero_grad()
             loss.backward()
             opt.step()
     tl = rec.timeline
     rep = ctl.analyze(tl)
     steady = rep.steps[1:]
-    assert set(steady["verdict"]) == {"sync-bound"}
+    # (on a loaded 2-core machine the OS may stall the host for ~10 ms in a
+    # step, which is dispatch time: demand most steps, not all)
+    assert (steady["verdict"] == "sync-bound").sum() >= len(steady) - 1
+    assert rep.overall["verdict"] == "sync-bound"
     assert steady["sync_ns"].sum() >= 0.6 * steady["idle_ns"].sum()
-    # every step's .item() waited until the queue was empty
+    # every step's .item() waited until the queue was empty: once its own
+    # gpu row (bracketed by events like any op) is done, nothing is queued
     t, depth = rep.queue_depth()
     y = tl.syncs
-    item = np.flatnonzero(tl.decode(y.kind) == "aten::_local_scalar_dense")
+    item = y.op[tl.decode(y.kind) == "aten::_local_scalar_dense"]
     assert len(item) == 5
-    after = y.host_end_ns[item] + 100_000  # past the op's closing event
-    assert depth[np.searchsorted(t, after, side="right") - 1].tolist() == [0] * 5
+    done = tl.gpu.end_ns[np.isin(tl.gpu.op, item)]
+    assert depth[np.searchsorted(t, done, side="right") - 1].tolist() == [0] * 5
     assert (rep.steps["queue_min"] == 0).all()
     assert "follows host syncs" in rep.summary()
 

@@ -5,12 +5,16 @@ import pytest
 
 from cutimeline import intervals as iv
 from cutimeline.gaps import Cause, classify, host_activity, subtract
-from cutimeline.lanes import idle_in, lanes
+from cutimeline.lanes import idle_in, lanes as _lanes
 from cutimeline.timeline import NONE, OpFlag, SpanKind
 
 from handmade import random_timeline, timeline
 
 ENGINES = iv.ENGINES
+
+
+def lanes(tl, act, engine="numba"):
+    return _lanes(tl, act, [tl.start_ns], [tl.end_ns], engine)
 
 
 def device_gaps(tl, engine="numba"):
@@ -49,6 +53,22 @@ def test_sync_drains_then_post_sync_time_is_sync(engine):
     tl = timeline([(0, 45, 50, 60), (0, 70, 75, 80)], syncs=[(50, 61, 0)])
     gaps, _, _ = device_gaps(tl, engine)
     assert (60, 75, [0, 15, 0, 0, 0]) in gaps
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_gap_after_a_sync_ops_own_row_is_the_syncs(engine):
+    # the sync op (flag SYNC) has a gpu row of its own, [55,300), whose
+    # closing event ran long after the host returned at 61: the gap after
+    # it is still the sync's, though it begins 239 ns after the sync ended
+    # (λ = 1 ns, so [300, 401) is host time, the rest dependency)
+    tl = timeline([(0, 45, 50, 60), (0, 54, 55, 300), (0, 400, 405, 410)],
+                  ops=[("a", 40, 46, OpFlag.LAUNCH), ("item", 50, 61, OpFlag.SYNC),
+                       ("b", 399, 401, OpFlag.LAUNCH)], syncs=[(50, 61, 0)])
+    act = host_activity(tl, slack_ns=10, engine=engine)
+    ln = _lanes(tl, act, [tl.start_ns], [tl.end_ns], engine)
+    d = ln.devices
+    assert (300, 405, [0, 101, 0, 4, 0]) in list(zip(d.gb.tolist(), d.ge.tolist(),
+                                                     d.amounts.tolist()))
 
 
 @pytest.mark.parametrize("engine", ENGINES)
@@ -126,8 +146,10 @@ def test_classify_twins_agree(seed):
     act_np = host_activity(tl, engine="numpy")
     a, b = lanes(tl, act_nb, "numba"), lanes(tl, act_np, "numpy")
     for x, y in ((a.streams, b.streams), (a.devices, b.devices)):
-        for f in ("gb", "ge", "gnext", "amounts", "qt", "qd", "ib", "ie"):
+        for f in ("gb", "ge", "gnext", "amounts", "idle", "busy", "ib", "ie", "lead"):
             np.testing.assert_array_equal(getattr(x, f), getattr(y, f))
+        for k in x.queue:
+            np.testing.assert_array_equal(x.queue[k], y.queue[k])
     rng = np.random.default_rng(seed)
     g = a.devices
     qa = g.gb + rng.integers(0, 50, len(g.gb))

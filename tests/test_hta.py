@@ -108,3 +108,17 @@ def test_kind_marks_memory_too():
     tl = tl.replace(gpu=tl.gpu.replace(kind=np.array([GpuKind.MEMCPY, GpuKind.KERNEL])))
     t = hta.temporal_breakdown(tl)
     assert (t["compute_ns"], t["non_compute_ns"]) == (10, 10)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_measures_reusing_lanes_agree_with_their_own(seed):
+    from cutimeline.gaps import host_activity
+    from cutimeline.lanes import lanes
+    for streams in (1, 3):
+        tl = random_timeline(seed, n=300, streams=streams, steps=1)
+        ln = lanes(tl, host_activity(tl), [tl.start_ns], [tl.end_ns])
+        a, b = hta.measures(tl, ln=ln), hta.measures(tl)
+        assert a["temporal_breakdown"] == b["temporal_breakdown"]
+        for part in ("idle_breakdown", "queue_length"):
+            for k in a[part]:
+                np.testing.assert_array_equal(a[part][k], b[part][k])

@@ -68,7 +68,7 @@ def test_merge_by_hand():
     group = np.array([0, 0, 0, 0, 1])
     order, starts = iv.group_order(group, begin, 3)
     for engine in iv.ENGINES:
-        ig, ib, ie, first, gg, gb, ge, gn, lam = iv.merge(
+        ig, ib, ie, first, gg, gb, ge, gn, gp, lam = iv.merge(
             begin, end, launch, order, starts, -5, 200, engine=engine)
         assert ib.tolist() == [0, 30, 100] and ie.tolist() == [20, 40, 150]
         assert first.tolist() == [0, 3, 4]
@@ -76,6 +76,7 @@ def test_merge_by_hand():
         assert list(zip(gg.tolist(), gb.tolist(), ge.tolist(), gn.tolist())) == [
             (0, -5, 0, 0), (0, 20, 30, 3), (0, 40, 200, NONE),
             (1, -5, 100, 4), (1, 150, 200, NONE), (2, -5, 200, NONE)]
+        assert gp.tolist() == [NONE, 2, 3, NONE, 4, NONE]
         assert lam.tolist() == [4, 10, NONE]
 
 
@@ -125,3 +126,15 @@ def test_group_quantiles_match_numpy():
 def test_unknown_engine_is_an_error():
     with pytest.raises(CutimelineError, match="engine='cuda' is not known"):
         iv.check_engine("cuda")
+
+
+@pytest.mark.parametrize("many", [False, True])
+def test_pair_ids(many):
+    rng = np.random.default_rng(4)
+    a = rng.integers(0, 3, 500)
+    b = rng.integers(0, 200 if many else 4, 500) * 1_000_000_007
+    ids, ka, kb = iv.pair_ids(a, b)
+    np.testing.assert_array_equal(ka[ids], a)
+    np.testing.assert_array_equal(kb[ids], b)
+    assert np.all(np.diff(ka * 10**12 + kb // 1_000_000_007) > 0)
+    assert_same((ids, ka, kb), iv.pair_ids(a, b, engine="numpy"))

@@ -1,0 +1,341 @@
+"""Queue depth and CPU lead statistics per group of gpu rows, over windows.
+
+* ``window_stats`` — the queue depth (launched, not finished) per group
+  and window: the time-weighted mean, min and max, and for the first
+  window the time-weighted median and p95 (the smallest depth held for at
+  least that share of the window).
+* ``sample_stats`` — HTA's queue length statistics: the depth after each
+  change (+1 at launch, −1 when the work begins), described like pandas
+  ``describe`` (count, mean, std with ddof=1, min, quartiles, max).
+* ``lead_stats`` — per group, over rows beginning inside a window: mean,
+  median, p95 and max of ``begin − launch``.
+
+Numba kernels with NumPy twins, as everywhere (``engine``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from . import intervals as iv
+from .timeline import NONE
+
+__all__ = ["window_stats", "sample_stats", "lead_stats", "SAMPLE_FIELDS"]
+
+SAMPLE_FIELDS = ("count", "mean", "std", "min", "25%", "50%", "75%", "max")
+
+
+@njit(cache=True)
+def _ordered(x, order, s, e):
+    """x[order[s:e]] sorted: a view of x when the rows are consecutive and
+    already sorted (the common case), else a sorted copy."""
+    run = True
+    for k in range(s + 1, e):
+        if order[k] != order[k - 1] + 1:
+            run = False
+            break
+    if run and e > s:
+        v = x[order[s]:order[s] + e - s]
+        return iv._sorted(v)
+    return np.sort(x[order[s:e]])
+
+
+@njit(cache=True)
+def _window_stats_nb(plus, minus, order, starts, w0, w1, qs):
+    G, W = len(starts) - 1, len(w0)
+    mean = np.zeros((G, W))
+    lo = np.zeros((G, W), np.int64)
+    hi = np.zeros((G, W), np.int64)
+    quant = np.zeros((G, len(qs)))
+    big = 2 ** 62
+    a0, b0 = w0[0], w1[0]
+    for g in range(G):
+        s, e = starts[g], starts[g + 1]
+        p = _ordered(plus, order, s, e)
+        m = _ordered(minus, order, s, e)
+        n = e - s
+        area = np.zeros(W, np.int64)
+        mn = np.full(W, big)
+        mx = np.full(W, -big)
+        # depth ≤ n; calloc'd, so untouched pages cost nothing (and a
+        # histogram grown inside the loop would slow every iteration)
+        hist = np.zeros(n + 2)
+        i = j = 0
+        depth = 0
+        a = -big  # the segment [a, t) holds depth
+        k = 1     # the current step window (steps: sorted, disjoint)
+        ka = w0[1] if W > 1 else big
+        kb = w1[1] if W > 1 else big
+        k_area, k_lo, k_hi = 0, big, -big
+        while True:
+            # the next change, +1 first at equal times; written as selects,
+            # not branches: which one comes next is unpredictable
+            pi = p[i] if i < n else big
+            mj = m[j] if j < n else big
+            take = pi <= mj
+            t = pi if take else mj
+            if t > a:
+                ov = min(t, b0) - max(a, a0)
+                if ov > 0:
+                    area[0] += depth * ov
+                    mn[0], mx[0] = min(mn[0], depth), max(mx[0], depth)
+                    if depth >= 0:
+                        hist[depth] += ov
+                if ka <= a and t <= kb:  # inside the current step: the usual case
+                    k_area += depth * (t - a)
+                    k_lo, k_hi = min(k_lo, depth), max(k_hi, depth)
+                else:
+                    while k < W:
+                        ov = min(t, kb) - max(a, ka)
+                        if ov > 0:
+                            k_area += depth * ov
+                            k_lo, k_hi = min(k_lo, depth), max(k_hi, depth)
+                        if t < kb:
+                            break
+                        area[k], mn[k], mx[k] = k_area, k_lo, k_hi  # step k is over
+                        k_area, k_lo, k_hi = 0, big, -big
+                        k += 1
+                        if k < W:
+                            ka, kb = w0[k], w1[k]
+            if t == big:
+                break
+            i += take
+            j += 1 - take
+            depth += 2 * take - 1
+            a = t
+        for w in range(W):
+            span = w1[w] - w0[w]
+            if span > 0:
+                mean[g, w] = area[w] / span
+                lo[g, w], hi[g, w] = mn[w], mx[w]
+        if b0 > a0:
+            c = np.cumsum(hist) / (b0 - a0)
+            for q in range(len(qs)):
+                quant[g, q] = np.searchsorted(c, qs[q] - 1e-12)
+    return mean, lo, hi, quant
+
+
+def _window_stats_np(plus, minus, order, starts, w0, w1, qs):
+    t, d = iv.queue_series(plus, minus, order, starts, engine="numpy")
+    G, W = len(starts) - 1, len(w0)
+    mean, lo, hi = np.zeros((G, W)), np.zeros((G, W), np.int64), np.zeros((G, W), np.int64)
+    quant = np.zeros((G, len(qs)))
+    big = 2 ** 62
+    for g in range(G):
+        tg = t[2 * starts[g]:2 * starts[g + 1]]
+        dg = d[2 * starts[g]:2 * starts[g + 1]]
+        # the step function as segments: depth 0 before the first change
+        edges = np.concatenate([[-big], tg, [big]])
+        depth = np.concatenate([[0], dg])
+        for w in range(W):
+            a, b = w0[w], w1[w]
+            if b <= a:
+                continue
+            ov = np.minimum(edges[1:], b) - np.maximum(edges[:-1], a)
+            held = ov > 0
+            mean[g, w] = int(np.sum(depth[held] * ov[held])) / (b - a)
+            lo[g, w], hi[g, w] = depth[held].min(), depth[held].max()
+            if w == 0:
+                ok = held & (depth >= 0)
+                hist = np.bincount(depth[ok], weights=ov[ok].astype(np.float64))
+                c = np.cumsum(hist) / (b - a)
+                quant[g] = np.searchsorted(c, np.asarray(qs) - 1e-12)
+    return mean, lo, hi, quant
+
+
+def window_stats(plus, minus, order, starts, w0, w1, qs=(0.5, 0.95),
+                 engine: str = "numba"):
+    """Queue depth (+1 at ``plus``, −1 at ``minus``, rows grouped by
+    ``order``/``starts``) over windows: (mean, min, max) arrays (groups ×
+    windows), time-weighted, min and max over the depths held for some
+    time; and (groups × qs) time-weighted quantiles over window 0. The
+    kernel needs windows 1.. sorted and disjoint (steps are); otherwise the
+    twin computes them."""
+    i64 = iv._i64
+    w0 = i64(np.atleast_1d(w0))
+    w1 = i64(np.maximum(np.atleast_1d(w1), w0))
+    args = (i64(plus), i64(minus), i64(order), i64(starts), w0, w1,
+            np.asarray(qs, np.float64))
+    disjoint = bool(np.all(w0[2:] >= w1[1:-1]))
+    f = _window_stats_nb if engine == "numba" and disjoint else _window_stats_np
+    return f(*args)
+
+
+@njit(cache=True)
+def _rank(hist, r):
+    """The r-th smallest sample (0-based) from counts per value."""
+    c = 0
+    for v in range(len(hist)):
+        c += hist[v]
+        if c > r:
+            return v
+    return len(hist) - 1
+
+
+@njit(cache=True)
+def _sample_stats_nb(plus, minus, order, starts):
+    G = len(starts) - 1
+    out = np.full((G, 8), np.nan)
+    for g in range(G):
+        s, e = starts[g], starts[g + 1]
+        m = e - s
+        if m == 0:
+            out[g, 0] = 0
+            continue
+        p = iv._sorted(plus[order[s:e]])
+        q = iv._sorted(minus[order[s:e]])
+        bp, bm = iv._merge_counts(p, q)
+        hist = np.zeros(m + 1, np.int64)
+        total = sq = 0
+        mn, mx = m, -m
+        for i in range(m):  # the depth after each +1, then after each −1
+            d = i + 1 - bp[i]
+            total += d
+            sq += d * d
+            mn, mx = min(mn, d), max(mx, d)
+            if d >= 0:
+                hist[d] += 1
+        for j in range(m):
+            d = bm[j] - j - 1
+            total += d
+            sq += d * d
+            mn, mx = min(mn, d), max(mx, d)
+            if d >= 0:
+                hist[d] += 1
+        n = 2 * m
+        out[g, 0], out[g, 1] = n, total / n
+        out[g, 2] = np.sqrt(max(sq - total * total / n, 0.0) / (n - 1))
+        out[g, 3], out[g, 7] = mn, mx
+        if mn >= 0:
+            for k, qq in enumerate((0.25, 0.5, 0.75)):
+                x = qq * (n - 1)
+                r = int(np.floor(x))
+                a, b = _rank(hist, r), _rank(hist, min(r + 1, n - 1))
+                out[g, 4 + k] = a + (b - a) * (x - r)
+    return out
+
+
+def _sample_stats_np(plus, minus, order, starts):
+    t, d = iv.queue_series(plus, minus, order, starts, engine="numpy")
+    G = len(starts) - 1
+    out = np.full((G, 8), np.nan)
+    for g in range(G):
+        v = d[2 * starts[g]:2 * starts[g + 1]]
+        n = len(v)
+        if n == 0:
+            out[g, 0] = 0
+            continue
+        total, sq = int(v.sum()), int((v * v).sum())
+        out[g, 0], out[g, 1] = n, total / n
+        out[g, 2] = np.sqrt(max(sq - total * total / n, 0.0) / (n - 1))
+        out[g, 3], out[g, 7] = v.min(), v.max()
+        if v.min() >= 0:
+            sv = np.sort(v)
+            for k, qq in enumerate((0.25, 0.5, 0.75)):
+                x = qq * (n - 1)
+                r = int(np.floor(x))
+                a, b = sv[r], sv[min(r + 1, n - 1)]
+                out[g, 4 + k] = a + (b - a) * (x - r)
+    return out
+
+
+def sample_stats(plus, minus, order, starts, engine: str = "numba") -> np.ndarray:
+    """(groups, 8) statistics named by ``SAMPLE_FIELDS`` of the queue
+    depth after each change (launched at ``plus``, begun at ``minus``)."""
+    i64 = iv._i64
+    args = (i64(plus), i64(minus), i64(order), i64(starts))
+    return (_sample_stats_nb if engine == "numba" else _sample_stats_np)(*args)
+
+
+@njit(cache=True)
+def _select(v, k):
+    """Reorder v in place so that v[k] is its k-th smallest (0-based) and
+    nothing after it is smaller (Hoare's quickselect, median-of-three)."""
+    lo, hi = 0, len(v) - 1
+    while hi > lo:
+        mid = (lo + hi) // 2
+        a, b, c = v[lo], v[mid], v[hi]
+        pivot = max(min(a, b), min(max(a, b), c))
+        i, j = lo, hi
+        while i <= j:
+            while v[i] < pivot:
+                i += 1
+            while v[j] > pivot:
+                j -= 1
+            if i <= j:
+                v[i], v[j] = v[j], v[i]
+                i += 1
+                j -= 1
+        if k <= j:
+            hi = j
+        elif k >= i:
+            lo = i
+        else:
+            return
+
+
+@njit(cache=True)
+def _quantile(v, q):
+    """Linear-interpolation quantile of v (reordered in place)."""
+    n = len(v)
+    x = q * (n - 1)
+    r = int(np.floor(x))
+    _select(v, r)
+    a = v[r]
+    b = v[r + 1:].min() if r + 1 < n else a
+    return a + (b - a) * (x - r)
+
+
+@njit(cache=True)
+def _lead_stats_nb(lead, begin, order, starts, w0, w1):
+    G = len(starts) - 1
+    out = np.full((G, 4), np.nan)
+    for g in range(G):
+        s, e = starts[g], starts[g + 1]
+        v = np.empty(e - s, np.float64)
+        m = 0
+        total = 0.0
+        for k in range(s, e):
+            r = order[k]
+            if lead[r] != NONE and w0 <= begin[r] < w1:
+                v[m] = lead[r]
+                total += lead[r]
+                m += 1
+        if m:
+            v = v[:m]
+            out[g, 0] = total / m
+            out[g, 1] = _quantile(v, 0.5)
+            out[g, 2] = _quantile(v, 0.95)
+            out[g, 3] = v.max()
+    return out
+
+
+def _lead_stats_np(lead, begin, order, starts, w0, w1):
+    G = len(starts) - 1
+    out = np.full((G, 4), np.nan)
+    grp = np.repeat(np.arange(G), np.diff(starts))
+    r = order
+    ok = (lead[r] != NONE) & (begin[r] >= w0) & (begin[r] < w1)
+    g, v = grp[ok], lead[r][ok].astype(np.float64)
+    n = np.bincount(g, minlength=G)
+    has = n > 0
+    total = np.zeros(G)
+    for k in np.flatnonzero(has):  # summed in row order, as the kernel does
+        total[k] = np.cumsum(v[g == k])[-1]
+    out[has, 0] = total[has] / n[has]
+    q = iv.group_quantiles(v, g, G, [0.5, 0.95], engine="numpy")
+    out[:, 1:3] = q
+    mx = np.full(G, np.nan)
+    np.fmax.at(mx, g, v)
+    out[:, 3] = mx
+    return out
+
+
+def lead_stats(lead, begin, order, starts, w0: int, w1: int,
+               engine: str = "numba") -> np.ndarray:
+    """(groups, 4): mean, median, p95, max of the CPU lead (ns) of the
+    rows that begin in [w0, w1); NaN for a group without such rows."""
+    i64 = iv._i64
+    args = (i64(lead), i64(begin), i64(order), i64(starts), np.int64(w0), np.int64(w1))
+    return (_lead_stats_nb if engine == "numba" else _lead_stats_np)(*args)
