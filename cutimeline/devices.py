@@ -19,7 +19,6 @@ from __future__ import annotations
 import abc
 import itertools
 import threading
-import time
 import weakref
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,7 +28,10 @@ import numpy as np
 from .errors import CutimelineError
 from .timeline import NONE, EventKind
 
-__all__ = ["Device", "Harvest", "CudaDevice"]
+__all__ = ["Device", "Harvest", "CudaDevice", "TIMINGS"]
+
+#: how CudaDevice times device work (see its docstring)
+TIMINGS = ("events", "stamps", "both")
 
 
 @dataclass
@@ -44,11 +46,15 @@ class Harvest:
     interns them). ``truth`` (simulators only) holds the
     true host-clock time of each event. ``meta`` is merged into the
     Timeline's meta (device names, clock truth for simulators, ...).
+    ``alternates`` maps a timing name to a second ``raw_ns`` column for the
+    same event rows, read from another clock (``timing="both"``: the
+    globaltimer stamps beside the events).
     """
     events: dict[str, np.ndarray]
     syncs: dict[str, np.ndarray]
     meta: dict[str, Any] = field(default_factory=dict)
     truth: dict[str, np.ndarray] | None = None
+    alternates: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 class Device(abc.ABC):
@@ -101,54 +107,10 @@ class Device(abc.ABC):
         event times and syncs. Called once, after the last op."""
 
 
-class _TorchCuda:
-    """The few torch.cuda calls CudaDevice makes; CPU tests stand a fake in
-    (``devices._cuda_api``)."""
-
-    def __init__(self) -> None:
-        import torch
-        self.torch = torch
-        self.now = time.perf_counter_ns
-        self.capturing = torch._C._cuda_isCurrentStreamCapturing
-        self._get_stream = torch._C._cuda_getCurrentStream
-        self._record = torch._C._CudaEventBase.record  # skips Event.record's lookups
-        self._streams: dict[int, Any] = {}
-
-    def current_device(self) -> int:
-        return self.torch.cuda.current_device()
-
-    def device_name(self, index: int) -> str:
-        return self.torch.cuda.get_device_name(index)
-
-    def current_stream(self, index: int) -> int:
-        return self._get_stream(index)[0]
-
-    def new_event(self) -> Any:
-        return self.torch.cuda.Event(enable_timing=True)
-
-    def record(self, event: Any, stream: int, index: int) -> None:
-        s = self._streams.get(stream)
-        if s is None:
-            s = self._streams[stream] = self.torch.cuda.Stream(
-                stream_id=stream, device_index=index, device_type=1)
-        self._record(event, s)
-
-    def stream_id(self, stream: Any, index: int) -> int:
-        return self.current_stream(index) if stream is None else stream.stream_id
-
-    def elapsed_ms(self, a: Any, b: Any) -> float:
-        return a.elapsed_time(b)
-
-    def query(self, event: Any) -> bool:
-        return event.query()
-
-    def synchronize(self, index: int) -> None:
-        with self.torch.cuda.device(index):
-            self.torch._C._cuda_synchronize()
-
-
 def _cuda_api() -> Any:
-    return _TorchCuda()
+    """The torch.cuda calls CudaDevice makes; CPU tests stand a fake in."""
+    from .cudaapi import TorchCuda
+    return TorchCuda()
 
 
 class _Newest(threading.local):
@@ -176,24 +138,57 @@ class CudaDevice(Device):
     at stop (synchronize, host time t0, record, synchronize, host time t1)
     give PING events with host_record_ns = t0 and "ping" syncs [t0, t1].
     No event is recorded while the current stream captures a CUDA graph.
+
+    ``timing`` says what marks each point (BEGIN, END, PING):
+
+    * "events" — the CUDA events above.
+    * "stamps" — a launch of the one-thread stamp kernel (``kernels.Stamper``,
+      needs CuPy) that writes ``%globaltimer`` into the point's slot of a
+      device buffer, read once at harvest. raw_ns is then the globaltimer
+      itself: 64-bit ns, no anchors, no float32 rounding; like the event
+      clock it drifts against the host clock, and the same hull fit aligns
+      it. The buffer holds ``stamp_slots`` points (24 B each) per chunk;
+      a full one gets a new chunk, allocated on a side stream of ours and
+      waited for there only (``meta["cuda"]["stamp_chunks"]``).
+    * "both" — events and stamps at every point (anchors too). The events
+      time the Timeline; the stamps come back as ``Harvest.alternates
+      ["stamps"]``, a raw_ns column for the same event rows, from which the
+      recorder makes a second Timeline (``Recorder.timelines``).
+
+    What stamps cost: a stamp is a kernel launch through CuPy, several µs of
+    host time where an event record is about one (``measure_launch_ns``
+    says how much), and the kernel occupies its stream for its launch and
+    run, ~1–3 µs when the stream is idle (hidden when work is queued before
+    it). So on an idle stream an op's gpu row, BEGIN stamp to END stamp,
+    includes that much more than its work, and the program runs slower
+    than under events.
     """
 
     kind = "cuda"
 
     def __init__(self, index: int | None = None, *,
                  anchor_interval_ns: int = 1_000_000_000, chunk: int = 1024,
-                 pings: int = 3):
+                 pings: int = 3, timing: str = "events", stamp_slots: int = 1 << 16):
         for name, value, low in (("anchor_interval_ns", anchor_interval_ns, 1),
-                                 ("chunk", chunk, 2), ("pings", pings, 1)):
+                                 ("chunk", chunk, 2), ("pings", pings, 1),
+                                 ("stamp_slots", stamp_slots, 4 * pings + 2)):
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise CutimelineError(f"CudaDevice({name}={value!r}) must be an "
                                       f"integer ≥ {low}.")
+        if timing not in TIMINGS:
+            raise CutimelineError(f"CudaDevice(timing={timing!r}) is not understood; "
+                                  f"give one of {', '.join(map(repr, TIMINGS))}.")
         api = self._api = _cuda_api()
         self.index = api.current_device() if index is None else int(index)
         self.name = api.device_name(self.index)
         import torch
         self._device = torch.device("cuda", self.index)
         self.anchor_interval_ns, self.chunk, self.pings = anchor_interval_ns, chunk, pings
+        self.timing, self.stamp_slots = timing, stamp_slots
+        self._events = timing != "stamps"
+        self._stamps = timing != "events"
+        if self._stamps:  # fail here, with what to install, not at the first op
+            api.check_stamps(self.index)
         self._now = api.now
         self._lock = threading.Lock()
         self._free: list[Any] = []
@@ -201,7 +196,8 @@ class CudaDevice(Device):
         self._started = False
 
     def __repr__(self) -> str:
-        return f"CudaDevice({self.index}, {self.name!r})"
+        timing = "" if self.timing == "events" else f", timing={self.timing!r}"
+        return f"CudaDevice({self.index}, {self.name!r}{timing})"
 
     # -- the Device interface ------------------------------------------------
     def owns(self, device: Any) -> bool:
@@ -224,15 +220,21 @@ class CudaDevice(Device):
             self._syncs: list[tuple] = []
             self._newest = _Newest()
             self._user_events: Any = weakref.WeakKeyDictionary()
-            self._grow(max(self.chunk, 4 * self.pings))
-        self._anchor(self.current_stream(), self._now())
+            if self._events:
+                self._grow(max(self.chunk, 4 * self.pings))
+            self._stampers: list[Any] = []
+            self._stamp_wait_ns = 0
+            if self._stamps:
+                self._stampers.append(self._api.new_stamper(self.stamp_slots, self.index))
+        if self._events:
+            self._anchor(self.current_stream(), self._now())
         self._ping()
 
     def begin(self, stream: int, seq: int) -> int:
         if self._api.capturing():
             return NONE
         now = self._now()
-        if now - self._anchor_ns >= self.anchor_interval_ns:
+        if self._events and now - self._anchor_ns >= self.anchor_interval_ns:
             self._anchor(stream, now)
         return self._record(stream, EventKind.BEGIN, seq, now)
 
@@ -262,7 +264,7 @@ class CudaDevice(Device):
             with self._lock:
                 self._free.extend(e for e, _ in self._pending.values())
                 self._free.extend(e for _, e in self._anchors)
-                self._pending, self._anchors = {}, []
+                self._pending, self._anchors, self._stampers = {}, [], []
                 self._started = False
 
     # -- CUDA-only: user events, and what the recorder measures ---------------------
@@ -286,17 +288,22 @@ class CudaDevice(Device):
                             host_begin_ns, host_end_ns))
 
     def measure_launch_ns(self, n: int = 64) -> int:
-        """Host cost (ns) of the two events around one launch: median of
-        ``n`` timed pairs of ``current_stream`` + capture check + record."""
+        """Host cost (ns) of the two points around one launch: median of
+        ``n`` timed pairs of ``current_stream`` + capture check + event
+        record and/or stamp (as ``timing`` has it)."""
         api = self._api
         a, b = api.new_event(), api.new_event()
+        scratch = api.new_stamper(2, self.index) if self._stamps else None
         times = []
         for _ in range(n):
             t0 = self._now()
-            for ev in (a, b):
+            for slot, ev in enumerate((a, b)):
                 s = api.current_stream(self.index)
                 api.capturing()
-                api.record(ev, s, self.index)
+                if self._events:
+                    api.record(ev, s, self.index)
+                if scratch is not None:
+                    api.stamp(scratch, slot, s, self.index)
             times.append(self._now() - t0)
         api.synchronize(self.index)
         return int(sorted(times)[n // 2])
@@ -334,11 +341,16 @@ class CudaDevice(Device):
                 self._free.append(ev)
 
     def _record(self, stream: int, kind: int, seq: int, now: int) -> int:
-        ev = self._take()
-        self._api.record(ev, stream, self.index)
-        i = next(self._ids)
         k = len(self._anchors) - 1
-        self._pending[i] = (ev, k)
+        if self._events:
+            ev = self._take()
+            self._api.record(ev, stream, self.index)
+            i = next(self._ids)
+            self._pending[i] = (ev, k)
+        else:
+            i = next(self._ids)
+        if self._stamps:
+            self._stamp(i, stream)
         self._rows.append((i, stream, kind, seq, now, k))
         n = self._newest
         n.last = i
@@ -352,9 +364,24 @@ class CudaDevice(Device):
             ev = self._free.pop() if self._free else self._api.new_event()
             self._api.record(ev, stream, self.index)
             i = next(self._ids)
+            if self._stamps:
+                self._stamp(i, stream)
             self._anchors.append((i, ev))
             self._rows.append((i, stream, EventKind.ANCHOR, NONE, now, len(self._anchors) - 1))
             self._anchor_ns = now
+
+    def _stamp(self, i: int, stream: int) -> None:
+        """Stamp point ``i`` into its slot, adding a chunk if it is the
+        first point past the buffer."""
+        chunk, slot = divmod(i, self.stamp_slots)
+        if chunk >= len(self._stampers):
+            with self._lock:
+                while chunk >= len(self._stampers):
+                    t0 = self._now()
+                    self._stampers.append(self._api.new_stamper(self.stamp_slots,
+                                                                self.index))
+                    self._stamp_wait_ns += self._now() - t0
+        self._api.stamp(self._stampers[chunk], slot, stream, self.index)
 
     def _ping(self) -> None:
         api = self._api
@@ -367,20 +394,10 @@ class CudaDevice(Device):
             self._syncs.append((NONE, "ping", NONE, i, t0, self._now()))
 
     def _harvest(self) -> Harvest:
-        api = self._api
         rows = np.array(sorted(self._rows), np.int64).reshape(-1, 6)
         index, stream, kind, seq, host, anchor_of = rows.T
-        # chain the anchors: each link is read over ~anchor_interval_ns only
-        chain = np.zeros(len(self._anchors), np.int64)
-        for k in range(1, len(self._anchors)):
-            ms = api.elapsed_ms(self._anchors[k - 1][1], self._anchors[k][1])
-            chain[k] = chain[k - 1] + round(ms * 1e6)
-        rel = np.zeros(len(rows), np.int64)
-        for i, (ev, k) in self._pending.items():
-            self._read[i] = api.elapsed_ms(self._anchors[k][1], ev)
-        for i, ms in self._read.items():
-            rel[i] = round(ms * 1e6)
-        raw = chain[anchor_of] + rel
+        stamps = self._read_stamps(len(rows)) if self._stamps else None
+        raw = self._read_events(rows, anchor_of) if self._events else stamps
         events = {"device": np.full(len(rows), self.index, np.int16), "stream": stream,
                   "kind": kind.astype(np.uint8), "op": seq, "raw_ns": raw,
                   "host_record_ns": host}
@@ -392,6 +409,39 @@ class CudaDevice(Device):
                  "host_begin_ns": np.array(cols[4], np.int64),
                  "host_end_ns": np.array(cols[5], np.int64)}
         meta = {"device_name": self.name, "device_names": {str(self.index): self.name},
+                "timing": "stamps" if self.timing == "stamps" else "events",
                 "cuda": {"anchors": len(self._anchors), "events_created": self._created,
-                         "anchor_interval_ns": self.anchor_interval_ns}}
-        return Harvest(events, syncs, meta)
+                         "anchor_interval_ns": self.anchor_interval_ns,
+                         "timing": self.timing}}
+        if self._stamps:
+            meta["cuda"].update(stamp_chunks=len(self._stampers),
+                                stamp_slots=self.stamp_slots,
+                                stamp_chunk_wait_ns=self._stamp_wait_ns)
+        alternates = {"stamps": stamps} if self.timing == "both" else {}
+        return Harvest(events, syncs, meta, alternates=alternates)
+
+    def _read_stamps(self, n: int) -> np.ndarray:
+        """Globaltimer ns of points 0..n-1 (after the device was synchronized)."""
+        got = np.concatenate([self._api.read_stamps(s) for s in self._stampers])[:n]
+        missing = np.flatnonzero(got < 0)
+        if len(missing):
+            raise CutimelineError(
+                f"{len(missing):,} of {n:,} globaltimer stamps were never written "
+                f"(the first is point {missing[0]}), so the recording cannot be "
+                f"timed by stamps; record with timing='events', and report this.")
+        return got.astype(np.int64)
+
+    def _read_events(self, rows: np.ndarray, anchor_of: np.ndarray) -> np.ndarray:
+        """Raw ns of every point from its event, chained from the anchors."""
+        api = self._api
+        # chain the anchors: each link is read over ~anchor_interval_ns only
+        chain = np.zeros(len(self._anchors), np.int64)
+        for k in range(1, len(self._anchors)):
+            ms = api.elapsed_ms(self._anchors[k - 1][1], self._anchors[k][1])
+            chain[k] = chain[k - 1] + round(ms * 1e6)
+        rel = np.zeros(len(rows), np.int64)
+        for i, (ev, k) in self._pending.items():
+            self._read[i] = api.elapsed_ms(self._anchors[k][1], ev)
+        for i, ms in self._read.items():
+            rel[i] = round(ms * 1e6)
+        return chain[anchor_of] + rel

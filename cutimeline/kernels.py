@@ -312,9 +312,12 @@ class Stamper:
     the stream reaches it; nothing is read back until :meth:`read`. Keep the
     Stamper alive until ``read()``: its buffer is torch memory, which pending
     stamps on other streams would otherwise write into after it is reused.
+    Making one synchronizes the device, or with ``stream`` (a
+    ``torch.cuda.Stream`` kept for the purpose) only that stream.
     """
 
-    def __init__(self, slots: int, device: Any = None) -> None:
+    def __init__(self, slots: int, device: Any = None, *,
+                 stream: Any = None) -> None:
         import torch
         _check_int("slots", slots, 1, _INT32_MAX, " (the kernel's slot index "
                    "is an int32)")
@@ -322,11 +325,28 @@ class Stamper:
         self.slots = int(slots)
         self._kernel = _kernel("stamp", self.device)
         self._launch = _launcher(self.device)
-        self.buffer = torch.full((self.slots, 3), -1, dtype=torch.int64,
-                                 device=f"cuda:{self.device}")
-        # The fill runs on the current stream; stamps may go to any stream,
-        # so the fill must be done before the first of them can run.
-        torch.cuda.synchronize(self.device)
+        # Stamps may go to any stream, so the fill must be done before the
+        # first of them can run: by default the whole device is synchronized.
+        # With ``stream`` (a torch.cuda.Stream the caller keeps for this) the
+        # buffer is allocated and filled there and only that stream is
+        # waited for, so work queued on other streams is not drained; the
+        # caching allocator hands that stream only memory it used itself.
+        on = f"cuda:{self.device}"
+        if stream is None:
+            self.buffer = torch.full((self.slots, 3), -1, dtype=torch.int64, device=on)
+            torch.cuda.synchronize(self.device)
+        else:
+            if not isinstance(stream, torch.cuda.Stream) or \
+                    stream.device_index != self.device:
+                raise CutimelineError(
+                    f"Stamper(stream={stream!r}) must be a torch.cuda.Stream "
+                    f"on cuda:{self.device}, the stamper's device.")
+            with torch.cuda.stream(stream):
+                self.buffer = torch.full((self.slots, 3), -1, dtype=torch.int64,
+                                         device=on)
+            # the C method: a recorder's hook on Stream.synchronize must not
+            # take this wait for one of the program's
+            torch._C._CudaStreamBase.synchronize(stream)
         # Kernel arguments are packed once: a pointer as a 64-bit integer
         # (CuPy passes NumPy scalars by value) and the slot count as int32.
         self._args = (np.uint64(self.buffer.data_ptr()),
@@ -337,6 +357,11 @@ class Stamper:
         current stream)."""
         _check_slot("slot", slot, self.slots, allow_none=False)
         self._launch(self._kernel, (*self._args, np.int32(slot)), stream)
+
+    def _put(self, slot: int, handle: int) -> None:
+        """``stamp`` without the checks, on a raw cudaStream_t: the recorder's
+        per-op path, which knows its slots are in range."""
+        self._launch(self._kernel, (*self._args, np.int32(slot)), handle)
 
     def read(self) -> Stamps:
         """Wait for the device, then copy every slot to the host."""

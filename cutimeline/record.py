@@ -87,7 +87,7 @@ _ACTIVE_LOCK = threading.Lock()
 
 def record(*, device: str | Device = "auto", max_ops: int = 10_000_000,
            modules: bool = True, threads: bool = True, steps: str = "auto",
-           measure: bool = True) -> "Recorder":
+           measure: bool = True, timing: str = "events") -> "Recorder":
     """A recorder of the aten op stream and the device work it launches.
 
     ``device``: "auto" (CUDA when available, else "cpu"), "cuda", "cuda:N",
@@ -100,6 +100,11 @@ def record(*, device: str | Device = "auto", max_ops: int = 10_000_000,
     only) or "auto" (optimizer steps until ``rec.step()`` is first called,
     then only ``rec.step()``). ``measure``: measure the recorder's own cost
     per op at start (about 20 ms) into ``meta["overhead_ns_per_op"]``.
+    ``timing``: how the CUDA device record() makes times work — "events"
+    (CUDA events), "stamps" (globaltimer stamp kernels, needs CuPy) or
+    "both", when ``rec.timelines`` holds a Timeline for each (see
+    ``CudaDevice``); other devices take only "events" ("auto" without
+    CUDA records no device, so there it is moot).
 
     With ``CUTIMELINE_DISABLE=1`` in the environment the recorder does
     nothing and its timeline is empty.
@@ -114,12 +119,22 @@ def record(*, device: str | Device = "auto", max_ops: int = 10_000_000,
     if steps not in _STEPS:
         raise CutimelineError(f"record(steps={steps!r}) is not understood; give "
                               f"one of {', '.join(map(repr, _STEPS))}.")
-    dev = _device(device, resolve=not disabled)
+    from .devices import TIMINGS
+    if timing not in TIMINGS:
+        raise CutimelineError(f"record(timing={timing!r}) is not understood; give "
+                              f"one of {', '.join(map(repr, TIMINGS))}.")
+    dev = _device(device, resolve=not disabled, timing=timing)
     return Recorder(dev, disabled=disabled, max_ops=max_ops, modules=modules,
-                    threads=threads, steps=steps, measure=measure)
+                    threads=threads, steps=steps, measure=measure, timing=timing)
 
 
-def _device(device: Any, *, resolve: bool) -> Device | None:
+def _device(device: Any, *, resolve: bool, timing: str = "events") -> Device | None:
+    if timing != "events" and (device == "cpu" or isinstance(device, Device)
+                               and getattr(device, "timing", "events") != timing):
+        raise CutimelineError(
+            f"record(timing={timing!r}) applies to the CUDA device record() makes, "
+            f"not to device={device!r}; give device='cuda' (or 'auto'), or a "
+            f"CudaDevice(timing={timing!r}).")
     if isinstance(device, Device):
         return device
     import re
@@ -132,7 +147,7 @@ def _device(device: Any, *, resolve: bool) -> Device | None:
         return None
     from .devices import CudaDevice
     if device == "auto":
-        return CudaDevice() if torch.cuda.is_available() else None
+        return CudaDevice(timing=timing) if torch.cuda.is_available() else None
     if not torch.cuda.is_available():
         raise CutimelineError(
             f"record(device={device!r}) needs CUDA, but torch.cuda.is_available() "
@@ -142,7 +157,7 @@ def _device(device: Any, *, resolve: bool) -> Device | None:
         raise CutimelineError(
             f"record(device={device!r}) names a GPU this machine lacks; it has "
             f"{torch.cuda.device_count()} (cuda:0..cuda:{torch.cuda.device_count() - 1}).")
-    return CudaDevice(index)
+    return CudaDevice(index, timing=timing)
 
 
 class Recorder:
@@ -156,6 +171,7 @@ class Recorder:
         self._mode: Mode | None = None
         self._hooks: Hooks | None = None
         self._timeline: Timeline | None = None
+        self._timelines: dict[str, Timeline] = {}
         self._meta: dict[str, Any] = {}
 
     def __repr__(self) -> str:
@@ -249,7 +265,13 @@ class Recorder:
             self._mode.__exit__(None, None, None)
             self._hooks.remove()
             harvest = self.device.harvest() if self.device is not None else None
-            self._timeline = _align(_assemble(s, harvest, self._meta_at_stop(s, harvest)))
+            tl = _assemble(s, harvest, self._meta_at_stop(s, harvest))
+            self._timeline = _align(tl)
+            # timing="both": the same rows timed by the other clock's raw_ns
+            self._timelines = {tl.meta.get("timing", "events"): self._timeline}
+            for name, raw in (harvest.alternates if harvest else {}).items():
+                self._timelines[name] = _align(tl.replace(
+                    events=tl.events.replace(raw_ns=raw), meta={**tl.meta, "timing": name}))
         finally:
             self._state = "stopped"
             with _ACTIVE_LOCK:
@@ -276,6 +298,14 @@ class Recorder:
             raise CutimelineError("The timeline is ready after stop(); read "
                                   "rec.timeline after the `with ctl.record()` block.")
         return self._timeline
+
+    @property
+    def timelines(self) -> dict[str, Timeline]:
+        """The recording as each clock timed it, by timing name: one entry,
+        or with ``timing="both"`` "events" (``timeline``) and "stamps". They
+        share ops, spans and syncs; events.raw_ns, clocks and gpu times differ."""
+        tl = self.timeline
+        return dict(self._timelines) or {tl.meta.get("timing", "events"): tl}
 
     def _meta_at_stop(self, s: Session, harvest: Any) -> dict[str, Any]:
         import cutimeline

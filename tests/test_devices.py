@@ -270,3 +270,208 @@ def test_recorder_drives_the_cuda_device_end_to_end(fake, monkeypatch):
     assert tl.meta["devices"][0]["name"] == "Fake GPU"
     g = tl.gpu
     assert (g.begin_ns <= g.end_ns).all() and (g.begin_ns >= g.launch_ns - 10_000).all()
+
+
+# -- timing="stamps" and "both": globaltimer stamps instead of or beside events -------
+
+GT_OFFSET, GT_DRIFT_PPM, GT_STEP = 1_700_000_000_000_000_000, -25.0, 32
+
+
+class FakeStamper:
+    def __init__(self, slots):
+        self.slots = np.full(slots, -1, np.int64)
+
+
+class FakeStampCuda(FakeCuda):
+    """FakeCuda with the stamp kernel: a stamp runs ``lag_ns`` after it is
+    enqueued and writes globaltimer, a clock of its own (offset, drift,
+    32 ns steps). Events and stamps both run at ``now()`` + lag."""
+
+    def __init__(self, lag_ns=2_000):
+        super().__init__(lag_ns)
+        self.stamps, self.stampers, self.checked = 0, [], []
+        self.drop = None  # a slot whose stamp never lands
+        self.point = None  # when the event just recorded ran
+
+    def globaltimer(self, host_ns):
+        t = GT_OFFSET + host_ns + int(host_ns * GT_DRIFT_PPM * 1e-6)
+        return t - t % GT_STEP
+
+    def record(self, event, stream, index):
+        super().record(event, stream, index)
+        event.done_ns = self.point = self.now() + self.lag_ns
+        event.dev_ns = self.device_ns(event.done_ns)
+        self.last_done = max(self.last_done, event.done_ns)
+
+    def check_stamps(self, index):
+        self.checked.append(index)
+
+    def new_stamper(self, slots, index):
+        s = FakeStamper(slots)
+        self.stampers.append(s)
+        return s
+
+    def stamp(self, stamper, slot, stream, index):
+        self.stamps += 1
+        # beside an event (timing="both") the stamp marks the event's instant
+        done = self.now() + self.lag_ns if self.point is None else self.point
+        self.point = None
+        if (stamper, slot) != self.drop:
+            stamper.slots[slot] = self.globaltimer(done)
+        self.last_done = max(self.last_done, done)
+
+    def read_stamps(self, stamper):
+        assert self.t >= self.last_done, "stamps read before the device was synchronized"
+        return stamper.slots.copy()
+
+
+@pytest.fixture
+def fake_stamps(monkeypatch):
+    api = FakeStampCuda()
+    monkeypatch.setattr(devices, "_cuda_api", lambda: api)
+    return api
+
+
+def true_globaltimer(api, h):
+    return np.array([api.globaltimer(int(t) + api.lag_ns) for t in h["host_record_ns"]])
+
+
+def test_stamps_time_every_point_by_globaltimer_without_events_or_anchors(fake_stamps):
+    dev = CudaDevice(pings=2, timing="stamps")
+    assert fake_stamps.checked == [0]  # the kernel is compiled before recording
+    dev.start()
+    ops(dev, fake_stamps, 40)
+    fake_stamps.advance(3 * 10**9)  # long enough for anchors, were there any
+    ops(dev, fake_stamps, 10, seq0=40)
+    h = dev.harvest()
+    assert fake_stamps.created == fake_stamps.records == 0
+    kinds = np.bincount(h.events["kind"], minlength=4)
+    assert list(kinds) == [50, 50, 0, 4]  # BEGIN, END, no ANCHOR, PING
+    assert fake_stamps.stamps == len(h.events["kind"])
+    # raw_ns is the globaltimer itself: exact, absolute, no chaining
+    assert (h.events["raw_ns"] == true_globaltimer(fake_stamps, h.events)).all()
+    assert h.alternates == {} and h.meta["timing"] == "stamps"
+    assert h.meta["cuda"]["stamp_chunks"] == 1 and repr(dev).endswith("timing='stamps')")
+
+
+def test_stamp_buffer_grows_in_chunks_and_slots_map_across_them(fake_stamps):
+    dev = CudaDevice(pings=1, timing="stamps", stamp_slots=16)
+    dev.start()
+    fake_stamps.t += 1  # the clock moves between chunks' points
+    ops(dev, fake_stamps, 50)
+    h = dev.harvest()
+    n = len(h.events["kind"])
+    assert n == 102 and len(fake_stamps.stampers) == -(-n // 16)
+    assert h.meta["cuda"]["stamp_chunks"] == len(fake_stamps.stampers)
+    assert h.meta["cuda"]["stamp_chunk_wait_ns"] >= 0
+    assert (h.events["raw_ns"] == true_globaltimer(fake_stamps, h.events)).all()
+    dev.start()  # a second recording starts with one fresh chunk
+    assert len(fake_stamps.stampers) == -(-n // 16) + 1
+    dev.harvest()
+
+
+def test_both_records_an_event_and_a_stamp_at_every_point(fake_stamps):
+    dev = CudaDevice(pings=1, timing="both", anchor_interval_ns=10**8)
+    dev.start()
+    for k in range(20):
+        ops(dev, fake_stamps, 1, seq0=k)
+        fake_stamps.advance(30_000_000)
+    h = dev.harvest()
+    ev = h.events
+    n = len(ev["kind"])
+    assert (ev["kind"] == EventKind.ANCHOR).sum() >= 5
+    assert fake_stamps.records == fake_stamps.stamps == n  # anchors too
+    assert h.meta["timing"] == "events" and h.meta["cuda"]["timing"] == "both"
+    stamps = h.alternates["stamps"]
+    assert (stamps == true_globaltimer(fake_stamps, ev)).all()
+    # the events keep their own clock, chained from anchor 0 (raw 0)
+    t0 = fake_stamps.device_ns(ev["host_record_ns"][0] + fake_stamps.lag_ns)
+    true = np.array([fake_stamps.device_ns(t + fake_stamps.lag_ns) - t0
+                     for t in ev["host_record_ns"]])
+    assert np.abs(ev["raw_ns"] - true).max() < 1_000
+
+
+def test_no_stamp_while_the_stream_captures_a_graph(fake_stamps):
+    dev = CudaDevice(pings=1, timing="stamps")
+    dev.start()
+    fake_stamps.capture = True
+    stamps = fake_stamps.stamps
+    assert dev.begin(0, 0) == NONE and fake_stamps.stamps == stamps
+    fake_stamps.capture = False
+    dev.harvest()
+
+
+def test_a_stamp_that_never_landed_fails_the_harvest_by_name(fake_stamps):
+    dev = CudaDevice(pings=1, timing="stamps")
+    dev.start()
+    ops(dev, fake_stamps, 3)
+    fake_stamps.drop = (fake_stamps.stampers[0], 7)  # after a ping and 3 ops
+    ops(dev, fake_stamps, 1, seq0=3)
+    with pytest.raises(CutimelineError, match=r"1 of 10 globaltimer stamps .* point 7"):
+        dev.harvest()
+    dev.start()  # the failed harvest still ended the recording
+    dev.harvest()
+
+
+def test_launch_cost_is_measured_on_what_the_timing_records(fake_stamps):
+    for timing, records, stamps in (("events", 128, 0), ("stamps", 0, 128),
+                                    ("both", 128, 128)):
+        fake_stamps.records = fake_stamps.stamps = 0
+        assert CudaDevice(timing=timing).measure_launch_ns(64) >= 0
+        assert (fake_stamps.records, fake_stamps.stamps) == (records, stamps), timing
+
+
+def test_stamp_timing_without_cupy_fails_when_the_device_is_made(fake_stamps, monkeypatch):
+    def missing(index):
+        raise CutimelineError("CuPy is not installed ...: pip install cupy-cuda13x.")
+    monkeypatch.setattr(fake_stamps, "check_stamps", missing)
+    with pytest.raises(CutimelineError, match="cupy-cuda13x"):
+        CudaDevice(timing="both")
+    CudaDevice(timing="events")  # events need no CuPy
+
+
+def test_timing_misuse(fake_stamps):
+    with pytest.raises(CutimelineError, match="timing='globaltimer'.*'events', 'stamps', 'both'"):
+        CudaDevice(timing="globaltimer")
+    with pytest.raises(CutimelineError, match="stamp_slots"):
+        CudaDevice(timing="stamps", pings=3, stamp_slots=8)  # the pings alone need 12
+    with pytest.raises(CutimelineError, match="timing='fast'.*'events', 'stamps', 'both'"):
+        ctl.record(timing="fast")
+    for device in ("cpu", ctl.SimGPU(), CudaDevice(timing="both")):
+        with pytest.raises(CutimelineError, match="applies to the CUDA device"):
+            ctl.record(device=device, timing="stamps")
+    assert ctl.record(device=CudaDevice(timing="stamps"), timing="stamps").device.timing == "stamps"
+    if not torch.cuda.is_available():  # "auto" without CUDA records no device
+        assert ctl.record(device="auto", timing="stamps").device is None
+
+
+def test_recorder_with_both_timings_gives_two_aligned_timelines(fake_stamps, monkeypatch):
+    clock = __import__("time").perf_counter_ns
+    monkeypatch.setattr(fake_stamps, "now", clock)
+    monkeypatch.setattr(fake_stamps, "synchronize",
+                        lambda index: setattr(fake_stamps, "t", clock()))
+    fake_stamps.lag_ns = 0  # every point runs as it is recorded
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
+    with ctl.record(device=CpuAsCuda(pings=2, timing="both"), timing="both") as rec:
+        for _ in range(3):
+            net(torch.randn(3, 4)).sum().item()
+    tls = rec.timelines
+    assert set(tls) == {"events", "stamps"} and tls["events"] is rec.timeline
+    ev, st = tls["events"], tls["stamps"]
+    assert ev.meta["timing"] == "events" and st.meta["timing"] == "stamps"
+    assert ev.meta["options"]["timing"] == "both"
+    assert ev.aligned and st.aligned and len(st.clocks) == 1
+    assert ev.ops.seq is st.ops.seq and ev.syncs.host_end_ns is st.syncs.host_end_ns
+    assert (st.events.raw_ns > GT_OFFSET // 2).all() and (ev.events.raw_ns < 10**12).all()
+    # one instant, two clocks: each estimate lies within its own bound of it,
+    # so they differ by at most the two bounds together (+1 ns of rounding each)
+    slack = ev.clocks.bound_max_ns[0] + st.clocks.bound_max_ns[0] + 2
+    for col in ("begin_ns", "end_ns"):
+        assert np.abs(ev.gpu[col] - st.gpu[col]).max() <= slack
+
+
+def test_single_timing_recordings_list_one_timeline(fake):
+    with ctl.record(device="cpu") as rec:
+        torch.ones(2).sum()
+    assert rec.timelines == {"events": rec.timeline}

@@ -1,0 +1,97 @@
+"""The few torch.cuda (and, for stamps, CuPy) calls ``CudaDevice`` makes.
+
+They sit behind one object so that CPU tests stand a fake in
+(``devices._cuda_api``) and drive ``CudaDevice`` without a GPU. Nothing here
+is public.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+__all__: list[str] = []
+
+
+class TorchCuda:
+    """torch.cuda as CudaDevice uses it: events, streams, synchronize; and
+    globaltimer stamps through ``kernels.Stamper`` (CuPy)."""
+
+    def __init__(self) -> None:
+        import torch
+        self.torch = torch
+        self.now = time.perf_counter_ns
+        self.capturing = torch._C._cuda_isCurrentStreamCapturing
+        self._get_stream = torch._C._cuda_getCurrentStream
+        self._record = torch._C._CudaEventBase.record  # skips Event.record's lookups
+        self._streams: dict[int, Any] = {}
+        self._handles: dict[int, int] = {}
+        self._side: dict[int, Any] = {}
+
+    def current_device(self) -> int:
+        return self.torch.cuda.current_device()
+
+    def device_name(self, index: int) -> str:
+        return self.torch.cuda.get_device_name(index)
+
+    def current_stream(self, index: int) -> int:
+        return self._get_stream(index)[0]
+
+    def new_event(self) -> Any:
+        return self.torch.cuda.Event(enable_timing=True)
+
+    def _stream(self, stream: int, index: int) -> Any:
+        s = self._streams.get(stream)
+        if s is None:
+            s = self._streams[stream] = self.torch.cuda.Stream(
+                stream_id=stream, device_index=index, device_type=1)
+        return s
+
+    def record(self, event: Any, stream: int, index: int) -> None:
+        self._record(event, self._stream(stream, index))
+
+    def stream_id(self, stream: Any, index: int) -> int:
+        return self.current_stream(index) if stream is None else stream.stream_id
+
+    def elapsed_ms(self, a: Any, b: Any) -> float:
+        return a.elapsed_time(b)
+
+    def query(self, event: Any) -> bool:
+        return event.query()
+
+    def synchronize(self, index: int) -> None:
+        with self.torch.cuda.device(index):
+            self.torch._C._cuda_synchronize()
+
+    # -- globaltimer stamps -------------------------------------------------------
+    def check_stamps(self, index: int) -> None:
+        """Compile the stamp kernel now; a CutimelineError saying what to
+        install when CuPy (or its NVRTC) is missing."""
+        from . import kernels
+        kernels._kernel("stamp", index)
+
+    def new_stamper(self, slots: int, index: int) -> Any:
+        """A ``Stamper`` of ``slots`` slots, allocated and filled on a side
+        stream of our own, so that making one while recording (the buffer
+        grows) waits for that stream only, never for the program's work.
+        No dispatch mode sees its fill (ours would record it, re-entering)."""
+        from torch.utils._python_dispatch import _disable_current_modes
+        from .kernels import Stamper
+        with _disable_current_modes():
+            side = self._side.get(index)
+            if side is None:
+                side = self._side[index] = self.torch.cuda.Stream(index)
+            return Stamper(slots, index, stream=side)
+
+    def stamp(self, stamper: Any, slot: int, stream: int, index: int) -> None:
+        """Enqueue a stamp into ``slot`` on the stream with torch id ``stream``."""
+        handle = self._handles.get(stream)
+        if handle is None:
+            handle = self._handles[stream] = self._stream(stream, index).cuda_stream
+        stamper._put(slot, handle)
+
+    def read_stamps(self, stamper: Any) -> np.ndarray:
+        """Globaltimer ns of every slot (-1 unwritten); waits for the device."""
+        return stamper.read().globaltimer_ns
