@@ -242,7 +242,7 @@ class Scene:
         free_from = -1.0
         for i in wide[np.argsort(c0[wide], kind="stable")]:
             text = str(texts[i])
-            need = 5.2 * len(text) + 8  # ~px of 7-pt text, and a margin
+            need = 4.4 * len(text) + 8  # ~px of 7-pt text, and a margin
             mid = (c0[i] + c1[i]) / 2
             if need > c1[i] - c0[i] or mid - need / 2 < free_from:
                 continue

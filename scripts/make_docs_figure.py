@@ -14,7 +14,7 @@ its H100 roofline cost. A meta tensor has no value, so the per-step
 ``loss.item()`` of a real loop is ``gpu.synchronize()`` here — the same
 host-blocking drain of the queue.
 
-    python scripts/make_docs_figure.py [--out docs/timeline.png] [--steps 5]
+    python scripts/make_docs_figure.py [--out docs/timeline.png] [--steps 6] [--window 1-4]
 """
 
 from __future__ import annotations
@@ -92,12 +92,14 @@ def _busy(seconds: float) -> None:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default=os.path.join("docs", "timeline.png"))
-    p.add_argument("--steps", type=int, default=5)
-    p.add_argument("--window", default=None, help="steps first-last, e.g. 1-3")
+    p.add_argument("--steps", type=int, default=6)
+    p.add_argument("--window", default="1-4",
+                   help="steps first-last to draw (default 1-4: past the "
+                        "warm-up step 0), or 'all'")
     a = p.parse_args(argv)
     tl = record_loop(a.steps)
     window = None
-    if a.window:
+    if a.window and a.window != "all":
         first, last = (int(v) for v in a.window.split("-"))
         window = (first, last)
     plot(tl, a.out, window=window)
