@@ -512,6 +512,45 @@ def queue_series(plus, minus, order, starts, engine: str = "numba"):
 # -- quantiles per group ----------------------------------------------------------
 
 @njit(cache=True)
+def _select(v, k):
+    """Reorder v in place so that v[k] is its k-th smallest (0-based) and
+    nothing after it is smaller (Hoare's quickselect, median-of-three)."""
+    lo, hi = 0, len(v) - 1
+    while hi > lo:
+        mid = (lo + hi) // 2
+        a, b, c = v[lo], v[mid], v[hi]
+        pivot = max(min(a, b), min(max(a, b), c))
+        i, j = lo, hi
+        while i <= j:
+            while v[i] < pivot:
+                i += 1
+            while v[j] > pivot:
+                j -= 1
+            if i <= j:
+                v[i], v[j] = v[j], v[i]
+                i += 1
+                j -= 1
+        if k <= j:
+            hi = j
+        elif k >= i:
+            lo = i
+        else:
+            return
+
+
+@njit(cache=True)
+def quantile_inplace(v, q):
+    """Linear-interpolation quantile of v (reordered in place)."""
+    n = len(v)
+    x = q * (n - 1)
+    r = int(np.floor(x))
+    _select(v, r)
+    a = v[r]
+    b = v[r + 1:].min() if r + 1 < n else a
+    return a + (b - a) * (x - r)
+
+
+@njit(cache=True)
 def _quantiles_nb(values, group, n_groups, qs):
     order, starts = _group_order_nb(group, np.zeros(len(group), np.int64),
                                     n_groups)
@@ -520,12 +559,9 @@ def _quantiles_nb(values, group, n_groups, qs):
         s, e = starts[g], starts[g + 1]
         if e == s:
             continue
-        v = np.sort(values[order[s:e]])
+        v = values[order[s:e]]  # a copy, reordered by each selection
         for k in range(len(qs)):
-            x = qs[k] * (e - s - 1)
-            lo = int(np.floor(x))
-            hi = min(lo + 1, e - s - 1)
-            out[g, k] = v[lo] + (v[hi] - v[lo]) * (x - lo)
+            out[g, k] = quantile_inplace(v, qs[k])
     return out
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit
 
 from . import intervals as iv
 from .attribution import attribute
@@ -76,9 +77,8 @@ def lanes(tl: Timeline, act: HostActivity, w0, w1, engine: str = "numba",
     over the windows [w0, w1) (window 0 gets quantiles and CPU lead)."""
     g = tl.gpu
     begin = np.asarray(g.begin_ns, np.int64)
-    end = np.maximum(np.asarray(g.end_ns, np.int64), begin)
     launch = np.asarray(g.launch_ns, np.int64)
-    lead = np.where(launch != NONE, begin - launch, NONE)
+    end, lead, unknown = _prepare(begin, np.asarray(g.end_ns, np.int64), launch)
     lo, hi = bounds if bounds is not None else (tl.start_ns, tl.end_ns)
     w0 = np.clip(np.atleast_1d(np.asarray(w0, np.int64)), lo, hi)
     w1 = np.clip(np.atleast_1d(np.asarray(w1, np.int64)), w0, hi)
@@ -90,7 +90,7 @@ def lanes(tl: Timeline, act: HostActivity, w0, w1, engine: str = "numba",
     sync_op = (tl.ops.flags & OpFlag.SYNC) != 0
     sync_row = (g.op != NONE) & sync_op[np.maximum(g.op, 0)] if sync_op.any() else \
         np.zeros(0, bool)
-    args = (begin, end, launch, lead, sync_row, lo, hi, w0, w1, act, engine)
+    args = (begin, end, launch, lead, unknown, sync_row, lo, hi, w0, w1, act, engine)
     streams = _group(pair, len(k_dev), *args)
     if len(k_dev) == len(dev_keys):  # one stream per device: same lanes
         devices = streams
@@ -100,8 +100,8 @@ def lanes(tl: Timeline, act: HostActivity, w0, w1, engine: str = "numba",
                  dev_keys, stream_dev, lo, hi, w0, w1)
 
 
-def _group(of_row, n, begin, end, launch, lead, sync_row, lo, hi, w0, w1, act,
-           engine) -> Group:
+def _group(of_row, n, begin, end, launch, lead, unknown, sync_row, lo, hi, w0, w1,
+           act, engine) -> Group:
     order, starts = iv.group_order(of_row, begin, n, engine)
     ig, ib, ie, _, gg, gb, ge, gnext, gprev, lam = iv.merge(
         begin, end, launch, order, starts, lo, hi, engine)
@@ -114,10 +114,10 @@ def _group(of_row, n, begin, end, launch, lead, sync_row, lo, hi, w0, w1, act,
     amounts, idle = attribute(gb, ge, nl, has_next, lam[gg], gstart, act, w0, w1,
                               engine, after)
     busy = (w1 - w0)[None, :] - idle.sum(axis=2)
-    known = launch[order] != NONE
-    if known.all():
+    if not unknown:  # every row has a launch time: the usual case
         q_order, q_starts = order, starts
     else:
+        known = launch[order] != NONE
         q_order = order[known]
         q_starts = np.searchsorted(np.flatnonzero(known), starts).astype(np.int64)
     mean, qmin, qmax, quant = window_stats(launch, end, q_order, q_starts, w0, w1,
@@ -127,6 +127,26 @@ def _group(of_row, n, begin, end, launch, lead, sync_row, lo, hi, w0, w1, act,
     return Group(n, of_row, order, starts, ib, ie, _starts(ig, n), gb, ge, gnext,
                  gstart, lam, gg, nl, after, amounts, idle, busy, q_order, q_starts,
                  queue, leads)
+
+
+@njit(cache=True)
+def _prepare(begin, end, launch):
+    """(end clamped to ≥ begin — the input itself when no row needs it —,
+    CPU lead begin − launch (NONE where unknown), whether any launch is
+    unknown), in one pass."""
+    lead = np.empty(len(begin), np.int64)
+    unknown = False
+    clamp = False
+    for i in range(len(begin)):
+        if launch[i] == NONE:
+            lead[i] = NONE
+            unknown = True
+        else:
+            lead[i] = begin[i] - launch[i]
+        clamp |= end[i] < begin[i]
+    if clamp:
+        end = np.maximum(end, begin)
+    return end, lead, unknown
 
 
 def _starts(group_sorted: np.ndarray, n: int) -> np.ndarray:

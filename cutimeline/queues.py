@@ -68,6 +68,7 @@ def _window_stats_nb(plus, minus, order, starts, w0, w1, qs):
         ka = w0[1] if W > 1 else big
         kb = w1[1] if W > 1 else big
         k_area, k_lo, k_hi = 0, big, -big
+        top = 0
         while True:
             # the next change, +1 first at equal times; written as selects,
             # not branches: which one comes next is unpredictable
@@ -82,6 +83,7 @@ def _window_stats_nb(plus, minus, order, starts, w0, w1, qs):
                     mn[0], mx[0] = min(mn[0], depth), max(mx[0], depth)
                     if depth >= 0:
                         hist[depth] += ov
+                        top = max(top, depth)
                 if ka <= a and t <= kb:  # inside the current step: the usual case
                     k_area += depth * (t - a)
                     k_lo, k_hi = min(k_lo, depth), max(k_hi, depth)
@@ -110,7 +112,7 @@ def _window_stats_nb(plus, minus, order, starts, w0, w1, qs):
                 mean[g, w] = area[w] / span
                 lo[g, w], hi[g, w] = mn[w], mx[w]
         if b0 > a0:
-            c = np.cumsum(hist) / (b0 - a0)
+            c = np.cumsum(hist[:top + 1]) / (b0 - a0)
             for q in range(len(qs)):
                 quant[g, q] = np.searchsorted(c, qs[q] - 1e-12)
     return mean, lo, hi, quant
@@ -249,45 +251,6 @@ def sample_stats(plus, minus, order, starts, engine: str = "numba") -> np.ndarra
 
 
 @njit(cache=True)
-def _select(v, k):
-    """Reorder v in place so that v[k] is its k-th smallest (0-based) and
-    nothing after it is smaller (Hoare's quickselect, median-of-three)."""
-    lo, hi = 0, len(v) - 1
-    while hi > lo:
-        mid = (lo + hi) // 2
-        a, b, c = v[lo], v[mid], v[hi]
-        pivot = max(min(a, b), min(max(a, b), c))
-        i, j = lo, hi
-        while i <= j:
-            while v[i] < pivot:
-                i += 1
-            while v[j] > pivot:
-                j -= 1
-            if i <= j:
-                v[i], v[j] = v[j], v[i]
-                i += 1
-                j -= 1
-        if k <= j:
-            hi = j
-        elif k >= i:
-            lo = i
-        else:
-            return
-
-
-@njit(cache=True)
-def _quantile(v, q):
-    """Linear-interpolation quantile of v (reordered in place)."""
-    n = len(v)
-    x = q * (n - 1)
-    r = int(np.floor(x))
-    _select(v, r)
-    a = v[r]
-    b = v[r + 1:].min() if r + 1 < n else a
-    return a + (b - a) * (x - r)
-
-
-@njit(cache=True)
 def _lead_stats_nb(lead, begin, order, starts, w0, w1):
     G = len(starts) - 1
     out = np.full((G, 4), np.nan)
@@ -305,8 +268,8 @@ def _lead_stats_nb(lead, begin, order, starts, w0, w1):
         if m:
             v = v[:m]
             out[g, 0] = total / m
-            out[g, 1] = _quantile(v, 0.5)
-            out[g, 2] = _quantile(v, 0.95)
+            out[g, 1] = iv.quantile_inplace(v, 0.5)
+            out[g, 2] = iv.quantile_inplace(v, 0.95)
             out[g, 3] = v.max()
     return out
 

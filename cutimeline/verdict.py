@@ -14,6 +14,7 @@ A step's verdict, from its primary device (the one with the most GPU time):
 from __future__ import annotations
 
 import numpy as np
+from numba import njit
 
 from . import intervals as iv
 from .gaps import CAUSES, Cause, HostActivity
@@ -39,6 +40,18 @@ STEP_DTYPE = [("number", np.int64), ("begin_ns", np.int64), ("end_ns", np.int64)
      ("launches", np.int64), ("host_data_ns", np.int64),
      ("host_sync_ns", np.int64), ("predicted_ns", np.int64),
      ("predicted_busy_frac", np.float64)]
+
+
+@njit(cache=True)
+def _count_flag(flags, bit, i0, i1):
+    """How many of flags[i0[w]:i1[w]] have ``bit``, per window w."""
+    out = np.zeros(len(i0), np.int64)
+    for w in range(len(i0)):
+        c = 0
+        for k in range(i0[w], i1[w]):
+            c += (flags[k] & bit) != 0
+        out[w] = c
+    return out
 
 
 def verdicts(busy_frac, idle_by_cause, gpu_bound_at: float = 0.85,
@@ -74,10 +87,12 @@ def step_table(tl: Timeline, ln: Lanes | None, act: HostActivity, primary: int,
     out["number"], out["begin_ns"], out["end_ns"] = numbers, w0, w1
     out["duration_ns"] = w1 - w0
     o = tl.ops
-    t_op = iv.sorted_copy(o.host_begin_ns, engine)
-    out["ops"] = np.searchsorted(t_op, w1) - np.searchsorted(t_op, w0)
-    t_l = iv.sorted_copy(o.host_begin_ns[(o.flags & OpFlag.LAUNCH) != 0], engine)
-    out["launches"] = np.searchsorted(t_l, w1) - np.searchsorted(t_l, w0)
+    by_time = iv.sort_order(o.host_begin_ns, engine)  # ops come sorted, mostly
+    t_op = o.host_begin_ns if by_time is None else o.host_begin_ns[by_time]
+    flags = o.flags if by_time is None else o.flags[by_time]
+    i0, i1 = np.searchsorted(t_op, w0), np.searchsorted(t_op, w1)
+    out["ops"] = i1 - i0
+    out["launches"] = _count_flag(flags, int(OpFlag.LAUNCH), i0, i1)
     out["host_data_ns"] = iv.coverage(*act.data, w0, w1, engine)
     out["host_sync_ns"] = iv.coverage(*act.sync, w0, w1, engine)
     for c in ("lead_first_ns", "lead_last_ns", "lead_max_ns"):
@@ -86,8 +101,7 @@ def step_table(tl: Timeline, ln: Lanes | None, act: HostActivity, primary: int,
     out["predicted_busy_frac"] = np.nan
     if comp is not None:
         from .compensation import shifted
-        p0 = shifted(w0, comp["shift_t"], comp["shift_v"], engine)
-        p1 = shifted(w1, comp["shift_t"], comp["shift_v"], engine)
+        p0, p1 = shifted(w0, comp, engine), shifted(w1, comp, engine)
         out["predicted_ns"] = p1 - p0
     if ln is None:
         out["verdict"] = verdicts(np.zeros(len(w0)), np.zeros((len(w0), 5)),
@@ -104,12 +118,15 @@ def step_table(tl: Timeline, ln: Lanes | None, act: HostActivity, primary: int,
     for k, c in (("mean", "queue_mean"), ("min", "queue_min"), ("max", "queue_max")):
         out[c] = dv.queue[k][primary, idx]
     # CPU lead of the work launched in each step, in launch order
-    mine = np.flatnonzero(ln.launch != NONE) if dv.n == 1 else \
-        np.flatnonzero((dv.of_row == primary) & (ln.launch != NONE))
-    o_l = iv.sort_order(ln.launch[mine], engine)
-    if o_l is not None:
-        mine = mine[o_l]
-    launch, lead = ln.launch[mine], ln.lead[mine]
+    launch, lead = ln.launch, ln.lead
+    in_order = dv.n == 1 and iv.sort_order(launch, engine) is None
+    if not in_order or (len(launch) and launch[0] == NONE):
+        mine = np.flatnonzero(ln.launch != NONE) if dv.n == 1 else \
+            np.flatnonzero((dv.of_row == primary) & (ln.launch != NONE))
+        o_l = iv.sort_order(ln.launch[mine], engine)
+        if o_l is not None:
+            mine = mine[o_l]
+        launch, lead = ln.launch[mine], ln.lead[mine]
     a, b = np.searchsorted(launch, w0), np.searchsorted(launch, w1)
     has = b > a
     out["lead_first_ns"][has] = lead[a[has]]

@@ -13,21 +13,22 @@ from handmade import random_timeline, timeline
 def random_inputs(seed, n_op=300, n_g=200, n_sy=12, streams=3):
     rng = np.random.default_rng(seed)
     op_t = np.sort(rng.integers(0, 100_000, n_op))
-    cost = rng.integers(0, 50, n_op)
+    flags = np.where(rng.random(n_op) < 0.5, OpFlag.LAUNCH, 0).astype(np.uint8)
     g_launch = np.sort(rng.choice(op_t, n_g))  # launches at op times: ties
     g_grp = rng.integers(0, streams, n_g)
     g_dur = rng.integers(0, 2_000, n_g)
     free = np.zeros(streams, np.int64)
-    g_end = np.zeros(n_g, np.int64)
+    g_begin = np.zeros(n_g, np.int64)
     for j in range(n_g):
-        b = max(free[g_grp[j]], g_launch[j] + 300)
-        free[g_grp[j]] = g_end[j] = b + g_dur[j]
+        g_begin[j] = max(free[g_grp[j]], g_launch[j] + 300)
+        free[g_grp[j]] = g_begin[j] + g_dur[j]
     sb = np.sort(rng.choice(np.concatenate([op_t, rng.integers(0, 100_000, 50)]), n_sy))
     se = sb + rng.integers(0, 5_000, n_sy)
     covers = rng.random((3, streams)) < 0.6
     s_grp = rng.integers(0, 3, n_sy)
     lam = rng.integers(0, 400, streams)
-    return (op_t, cost, sb, se, s_grp, g_launch, g_grp, g_dur, g_end, lam, covers)
+    return (op_t, flags, 37, 11, sb, se, s_grp, g_launch, g_grp, g_begin,
+            g_begin + g_dur, lam, covers)
 
 
 @pytest.mark.parametrize("seed", range(8))
@@ -44,14 +45,16 @@ def test_gpu_bound_sync_keeps_its_wait():
     # overhead; the host syncs at 5 and wakes 1 ns after the GPU drained at
     # 300. Without overhead the GPU starts 1 ns earlier: it drains at 299,
     # so everything after the sync moves by −1 ns only.
-    args = (np.array([0, 1, 2]), np.array([1, 1, 1]), np.array([5]), np.array([301]),
-            np.array([0]), np.array([0, 1, 2]), np.array([0, 0, 0]),
-            np.array([100, 100, 100]), np.array([100, 200, 300]), np.array([0]),
+    args = (np.array([0, 1, 2]), np.zeros(3, np.uint8), 1, 0, np.array([5]),
+            np.array([301]), np.array([0]), np.array([0, 1, 2]), np.array([0, 0, 0]),
+            np.array([0, 100, 200]), np.array([100, 200, 300]), np.array([0]),
             np.array([[True]]))
     for engine in ("numba", "numpy"):
-        begin, t, v = replay(*args, engine=engine)
+        begin, jumps = replay(*args, engine=engine)
         assert begin.tolist() == [-1, 99, 199]
-        assert shifted([4, 400], t, v, engine).tolist() == [1, 399]
+        comp = {"op_t": args[0], "flags": args[1], "overhead_ns_per_op": 1,
+                "overhead_ns_per_launch": 0, "sync_t": args[4], "jumps": jumps}
+        assert shifted([4, 400], comp, engine).tolist() == [1, 399]
 
 
 def test_cpu_only_steps_shrink_by_the_overhead():
@@ -84,7 +87,9 @@ def test_replayed_gpu_follows_the_faster_host():
     assert c["removed_ns"] == 300 * len(tl.ops) + 100 * len(tl.ops)
     # the replay never starts work before its (shifted) launch, and keeps
     # every stream in order without overlap
-    lead = c["begin_ns"] - shifted(tl.gpu.launch_ns, c["shift_t"], c["shift_v"])
+    launched = shifted(tl.gpu.launch_ns, c)
+    np.testing.assert_array_equal(launched, shifted(tl.gpu.launch_ns, c, "numpy"))
+    lead = c["begin_ns"] - launched
     assert lead.min() >= 0
     for s in np.unique(tl.gpu.stream):
         sel = np.flatnonzero(tl.gpu.stream == s)
