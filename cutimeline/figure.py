@@ -31,8 +31,10 @@ The time axis is milliseconds from the window's start (the x label says
 where that start lies in the recording). The title names the source; a
 simulated Timeline says SIMULATED.
 
-With ``ax=``, only the lanes are drawn, into that Axes (its title and a
-legend to its right); the figure is ``ax.figure``. Work is merged at the
+With ``ax=``, only the lanes are drawn, into that Axes (its title, its x
+label, and a legend just right of it, outside: leave room, or save with
+``bbox_inches="tight"`` as ``plot`` does when given a path); the figure is
+``ax.figure``. Work is merged at the
 pixel resolution of the lanes' Axes before drawing (``pixels.py``), so 10^6
 ops draw in a few rectangles per lane and pixel column, in collections;
 no artist per op. Figures are ``matplotlib.figure.Figure`` on the Agg
@@ -97,7 +99,10 @@ def plot(tl: Timeline, path: str | os.PathLike | None = None, *, window: Any = N
         axes[-1].set_xlabel(_xlabel(scene), fontsize=FONT)
         _titles(fig, axes[0], title or _title(scene), _subtitle(scene))
     if fmt:
-        fig.savefig(os.fspath(path), format=fmt, dpi=fig.dpi)
+        # into a given Axes the lane labels and the legend stick out of it:
+        # a tight bounding box keeps them in the file
+        fig.savefig(os.fspath(path), format=fmt, dpi=fig.dpi,
+                    bbox_inches="tight" if ax is not None else None)
     return fig
 
 
