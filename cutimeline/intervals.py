@@ -1,4 +1,4 @@
-"""Interval kernels: grouping, union, gaps, queue depth and group quantiles.
+"""Interval kernels: dense ids, grouping, union and gaps, point lookups.
 
 Every kernel comes twice: a Numba version (``@njit(cache=True)``, one pass
 over the rows where it can) and a NumPy twin that computes the same result
@@ -19,9 +19,8 @@ from numba import njit
 from .errors import CutimelineError
 from .timeline import NONE
 
-__all__ = ["ENGINES", "check_engine", "dense_ids", "group_order", "merge",
-           "union", "coverage", "count_le", "queue_series", "group_quantiles",
-           "sort_order", "sorted_copy", "pair_ids"]
+__all__ = ["ENGINES", "check_engine", "dense_ids", "pair_ids", "group_order",
+           "merge", "union", "coverage", "count_le", "sort_order", "sorted_copy"]
 
 ENGINES = ("numba", "numpy")
 I64_MAX = np.iinfo(np.int64).max
@@ -439,157 +438,6 @@ def coverage(seg_begin, seg_end, a, b, engine: str = "numba") -> np.ndarray:
         return np.where(i > 0, c, 0)
 
     return np.maximum(cum(np.maximum(b, a)) - cum(a), 0)
-
-
-# -- queue depth ----------------------------------------------------------------
-
-@njit(cache=True)
-def _sorted(x):
-    for i in range(1, len(x)):
-        if x[i] < x[i - 1]:
-            return np.sort(x)
-    return x
-
-
-@njit(cache=True)
-def _merge_counts(p, m):
-    """For sorted p and m: how many m come before each p (m < p: at equal
-    times the +1 goes first) and how many p before each m (p ≤ m)."""
-    before_p = np.empty(len(p), np.int64)
-    before_m = np.empty(len(m), np.int64)
-    j = 0
-    for i in range(len(p)):  # pointer walks: no data-dependent branch per event
-        while j < len(m) and m[j] < p[i]:
-            j += 1
-        before_p[i] = j
-    i = 0
-    for j in range(len(m)):
-        while i < len(p) and p[i] <= m[j]:
-            i += 1
-        before_m[j] = i
-    return before_p, before_m
-
-
-@njit(cache=True)
-def _queue_nb(plus, minus, order, starts):
-    n = len(order)
-    t = np.empty(2 * n, np.int64)
-    q = np.empty(2 * n, np.int64)
-    for g in range(len(starts) - 1):
-        s, e = starts[g], starts[g + 1]
-        p = _sorted(plus[order[s:e]])
-        m = _sorted(minus[order[s:e]])
-        bp, bm = _merge_counts(p, m)
-        for i in range(e - s):  # each event's place in the merged sequence
-            k = 2 * s + i + bp[i]
-            t[k], q[k] = p[i], i + 1 - bp[i]
-        for j in range(e - s):
-            k = 2 * s + j + bm[j]
-            t[k], q[k] = m[j], bm[j] - j - 1
-    return t, q
-
-
-def _queue_np(plus, minus, order, starts):
-    G = len(starts) - 1
-    grp = np.repeat(np.arange(G, dtype=np.int64), np.diff(starts))
-    t = np.concatenate([plus[order], minus[order]])
-    kind = np.repeat(np.array([0, 1], np.int64), len(order))
-    o = np.lexsort((kind, t, np.concatenate([grp, grp])))
-    # each group adds and removes each row once, so one running sum serves
-    return t[o], np.cumsum(1 - 2 * kind[o])
-
-
-def queue_series(plus, minus, order, starts, engine: str = "numba"):
-    """Each group's queue depth as a step function: (t, depth) with depth
-    the value from t on, 2 entries per row (+1 at ``plus``, −1 at
-    ``minus``), group g at ``2*starts[g]:2*starts[g+1]``, time-sorted, and
-    at equal times the +1 first (as HTA, which lists launches before
-    kernels)."""
-    args = (_i64(plus), _i64(minus), _i64(order), _i64(starts))
-    return (_queue_nb if engine == "numba" else _queue_np)(*args)
-
-
-# -- quantiles per group ----------------------------------------------------------
-
-@njit(cache=True)
-def _select(v, k):
-    """Reorder v in place so that v[k] is its k-th smallest (0-based) and
-    nothing after it is smaller (Hoare's quickselect, median-of-three)."""
-    lo, hi = 0, len(v) - 1
-    while hi > lo:
-        mid = (lo + hi) // 2
-        a, b, c = v[lo], v[mid], v[hi]
-        pivot = max(min(a, b), min(max(a, b), c))
-        i, j = lo, hi
-        while i <= j:
-            while v[i] < pivot:
-                i += 1
-            while v[j] > pivot:
-                j -= 1
-            if i <= j:
-                v[i], v[j] = v[j], v[i]
-                i += 1
-                j -= 1
-        if k <= j:
-            hi = j
-        elif k >= i:
-            lo = i
-        else:
-            return
-
-
-@njit(cache=True)
-def quantile_inplace(v, q):
-    """Linear-interpolation quantile of v (reordered in place)."""
-    n = len(v)
-    x = q * (n - 1)
-    r = int(np.floor(x))
-    _select(v, r)
-    a = v[r]
-    b = v[r + 1:].min() if r + 1 < n else a
-    return a + (b - a) * (x - r)
-
-
-@njit(cache=True)
-def _quantiles_nb(values, group, n_groups, qs):
-    order, starts = _group_order_nb(group, np.zeros(len(group), np.int64),
-                                    n_groups)
-    out = np.full((n_groups, len(qs)), np.nan)
-    for g in range(n_groups):
-        s, e = starts[g], starts[g + 1]
-        if e == s:
-            continue
-        v = values[order[s:e]]  # a copy, reordered by each selection
-        for k in range(len(qs)):
-            out[g, k] = quantile_inplace(v, qs[k])
-    return out
-
-
-def _quantiles_np(values, group, n_groups, qs):
-    o = np.lexsort((values, group))
-    v = values[o]
-    counts = np.bincount(group, minlength=n_groups)
-    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
-    out = np.full((n_groups, len(qs)), np.nan)
-    have = counts > 0
-    for k, q in enumerate(qs):
-        x = q * (counts[have] - 1)
-        lo = np.floor(x).astype(np.int64)
-        hi = np.minimum(lo + 1, counts[have] - 1)
-        vlo, vhi = v[starts[have] + lo], v[starts[have] + hi]
-        out[have, k] = vlo + (vhi - vlo) * (x - lo)
-    return out
-
-
-def group_quantiles(values, group, n_groups: int, qs,
-                    engine: str = "numba") -> np.ndarray:
-    """(n_groups, len(qs)) quantiles of ``values`` per group (linear
-    interpolation, as ``np.quantile``); NaN for an empty group."""
-    values = np.ascontiguousarray(values, np.float64)
-    group = _i64(group)
-    qs = np.ascontiguousarray(qs, np.float64)
-    f = _quantiles_nb if engine == "numba" else _quantiles_np
-    return f(values, group, int(n_groups), qs)
 
 
 # -- order ------------------------------------------------------------------------

@@ -21,7 +21,7 @@ from numba import njit
 from . import intervals as iv
 from .attribution import attribute
 from .gaps import HostActivity
-from .queues import lead_stats, window_stats
+from .queues import lead_stats, queue_series, window_stats
 from .timeline import NONE, OpFlag, Timeline
 
 __all__ = ["Group", "Lanes", "lanes", "busy_in", "idle_in", "queue_depth"]
@@ -157,7 +157,7 @@ def queue_depth(ln: Lanes, grp: Group, k: int, engine: str = "numba"):
     """(t_ns, depth) of group k: the queue depth from each t on, +1 at each
     launch and −1 when that work ends (launched, not finished)."""
     s, e = grp.q_starts[k], grp.q_starts[k + 1]
-    t, d = iv.queue_series(ln.launch, ln.end, grp.q_order[s:e],
+    t, d = queue_series(ln.launch, ln.end, grp.q_order[s:e],
                            np.array([0, e - s]), engine)
     return t, d
 

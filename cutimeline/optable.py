@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import intervals as iv
+from .quantiles import group_quantiles
 from .timeline import NONE, Timeline
 
 __all__ = ["op_table", "OP_TABLE_DTYPE"]
@@ -59,7 +60,7 @@ def op_table(tl: Timeline, *, shapes: bool = False, engine: str = "numba",
     q = np.full((n, 2), np.nan)
     if tl.aligned and has_launch.any():
         delay = (g.begin_ns - g.launch_ns)[has_launch]
-        q = iv.group_quantiles(delay, gg[has_launch], n, [0.5, 0.95], engine)
+        q = group_quantiles(delay, gg[has_launch], n, [0.5, 0.95], engine)
     out = np.zeros(n, OP_TABLE_DTYPE)
     if shapes:
         name_ids = uniq // (len(tl.strings) + 1)

@@ -1,5 +1,6 @@
 """Queue depth and CPU lead statistics per group of gpu rows, over windows.
 
+* ``queue_series`` — the queue depth as a step function (t, depth).
 * ``window_stats`` — the queue depth (launched, not finished) per group
   and window: the time-weighted mean, min and max, and for the first
   window the time-weighted median and p95 (the smallest depth held for at
@@ -19,11 +20,79 @@ import numpy as np
 from numba import njit
 
 from . import intervals as iv
+from .quantiles import group_quantiles, quantile_inplace
 from .timeline import NONE
 
-__all__ = ["window_stats", "sample_stats", "lead_stats", "SAMPLE_FIELDS"]
+__all__ = ["queue_series", "window_stats", "sample_stats", "lead_stats",
+           "SAMPLE_FIELDS"]
 
 SAMPLE_FIELDS = ("count", "mean", "std", "min", "25%", "50%", "75%", "max")
+
+
+@njit(cache=True)
+def _sorted(x):
+    for i in range(1, len(x)):
+        if x[i] < x[i - 1]:
+            return np.sort(x)
+    return x
+
+
+@njit(cache=True)
+def _merge_counts(p, m):
+    """For sorted p and m: how many m come before each p (m < p: at equal
+    times the +1 goes first) and how many p before each m (p ≤ m)."""
+    before_p = np.empty(len(p), np.int64)
+    before_m = np.empty(len(m), np.int64)
+    j = 0
+    for i in range(len(p)):  # pointer walks: no data-dependent branch per event
+        while j < len(m) and m[j] < p[i]:
+            j += 1
+        before_p[i] = j
+    i = 0
+    for j in range(len(m)):
+        while i < len(p) and p[i] <= m[j]:
+            i += 1
+        before_m[j] = i
+    return before_p, before_m
+
+
+@njit(cache=True)
+def _queue_nb(plus, minus, order, starts):
+    n = len(order)
+    t = np.empty(2 * n, np.int64)
+    q = np.empty(2 * n, np.int64)
+    for g in range(len(starts) - 1):
+        s, e = starts[g], starts[g + 1]
+        p = _sorted(plus[order[s:e]])
+        m = _sorted(minus[order[s:e]])
+        bp, bm = _merge_counts(p, m)
+        for i in range(e - s):  # each event's place in the merged sequence
+            k = 2 * s + i + bp[i]
+            t[k], q[k] = p[i], i + 1 - bp[i]
+        for j in range(e - s):
+            k = 2 * s + j + bm[j]
+            t[k], q[k] = m[j], bm[j] - j - 1
+    return t, q
+
+
+def _queue_np(plus, minus, order, starts):
+    G = len(starts) - 1
+    grp = np.repeat(np.arange(G, dtype=np.int64), np.diff(starts))
+    t = np.concatenate([plus[order], minus[order]])
+    kind = np.repeat(np.array([0, 1], np.int64), len(order))
+    o = np.lexsort((kind, t, np.concatenate([grp, grp])))
+    # each group adds and removes each row once, so one running sum serves
+    return t[o], np.cumsum(1 - 2 * kind[o])
+
+
+def queue_series(plus, minus, order, starts, engine: str = "numba"):
+    """Each group's queue depth as a step function: (t, depth) with depth
+    the value from t on, 2 entries per row (+1 at ``plus``, −1 at
+    ``minus``), group g at ``2*starts[g]:2*starts[g+1]``, time-sorted, and
+    at equal times the +1 first (as HTA, which lists launches before
+    kernels)."""
+    args = (iv._i64(plus), iv._i64(minus), iv._i64(order), iv._i64(starts))
+    return (_queue_nb if engine == "numba" else _queue_np)(*args)
 
 
 @njit(cache=True)
@@ -37,7 +106,7 @@ def _ordered(x, order, s, e):
             break
     if run and e > s:
         v = x[order[s]:order[s] + e - s]
-        return iv._sorted(v)
+        return _sorted(v)
     return np.sort(x[order[s:e]])
 
 
@@ -119,7 +188,7 @@ def _window_stats_nb(plus, minus, order, starts, w0, w1, qs):
 
 
 def _window_stats_np(plus, minus, order, starts, w0, w1, qs):
-    t, d = iv.queue_series(plus, minus, order, starts, engine="numpy")
+    t, d = queue_series(plus, minus, order, starts, engine="numpy")
     G, W = len(starts) - 1, len(w0)
     mean, lo, hi = np.zeros((G, W)), np.zeros((G, W), np.int64), np.zeros((G, W), np.int64)
     quant = np.zeros((G, len(qs)))
@@ -185,9 +254,9 @@ def _sample_stats_nb(plus, minus, order, starts):
         if m == 0:
             out[g, 0] = 0
             continue
-        p = iv._sorted(plus[order[s:e]])
-        q = iv._sorted(minus[order[s:e]])
-        bp, bm = iv._merge_counts(p, q)
+        p = _sorted(plus[order[s:e]])
+        q = _sorted(minus[order[s:e]])
+        bp, bm = _merge_counts(p, q)
         hist = np.zeros(m + 1, np.int64)
         total = sq = 0
         mn, mx = m, -m
@@ -219,7 +288,7 @@ def _sample_stats_nb(plus, minus, order, starts):
 
 
 def _sample_stats_np(plus, minus, order, starts):
-    t, d = iv.queue_series(plus, minus, order, starts, engine="numpy")
+    t, d = queue_series(plus, minus, order, starts, engine="numpy")
     G = len(starts) - 1
     out = np.full((G, 8), np.nan)
     for g in range(G):
@@ -268,8 +337,8 @@ def _lead_stats_nb(lead, begin, order, starts, w0, w1):
         if m:
             v = v[:m]
             out[g, 0] = total / m
-            out[g, 1] = iv.quantile_inplace(v, 0.5)
-            out[g, 2] = iv.quantile_inplace(v, 0.95)
+            out[g, 1] = quantile_inplace(v, 0.5)
+            out[g, 2] = quantile_inplace(v, 0.95)
             out[g, 3] = v.max()
     return out
 
@@ -287,7 +356,7 @@ def _lead_stats_np(lead, begin, order, starts, w0, w1):
     for k in np.flatnonzero(has):  # summed in row order, as the kernel does
         total[k] = np.cumsum(v[g == k])[-1]
     out[has, 0] = total[has] / n[has]
-    q = iv.group_quantiles(v, g, G, [0.5, 0.95], engine="numpy")
+    q = group_quantiles(v, g, G, [0.5, 0.95], engine="numpy")
     out[:, 1:3] = q
     mx = np.full(G, np.nan)
     np.fmax.at(mx, g, v)

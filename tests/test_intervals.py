@@ -42,8 +42,6 @@ def test_twins_agree_on_random_rows(seed):
     order, starts = iv.group_order(group, begin, 4)
     assert_same((order, starts), iv.group_order(group, begin, 4, engine="numpy"))
     assert_same(*both(iv.merge, begin, end, launch, order, starts, 9_000, 40_000))
-    assert_same(*both(iv.queue_series, launch, end, order, starts))
-    assert_same(*both(iv.group_quantiles, end - begin, group, 5, [0, .5, .95, 1]))
     sb, se = iv.union(begin[:50], end[:50])
     assert_same((sb, se), iv.union(begin[:50], end[:50], engine="numpy"))
     t = np.sort(np.random.default_rng(seed).integers(0, 40_000, 300))
@@ -98,29 +96,6 @@ def test_coverage_and_count_le():
         assert iv.count_le(sb, [9, 10, 31, 5, 40], engine=engine).tolist() == \
             [0, 1, 2, 0, 2]
     assert iv.coverage([], [], [0], [5]).tolist() == [0]
-
-
-def test_queue_series_by_hand():
-    # launched at 0, 1, 2; finished at 5, 6, 7: depth 1,2,3 then 2,1,0
-    plus, minus = np.array([0, 1, 2]), np.array([5, 6, 7])
-    order, starts = iv.group_order(np.zeros(3), plus, 1)
-    for engine in iv.ENGINES:
-        t, q = iv.queue_series(plus, minus, order, starts, engine=engine)
-        assert t.tolist() == [0, 1, 2, 5, 6, 7]
-        assert q.tolist() == [1, 2, 3, 2, 1, 0]
-    # a tie: the +1 comes first
-    t, q = iv.queue_series([0, 5], [5, 9], *iv.group_order([0, 0], [0, 5], 1))
-    assert q.tolist() == [1, 2, 1, 0]
-
-
-def test_group_quantiles_match_numpy():
-    v = np.random.default_rng(3).normal(size=101)
-    g = np.zeros(101, np.int64)
-    g[50:] = 2
-    out = iv.group_quantiles(v, g, 3, [0.5, 0.95])
-    np.testing.assert_allclose(out[0], np.quantile(v[:50], [0.5, 0.95]))
-    np.testing.assert_allclose(out[2], np.quantile(v[50:], [0.5, 0.95]))
-    assert np.isnan(out[1]).all()
 
 
 def test_unknown_engine_is_an_error():

@@ -1,0 +1,57 @@
+"""Idle time by cause per window: the kernel and its twin agree, and a
+window's amounts are exactly those of the gaps' parts inside it."""
+
+import numpy as np
+import pytest
+
+from cutimeline.attribution import attribute
+from cutimeline.gaps import classify, host_activity
+from cutimeline.lanes import lanes
+from cutimeline.timeline import NONE
+
+from handmade import random_timeline
+
+
+def gaps_of(tl):
+    act = host_activity(tl)
+    d = lanes(tl, act, [tl.start_ns], [tl.end_ns]).streams
+    return act, d, (d.gb, d.ge, d.nl, d.gnext != NONE, d.lam[d.gg], d.gstart)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_twins_agree_on_any_windows(seed):
+    tl = random_timeline(seed, n=400, streams=3)
+    act, d, args = gaps_of(tl)
+    rng = np.random.default_rng(seed)
+    w0 = rng.integers(tl.start_ns, tl.end_ns, 30)  # overlapping, unsorted
+    w1 = w0 + rng.integers(0, (tl.end_ns - tl.start_ns) // 3, 30)
+    after = rng.random(len(d.gb)) < 0.2
+    a = attribute(*args, act, w0, w1, "numba", after)
+    b = attribute(*args, act, w0, w1, "numpy", after)
+    for x, y in zip(a, b):
+        np.testing.assert_array_equal(x, y)
+
+
+def test_window_amounts_are_those_of_the_parts_inside():
+    tl = random_timeline(5, n=300, streams=2)
+    act, d, args = gaps_of(tl)
+    w0, w1 = np.array([tl.start_ns + 12_345]), np.array([tl.end_ns - 54_321])
+    _, win = attribute(*args, act, w0, w1)
+    for g in range(d.n):
+        s, e = d.gstart[g], d.gstart[g + 1]
+        part = classify(d.gb[s:e], d.ge[s:e], d.nl[s:e], d.gnext[s:e] != NONE,
+                        d.lam[d.gg[s:e]], act, np.full(e - s, w0[0]),
+                        np.full(e - s, w1[0]), engine="numpy")
+        np.testing.assert_array_equal(win[g, 0], part.sum(axis=0))
+
+
+def test_after_sync_turns_host_time_into_sync():
+    tl = random_timeline(2, n=200, streams=1)
+    act, d, args = gaps_of(tl)
+    plain, _ = attribute(*args, act, [tl.start_ns], [tl.end_ns])
+    marked, _ = attribute(*args, act, [tl.start_ns], [tl.end_ns], "numba",
+                          np.ones(len(d.gb), bool))
+    host = plain[:, :3].sum(axis=1)
+    assert (marked[:, :3].sum(axis=1) == host).all()     # host time stays host
+    assert (marked[:, 1] >= plain[:, 1]).all()           # but more of it is sync
+    np.testing.assert_array_equal(marked[:, 3:], plain[:, 3:])

@@ -1,0 +1,59 @@
+"""Lanes: grouping by stream and device, and window measures that add up."""
+
+import numpy as np
+import pytest
+
+from cutimeline.gaps import host_activity
+from cutimeline.lanes import busy_in, idle_in, lanes, queue_depth
+from cutimeline.timeline import NONE
+
+from handmade import random_timeline, timeline
+
+
+def test_streams_and_devices():
+    tl = timeline([(0, 0, 5, 10, "a", 0), (1, 0, 8, 20, "b", 0), (0, 0, 30, 40, "c", 1)])
+    ln = lanes(tl, host_activity(tl), [tl.start_ns], [tl.end_ns])
+    assert ln.stream_keys.tolist() == [[0, 0], [0, 1], [1, 0]]
+    assert ln.device_keys.tolist() == [0, 1]
+    assert ln.devices.n == 2 and ln.streams.n == 3
+    d0 = ln.devices
+    assert list(zip(d0.ib.tolist(), d0.ie.tolist())) == [(5, 20), (30, 40)]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_busy_and_idle_tile_every_window(seed):
+    tl = random_timeline(seed, n=400, streams=3)
+    act = host_activity(tl)
+    rng = np.random.default_rng(seed)
+    cuts = np.sort(rng.integers(tl.start_ns, tl.end_ns, 10))
+    w0 = np.concatenate([[tl.start_ns], cuts[:-1]])
+    w1 = np.concatenate([[tl.end_ns], cuts[1:]])
+    ln = lanes(tl, act, w0, w1)
+    for grp in (ln.streams, ln.devices):
+        np.testing.assert_array_equal(grp.busy, busy_in(grp, w0, w1))
+        np.testing.assert_array_equal(grp.idle, idle_in(grp, w0, w1, act))
+        assert (grp.busy + grp.idle.sum(axis=2) == (w1 - w0)[None]).all()
+        # steps (windows 1..) tile part of window 0
+        np.testing.assert_array_equal(grp.busy[:, 1:].sum(axis=1),
+                                      busy_in(grp, [w0[1]], [w1[-1]])[:, 0])
+
+
+def test_queue_depth_and_lead():
+    tl = timeline([(0, 0, 10, 20), (0, 1, 20, 30), (0, 2, 30, 40)])
+    ln = lanes(tl, host_activity(tl), [tl.start_ns], [tl.end_ns])
+    t, d = queue_depth(ln, ln.streams, 0)
+    assert t.tolist() == [0, 1, 2, 20, 30, 40] and d.tolist() == [1, 2, 3, 2, 1, 0]
+    assert ln.lead.tolist() == [10, 19, 28]
+    assert ln.streams.lead[0, 3] == 28
+    unknown = timeline([(0, NONE, 10, 20), (0, 5, 30, 40)])
+    ln = lanes(unknown, host_activity(unknown), [unknown.start_ns], [unknown.end_ns])
+    assert ln.lead.tolist() == [NONE, 25]
+    t, d = queue_depth(ln, ln.streams, 0)
+    assert d.tolist() == [1, 0]   # the row without a launch time is left out
+
+
+def test_rows_ending_before_they_begin_are_clamped():
+    tl = timeline([(0, 0, 10, 5), (0, 0, 20, 30)])
+    ln = lanes(tl, host_activity(tl), [tl.start_ns], [tl.end_ns])
+    assert ln.end.tolist() == [10, 30]
+    assert tl.gpu.end_ns.tolist() == [5, 30]  # the Timeline itself is untouched

@@ -1,0 +1,94 @@
+"""Queue depth and CPU lead statistics: twins agree, and by hand."""
+
+import numpy as np
+import pytest
+
+from cutimeline import intervals as iv
+from cutimeline.queues import lead_stats, queue_series, sample_stats, window_stats
+from cutimeline.timeline import NONE
+
+
+def random_queue(seed, n=300, groups=3):
+    rng = np.random.default_rng(seed)
+    group = rng.integers(0, groups, n)
+    launch = rng.integers(0, 20_000, n) * 3  # a coarse grid: ties
+    begin = launch + rng.integers(0, 600, n) * 3
+    end = begin + rng.integers(0, 300, n) * 3
+    order, starts = iv.group_order(group, begin, groups + 1)  # one group empty
+    return launch, begin, end, order, starts
+
+
+def same(a, b):
+    for x, y in zip(a, b):
+        np.testing.assert_array_equal(x, y)
+
+
+def test_queue_series_by_hand():
+    # launched at 0, 1, 2; finished at 5, 6, 7: depth 1,2,3 then 2,1,0
+    plus, minus = np.array([0, 1, 2]), np.array([5, 6, 7])
+    order, starts = iv.group_order(np.zeros(3), plus, 1)
+    for engine in iv.ENGINES:
+        t, q = queue_series(plus, minus, order, starts, engine=engine)
+        assert t.tolist() == [0, 1, 2, 5, 6, 7]
+        assert q.tolist() == [1, 2, 3, 2, 1, 0]
+    # a tie: the +1 comes first
+    t, q = queue_series([0, 5], [5, 9], *iv.group_order([0, 0], [0, 5], 1))
+    assert q.tolist() == [1, 2, 1, 0]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_twins_agree(seed):
+    launch, begin, end, order, starts = random_queue(seed)
+    same(queue_series(launch, end, order, starts, engine="numba"),
+         queue_series(launch, end, order, starts, engine="numpy"))
+    rng = np.random.default_rng(seed)
+    cuts = np.sort(rng.integers(0, 62_000, 12))
+    w0 = np.concatenate([[-100], cuts[:-1]])       # window 0, then disjoint steps
+    w1 = np.concatenate([[70_000], cuts[1:]])
+    same(window_stats(launch, end, order, starts, w0, w1, engine="numba"),
+         window_stats(launch, end, order, starts, w0, w1, engine="numpy"))
+    same([sample_stats(launch, begin, order, starts, engine="numba")],
+         [sample_stats(launch, begin, order, starts, engine="numpy")])
+    lead = np.where(rng.random(len(begin)) < 0.1, NONE, begin - launch)
+    same([lead_stats(lead, begin, order, starts, 1_000, 50_000, engine="numba")],
+         [lead_stats(lead, begin, order, starts, 1_000, 50_000, engine="numpy")])
+
+
+def test_window_stats_by_hand():
+    # depth 1 on [0,10), 2 on [10,20), 1 on [20,30), 0 after
+    plus, minus = np.array([0, 10]), np.array([20, 30])
+    order, starts = iv.group_order(np.zeros(2), plus, 1)
+    for engine in iv.ENGINES:
+        mean, lo, hi, q = window_stats(plus, minus, order, starts, [0, 0, 15],
+                                       [40, 15, 25], engine=engine)
+        assert mean[0].tolist() == [40 / 40, 20 / 15, 15 / 10]
+        assert lo[0].tolist() == [0, 1, 1] and hi[0].tolist() == [2, 2, 2]
+        # over [0,40): depth 0 for 10 ns, 1 for 20, 2 for 10: median 1, p95 2
+        assert q[0].tolist() == [1, 2]
+
+
+def test_overlapping_steps_fall_back_to_the_twin():
+    plus, minus = np.array([0, 10]), np.array([20, 30])
+    order, starts = iv.group_order(np.zeros(2), plus, 1)
+    a = window_stats(plus, minus, order, starts, [0, 0, 5], [40, 15, 25])
+    b = window_stats(plus, minus, order, starts, [0, 0, 5], [40, 15, 25], engine="numpy")
+    same(a, b)
+    assert a[0][0].tolist() == [1.0, 20 / 15, 30 / 20]
+
+
+def test_sample_stats_match_pandas_describe():
+    pd = pytest.importorskip("pandas")
+    launch, begin, end, order, starts = random_queue(7, groups=1)
+    t, d = queue_series(launch, begin, order, starts)
+    want = pd.Series(d[:2 * starts[1]]).describe()
+    got = sample_stats(launch, begin, order, starts)[0]
+    np.testing.assert_allclose(got, want.values, rtol=1e-12)
+
+
+def test_lead_stats_by_hand():
+    lead = np.array([10, 20, 30, NONE, 1000])
+    begin = np.array([1, 2, 3, 4, 99])
+    order, starts = iv.group_order(np.zeros(5), begin, 1)
+    for engine in iv.ENGINES:
+        out = lead_stats(lead, begin, order, starts, 0, 50, engine=engine)
+        np.testing.assert_allclose(out[0], [20, 20, 29, 30])

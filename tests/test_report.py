@@ -1,0 +1,79 @@
+"""The Report: tables, ranges of verdicts, advice, dict and text."""
+
+import json
+
+import numpy as np
+import pytest
+
+import cutimeline as ctl
+from cutimeline.errors import CutimelineError
+from cutimeline.report import fmt_ns
+from cutimeline.timeline import SpanKind
+
+from handmade import random_timeline, timeline
+
+
+def input_bound():
+    # four steps: the GPU works 10 ns, then waits 80 ns for a data fetch
+    rows, spans, steps = [], [], []
+    for k in range(4):
+        t = 100 * k
+        spans.append((SpanKind.DATA, "next(DataLoader)", t, t + 80))
+        rows.append((0, t + 85, t + 90, t + 100))
+        steps.append((k, t, t + 100))
+    return timeline(rows, spans=spans, steps=steps)
+
+
+def test_fmt_ns():
+    assert [fmt_ns(x) for x in (850, 12_300, 4_560_000, 1.23e9, 250e9)] == \
+        ["850 ns", "12.3 µs", "4.56 ms", "1.23 s", "250 s"]
+
+
+def test_ranges_group_steps_and_give_advice():
+    rep = ctl.analyze(input_bound())
+    (r,) = rep.ranges()
+    assert (r["first"], r["last"], r["verdict"], r["steps"]) == (0, 3, "input-bound", 4)
+    assert r["idle_ns"]["data"] == 4 * 80
+    assert r["advice"].startswith("steps 0–3: 89% of GPU idle time is spent waiting "
+                                  "for DataLoader fetches (4 fetches, mean 80 ns)")
+    assert "num_workers > 0" in r["advice"]
+    text = rep.summary()
+    assert "• input-bound: steps 0–3" in text and "GPU busy 10%" in text
+    assert "biggest gaps:" in text
+
+
+def test_to_dict_is_json_and_complete():
+    rep = ctl.analyze(random_timeline(2, steps=4))
+    d = rep.to_dict()
+    s = json.dumps(d, allow_nan=False)
+    back = json.loads(s)
+    assert len(back["steps"]) == 4 and back["steps"][0]["verdict"]
+    assert set(back) >= {"overall", "steps", "ranges", "devices", "streams", "hta",
+                         "compensation", "biggest_gaps", "window_ns"}
+    assert back["compensation"]["overhead_ns_per_op"] == 300
+    assert back["hta"]["temporal_breakdown"]["rows"] > 0
+
+
+def test_tables_as_numpy_and_pandas():
+    pd = pytest.importorskip("pandas")
+    rep = ctl.analyze(random_timeline(3, streams=2))
+    for name in ("streams", "devices", "steps", "gaps", "ops"):
+        t = rep.table(name)
+        df = rep.table(name, pandas=True)
+        assert isinstance(t, np.ndarray) and isinstance(df, pd.DataFrame)
+        assert list(df.columns) == list(t.dtype.names) and len(df) == len(t)
+    g = rep.gap_table("stream")
+    assert set(g["cause"]) <= {"data", "sync", "dispatch", "dependency", "unknown"}
+    assert (rep.gap_table()["stream"] == -1).all()
+
+
+def test_queue_depth_of_a_stream_and_errors():
+    rep = ctl.analyze(random_timeline(1, streams=2))
+    t, d = rep.queue_depth(stream=1)
+    assert len(t) == len(d) and d[-1] == 0 and (np.diff(t) >= 0).all()
+    with pytest.raises(CutimelineError, match="no device 7"):
+        rep.queue_depth(device=7)
+    cpu = ctl.analyze(timeline(ops=[("aten::add", 0, 5, 0)]))
+    with pytest.raises(CutimelineError, match="needs gpu rows"):
+        cpu.queue_depth()
+    assert cpu.cpu_lead().tolist() == [] and cpu.gap_table() is None
