@@ -35,6 +35,7 @@ import numpy as np
 from numba import njit
 
 from . import intervals as iv
+from .ids import dense_ids
 from .queues import SAMPLE_FIELDS, sample_stats
 from .timeline import NONE, GpuKind, SpanKind, Timeline
 
@@ -160,8 +161,8 @@ def _streams(tl: Timeline, keep: np.ndarray, engine: str):
     every = keep.all()
     dev = np.asarray(g.device if every else g.device[keep], np.int64)
     st = np.asarray(g.stream if every else g.stream[keep], np.int64)
-    sid, s_keys = iv.dense_ids(st, engine)
-    pair, keys = iv.dense_ids(dev * max(len(s_keys), 1) + sid, engine)
+    sid, s_keys = dense_ids(st, engine)
+    pair, keys = dense_ids(dev * max(len(s_keys), 1) + sid, engine)
     n_s = max(len(s_keys), 1)
     return pair, keys // n_s, s_keys[keys % n_s] if len(keys) else keys
 

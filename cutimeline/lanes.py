@@ -19,6 +19,7 @@ import numpy as np
 from numba import njit
 
 from . import intervals as iv
+from .ids import pair_ids
 from .attribution import attribute
 from .gaps import HostActivity
 from .queues import lead_stats, queue_series, window_stats
@@ -82,7 +83,7 @@ def lanes(tl: Timeline, act: HostActivity, w0, w1, engine: str = "numba",
     lo, hi = bounds if bounds is not None else (tl.start_ns, tl.end_ns)
     w0 = np.clip(np.atleast_1d(np.asarray(w0, np.int64)), lo, hi)
     w1 = np.clip(np.atleast_1d(np.asarray(w1, np.int64)), w0, hi)
-    pair, k_dev, k_st = iv.pair_ids(g.device, g.stream, engine)
+    pair, k_dev, k_st = pair_ids(g.device, g.stream, engine)
     stream_keys = np.stack([k_dev, k_st], axis=1)
     dev_keys, stream_dev = np.unique(k_dev, return_inverse=True)
     stream_dev = stream_dev.reshape(-1)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import intervals as iv
+from .ids import dense_ids
 from .quantiles import group_quantiles
 from .timeline import NONE, Timeline
 
@@ -41,7 +42,7 @@ def op_table(tl: Timeline, *, shapes: bool = False, engine: str = "numba",
         key = name * (len(tl.strings) + 1) + (sh + 1)
     else:
         key = name
-    grp, uniq = iv.dense_ids(key[keep], engine)
+    grp, uniq = dense_ids(key[keep], engine)
     n = len(uniq)
     rows = np.flatnonzero(keep)
     group_of_op = np.full(len(o), NONE, np.int64)

@@ -38,7 +38,6 @@ def assert_same(a, b):
 @pytest.mark.parametrize("seed", range(6))
 def test_twins_agree_on_random_rows(seed):
     group, begin, end, launch = random_rows(seed, negative=seed % 2 == 1)
-    assert_same(*both(iv.dense_ids, group * 1000 + 5))
     order, starts = iv.group_order(group, begin, 4)
     assert_same((order, starts), iv.group_order(group, begin, 4, engine="numpy"))
     assert_same(*both(iv.merge, begin, end, launch, order, starts, 9_000, 40_000))
@@ -48,14 +47,6 @@ def test_twins_agree_on_random_rows(seed):
     t[::7] = t[::-7]  # not all increasing: the walk must restart correctly
     assert_same(*both(iv.count_le, sb, t))
     assert_same(*both(iv.coverage, sb, se, t, t + 500))
-
-
-def test_dense_ids_many_keys_and_order():
-    keys = np.random.default_rng(1).integers(-5, 10**12, 500)
-    ids, uniq = iv.dense_ids(keys)
-    assert np.all(np.diff(uniq) > 0)
-    np.testing.assert_array_equal(uniq[ids], keys)
-    assert_same((ids, uniq), iv.dense_ids(keys, engine="numpy"))
 
 
 def test_merge_by_hand():
@@ -101,15 +92,3 @@ def test_coverage_and_count_le():
 def test_unknown_engine_is_an_error():
     with pytest.raises(CutimelineError, match="engine='cuda' is not known"):
         iv.check_engine("cuda")
-
-
-@pytest.mark.parametrize("many", [False, True])
-def test_pair_ids(many):
-    rng = np.random.default_rng(4)
-    a = rng.integers(0, 3, 500)
-    b = rng.integers(0, 200 if many else 4, 500) * 1_000_000_007
-    ids, ka, kb = iv.pair_ids(a, b)
-    np.testing.assert_array_equal(ka[ids], a)
-    np.testing.assert_array_equal(kb[ids], b)
-    assert np.all(np.diff(ka * 10**12 + kb // 1_000_000_007) > 0)
-    assert_same((ids, ka, kb), iv.pair_ids(a, b, engine="numpy"))

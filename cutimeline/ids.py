@@ -1,0 +1,120 @@
+"""Dense ids: columns of keys (stream ids, device and stream pairs, string
+ids) numbered 0..k-1 in sorted key order. The Numba kernels keep a small
+table of the keys seen (traces have few streams), with a sort as the way
+out when there are many; the NumPy twin is ``np.unique``."""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .intervals import _i64
+
+__all__ = ["dense_ids", "pair_ids"]
+
+
+@njit(cache=True)
+def _dense_nb(keys):
+    n = len(keys)
+    seen = np.empty(64, np.int64)
+    ids = np.empty(n, np.int64)
+    k = 0
+    last_key, last_id = 0, -1
+    for i in range(n):
+        x = keys[i]
+        if last_id >= 0 and x == last_key:
+            ids[i] = last_id
+            continue
+        j = -1
+        for m in range(k):
+            if seen[m] == x:
+                j = m
+                break
+        if j < 0:
+            if k == len(seen):  # many distinct keys: sort instead of scanning
+                u = np.unique(keys)
+                return np.searchsorted(u, keys), u
+            seen[k] = x
+            j = k
+            k += 1
+        ids[i] = j
+        last_key, last_id = x, j
+    uniq = seen[:k]
+    o = np.argsort(uniq)
+    rank = np.empty(k, np.int64)
+    rank[o] = np.arange(k)
+    for i in range(n):
+        ids[i] = rank[ids[i]]
+    return ids, uniq[o]
+
+
+def _dense_np(keys):
+    u, inv = np.unique(keys, return_inverse=True)
+    return inv.astype(np.int64).reshape(-1), u
+
+
+def dense_ids(keys, engine: str = "numba") -> tuple[np.ndarray, np.ndarray]:
+    """(ids, uniq): ``uniq`` the sorted distinct keys, ``ids`` each key's
+    index into it."""
+    keys = _i64(keys)
+    return (_dense_nb if engine == "numba" else _dense_np)(keys)
+
+
+@njit(cache=True)
+def _pairs_nb(a, b):
+    n = len(a)
+    ka = np.empty(16, np.int64)
+    kb = np.empty(16, np.int64)
+    ids = np.empty(n, np.int64)
+    k = 0
+    la, lb, lid = 0, 0, -1
+    for i in range(n):
+        x, y = a[i], b[i]
+        if lid >= 0 and x == la and y == lb:
+            ids[i] = lid
+            continue
+        j = -1
+        for m in range(k):
+            if ka[m] == x and kb[m] == y:
+                j = m
+                break
+        if j < 0:
+            if k == len(ka):  # many pairs: the caller sorts instead
+                return ids, ka, kb, False
+            ka[k], kb[k] = x, y
+            j = k
+            k += 1
+        ids[i] = j
+        la, lb, lid = x, y, j
+    o = np.arange(k)
+    for i in range(1, k):  # insertion sort of the few pairs
+        j = i
+        while j > 0 and (ka[o[j - 1]] > ka[o[j]] or
+                         (ka[o[j - 1]] == ka[o[j]] and kb[o[j - 1]] > kb[o[j]])):
+            o[j - 1], o[j] = o[j], o[j - 1]
+            j -= 1
+    rank = np.empty(k, np.int64)
+    rank[o] = np.arange(k)
+    for i in range(n):
+        ids[i] = rank[ids[i]]
+    return ids, ka[:k][o], kb[:k][o], True
+
+
+def _pairs_np(a, b):
+    keys = np.stack([a, b], axis=1)
+    u, inv = np.unique(keys, axis=0, return_inverse=True)
+    return inv.reshape(-1).astype(np.int64), u[:, 0].copy(), u[:, 1].copy()
+
+
+def pair_ids(a, b, engine: str = "numba"):
+    """(ids, ka, kb): dense ids of the pairs (a[i], b[i]), numbered in
+    sorted order of (a, b); ka, kb the distinct pairs."""
+    a, b = _i64(a), _i64(b)
+    if len(a) == 0:
+        e = np.zeros(0, np.int64)
+        return e, e, e
+    if engine == "numba":
+        ids, ka, kb, ok = _pairs_nb(a, b)
+        if ok:
+            return ids, ka, kb
+    return _pairs_np(a, b)
