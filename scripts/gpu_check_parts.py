@@ -1,0 +1,498 @@
+"""The parts of ``gpu_check.py``. Each ``part_<key>(part)`` runs in a process
+of its own, puts its numbers with ``part.put`` as it goes (so a part that is
+stopped keeps what it had), returns a one-line summary, and raises ``Skip``
+when it cannot run here. Times are ns in the JSON unless a name says µs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import time
+from pathlib import Path
+from time import perf_counter_ns as now_ns
+
+import numpy as np
+import torch
+
+import cutimeline as ctl
+from cutimeline import CutimelineError
+
+ROOT = Path(__file__).resolve().parent.parent
+SPIN_OP = "ctlcheck::spin"
+QUEUED_NS = 15_000   # a spin that starts this soon after the previous one was queued
+_truth: list = []    # the Stamper the spin op writes its own globaltimer readings to
+
+
+class Skip(Exception):
+    """The part cannot run here; the message says why."""
+
+
+def stats(x) -> dict:
+    """Distribution of ``x`` (NaNs dropped): n, min, p1..p99, max, mean."""
+    x = np.asarray(x, np.float64)
+    x = x[np.isfinite(x)]
+    if not len(x):
+        return {"n": 0}
+    p = np.percentile(x, [1, 5, 50, 95, 99])
+    return {"n": int(len(x)), "min": float(x.min()), "p1": p[0], "p5": p[1],
+            "median": p[2], "p95": p[3], "p99": p[4], "max": float(x.max()),
+            "mean": float(x.mean())}
+
+
+def stamps_missing() -> str | None:
+    """None when spins and stamps can run here, else why not (with what to
+    install, from the kernel loader)."""
+    from cutimeline import kernels
+    try:
+        kernels._cupy()
+    except CutimelineError as exc:
+        return str(exc)
+    return None
+
+
+def sync(dev: torch.device) -> None:
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
+
+
+def _bench_record():
+    """benchmarks/bench_record.py, for its bare mode and tiny-op loop."""
+    spec = importlib.util.spec_from_file_location("bench_record",
+                                                  ROOT / "benchmarks" / "bench_record.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _clock(tl) -> dict:
+    c = tl.clocks
+    return {"slope_ppm": (float(c.slope[0]) - 1) * 1e6, "bound_ns": float(c.bound_ns[0]),
+            "bound_max_ns": float(c.bound_max_ns[0]), "relax_ns": float(c.relax_ns[0]),
+            "n_lower": int(c.n_lower[0]), "n_upper": int(c.n_upper[0])}
+
+
+def environment() -> dict:
+    """Versions and the GPU, for the record (no setting is changed)."""
+    env = {"torch": torch.__version__, "torch_cuda": torch.version.cuda,
+           "cuda_available": torch.cuda.is_available(), "cutimeline": ctl.__version__}
+    try:
+        import cupy
+        env["cupy"] = cupy.__version__
+    except Exception as exc:  # absent or broken: the parts say what to install
+        env["cupy"] = f"unavailable ({type(exc).__name__})"
+    if env["cuda_available"]:
+        env["gpu"] = torch.cuda.get_device_name()
+        env["capability"] = ".".join(map(str, torch.cuda.get_device_capability()))
+    return env
+
+
+# -- b: the aligner against ground truth -------------------------------------------------
+
+def _spin_op():
+    """``ctlcheck::spin(x, duration_ns, slot)``, a custom op the recorder sees
+    and brackets like any launch. On CUDA it is the spin kernel, writing its
+    first and last globaltimer readings to slots 2·slot and 2·slot+1 of the
+    truth stamper; on CPU it does nothing and the SimGPU costs it at
+    ``duration_ns``."""
+    if not hasattr(torch.ops, "ctlcheck") or not hasattr(torch.ops.ctlcheck, "spin"):
+        @torch.library.custom_op(SPIN_OP, mutates_args=("x",))
+        def spin(x: torch.Tensor, duration_ns: int, slot: int) -> None:
+            if x.is_cuda:
+                from cutimeline import kernels
+                kernels.spin(duration_ns, stamper=_truth[0], begin_slot=2 * slot,
+                             end_slot=2 * slot + 1)
+    return torch.ops.ctlcheck.spin
+
+
+def _drive(op, x, durations, bursts: int, rng, sleep_s: tuple[float, float]) -> None:
+    """Spins in bursts (queued behind each other); after each burst the host
+    sleeps (the GPU drains and idles), syncs (an upper bound) or goes on."""
+    after = rng.choice(["sleep", "item", "none"], bursts, p=[0.45, 0.4, 0.15])
+    for b, idx in enumerate(np.array_split(np.arange(len(durations)), bursts)):
+        for k in idx:
+            op(x, int(durations[k]), int(k))
+        if after[b] == "sleep":
+            time.sleep(rng.uniform(*sleep_s))
+        elif after[b] == "item":
+            x.sum().item()
+
+
+def _spin_rows(tl, n: int) -> np.ndarray:
+    names = tl.decode(tl.ops["name"][tl.gpu.op])
+    rows = np.flatnonzero([str(s).startswith(SPIN_OP) for s in names])
+    if len(rows) != n:
+        raise RuntimeError(f"the recording has {len(rows)} gpu rows of {SPIN_OP}, "
+                           f"not the {n} spins launched")
+    return rows  # in launch order: gpu rows follow op sequence numbers
+
+
+def _placement(b, e, truth_b, truth_e, dur_true, queued, bound, extra=0.0) -> dict:
+    """Where gpu rows [b, e] lie against the truth [truth_b, truth_e] (host
+    ns): signed errors; how often the row brackets the truth when widened
+    by the bound (``extra``: the truth's own bound), and without widening;
+    how often both ends lie within the bound of the truth."""
+    place = np.concatenate([b - truth_b, e - truth_e]).astype(np.float64)
+    widen = bound + extra + 1  # +1: aligned times are rounded to whole ns
+    return {"begin_minus_truth_ns": stats(b - truth_b), "end_minus_truth_ns": stats(e - truth_e),
+            "duration_minus_truth_ns": {"queued": stats(((e - b) - dur_true)[queued]),
+                                        "after_idle": stats(((e - b) - dur_true)[~queued])},
+            "brackets_truth": float(np.mean((b - widen <= truth_b) & (e + widen >= truth_e))),
+            "brackets_truth_unwidened": float(np.mean((b <= truth_b) & (e >= truth_e))),
+            "within_bound_of_truth": float(np.mean(np.abs(place) <= widen))}
+
+
+def part_b(part) -> str:
+    rng = np.random.default_rng(0)
+    if part.dry:
+        return _aligner_sim(part, rng)
+    why = stamps_missing()
+    if why:
+        raise Skip(f"spins and stamps need CuPy: {why}")
+    from cutimeline import kernels as K
+    from cutimeline.align import event_host_ns
+    g = K.probe_granularity(1000)
+    part.put("globaltimer_step_ns", {"min": g.min_step_ns, "typical": g.typical_step_ns,
+                                     "max": g.max_step_ns, "reads_per_step": g.reads_per_step,
+                                     "read_limited": g.read_limited})
+    part.put("stream_cost_ns", _stream_cost(K))
+    n, bursts = 240, 12
+    durations = np.exp(rng.uniform(np.log(5e3), np.log(1e6), n)).astype(np.int64)
+    _truth[:] = [K.Stamper(2 * n)]
+    op, x = _spin_op(), torch.zeros(1, device="cuda")
+    op(x, 0, 0)  # load the spin kernel outside the recording
+    _truth[0].reset()
+    with ctl.record(device="cuda", timing="both", measure=False) as rec:
+        _drive(op, x, durations, bursts, rng, (0.08, 0.25))
+    got = _truth[0].read()
+    ev, st = rec.timelines["events"], rec.timelines["stamps"]
+    for name, tl in (("events", ev), ("stamps", st)):
+        if not len(tl.clocks):
+            raise RuntimeError(f"the {name} Timeline was not aligned: "
+                               f"{tl.meta.get('align_error', '?')}")
+    gt_b, gt_e = got.globaltimer_ns[0::2], got.globaltimer_ns[1::2]
+    if not got.written.all():
+        raise RuntimeError(f"{int((~got.written).sum())} spin readings were never written")
+    c = st.clocks  # truth on the host clock: the spin's own globaltimer, by the stamps' fit
+    to_host = lambda gt: c.offset_ns[0] + np.floor(c.slope[0] * (gt - c.ref_raw_ns[0]) + 0.5)
+    truth_b, truth_e, dur_true = to_host(gt_b), to_host(gt_e), gt_e - gt_b
+    queued = np.r_[False, gt_b[1:] - gt_e[:-1] < QUEUED_NS]
+    res = {"spins": n, "queued": int(queued.sum()), "requested_ns": stats(durations),
+           "overshoot_ns": stats(dur_true - durations), "seconds": (ev.end_ns - ev.start_ns) / 1e9,
+           "truth": "each spin's first and last %globaltimer reading, on the host clock "
+                    "through the stamps Timeline's clock fit (itself within its bound)"}
+    bound_s = float(st.clocks.bound_max_ns[0])
+    for name, tl in (("events", ev), ("stamps", st)):
+        rows = _spin_rows(tl, n)
+        gb, ge = tl.gpu.begin_ns[rows], tl.gpu.end_ns[rows]
+        res[name] = {"clock": _clock(tl), **_placement(
+            gb, ge, truth_b, truth_e, dur_true, queued, float(tl.clocks.bound_max_ns[0]),
+            0.0 if name == "stamps" else bound_s)}
+        part.put("aligner", res)
+    res["stamps"]["note"] = ("same clock and fit as the truth: its placement errors are the "
+                             "stream gaps between a BEGIN/END stamp and the spin")
+    he, hs = event_host_ns(ev), event_host_ns(st)
+    res["every_event_events_minus_stamps_ns"] = stats(he - hs)
+    res["every_event_inside_both_bounds"] = float(np.mean(
+        np.abs(he - hs) <= ev.clocks.bound_max_ns[0] + bound_s + 2))
+    part.put("aligner", res)
+    e = res["events"]
+    err = max(abs(e["begin_minus_truth_ns"]["p5"]), abs(e["end_minus_truth_ns"]["p95"]))
+    return (f"{n} spins: event rows bracket the truth in {e['brackets_truth']:.0%} "
+            f"(bounds ±{e['clock']['bound_max_ns'] / 1e3:.1f}+{bound_s / 1e3:.1f} µs), "
+            f"ends within {err / 1e3:.1f} µs of it (p5/p95); events vs stamps "
+            f"{res['every_event_inside_both_bounds']:.0%} within bounds; "
+            f"timer step {g.typical_step_ns} ns")
+
+
+def _stream_cost(K, n: int = 200) -> dict:
+    """Device time one stamp, and one event, occupies its stream: ``n`` of
+    them queued back to back behind a ~10 ms sleep, median step between
+    neighbours (stamps by their own globaltimer, events by elapsed time)."""
+    stamper = K.Stamper(n)
+    torch.cuda._sleep(20_000_000)
+    for i in range(n):
+        stamper.stamp(i)
+    gt = stamper.read().globaltimer_ns
+    events = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+    torch.cuda._sleep(20_000_000)
+    for e in events:
+        e.record()
+    events[-1].synchronize()
+    ms = [a.elapsed_time(b) for a, b in zip(events, events[1:])]
+    return {"stamp_median": float(np.median(np.diff(gt))),
+            "event_median": float(np.median(ms)) * 1e6, "queued": n}
+
+
+def _aligner_sim(part, rng) -> str:
+    """The dry run: a SimGPU whose true event times are known."""
+    from cutimeline.align import event_host_ns
+    n, bursts = 60, 6
+    durations = np.exp(rng.uniform(np.log(5e3), np.log(1e6), n)).astype(np.int64)
+    cost = lambda name, args, kwargs, out: float(args[1]) if name.startswith(SPIN_OP) else 2e3
+    gpu = ctl.SimGPU("h100", seed=3, cost=cost)
+    op, x = _spin_op(), torch.zeros(1)
+    with ctl.record(device=gpu, measure=False) as rec:
+        _drive(op, x, durations, bursts, rng, (0.002, 0.01))
+    tl = rec.timeline
+    truth = np.zeros(len(tl.events), np.int64)
+    truth[tl.truth.event] = tl.truth.host_ns
+    rows = _spin_rows(tl, n)
+    g = tl.gpu
+    truth_b, truth_e = truth[g.begin_event[rows]], truth[g.end_event[rows]]
+    queued = np.r_[False, truth_b[1:] - truth_e[:-1] < QUEUED_NS]
+    bound = float(tl.clocks.bound_max_ns[0])
+    err = event_host_ns(tl) - truth
+    res = {"spins": n, "queued": int(queued.sum()), "requested_ns": stats(durations),
+           "truth": "SimGPU: the simulator's true host time of every event",
+           # host = offset + slope·raw, and the device clock runs (1 + drift) fast
+           "events": {"clock": _clock(tl),
+                      "true_slope_ppm": (1 / (1 + gpu.drift_ppm * 1e-6) - 1) * 1e6,
+                      "every_event_minus_truth_ns": stats(err),
+                      "every_event_inside_bound": float(np.mean(np.abs(err) <= bound + 1)),
+                      **_placement(g.begin_ns[rows], g.end_ns[rows], truth_b, truth_e,
+                                   durations, queued, bound)},
+           "stamps": {"status": "skipped",
+                      "reason": f"a SimGPU has no globaltimer; {stamps_missing() or ''}"}}
+    part.put("aligner", res)
+    e = res["events"]
+    return (f"SIMULATED {n} spins: |event − truth| p99 {stats(np.abs(err))['p99'] / 1e3:.2f} µs, "
+            f"{e['every_event_inside_bound']:.0%} inside ±{bound / 1e3:.2f} µs, rows bracket "
+            f"the truth in {e['brackets_truth']:.0%}; stamps n/a")
+
+
+# -- c: per-op overhead -------------------------------------------------------------------
+
+def _tiny(dev: torch.device, n: int):
+    """bench_record's tiny-op loop (add, mul, relu, sum on 16 elements) on dev."""
+    x, y = torch.ones(16, device=dev), torch.full((16,), 2.0, device=dev)
+
+    def run():
+        for _ in range(n // 4):
+            z = torch.add(x, y)
+            z = torch.mul(z, y)
+            z = torch.relu(z)
+            z = torch.sum(z)
+    return run
+
+
+def _transformer(dev: torch.device, small: bool):
+    torch.manual_seed(0)
+    d, layers, batch, seq = (32, 1, 4, 16) if small else (512, 6, 32, 128)
+    layer = torch.nn.TransformerEncoderLayer(d_model=d, nhead=4 if small else 8,
+                                             dim_feedforward=4 * d, batch_first=True)
+    net = torch.nn.TransformerEncoder(layer, num_layers=layers,
+                                      enable_nested_tensor=False).to(dev)
+    opt = torch.optim.AdamW(net.parameters(), lr=1e-4)
+    x = torch.randn(batch, seq, d, device=dev)
+
+    def step():
+        opt.zero_grad()
+        net(x).pow(2).mean().backward()
+        opt.step()
+    return step
+
+
+def _variants(dev: torch.device, bench, stamps_ok: bool) -> dict:
+    from torch.profiler import ProfilerActivity as A, profile
+    where = str(dev) if dev.type == "cuda" else "cpu"
+    acts = [A.CPU, A.CUDA] if dev.type == "cuda" else [A.CPU]
+    v = {"nothing": contextlib.nullcontext, "bare mode": bench.Bare,
+         "cutimeline": lambda: ctl.record(device=where, measure=False)}
+    if stamps_ok:
+        v["cutimeline stamps"] = lambda: ctl.record(device=where, timing="stamps",
+                                                    measure=False)
+    v["torch.profiler"] = lambda: profile(activities=acts, record_shapes=True)
+    return v
+
+
+def _ops_per_call(fn, dev: torch.device) -> int:
+    with ctl.record(device="cpu", modules=False, measure=False) as rec:
+        fn()
+        sync(dev)
+    return len(rec.timeline.ops)
+
+
+def _overhead(part, fn, dev, variants: dict, calls: int, rounds: int) -> dict:
+    ops = _ops_per_call(fn, dev)
+    times: dict[str, list[float]] = {k: [] for k in variants}
+    keys = list(variants)
+    for r in range(rounds + 1):  # round 0 warms every path up
+        if r > 1 and part.left() < 15:
+            break
+        for k in keys[r % len(keys):] + keys[:r % len(keys)]:  # rotate who goes first
+            sync(dev)
+            with variants[k]():
+                t = []
+                for _ in range(calls):
+                    t0 = now_ns()
+                    fn()
+                    sync(dev)
+                    t.append(now_ns() - t0)
+            if r:
+                times[k].append(float(np.median(t)) / ops / 1e3)
+    med = {k: float(np.median(v)) for k, v in times.items()}
+    return {"ops_per_call": ops, "calls_per_round": calls, "rounds": len(times["nothing"]),
+            "us_per_op": med, "us_per_op_rounds": times,
+            "overhead_us_per_op": {k: med[k] - med["nothing"] for k in med},
+            "ratio": {k: med[k] / med["nothing"] for k in med}}
+
+
+def part_c(part) -> str:
+    bench = _bench_record()
+    dev = torch.device("cpu" if part.dry else "cuda")
+    why = stamps_missing() if dev.type == "cuda" else "no CUDA in a dry run"
+    part.put("stamps", {"status": "ok"} if why is None else {"status": "skipped", "reason": why})
+    variants = _variants(dev, bench, why is None)
+    small = part.dry
+    # bench_record's own loop on a CPU; the same ops on 16-element CUDA tensors
+    tiny = (lambda: bench.workload(800)) if small else _tiny(dev, 2000)
+    res = {}
+    if dev.type == "cuda":  # host cost of the two points around one launch
+        from cutimeline.devices import TIMINGS, CudaDevice
+        res["launch_points_ns"] = {t: CudaDevice(timing=t).measure_launch_ns(256)
+                                   for t in (("events",) if why else TIMINGS)}
+        part.put("launch_points_ns", res["launch_points_ns"])
+    res["tiny"] = _overhead(part, tiny, dev, variants, 3 if small else 5, 2 if small else 5)
+    part.put("tiny", res["tiny"])
+    if part.left() > 20:
+        res["transformer"] = _overhead(part, _transformer(dev, small), dev,
+                                       variants, 2 if small else 3, 2 if small else 5)
+        part.put("transformer", res["transformer"])
+    o = res["tiny"]["overhead_us_per_op"]
+    text = (f"tiny: cutimeline +{o['cutimeline']:.1f} µs/op (bare +{o['bare mode']:.1f}"
+            + (f", stamps +{o['cutimeline stamps']:.1f}" if "cutimeline stamps" in o else "")
+            + f", profiler +{o['torch.profiler']:.1f})")
+    if "transformer" in res:
+        r = res["transformer"]["ratio"]
+        text += f"; transformer ×{r['cutimeline']:.2f} (profiler ×{r['torch.profiler']:.2f})"
+    return ("CPU " if part.dry else "") + text
+
+
+# -- d: GPU time against torch.profiler -------------------------------------------------------
+
+def _big_ops():
+    """Ops of ≥ 0.1 ms each, queued behind a long sleep so every BEGIN event
+    runs as the previous work ends (see tests/gpu/test_comparison_gpu.py)."""
+    a, b = torch.randn(4096, 4096, device="cuda"), torch.randn(4096, 4096, device="cuda")
+    x = torch.randn(64 << 20, device="cuda")
+
+    def step():
+        torch.cuda._sleep(50_000_000)
+        c = a @ b
+        return c, torch.relu(x) * 2.0 + x
+    return step
+
+
+def part_d(part) -> str:
+    from cutimeline.comparison import compare
+    if part.dry:
+        cmp = compare(_tiny(torch.device("cpu"), 200), steps=2, warmup=1, device="cpu")
+        print(cmp.table())
+        part.put("tiny_cpu", cmp.to_dict())
+        part.put("gpu_time", {"status": "n/a", "reason": "GPU time per op needs CUDA: on a CPU "
+                              "(or a SimGPU) torch.profiler sees no device work to compare"})
+        return (f"CPU op stream {100 * cmp.match.fraction:.1f} % matched; "
+                f"GPU time n/a (no CUDA)")
+    cmp = compare(_big_ops(), steps=5, warmup=2, device="cuda",
+                  trace_dir=part.out / "d_compare_traces")
+    print(cmp.table())
+    part.put("big_ops", cmp.to_dict())
+    _plot(part, lambda: cmp.plot(part.out / "d_compare.png"), "plot")
+    text = _gpu_text(cmp)
+    if part.left() > 30:
+        cmp2 = compare(_transformer(torch.device("cuda"), False), steps=3, warmup=2,
+                       device="cuda")
+        print(cmp2.table())
+        part.put("transformer", cmp2.to_dict())
+    part.put("note", "stamps: compare() records with events; part b sets stamps against "
+                     "events op by op")
+    return text
+
+
+def _gpu_text(cmp) -> str:
+    g = cmp.gpu.summary() if cmp.gpu is not None else None
+    if g is None:
+        return f"GPU time not compared: {cmp.meta.get('gpu_not_compared', '?')}"
+    return (f"{g['single_kernel_ops']} one-kernel ops: median |err| "
+            f"{100 * g['median_abs_error']:.1f} %, {100 * g['within_tolerance']:.0f} % within "
+            f"5 %; op match {100 * cmp.match.fraction:.1f} %")
+
+
+def _plot(part, draw, name: str) -> None:
+    """Draw a figure; a plotting failure is noted, not fatal to the part."""
+    try:
+        draw()
+    except Exception as exc:  # the numbers matter more than the picture
+        part.put(f"{name}_error", f"{type(exc).__name__}: {exc}")
+
+
+# -- e: the demo -------------------------------------------------------------------------------
+
+def part_e(part) -> str:
+    from cutimeline.demo import run_demo
+    res = run_demo(device="sim" if part.dry else "cuda", steps=3 if part.dry else 8)
+    tl = res.timeline
+    tl.save(part.out / "e_demo.ctl")
+    info = {"device": res.device, "simulated": res.simulated, "ops": len(tl.ops),
+            "gpu_rows": len(tl.gpu), "steps": int(len(tl.step_numbers())),
+            "losses": res.losses, "clock": _clock(tl) if len(tl.clocks) else None}
+    part.put("demo", info)
+    report = ctl.analyze(tl)
+    print(report.summary())
+    part.put("summary", report.summary())
+    png = part.out / "e_demo_timeline.png"
+    ctl.plot(tl, png)
+    _plot(part, lambda: ctl.plot(tl, part.out / "e_demo_step2.png", window=2), "step_plot")
+    part.put("png", png.name)
+    return (("SIMULATED " if res.simulated else "") +
+            f"{info['steps']} steps, {info['ops']} ops, {info['gpu_rows']} gpu rows on "
+            f"{res.device}; {png.name}")
+
+
+# -- a: the tests/gpu suite ------------------------------------------------------------------
+
+class _Tally:
+    """A pytest plugin that counts outcomes and writes them after every test."""
+
+    def __init__(self, part):
+        self.part = part
+        self.counts = {"passed": 0, "failed": 0, "skipped": 0, "errors": 0}
+        self.failures: list[str] = []
+
+    def pytest_collection_finish(self, session):
+        self.part.put("collected", len(session.items))
+
+    def pytest_collectreport(self, report):  # a module skipped (no CuPy) or broken
+        if report.outcome != "passed":
+            self._count("skipped" if report.skipped else "errors", report)
+
+    def pytest_runtest_logstart(self, nodeid, location):
+        self.part.put("running", nodeid)
+
+    def pytest_runtest_logreport(self, report):
+        if report.when == "call" or report.outcome != "passed":
+            self._count(report.outcome if report.when == "call" or report.skipped
+                        else "errors", report)
+
+    def _count(self, kind: str, report) -> None:
+        self.counts[kind] += 1
+        if report.failed:
+            self.failures.append(f"{report.nodeid}: {report.longreprtext[-400:]}")
+        self.part.put("counts", self.counts)
+        self.part.put("failures", self.failures)
+
+
+def part_a(part) -> str:
+    import pytest
+    tally = _Tally(part)
+    rc = pytest.main(["-q", "-rfEs", "-p", "no:cacheprovider", str(ROOT / "tests" / "gpu")],
+                     plugins=[tally])
+    part.put("pytest_exit_code", int(rc))
+    part.put("running", None)
+    c = tally.counts
+    text = f"{c['passed']} passed, {c['failed']} failed, {c['errors']} errors, " \
+           f"{c['skipped']} skipped"
+    if int(rc) not in (0, 5) or c["failed"] or c["errors"]:
+        raise RuntimeError(text)
+    return text

@@ -1,0 +1,128 @@
+"""scripts/gpu_check.py: the dry run does every part on a CPU (SimGPU, CPU
+overhead, tests/gpu all skipped) and reports each in the table and the JSON;
+a part that fails, hangs or cannot run leaves the others alone; the time
+budget skips what it cannot fit."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "scripts" / "gpu_check.py"
+
+
+def run(*args, env=None, timeout=240):
+    import os
+    return subprocess.run([sys.executable, str(SCRIPT), *map(str, args)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **(env or {})})
+
+
+def test_dry_run_does_every_part_on_a_cpu(tmp_path):
+    p = run("--dry-run", "--out", tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr
+    table = p.stdout[p.stdout.index("gpu_check DRY RUN"):].splitlines()
+    rows = {line.split()[0]: line.split()[2] for line in table[3:]}
+    assert rows == dict.fromkeys("bcdea", "ok"), "\n".join(table)
+    res = json.loads((tmp_path / "results.json").read_text())
+    parts = res["parts"]
+    assert res["meta"]["dry_run"] and all(parts[k]["status"] == "ok" for k in "abcde")
+    # b: the aligner against the simulator's truth, within its own bound
+    b = parts["b"]["numbers"]["aligner"]
+    assert b["spins"] == 60 and 0 < b["queued"] < 60
+    ev = b["events"]
+    assert ev["every_event_inside_bound"] >= 0.99 and ev["within_bound_of_truth"] >= 0.99
+    assert ev["brackets_truth"] >= 0.99
+    assert abs(ev["clock"]["slope_ppm"] - ev["true_slope_ppm"]) < 5
+    assert ev["every_event_minus_truth_ns"]["n"] > 2 * 60
+    assert b["stamps"]["status"] == "skipped" and "CUDA" in b["stamps"]["reason"]
+    # c: µs per op of every variant, stamps skipped with the reason
+    c = parts["c"]["numbers"]
+    for workload in ("tiny", "transformer"):
+        us = c[workload]["us_per_op"]
+        assert set(us) == {"nothing", "bare mode", "cutimeline", "torch.profiler"}
+        assert all(v > 0 for v in us.values()) and c[workload]["ops_per_call"] > 100
+    assert c["stamps"]["status"] == "skipped"
+    # d: the comparison ran; GPU time is n/a on a CPU, and says why
+    d = parts["d"]["numbers"]
+    assert d["tiny_cpu"]["match"]["fraction"] >= 0.99
+    assert d["gpu_time"]["status"] == "n/a" and "CUDA" in d["gpu_time"]["reason"]
+    # e: the demo on a SimGPU and its timeline PNG
+    e = parts["e"]["numbers"]
+    assert e["demo"]["simulated"] and e["demo"]["gpu_rows"] > 0
+    assert (tmp_path / e["png"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # a: every GPU test was collected and skipped
+    a = parts["a"]["numbers"]["counts"]
+    assert a["passed"] == a["failed"] == a["errors"] == 0 and a["skipped"] >= 10
+    for key, name in (("a", "tests"), ("b", "aligner"), ("e", "demo")):
+        assert (tmp_path / f"{key}_{name}.log").exists()
+
+
+FAKE_PARTS = '''
+import time
+
+class Skip(Exception):
+    pass
+
+def part_b(part):
+    part.put("x", 1)
+    raise RuntimeError("boom")
+
+def part_c(part):
+    part.put("before", 2)
+    time.sleep(60)
+
+def part_d(part):
+    raise Skip("no GPU here")
+
+def part_e(part):
+    return "fine"
+'''
+
+
+def test_a_failing_or_hanging_part_leaves_the_others(tmp_path):
+    (tmp_path / "fake_parts.py").write_text(FAKE_PARTS)
+    out = tmp_path / "out"
+    p = run("--out", out, "--parts", "bcde", "--part-seconds", 2, timeout=60,
+            env={"GPU_CHECK_PARTS": "fake_parts", "PYTHONPATH": tmp_path})
+    assert p.returncode == 1, p.stdout + p.stderr  # a part failed
+    parts = json.loads((out / "results.json").read_text())["parts"]
+    assert parts["b"]["status"] == "failed" and "RuntimeError: boom" in parts["b"]["reason"]
+    assert parts["b"]["numbers"] == {"x": 1}
+    assert parts["c"]["status"] == "failed" and "stopped after" in parts["c"]["reason"]
+    assert parts["c"]["numbers"] == {"before": 2}  # kept from before it hung
+    assert parts["d"]["status"] == "skipped" and parts["d"]["reason"] == "no GPU here"
+    assert parts["e"]["status"] == "ok" and parts["e"]["summary"] == "fine"
+    assert "boom" in (out / "b_aligner.log").read_text()  # the traceback
+    table = p.stdout.splitlines()[-5:]
+    assert [line.split()[2] for line in table[1:]] == ["failed", "failed", "skipped", "ok"]
+
+
+def test_past_the_budget_parts_are_skipped_with_a_note(tmp_path):
+    p = run("--dry-run", "--out", tmp_path, "--budget", 5, timeout=30)
+    assert p.returncode == 0, p.stderr
+    parts = json.loads((tmp_path / "results.json").read_text())["parts"]
+    assert list(parts) == list("bcdea")
+    assert all(v["status"] == "skipped" and "time budget spent" in v["reason"]
+               for v in parts.values())
+    assert "time budget spent" in p.stdout.splitlines()[-1]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--parts", "bx"], "choose letters among bcdea"),
+    (["--budget", "0"], "--budget 0.0 must be a positive"),
+    (["--part-seconds", "-1"], "--part-seconds -1.0 must be a positive"),
+])
+def test_bad_arguments_say_what_is_wrong(tmp_path, args, message):
+    p = run("--out", tmp_path, *args, timeout=30)
+    assert p.returncode == 2 and message in p.stderr
+
+
+def test_out_must_be_a_folder(tmp_path):
+    f = tmp_path / "file"
+    f.write_text("")
+    p = run("--out", f, timeout=30)
+    assert p.returncode == 2 and "is a file; give a folder" in p.stderr
