@@ -9,6 +9,7 @@ its cause, built on demand) and ``ops`` (the op table, ``optable.py``).
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
@@ -242,8 +243,17 @@ def _advice(r: dict, part: np.ndarray) -> str:
         spans = off.get("spans", [])
         what = (f"{off.get('count', 0)} fetches, mean {fmt_ns(off.get('mean_ns', 0))}"
                 if spans else "DataLoader fetches")
+        workers = _num_workers(n for n, _ in spans)
+        if workers is not None:
+            what += f", num_workers={workers}"
         text = (f"{steps}: {_pct(share['data'])} of GPU idle time is spent waiting "
                 f"for DataLoader fetches ({what}); GPU busy {busy}")
+        if workers:  # workers already: more of them, or a cheaper dataset
+            return (f"{text} — raise num_workers above {workers}, use pin_memory=True "
+                    f"and persistent_workers=True, or make the dataset's "
+                    f"__getitem__ cheaper.")
+        if workers == 0:
+            return f"{text} — try num_workers > 0 and pin_memory=True."
     elif v == "sync-bound":
         mods = ", ".join(n for n, _ in off.get("modules", [])[:1])
         text = (f"{steps}: {_pct(share['sync'])} of GPU idle time follows host "
@@ -269,6 +279,16 @@ def _advice(r: dict, part: np.ndarray) -> str:
     else:
         text = f"{steps}: GPU busy {busy}; the causes of its idle time are unknown"
     return f"{text} — {_ADVICE[v]}."
+
+
+def _num_workers(names) -> int | None:
+    """num_workers=N from DataLoader span names, when the recorder put it
+    there (e.g. "next(DataLoader, num_workers=0)")."""
+    for n in names:
+        m = re.search(r"num_workers=(\d+)", str(n))
+        if m:
+            return int(m.group(1))
+    return None
 
 
 def _find(keys: np.ndarray, value: int, what: str) -> int:

@@ -77,3 +77,16 @@ def test_queue_depth_of_a_stream_and_errors():
     with pytest.raises(CutimelineError, match="needs gpu rows"):
         cpu.queue_depth()
     assert cpu.cpu_lead().tolist() == [] and cpu.gap_table() is None
+
+
+@pytest.mark.parametrize("name, advice", [
+    ("next(DataLoader, num_workers=0)", "num_workers=0); GPU busy 10% — try num_workers > 0"),
+    ("next(DataLoader, num_workers=4)", "raise num_workers above 4"),
+])
+def test_advice_uses_num_workers_when_the_span_names_it(name, advice):
+    tl = input_bound()
+    st = list(tl.strings)
+    st[st.index("next(DataLoader)")] = name
+    tl = ctl.Timeline({k: tl.table(k) for k in ("ops", "gpu", "spans", "syncs")}, st,
+                      tl.meta)
+    assert advice in ctl.analyze(tl).ranges()[0]["advice"]
