@@ -396,7 +396,7 @@ class CudaDevice(Device):
     def _harvest(self) -> Harvest:
         rows = np.array(sorted(self._rows), np.int64).reshape(-1, 6)
         index, stream, kind, seq, host, anchor_of = rows.T
-        stamps = self._read_stamps(len(rows)) if self._stamps else None
+        stamps = self._read_stamps(index) if self._stamps else None
         raw = self._read_events(rows, anchor_of) if self._events else stamps
         events = {"device": np.full(len(rows), self.index, np.int16), "stream": stream,
                   "kind": kind.astype(np.uint8), "op": seq, "raw_ns": raw,
@@ -420,16 +420,18 @@ class CudaDevice(Device):
         alternates = {"stamps": stamps} if self.timing == "both" else {}
         return Harvest(events, syncs, meta, alternates=alternates)
 
-    def _read_stamps(self, n: int) -> np.ndarray:
-        """Globaltimer ns of points 0..n-1 (after the device was synchronized)."""
-        got = np.concatenate([self._api.read_stamps(s) for s in self._stampers])[:n]
+    def _read_stamps(self, index: np.ndarray) -> np.ndarray:
+        """Globaltimer ns of the points ``index`` (read after the device was
+        synchronized); point i's stamp is in slot i of the chunked buffer."""
+        got = np.concatenate([self._api.read_stamps(s) for s in self._stampers])
+        got = got[index].astype(np.int64)
         missing = np.flatnonzero(got < 0)
         if len(missing):
             raise CutimelineError(
-                f"{len(missing):,} of {n:,} globaltimer stamps were never written "
-                f"(the first is point {missing[0]}), so the recording cannot be "
+                f"{len(missing):,} of {len(got):,} globaltimer stamps were never written "
+                f"(the first is point {index[missing[0]]}), so the recording cannot be "
                 f"timed by stamps; record with timing='events', and report this.")
-        return got.astype(np.int64)
+        return got
 
     def _read_events(self, rows: np.ndarray, anchor_of: np.ndarray) -> np.ndarray:
         """Raw ns of every point from its event, chained from the anchors."""

@@ -150,7 +150,6 @@ def part_b(part) -> str:
     if why:
         raise Skip(f"spins and stamps need CuPy: {why}")
     from cutimeline import kernels as K
-    from cutimeline.align import event_host_ns
     g = K.probe_granularity(1000)
     part.put("globaltimer_step_ns", {"min": g.min_step_ns, "typical": g.typical_step_ns,
                                      "max": g.max_step_ns, "reads_per_step": g.reads_per_step,
@@ -165,14 +164,30 @@ def part_b(part) -> str:
     with ctl.record(device="cuda", timing="both", measure=False) as rec:
         _drive(op, x, durations, bursts, rng, (0.08, 0.25))
     got = _truth[0].read()
-    ev, st = rec.timelines["events"], rec.timelines["stamps"]
+    if not got.written.all():
+        raise RuntimeError(f"{int((~got.written).sum())} spin readings were never written")
+    res = _score_both(part, rec.timelines, got.globaltimer_ns[0::2],
+                      got.globaltimer_ns[1::2], durations)
+    e = res["events"]
+    err = max(abs(e["begin_minus_truth_ns"]["p5"]), abs(e["end_minus_truth_ns"]["p95"]))
+    return (f"{n} spins: event rows bracket the truth in {e['brackets_truth']:.0%} "
+            f"(bounds ±{e['clock']['bound_max_ns'] / 1e3:.1f}+"
+            f"{res['stamps']['clock']['bound_max_ns'] / 1e3:.1f} µs), "
+            f"ends within {err / 1e3:.1f} µs of it (p5/p95); events vs stamps "
+            f"{res['every_event_inside_both_bounds']:.0%} within bounds; "
+            f"timer step {g.typical_step_ns} ns")
+
+
+def _score_both(part, tls: dict, gt_b, gt_e, durations) -> dict:
+    """Spins recorded with timing="both" against their own globaltimer
+    readings ``gt_b``/``gt_e`` (ns), per timing; every event both ways."""
+    from cutimeline.align import event_host_ns
+    ev, st = tls["events"], tls["stamps"]
     for name, tl in (("events", ev), ("stamps", st)):
         if not len(tl.clocks):
             raise RuntimeError(f"the {name} Timeline was not aligned: "
                                f"{tl.meta.get('align_error', '?')}")
-    gt_b, gt_e = got.globaltimer_ns[0::2], got.globaltimer_ns[1::2]
-    if not got.written.all():
-        raise RuntimeError(f"{int((~got.written).sum())} spin readings were never written")
+    n = len(durations)
     c = st.clocks  # truth on the host clock: the spin's own globaltimer, by the stamps' fit
     to_host = lambda gt: c.offset_ns[0] + np.floor(c.slope[0] * (gt - c.ref_raw_ns[0]) + 0.5)
     truth_b, truth_e, dur_true = to_host(gt_b), to_host(gt_e), gt_e - gt_b
@@ -196,13 +211,7 @@ def part_b(part) -> str:
     res["every_event_inside_both_bounds"] = float(np.mean(
         np.abs(he - hs) <= ev.clocks.bound_max_ns[0] + bound_s + 2))
     part.put("aligner", res)
-    e = res["events"]
-    err = max(abs(e["begin_minus_truth_ns"]["p5"]), abs(e["end_minus_truth_ns"]["p95"]))
-    return (f"{n} spins: event rows bracket the truth in {e['brackets_truth']:.0%} "
-            f"(bounds ±{e['clock']['bound_max_ns'] / 1e3:.1f}+{bound_s / 1e3:.1f} µs), "
-            f"ends within {err / 1e3:.1f} µs of it (p5/p95); events vs stamps "
-            f"{res['every_event_inside_both_bounds']:.0%} within bounds; "
-            f"timer step {g.typical_step_ns} ns")
+    return res
 
 
 def _stream_cost(K, n: int = 200) -> dict:
