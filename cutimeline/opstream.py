@@ -38,6 +38,7 @@ __all__ = ["Writer", "Session", "Mode", "measure_overhead"]
 
 _VIEW, _SYNC, _LAUNCH = int(OpFlag.VIEW), int(OpFlag.SYNC), int(OpFlag.LAUNCH)
 _CAPTURED, _TRUNCATED = int(OpFlag.CAPTURED), int(OpFlag.TRUNCATED)
+_COLLECTIVE = int(OpFlag.COLLECTIVE)
 _SYNC_SPAN, _STEP = int(SpanKind.SYNC), int(SpanKind.STEP)
 _Tensor = torch.Tensor
 _node = torch._C._current_autograd_node
@@ -59,6 +60,9 @@ _RULES = {**dict.fromkeys((
     "aten::index_put": _BOOL_INDEX, "aten::index_put_": _BOOL_INDEX,
     "aten::_index_put_impl_": _BOOL_INDEX, "aten::_to_copy": _TO_COPY,
     "aten::copy_": _COPY}
+# torch.distributed ops (dist.OPS): collectives, and the waits of functional ones
+_COLL, _WAIT = 6, 7
+_DIST_NAMESPACES = ("c10d", "_c10d_functional")
 _DTYPES = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16",
            torch.float64: "f64", torch.int64: "i64", torch.int32: "i32",
            torch.int16: "i16", torch.int8: "i8", torch.uint8: "u8", torch.bool: "b8",
@@ -118,6 +122,7 @@ class Session:
         self.writers: list[Writer] = []
         self.local = _Local(weakref.ref(self))
         self.step_number, self.step_begin, self.manual = 0, _now(), False
+        self.collectives = None  # dist.CollectiveLog, made at the first collective
 
     # -- per-thread state and interning (misses take the lock) -----------------
     def new_writer(self) -> Writer:
@@ -161,14 +166,19 @@ class Session:
         shapes = ", ".join(_shape(k) for k in key[1:] if not _is_device(k))
         col = dev.index if dev is not None and dev.type == "cuda" and \
             dev.index is not None else NONE
+        rule = _RULES.get(base, 0)
+        if getattr(func, "namespace", "") in _DIST_NAMESPACES:
+            from .dist import OPS, WAIT
+            if base in OPS:
+                rule = _WAIT if OPS[base][0] == WAIT else _COLL
+                flags |= _COLLECTIVE if rule == _COLL else 0
         with self.lock:
             sig = self.sigs.get(key)
             if sig is None:
                 self.sig_table.append((self.strings.intern(name),
                                        self.strings.intern(shapes), col))
                 self.funcs.append(func)  # keeps id(func) in the key unique
-                sig = self.sigs[key] = (len(self.sig_table) - 1, flags,
-                                        _RULES.get(base, 0))
+                sig = self.sigs[key] = (len(self.sig_table) - 1, flags, rule)
         return sig
 
     # -- steps ------------------------------------------------------------------
@@ -218,6 +228,25 @@ class Session:
             w.launches.append((seq, stream, b, e, int(GpuKind.OP)))
             flags |= _LAUNCH
         w.ops.append((seq, t0, t1, sig, w.ctx, gid, flags))
+        return out
+
+    def collective(self, w: Writer, func: Any, args: tuple, kwargs: dict, seq: int,
+                   t0: int, sig: int, gid: int, flags: int, dev: Any) -> Any:
+        """A torch.distributed op: dispatched like any other, then noted in
+        ``self.collectives`` (process group, number, completion; dist.py)."""
+        if self.device is not None and self.owned(w, dev) and not flags & _VIEW:
+            out = self.launch(w, func, args, kwargs, seq, t0, sig, gid, flags, False)
+        else:
+            try:
+                out = func(*args, **kwargs)
+            finally:
+                w.ops.append((seq, t0, _now(), sig, w.ctx, gid, flags))
+        if self.collectives is None:
+            from .dist import CollectiveLog
+            with self.lock:
+                if self.collectives is None:
+                    self.collectives = CollectiveLog()
+        self.collectives.note(func, args, kwargs, out, seq, dev)
         return out
 
     def launch_ruled(self, w: Writer, func: Any, args: tuple, kwargs: dict,
@@ -376,6 +405,8 @@ class Mode(TorchDispatchMode):
                 return func(*args, **kwargs)
             s.truncate()
             flags |= _TRUNCATED
+        if rule >= _COLL:
+            return s.collective(w, func, args, kwargs, seq, t0, sid, gid, flags, dev)
         if s.device is None or flags & (_VIEW | _TRUNCATED) or dev is None:
             pass
         elif rule:

@@ -87,7 +87,8 @@ _ACTIVE_LOCK = threading.Lock()
 
 def record(*, device: str | Device = "auto", max_ops: int = 10_000_000,
            modules: bool = True, threads: bool = True, steps: str = "auto",
-           measure: bool = True, timing: str = "events") -> "Recorder":
+           measure: bool = True, timing: str = "events",
+           out_dir: str | os.PathLike | None = None) -> "Recorder":
     """A recorder of the aten op stream and the device work it launches.
 
     ``device``: "auto" (CUDA when available, else "cpu"), "cuda", "cuda:N",
@@ -104,7 +105,10 @@ def record(*, device: str | Device = "auto", max_ops: int = 10_000_000,
     (CUDA events), "stamps" (globaltimer stamp kernels, needs CuPy) or
     "both", when ``rec.timelines`` holds a Timeline for each (see
     ``CudaDevice``); other devices take only "events" ("auto" without
-    CUDA records no device, so there it is moot).
+    CUDA records no device, so there it is moot). ``out_dir``: under
+    torch.distributed, write this rank's Timeline to ``out_dir/rank-<r>.ctl``
+    at stop, also when the recorded block raises; ``ctl.merge(out_dir)``
+    joins the ranks (see ``dist.py``).
 
     With ``CUTIMELINE_DISABLE=1`` in the environment the recorder does
     nothing and its timeline is empty.
@@ -123,9 +127,17 @@ def record(*, device: str | Device = "auto", max_ops: int = 10_000_000,
     if timing not in TIMINGS:
         raise CutimelineError(f"record(timing={timing!r}) is not understood; give "
                               f"one of {', '.join(map(repr, TIMINGS))}.")
+    if out_dir is not None:
+        if not isinstance(out_dir, (str, os.PathLike)) or not os.fspath(out_dir):
+            raise CutimelineError(f"record(out_dir={out_dir!r}) must name a folder "
+                                  f"(a str or path).")
+        out_dir = os.fspath(out_dir)
+        if not disabled:
+            os.makedirs(out_dir, exist_ok=True)
     dev = _device(device, resolve=not disabled, timing=timing)
     return Recorder(dev, disabled=disabled, max_ops=max_ops, modules=modules,
-                    threads=threads, steps=steps, measure=measure, timing=timing)
+                    threads=threads, steps=steps, measure=measure, timing=timing,
+                    out_dir=out_dir)
 
 
 def _device(device: Any, *, resolve: bool, timing: str = "events") -> Device | None:
@@ -173,6 +185,7 @@ class Recorder:
         self._timeline: Timeline | None = None
         self._timelines: dict[str, Timeline] = {}
         self._meta: dict[str, Any] = {}
+        self._error: BaseException | None = None  # what the recorded block raised
 
     def __repr__(self) -> str:
         dev = "cpu" if self.device is None else getattr(self.device, "name", self.device)
@@ -186,6 +199,7 @@ class Recorder:
         if exc_type is None:
             self.stop()
             return False
+        self._error = exc
         try:  # the user's exception must come out unchanged
             self.stop()
         except Exception as stop_error:
@@ -211,11 +225,14 @@ class Recorder:
                     "Another cutimeline recorder is already recording, and "
                     "recordings do not nest; stop it first.")
             o = self.options
+            if o.get("out_dir"):  # rank, world size, host (dist.py)
+                from .dist import rank_meta
+                self._meta = rank_meta()
             overhead = measure_overhead() if o["measure"] else None
             per_launch = getattr(self.device, "measure_launch_ns", None)
             s = Session(self.device, max_ops=o["max_ops"], steps=o["steps"])
             self._meta = {
-                "source": "record", "start_epoch_ns": time.time_ns(),
+                **self._meta, "source": "record", "start_epoch_ns": time.time_ns(),
                 "start_host_ns": _now(),
                 "overhead_ns_per_op": overhead,
                 "overhead_ns_per_launch": per_launch() if o["measure"] and per_launch else None}
@@ -267,6 +284,10 @@ class Recorder:
             harvest = self.device.harvest() if self.device is not None else None
             tl = _assemble(s, harvest, self._meta_at_stop(s, harvest))
             self._timeline = _align(tl)
+            if self.options.get("out_dir"):  # this rank's file (dist.py)
+                from .dist import write_rank
+                self._timeline = write_rank(self._timeline, self.options["out_dir"],
+                                            self._error)
             # timing="both": the same rows timed by the other clock's raw_ns
             self._timelines = {tl.meta.get("timing", "events"): self._timeline}
             for name, raw in (harvest.alternates if harvest else {}).items():
@@ -324,6 +345,11 @@ class Recorder:
                 "name": meta.get("device_name", getattr(dev, "name", repr(dev)))}],
             "threads": [w.name for w in s.writers],
             "truncated": next(s.count) > s.max_ops})
+        if s.collectives is not None:
+            meta.update(s.collectives.meta())
+        if self.options.get("out_dir"):
+            from .dist import rank_meta
+            meta.update(rank_meta(self._meta))
         return meta
 
 
