@@ -171,7 +171,7 @@ class CudaDevice(Device):
                  pings: int = 3, timing: str = "events", stamp_slots: int = 1 << 16):
         for name, value, low in (("anchor_interval_ns", anchor_interval_ns, 1),
                                  ("chunk", chunk, 2), ("pings", pings, 1),
-                                 ("stamp_slots", stamp_slots, 4 * pings + 2)):
+                                 ("stamp_slots", stamp_slots, 2)):
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise CutimelineError(f"CudaDevice({name}={value!r}) must be an "
                                       f"integer ≥ {low}.")
