@@ -29,21 +29,23 @@ def _shares(idle: dict[str, int]) -> str:
 
 def biggest_gaps(rep: Report, k: int = 3) -> list[dict]:
     """The k longest idle gaps of the primary device inside the window."""
-    gaps = rep.gap_table("device")
-    if gaps is None or len(gaps) == 0:
+    ln = rep.lanes
+    if ln is None:
         return []
-    gaps = gaps[gaps["device"] == rep.lanes.device_keys[rep.primary]]
+    d = ln.devices
+    s, e = d.gstart[rep.primary], d.gstart[rep.primary + 1]
     w0, w1 = rep.window
-    length = np.minimum(gaps["end_ns"], w1) - np.maximum(gaps["begin_ns"], w0)
-    best = np.argsort(-length, kind="stable")[:k]
+    length = np.minimum(d.ge[s:e], w1) - np.maximum(d.gb[s:e], w0)
+    best = s + np.argsort(-length, kind="stable")[:k]
     t0 = rep.timeline.start_ns
     out = []
     for i in best:
-        g = gaps[i]
-        causes = {c: int(g[f"{c}_ns"]) for c in CAUSES}
-        out.append({"begin_s": (int(g["begin_ns"]) - t0) / 1e9,
-                    "length_ns": int(length[i]), "device": int(g["device"]),
-                    "cause": str(g["cause"]), "idle_ns": causes})
+        if length[i - s] <= 0:
+            break
+        causes = {c: int(d.amounts[i, j]) for j, c in enumerate(CAUSES)}
+        out.append({"begin_s": (int(d.gb[i]) - t0) / 1e9, "length_ns": int(length[i - s]),
+                    "device": int(ln.device_keys[rep.primary]),
+                    "cause": CAUSES[int(np.argmax(d.amounts[i]))], "idle_ns": causes})
     return out
 
 

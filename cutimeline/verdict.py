@@ -143,12 +143,20 @@ def step_table(tl: Timeline, ln: Lanes | None, act: HostActivity, primary: int,
 
 def _top(names: np.ndarray, weights: np.ndarray, tl: Timeline, k: int,
          decode: bool = True) -> list[tuple[str, int]]:
+    """The k names with the largest summed weight (string ids, or labels
+    with ``decode=False``), largest first, ties by id."""
     if len(names) == 0:
         return []
-    u, inv = np.unique(names, return_inverse=True)
-    tot = np.bincount(inv.reshape(-1), weights=weights, minlength=len(u))
-    best = np.argsort(-tot, kind="stable")[:k]
-    labels = tl.decode(u[best]) if decode else u[best]
+    if decode:  # string ids: count straight into a table of all strings
+        ids = np.asarray(names, np.int64)
+        tot = np.bincount(ids + 1, weights=weights, minlength=len(tl.strings) + 1)
+        best = np.argsort(-tot, kind="stable")[:k]
+        labels = tl.decode(best - 1)
+    else:
+        u, inv = np.unique(names, return_inverse=True)
+        tot = np.bincount(inv.reshape(-1), weights=weights, minlength=len(u))
+        best = np.argsort(-tot, kind="stable")[:k]
+        labels = u[best]
     return [(str(n) or "(none)", int(t)) for n, t in zip(labels, tot[best]) if t > 0]
 
 
