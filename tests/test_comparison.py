@@ -100,14 +100,12 @@ def test_table_and_dict(mlp):
 
 
 def test_plot_draws_both_timelines_of_the_first_compared_step(mlp, tmp_path):
-    pytest.importorskip("cutimeline.figure")
     cmp, _ = mlp
     fig = cmp.plot(tmp_path / "cmp.png")
     assert (tmp_path / "cmp.png").stat().st_size > 0
     titles = [ax.get_title(loc="left") for ax in fig.axes]
-    assert "cutimeline" in titles and "torch.profiler, imported" in titles
-    import matplotlib.pyplot as plt
-    plt.close(fig)
+    assert any(t.endswith("cutimeline") for t in titles)
+    assert any(t.endswith("torch.profiler, imported") for t in titles)
 
 
 def test_temporary_traces_are_removed(tmp_path, monkeypatch):
