@@ -17,7 +17,9 @@ cutimeline (peak RSS − RSS before): ``load`` reads the files only (the floor),
 ``ctl.merge(DIR)`` (load, rank clocks, one concatenated Timeline). Medians
 of ``--reps`` runs, alternating the two. The files are written once to a
 temporary folder (not timed). The clock error against the generator's
-truth is printed as a check.
+truth is printed as a check. Last, what recording costs per collective:
+``dist.all_reduce`` bare, under a pass-through dispatch mode and under
+``ctl.record`` (gloo, a world of one, interleaved rounds).
 """
 
 from __future__ import annotations
@@ -80,7 +82,8 @@ def write_ranks(folder: str, ranks: int, ops: int, every: int, seed: int = 0) ->
         e = b + dur[r]
         edges = np.concatenate([[b[0]], done[r, per - 1::per][:steps]])
         meta = {"source": "record", "rank": r, "world_size": ranks, "host": f"node{r // 8}",
-                "start_epoch_ns": 1_700_000_000 * 10 ** 9 + t0 + int(rng.integers(-10 ** 6, 10 ** 6)),
+                "start_epoch_ns": 1_700_000_000 * 10 ** 9 + t0
+                + int(rng.integers(-10 ** 6, 10 ** 6)),
                 "start_host_ns": int(clock(np.int64(t0))), "threads": ["MainThread"],
                 "groups": [{"name": "0", "ranks": list(range(ranks)), "backend": "gloo"}],
                 "collectives": {"seq": cols.tolist(), "group": [0] * n_coll,
@@ -156,6 +159,44 @@ def clock_error_ns(truth: dict, clocks: list) -> tuple[float, bool]:
     return worst, within
 
 
+def collective_cost(reps: int, n: int = 300) -> dict[str, float]:
+    """µs per ``dist.all_reduce`` of one float on a gloo world of one: bare,
+    under a pass-through TorchDispatchMode (the floor of any dispatch-mode
+    recorder), and under ``ctl.record``; rounds interleaved, medians."""
+    import torch
+    import torch.distributed as dist
+    from torch.utils._python_dispatch import TorchDispatchMode
+    import cutimeline as ctl
+
+    class PassThrough(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    x = torch.ones(1)
+
+    def loop() -> float:
+        t = time.perf_counter_ns()
+        for _ in range(n):
+            dist.all_reduce(x)
+        return (time.perf_counter_ns() - t) / n / 1e3
+
+    with tempfile.TemporaryDirectory() as folder:
+        dist.init_process_group("gloo", init_method=f"file://{folder}/init", rank=0,
+                                world_size=1)
+        try:
+            loop()
+            out: dict[str, list] = {"plain": [], "pass-through mode": [], "ctl.record": []}
+            for _ in range(reps):
+                out["plain"].append(loop())
+                with PassThrough():
+                    out["pass-through mode"].append(loop())
+                with ctl.record(measure=False):
+                    out["ctl.record"].append(loop())
+        finally:
+            dist.destroy_process_group()
+    return {k: statistics.median(v) for k, v in out.items()}
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--ranks", type=int, default=64)
@@ -191,6 +232,10 @@ def main(argv: list[str] | None = None) -> None:
           f"{'all' if within else 'NOT all'} within their reported bounds "
           f"(median bound {statistics.median(c[3] for c in m['clocks'][1:]) / 1e3:.1f} µs)")
     print(f"(medians of {a.reps} runs, each in a fresh interpreter)")
+    cost = collective_cost(max(a.reps, 5))
+    print("recording a collective, µs per all_reduce (gloo, world of one): " +
+          ", ".join(f"{k} {v:.0f}" for k, v in cost.items()) +
+          f"; ctl.record − pass-through {cost['ctl.record'] - cost['pass-through mode']:.0f}")
 
 
 if __name__ == "__main__":

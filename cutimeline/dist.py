@@ -27,10 +27,13 @@ lists, keyed by the op's ``seq`` (which slicing keeps):
 * ``done_ns`` — host time by which the collective had completed, NONE when
   unknown. Measured only for collectives on host tensors (gloo, or any
   backend on CPU): a callback on the ``Work``'s future notes when it
-  completes. On CUDA tensors the future completes at enqueue, which bounds
-  nothing, so device collectives have arrivals only. Functional collectives
-  complete at their ``wait_tensor`` when the recorder sees it (compiled
-  code); eager ones wait inside ``AsyncCollectiveTensor``, out of sight.
+  completes (a Work without a future, as gloo's list ``reduce_scatter``,
+  leaves it unknown). On CUDA tensors the future completes at enqueue,
+  which bounds nothing, so device collectives have arrivals only; their
+  gpu row brackets the enqueue on the current stream, not the NCCL kernel
+  on NCCL's own stream. Functional collectives complete at their
+  ``wait_tensor`` when the recorder sees it (compiled code); eager ones
+  wait inside ``AsyncCollectiveTensor``, out of sight.
 
 Test hook: ``CUTIMELINE_TEST_CLOCK_SKEW_NS=N`` in a rank's environment
 moves every host time of its file, and its ``start_epoch_ns``, by N ns, as
@@ -128,6 +131,9 @@ class CollectiveLog:
         self.counts: dict[tuple, int] = {}
         self.rows: list[list[int]] = []           # _COLUMNS
         self.pending: dict[int, tuple] = {}       # id(output) -> (weakref, row)
+        self.ops: dict[int, tuple] = {}           # id(func) -> what _op read
+        self.funcs: list[Any] = []
+        self.me = NONE                            # this process's global rank
         self.warned = False
 
     def note(self, func: Any, args: tuple, kwargs: dict, out: Any, seq: int,
@@ -146,70 +152,85 @@ class CollectiveLog:
 
     def _note(self, func: Any, args: tuple, kwargs: dict, out: Any, seq: int,
               dev: Any) -> None:
-        kind, peer_arg, peer_global = OPS[func.name().split(".")[0]]
+        op = self.ops.get(id(func)) or self._op(func)
+        kind, peer_arg, peer_global, pg_arg, work_at = op
         if kind == WAIT:
             entry = self.pending.pop(id(args[0]), None) if args else None
             if entry is not None and entry[0]() is args[0] and entry[1][5] == NONE:
                 entry[1][5] = _now()
             return
-        g, ranks, me = self._group(func, args, kwargs)
+        if pg_arg is None or pg_arg >= len(args):
+            obj = kwargs["group_name"]
+        else:
+            obj = args[pg_arg]
+        g, ranks, me = self._group(obj)
         peer = NONE
         if peer_arg is not None and len(args) > peer_arg:
             p = int(args[peer_arg])
             peer = p if peer_global else (ranks[p] if 0 <= p < len(ranks) else NONE)
-        if kind in (SEND, RECV):
-            key = (g, me, peer) if kind == SEND else (g, peer, me)
-        else:
-            key = (g,)
+        p2p = kind == SEND or kind == RECV
+        key = ((g, me, peer) if kind == SEND else (g, peer, me)) if p2p else g
         with self.lock:
             number = self.counts.get(key, 0)
             self.counts[key] = number + 1
-            row = [seq, g, kind, number if peer != NONE or kind not in (SEND, RECV)
-                   else NONE, peer, NONE]
+            row = [seq, g, kind, NONE if p2p and peer == NONE else number, peer, NONE]
             self.rows.append(row)
         if dev is not None and getattr(dev, "type", "cpu") != "cpu":
             return  # see the module doc: a device collective's future bounds nothing
-        if func.namespace == "c10d":
-            work = _work_of(out)
-            if work is None:  # the op blocked until done (monitored_barrier_)
-                row[5] = _now()
-                return
-            try:
-                fut = work.get_future()
-            except RuntimeError:  # this backend's work has no future: done unknown
-                return
-            fut.then(partial(_completed, row))
-        else:
+        if work_at is None:  # functional: done at its wait_tensor, if seen
             for t in (out if isinstance(out, (list, tuple)) else (out,)):
                 if t is not None:
                     self.pending[id(t)] = (weakref.ref(t), row)
             while len(self.pending) > 4096:  # waits out of sight (eager): forget the oldest
                 self.pending.pop(next(iter(self.pending)))
-
-    def _group(self, func: Any, args: tuple, kwargs: dict) -> tuple[int, list[int], int]:
-        import torch
-        from torch.distributed import distributed_c10d as c10d
-        if func.namespace == "c10d":
-            obj = next(a for a in args if isinstance(a, torch.ScriptObject)
-                       and a._type().qualified_name().endswith(".ProcessGroup"))
-            pg = torch._C._distributed_c10d.ProcessGroup.unbox(obj)
-            name = pg.group_name
+        elif work_at == NONE:  # the op itself blocked until done (monitored_barrier_)
+            row[5] = _now()
         else:
-            name = kwargs.get("group_name", args[-1])
-            pg = None
-            if not isinstance(name, str):  # a ProcessGroup passed as "Any"
-                pg, name = name, name.group_name
+            import torch
+            work = out if work_at == -2 else out[work_at]
+            try:
+                fut = torch._C._distributed_c10d.Work.unbox(work).get_future()
+            except RuntimeError:  # this backend's work has no future: done unknown
+                return
+            fut.add_done_callback(partial(_completed, row))
+
+    def _op(self, func: Any) -> tuple:
+        """(kind, peer arg, peer global, process-group arg, where the Work is
+        in the output: an index, -2 the output itself, NONE none, None for
+        functional ops), read from the op's schema once."""
+        kind, peer_arg, peer_global = OPS[func.name().split(".")[0]]
+        sch = func._schema
+        pg_arg = next((i for i, a in enumerate(sch.arguments)
+                       if "ProcessGroup" in str(a.type) or a.name == "group_name"), None)
+        work_at = None
+        if func.namespace == "c10d":
+            rets = [str(r.type) for r in sch.returns]
+            works = [i for i, t in enumerate(rets) if t.endswith("Work")]
+            work_at = NONE if not works else -2 if len(rets) == 1 else works[0]
+        op = self.ops[id(func)] = (kind, peer_arg, peer_global, pg_arg, work_at)
+        self.funcs.append(func)  # keeps id(func) unique
+        return op
+
+    def _group(self, obj: Any) -> tuple[int, list[int], int]:
+        """(group index, its global ranks, this process's global rank) of a
+        ProcessGroup argument (TorchBind object) or group name."""
+        import torch
+        if isinstance(obj, torch.ScriptObject):
+            obj = torch._C._distributed_c10d.ProcessGroup.unbox(obj)
+        name = obj if isinstance(obj, str) else obj.group_name
         g = self.groups.get(name)
         if g is None:
-            pg = pg or c10d._resolve_process_group(name)
-            ranks = [int(r) for r in c10d.get_process_group_ranks(pg)]
+            import torch.distributed as dist
+            from torch.distributed import distributed_c10d as c10d
+            pg = c10d._resolve_process_group(name) if isinstance(obj, str) else obj
+            entry = {"name": name, "ranks": [int(r) for r in c10d.get_process_group_ranks(pg)],
+                     "backend": str(pg.name())}
             with self.lock:
                 g = self.groups.setdefault(name, len(self.group_list))
                 if g == len(self.group_list):
-                    self.group_list.append({"name": name, "ranks": ranks,
-                                            "backend": str(pg.name())})
-        import torch.distributed as dist
-        return g, self.group_list[g]["ranks"], dist.get_rank()
+                    self.group_list.append(entry)
+                    self.me = dist.get_rank()
+        return g, self.group_list[g]["ranks"], self.me
 
     def meta(self) -> dict[str, Any]:
         """``meta["collectives"]`` and ``meta["groups"]`` of the recording."""
@@ -217,14 +238,6 @@ class CollectiveLog:
             rows = [list(r) for r in self.rows]
         cols = {c: [r[i] for r in rows] for i, c in enumerate(_COLUMNS)}
         return {"collectives": cols, "groups": [dict(g) for g in self.group_list]}
-
-
-def _work_of(out: Any) -> Any:
-    import torch
-    for o in (out if isinstance(out, tuple) else (out,)):
-        if isinstance(o, torch.ScriptObject) and o._type().qualified_name().endswith(".Work"):
-            return torch._C._distributed_c10d.Work.unbox(o)
-    return None
 
 
 def _completed(row: list[int], fut: Any) -> None:
@@ -276,7 +289,8 @@ def shift_host(tl: Timeline, ns: int, *, epoch: bool = False) -> Timeline:
             meta[key] += ns
     if meta.get("collectives"):
         c = meta["collectives"]
-        meta["collectives"] = {**c, "done_ns": _apply(f, np.asarray(c["done_ns"], np.int64)).tolist()}
+        done = _apply(f, np.asarray(c["done_ns"], np.int64))
+        meta["collectives"] = {**c, "done_ns": done.tolist()}
     return tl.replace(meta=meta, **tables)
 
 

@@ -58,8 +58,8 @@ def _rows(items: list[tuple[int, Timeline]], groups: dict[tuple, int]) -> dict[s
     """The collective rows of Timelines (single ranks or merged), with their
     ops row (NONE where the op is not in the Timeline) and times."""
     out: dict[str, list] = {k: [] for k in ("rank", "group", "kind", "number", "peer",
-                                            "done", "arrival", "op", "part")}
-    for p, (rank, tl) in enumerate(items):
+                                            "done", "arrival", "op")}
+    for rank, tl in items:
         c = tl.meta.get("collectives") or {}
         if not len(c.get("seq", ())):
             continue
@@ -77,19 +77,21 @@ def _rows(items: list[tuple[int, Timeline]], groups: dict[tuple, int]) -> dict[s
             out[col].append(np.asarray(c[src], np.int64)[keep])
         out["op"].append(row[keep])
         out["arrival"].append(tl.ops.host_begin_ns[row[keep]])
-        out["part"].append(np.full(int(keep.sum()), p, np.int64))
     return {k: np.concatenate(v) if v else np.zeros(0, np.int64) for k, v in out.items()}
 
 
 def _row_of_seq(seq: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """Rows of ``seq`` holding the values ``wanted``; NONE where none does
+    (a collective whose op a slice left out)."""
+    if not len(seq):
+        return np.full(len(wanted), NONE, np.int64)
     order = None
-    if len(seq) > 1 and np.any(seq[1:] < seq[:-1]):
+    if np.any(seq[1:] < seq[:-1]):  # ops are in seq order unless built by hand
         order = np.argsort(seq, kind="stable")
         seq = seq[order]
-    i = np.minimum(np.searchsorted(seq, wanted), max(len(seq) - 1, 0))
-    hit = (len(seq) > 0) & (seq[i] == wanted) if len(seq) else np.zeros(len(wanted), bool)
-    i = i if order is None else order[i]
-    return np.where(hit, i, NONE)
+    i = np.minimum(np.searchsorted(seq, wanted), len(seq) - 1)
+    hit = seq[i] == wanted
+    return np.where(hit, i if order is None else order[i], NONE)
 
 
 def roles(r: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -299,7 +301,9 @@ def _steps_at(tl: Timeline, rank: np.ndarray, t: np.ndarray) -> np.ndarray:
         o = np.argsort(b[mine], kind="stable")
         bb, ee, nn = b[mine][o], e[mine][o], num[mine][o]
         i = np.searchsorted(bb, t[rows], "right") - 1
-        inside = (i >= 0) & (t[rows] < ee[np.maximum(i, 0)]) if len(bb) else np.zeros(len(rows), bool)
+        if not len(bb):
+            continue
+        inside = (i >= 0) & (t[rows] < ee[np.maximum(i, 0)])
         out[rows[inside]] = nn[i[inside]]
     return out
 

@@ -175,7 +175,8 @@ def test_crashed_rank_leaves_partial_file_and_merges(tmp_path):
     full = ctl.load(tmp_path / "ranks" / "rank-0.ctl")
     assert part.meta["error"] == "RuntimeError: rank crashed on purpose"
     assert "error" not in full.meta
-    assert part.step_numbers().tolist() == [0, 1] and full.step_numbers().tolist() == list(range(STEPS))
+    assert part.step_numbers().tolist() == [0, 1]
+    assert full.step_numbers().tolist() == list(range(STEPS))
     tl = ctl.merge(tmp_path / "ranks")
     assert tl.meta["errors"] == [1] and tl.meta["ranks"][1]["error"].startswith("RuntimeError")
     assert len(tl.ops) == len(part.ops) + len(full.ops)
@@ -497,3 +498,34 @@ def test_merged_file_round_trips(tmp_path):
     back = ctl.load(tmp_path / "m.ctl")
     assert np.array_equal(collectives(back)["late_ns"], collectives(tl)["late_ns"])
     assert back.meta["missing_ranks"] == [] and back.meta["reference_rank"] == 0
+
+
+def test_kineto_ranks_merge_by_epoch_and_plot_one_group_per_rank(tmp_path):
+    tls = [ctl.import_chrome(f"tests/data/kineto/trace_filter/sampled_rank-{r}.json.gz")
+           for r in (1, 0)]
+    tl = ctl.merge(tls)  # ranks from their distributedInfo, not list order
+    assert [r["rank"] for r in tl.meta["ranks"]] == [0, 1] and tl.meta["world_size"] == 128
+    assert tl.meta["missing_ranks"] == list(range(2, 128))
+    c = tl.meta["ranks"][1]["clock"]
+    assert c["method"] == "epoch" and c["bound_ns"] is None  # no collectives table in Kineto
+    assert len(tl.gpu) == sum(len(t.gpu) for t in tls)
+    fig = ctl.plot(tl, tmp_path / "ranks.png")
+    labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
+    threads = [lb for lb in labels if lb.startswith("CPU thread")]
+    gpus = [lb for lb in labels if lb.startswith("GPU")]
+    # each rank's threads together, then each rank's GPU as its own device group
+    assert [lb.split("(rank ")[1][0] for lb in threads] == ["0", "0", "1", "1"]
+    assert [lb[3] for lb in gpus] == ["0"] * 5 + ["1"] * 5
+    assert cdist.rank_of_device(tl).tolist() == [0, 1]
+
+
+def test_slices_keep_the_collectives_they_hold():
+    tl = ctl.merge(fake_ranks(7, 3, n=10, slow=2))
+    whole = collectives(tl)
+    part = collectives(tl.slice_steps(3, 5))
+    # the window is the union of the ranks' steps: a neighbour's op may reach in
+    assert {3, 4, 5} <= set(part["number"].tolist()) <= {2, 3, 4, 5, 6}
+    for k in (3, 4, 5):
+        a = whole[whole["number"] == k]
+        b = part[part["number"] == k]
+        assert np.array_equal(a["wait_ns"], b["wait_ns"]) and np.array_equal(a["rank"], b["rank"])
