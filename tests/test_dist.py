@@ -529,3 +529,33 @@ def test_slices_keep_the_collectives_they_hold():
         a = whole[whole["number"] == k]
         b = part[part["number"] == k]
         assert np.array_equal(a["wait_ns"], b["wait_ns"]) and np.array_equal(a["rank"], b["rank"])
+
+
+def test_bad_rank_numbers_and_unalignable_gpu_rows_are_refused():
+    tls = fake_ranks(8, 2)
+    with pytest.raises(CutimelineError, match="names rank -2"):
+        ctl.merge([tls[0], tls[1].replace(meta={**tls[1].meta, "rank": -2})])
+    gpu = tls[1].replace(meta={**tls[1].meta, "aligned": False},
+                         events={"device": [0, 0], "stream": [0, 0], "kind": [0, 1],
+                                 "op": [0, 0], "raw_ns": [5, 9],
+                                 "host_record_ns": tls[1].ops.host_begin_ns[:2]},
+                         gpu={"op": [0], "device": [0], "stream": [0], "name": [0],
+                              "begin_event": [0], "end_event": [1]})
+    with pytest.raises(CutimelineError, match="Rank 1 .* cannot be aligned"):
+        ctl.merge([tls[0], gpu])
+
+
+def test_a_collective_the_log_cannot_read_warns_once_and_never_raises():
+    log = cdist.CollectiveLog()
+
+    class Odd:  # an op whose arguments hold no process group
+        namespace = "c10d"
+        _schema = torch.ops.c10d.allreduce_.default._schema
+
+        def name(self):
+            return "c10d::allreduce_"
+    with pytest.warns(RuntimeWarning, match="could not read the process group") as seen:
+        log.note(Odd(), ([torch.ones(1)], "not a group"), {}, None, 0, None)
+        log.note(Odd(), ([torch.ones(1)], "not a group"), {}, None, 1, None)
+    assert len(seen) == 1
+    assert log.rows == [] and log.meta()["collectives"]["seq"] == []
