@@ -202,7 +202,6 @@ def world_of_one(tmp_path):
 
 
 def test_recorder_flags_collectives_with_group_number_and_completion(world_of_one):
-    import torch.distributed._functional_collectives as fc
     x = torch.arange(4.0)
     with ctl.record(out_dir=world_of_one / "r") as rec:
         dist.all_reduce(x)
