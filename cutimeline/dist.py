@@ -341,16 +341,18 @@ def merge(dir_or_paths: str | os.PathLike | Iterable[Any]) -> Timeline:
 
     Clocks: each rank's host clock is first related to the reference
     rank's through the wall-clock epochs its file stores, then refined by
-    the collectives both saw (``straggler.clock_points``): the k-th
+    the collectives both saw (``straggler.fit_rank_clocks``): the k-th
     collective of a group cannot complete on any rank before the last rank
     joined it. Those bounds, fitted with the aligner's convex-hull method
     (``align.fit_clock``), give a band of feasible clock lines; the epoch
-    line is kept when it lies in the band, else the band's middle line.
-    ``meta["ranks"][i]["clock"]`` gives the line (``t_merged = offset_ns +
-    slope·(t_rank − ref_ns)``; ``shift_ns`` = t_merged − t_rank at ref_ns),
-    ``bound_ns`` (the largest distance from it to the band's edges over the
-    rank's span, None when the collectives bound the clock on one side
-    only or not at all and only the epoch relates it) and ``method``.
+    line is kept when it satisfies every bound ("epoch+collectives"), else
+    the band's middle ("collectives"); slope 1 is preferred where the
+    bounds allow it. A rank with no two-sided bounds is related by its
+    epoch alone ("epoch"). ``meta["ranks"][i]["clock"]`` gives the line
+    (``t_merged = offset_ns + slope·(t_rank − ref_ns)``; ``shift_ns`` =
+    t_merged − t_rank at ref_ns), ``bound_ns`` (no point of the band lies
+    farther from the line over the span of its collectives; None for
+    "epoch") and ``method``.
 
     Layout: tables are concatenated rank by rank (rank-major, each rank's
     rows in their order). Threads and devices are renumbered so each rank
