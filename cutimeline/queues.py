@@ -199,17 +199,23 @@ def _window_stats_np(plus, minus, order, starts, w0, w1, qs):
         # the step function as segments: depth 0 before the first change
         edges = np.concatenate([[-big], tg, [big]])
         depth = np.concatenate([[0], dg])
+        # segment i is [edges[i], edges[i+1]); those meeting [a, b) are
+        # i0..i1-1 (found by bisection, so the work is the window's length)
+        i0 = np.maximum(np.searchsorted(edges, w0, side="right") - 1, 0)
+        i1 = np.searchsorted(edges, w1, side="left")
         for w in range(W):
             a, b = w0[w], w1[w]
             if b <= a:
                 continue
-            ov = np.minimum(edges[1:], b) - np.maximum(edges[:-1], a)
+            seg = slice(i0[w], i1[w])
+            ov = np.minimum(edges[1:][seg], b) - np.maximum(edges[:-1][seg], a)
+            dw = depth[seg]
             held = ov > 0
-            mean[g, w] = int(np.sum(depth[held] * ov[held])) / (b - a)
-            lo[g, w], hi[g, w] = depth[held].min(), depth[held].max()
+            mean[g, w] = int(np.sum(dw[held] * ov[held])) / (b - a)
+            lo[g, w], hi[g, w] = dw[held].min(), dw[held].max()
             if w == 0:
-                ok = held & (depth >= 0)
-                hist = np.bincount(depth[ok], weights=ov[ok].astype(np.float64))
+                ok = held & (dw >= 0)
+                hist = np.bincount(dw[ok], weights=ov[ok].astype(np.float64))
                 c = np.cumsum(hist) / (b - a)
                 quant[g] = np.searchsorted(c, np.asarray(qs) - 1e-12)
     return mean, lo, hi, quant
