@@ -80,8 +80,16 @@ def _one(out, g0, g1, launch, has_next, after, lam, qa, qb, db, de, dpre, sb,
     rb = max(hb, ra)
     data = so = 0
     if rb > ra:
-        data = _cover(db, de, dpre, rb, hints, 2) - _cover(db, de, dpre, ra, hints, 3)
-        so = _cover(ob, oe, opre, rb, hints, 4) - _cover(ob, oe, opre, ra, hints, 5)
+        # most host time is plain dispatch: when [ra, rb) lies between two
+        # segments (ra ≥ g0, known outside), it needs no coverage walk
+        nxt_d = db[i] if i < len(db) else _MAX
+        if in_data or rb > nxt_d:
+            data = _cover(db, de, dpre, rb, hints, 2) - _cover(db, de, dpre, ra, hints, 3)
+        jo = _seek(ob, g0, hints[6])
+        hints[6] = jo
+        nxt_o = ob[jo] if jo < len(ob) else _MAX
+        if (jo > 0 and g0 < oe[jo - 1]) or rb > nxt_o:
+            so = _cover(ob, oe, opre, rb, hints, 4) - _cover(ob, oe, opre, ra, hints, 5)
     out[0] += data
     out[1] += sync + so
     out[2] += rb - ra - data - so
@@ -94,7 +102,7 @@ def _attribute_nb(gb, ge, nl, has_next, after, lam, gstart, w0, w1, db, de,
     n, G, W = len(gb), len(gstart) - 1, len(w0)
     amounts = np.zeros((n, 5), np.int64)
     windows = np.zeros((G, W, 5), np.int64)
-    hints = np.zeros(6, np.int64)
+    hints = np.zeros(7, np.int64)
     for k in range(n):
         _one(amounts[k], gb[k], ge[k], nl[k], has_next[k], after[k], lam[k], gb[k],
              ge[k], db, de, dpre, sb, se, ob, oe, opre, slack, hints)

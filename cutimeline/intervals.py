@@ -75,6 +75,9 @@ def group_order(group, key, n_groups: int, engine: str = "numba"):
     """(order, starts): rows grouped by ``group`` (0..n_groups-1), sorted
     by ``key`` within a group, ties in row order (a stable sort)."""
     group, key = _i64(group), _i64(key)
+    if engine == "numba" and n_groups == 1 and _is_sorted_nb(key):
+        # one group, already in key order (one stream): nothing to move
+        return np.arange(len(key), dtype=np.int64), np.array([0, len(key)], np.int64)
     f = _group_order_nb if engine == "numba" else _group_order_np
     return f(group, key, int(n_groups))
 
