@@ -20,7 +20,7 @@ from .errors import CutimelineError
 from .timeline import NONE
 
 __all__ = ["ENGINES", "check_engine", "group_order", "merge", "union", "coverage",
-           "count_le", "sort_order", "sorted_copy"]
+           "count_le", "sort_order", "sorted_copy", "merge_runs", "gather_sorted"]
 
 ENGINES = ("numba", "numpy")
 I64_MAX = np.iinfo(np.int64).max
@@ -348,3 +348,76 @@ def sorted_copy(x, engine: str = "numba") -> np.ndarray:
     """``x`` sorted (itself when it is sorted already)."""
     o = sort_order(x, engine)
     return _i64(x) if o is None else _i64(x)[o]
+
+
+# -- merging sorted runs ----------------------------------------------------------
+
+@njit(cache=True)
+def _kway_nb(v, tie, starts, members):
+    k = len(members)
+    heads = np.empty(k, np.int64)
+    ends = np.empty(k, np.int64)
+    total = 0
+    for a in range(k):
+        heads[a], ends[a] = starts[members[a]], starts[members[a] + 1]
+        total += ends[a] - heads[a]
+    out = np.empty(total, np.int64)
+    for pos in range(total):  # few runs (streams of a device): scan their heads
+        best = -1
+        for a in range(k):
+            h = heads[a]
+            if h < ends[a]:
+                if best < 0:
+                    best = a
+                else:
+                    b = heads[best]
+                    if v[h] < v[b] or (v[h] == v[b] and tie[h] < tie[b]):
+                        best = a
+        out[pos] = heads[best]
+        heads[best] += 1
+    return out
+
+
+def merge_runs(v, tie, starts, members, engine: str = "numba") -> np.ndarray:
+    """Positions into ``v`` that visit the sorted runs ``v[starts[m]:
+    starts[m+1]]`` (m in ``members``) in one sorted sequence, ties by
+    ``tie`` (e.g. row numbers, for a stable merge)."""
+    v, tie, starts, members = _i64(v), _i64(tie), _i64(starts), _i64(members)
+    if engine == "numba":
+        return _kway_nb(v, tie, starts, members)
+    pos = np.concatenate([np.arange(starts[m], starts[m + 1]) for m in members]) \
+        if len(members) else np.zeros(0, np.int64)
+    return pos[np.lexsort((tie[pos], v[pos]))].astype(np.int64)
+
+
+@njit(cache=True)
+def _gather_sorted_nb(x, order, starts):
+    """x[order] with each group's slice sorted; x itself when order is the
+    identity and x is sorted."""
+    n = len(order)
+    ident = True
+    for k in range(n):
+        if order[k] != k:
+            ident = False
+            break
+    if ident and _is_sorted_nb(x) and len(x) == n:
+        return x
+    out = x[order]
+    for g in range(len(starts) - 1):
+        s, e = starts[g], starts[g + 1]
+        for k in range(s + 1, e):
+            if out[k] < out[k - 1]:
+                out[s:e] = np.sort(out[s:e])
+                break
+    return out
+
+
+def gather_sorted(x, order, starts, engine: str = "numba") -> np.ndarray:
+    """x[order] with each group's slice (``starts``) sorted."""
+    x, order, starts = _i64(x), _i64(order), _i64(starts)
+    if engine == "numba":
+        return _gather_sorted_nb(x, order, starts)
+    out = x[order]
+    for g in range(len(starts) - 1):
+        out[starts[g]:starts[g + 1]] = np.sort(out[starts[g]:starts[g + 1]])
+    return out

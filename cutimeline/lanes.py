@@ -22,7 +22,7 @@ from . import intervals as iv
 from .ids import pair_ids
 from .attribution import attribute
 from .gaps import HostActivity
-from .queues import lead_stats, queue_series, window_stats
+from .queues import lead_stats, queue_series, window_stats_sorted
 from .timeline import NONE, OpFlag, Timeline
 
 __all__ = ["Group", "Lanes", "lanes", "busy_in", "idle_in", "queue_depth"]
@@ -51,6 +51,8 @@ class Group:
     busy: np.ndarray       # (groups, windows) busy ns
     q_order: np.ndarray    # rows with a launch time, grouped (for queue depth)
     q_starts: np.ndarray
+    P: np.ndarray          # their launch times, sorted within each group
+    M: np.ndarray          # their end times, sorted within each group
     queue: dict            # (groups, windows) mean/min/max; p50/p95 of window 0
     lead: np.ndarray       # (groups, 4) lead mean/p50/p95/max in window 0
 
@@ -95,6 +97,9 @@ def lanes(tl: Timeline, act: HostActivity, w0, w1, engine: str = "numba",
     streams = _group(pair, len(k_dev), *args)
     if len(k_dev) == len(dev_keys):  # one stream per device: same lanes
         devices = streams
+    elif engine == "numba":  # a device's sorted rows: its streams' runs merged
+        devices = _group(stream_dev[pair], len(dev_keys), *args,
+                         runs=(streams, stream_dev))
     else:
         devices = _group(stream_dev[pair], len(dev_keys), *args)
     return Lanes(begin, end, launch, lead, streams, devices, stream_keys,
@@ -102,8 +107,15 @@ def lanes(tl: Timeline, act: HostActivity, w0, w1, engine: str = "numba",
 
 
 def _group(of_row, n, begin, end, launch, lead, unknown, sync_row, lo, hi, w0, w1,
-           act, engine) -> Group:
-    order, starts = iv.group_order(of_row, begin, n, engine)
+           act, engine, runs=None) -> Group:
+    if runs is None:
+        order, starts = iv.group_order(of_row, begin, n, engine)
+    else:  # merge the sorted runs of the member groups instead of sorting
+        sub, member_of = runs
+        parts = [iv.merge_runs(begin[sub.order], sub.order, sub.starts,
+                               np.flatnonzero(member_of == k), engine) for k in range(n)]
+        order = sub.order[np.concatenate(parts)] if parts else sub.order[:0]
+        starts = np.concatenate([[0], np.cumsum([len(p) for p in parts])]).astype(np.int64)
     ig, ib, ie, _, gg, gb, ge, gnext, gprev, lam = iv.merge(
         begin, end, launch, order, starts, lo, hi, engine)
     lam = np.maximum(lam, 0)
@@ -121,13 +133,20 @@ def _group(of_row, n, begin, end, launch, lead, unknown, sync_row, lo, hi, w0, w
         known = launch[order] != NONE
         q_order = order[known]
         q_starts = np.searchsorted(np.flatnonzero(known), starts).astype(np.int64)
-    mean, qmin, qmax, quant = window_stats(launch, end, q_order, q_starts, w0, w1,
-                                           engine=engine)
+    if runs is None:
+        P = iv.gather_sorted(launch, q_order, q_starts, engine)
+        M = iv.gather_sorted(end, q_order, q_starts, engine)
+    else:  # the member groups' sorted launches and ends, merged
+        sub, member_of = runs
+        P, M = (np.concatenate([x[iv.merge_runs(x, np.arange(len(x)), sub.q_starts,
+                                                np.flatnonzero(member_of == k), engine)]
+                                for k in range(n)]) for x in (sub.P, sub.M))
+    mean, qmin, qmax, quant = window_stats_sorted(P, M, q_starts, w0, w1, engine=engine)
     queue = {"mean": mean, "min": qmin, "max": qmax, "p50": quant[:, 0], "p95": quant[:, 1]}
     leads = lead_stats(lead, begin, order, starts, w0[0], w1[0], engine)
     return Group(n, of_row, order, starts, ib, ie, _starts(ig, n), gb, ge, gnext,
                  gstart, lam, gg, nl, after, amounts, idle, busy, q_order, q_starts,
-                 queue, leads)
+                 P, M, queue, leads)
 
 
 @njit(cache=True)

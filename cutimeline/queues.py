@@ -23,8 +23,8 @@ from . import intervals as iv
 from .quantiles import group_quantiles, quantile_inplace
 from .timeline import NONE
 
-__all__ = ["queue_series", "window_stats", "sample_stats", "lead_stats",
-           "SAMPLE_FIELDS"]
+__all__ = ["queue_series", "window_stats", "window_stats_sorted", "sample_stats",
+           "lead_stats", "SAMPLE_FIELDS"]
 
 SAMPLE_FIELDS = ("count", "mean", "std", "min", "25%", "50%", "75%", "max")
 
@@ -96,22 +96,7 @@ def queue_series(plus, minus, order, starts, engine: str = "numba"):
 
 
 @njit(cache=True)
-def _ordered(x, order, s, e):
-    """x[order[s:e]] sorted: a view of x when the rows are consecutive and
-    already sorted (the common case), else a sorted copy."""
-    run = True
-    for k in range(s + 1, e):
-        if order[k] != order[k - 1] + 1:
-            run = False
-            break
-    if run and e > s:
-        v = x[order[s]:order[s] + e - s]
-        return _sorted(v)
-    return np.sort(x[order[s:e]])
-
-
-@njit(cache=True)
-def _window_stats_nb(plus, minus, order, starts, w0, w1, qs):
+def _window_stats_nb(P, M, starts, w0, w1, qs):
     G, W = len(starts) - 1, len(w0)
     mean = np.zeros((G, W))
     lo = np.zeros((G, W), np.int64)
@@ -121,8 +106,7 @@ def _window_stats_nb(plus, minus, order, starts, w0, w1, qs):
     a0, b0 = w0[0], w1[0]
     for g in range(G):
         s, e = starts[g], starts[g + 1]
-        p = _ordered(plus, order, s, e)
-        m = _ordered(minus, order, s, e)
+        p, m = P[s:e], M[s:e]
         n = e - s
         area = np.zeros(W, np.int64)
         mn = np.full(W, big)
@@ -187,8 +171,8 @@ def _window_stats_nb(plus, minus, order, starts, w0, w1, qs):
     return mean, lo, hi, quant
 
 
-def _window_stats_np(plus, minus, order, starts, w0, w1, qs):
-    t, d = queue_series(plus, minus, order, starts, engine="numpy")
+def _window_stats_np(P, M, starts, w0, w1, qs):
+    t, d = queue_series(P, M, np.arange(len(P)), starts, engine="numpy")
     G, W = len(starts) - 1, len(w0)
     mean, lo, hi = np.zeros((G, W)), np.zeros((G, W), np.int64), np.zeros((G, W), np.int64)
     quant = np.zeros((G, len(qs)))
@@ -229,11 +213,18 @@ def window_stats(plus, minus, order, starts, w0, w1, qs=(0.5, 0.95),
     time; and (groups × qs) time-weighted quantiles over window 0. The
     kernel needs windows 1.. sorted and disjoint (steps are); otherwise the
     twin computes them."""
+    P = iv.gather_sorted(plus, order, starts, engine)
+    M = iv.gather_sorted(minus, order, starts, engine)
+    return window_stats_sorted(P, M, starts, w0, w1, qs, engine)
+
+
+def window_stats_sorted(P, M, starts, w0, w1, qs=(0.5, 0.95), engine: str = "numba"):
+    """``window_stats`` of groups whose +1 times ``P`` and −1 times ``M``
+    are given sorted per group (``P[starts[g]:starts[g+1]]``)."""
     i64 = iv._i64
     w0 = i64(np.atleast_1d(w0))
     w1 = i64(np.maximum(np.atleast_1d(w1), w0))
-    args = (i64(plus), i64(minus), i64(order), i64(starts), w0, w1,
-            np.asarray(qs, np.float64))
+    args = (i64(P), i64(M), i64(starts), w0, w1, np.asarray(qs, np.float64))
     disjoint = bool(np.all(w0[2:] >= w1[1:-1]))
     f = _window_stats_nb if engine == "numba" and disjoint else _window_stats_np
     return f(*args)

@@ -92,3 +92,24 @@ def test_coverage_and_count_le():
 def test_unknown_engine_is_an_error():
     with pytest.raises(CutimelineError, match="engine='cuda' is not known"):
         iv.check_engine("cuda")
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_merge_runs_and_gather_sorted(seed):
+    rng = np.random.default_rng(seed)
+    group = rng.integers(0, 4, 300)
+    key = rng.integers(0, 50, 300)  # ties across runs
+    order, starts = iv.group_order(group, key, 4)
+    v = key[order]
+    for members in ([0, 2, 3], [1], []):
+        a = iv.merge_runs(v, order, starts, members)
+        np.testing.assert_array_equal(a, iv.merge_runs(v, order, starts, members,
+                                                       engine="numpy"))
+        rows = order[a]
+        want = np.flatnonzero(np.isin(group, members))
+        np.testing.assert_array_equal(rows, want[np.lexsort((want, key[want]))])
+    x = rng.integers(0, 1000, 300)
+    assert_same(iv.gather_sorted(x, order, starts), iv.gather_sorted(x, order, starts,
+                                                                     engine="numpy"))
+    s = np.sort(x)
+    assert iv.gather_sorted(s, np.arange(300), np.array([0, 300])) is not None
