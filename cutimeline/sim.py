@@ -83,7 +83,17 @@ class SimGPU(Device):
     work), ``index`` (device index in the Timeline), ``anchor_interval_ns``
     (1 s), ``pings`` (calibration pings at start and at stop), ``clock``
     (host clock with ``now()`` and ``wait_until(ns)``; default the real one,
-    ``FakeClock`` for tests that drive the device by hand).
+    ``FakeClock`` for tests that drive the device by hand), ``bracket``
+    (when a BEGIN event executes, below).
+
+    ``bracket="kernel"``: an op's BEGIN event executes right before its work
+    (at its launch, when the op returned to the recorder), so a gpu row is
+    the op's simulated work alone. That is what a simulation on CPU tensors
+    needs: there the real op computes on the CPU inside the brackets, time a
+    GPU program would not spend, and CUDA semantics would paint all of it as
+    GPU work. ``bracket="cuda"``: BEGIN executes when recorded, like a real
+    ``cudaEventRecord`` — on an idle stream the row then also covers the op's
+    host time below the dispatcher (as on CUDA, where that is the launch path).
     """
 
     kind = "sim"
@@ -96,7 +106,7 @@ class SimGPU(Device):
                  jitter: float = 0.0, seed: int = 0, tf32: bool | None = None,
                  owns: tuple[str, ...] = ("cpu", "meta"), index: int = 0,
                  anchor_interval_ns: int = 1_000_000_000, pings: int = 3,
-                 clock: Any = None):
+                 clock: Any = None, bracket: str = "cuda"):
         self.profile = profile_named(profile)
         seed = _check_int("seed", seed, 0, "")
         rng = np.random.default_rng(seed)
@@ -141,6 +151,11 @@ class SimGPU(Device):
             raise CutimelineError(f"SimGPU option owns={owns!r} must name tensor "
                                   f"device types, such as ('cpu', 'meta').")
         self._owns = frozenset(owns)
+        if bracket not in ("kernel", "cuda"):
+            raise CutimelineError(f"SimGPU option bracket={bracket!r} must be "
+                                  f"'kernel' (rows are the simulated work) or "
+                                  f"'cuda' (BEGIN executes when recorded).")
+        self.bracket = bracket
         self.index = _check_int("index", index, 0, "")
         self.anchor_interval_ns = _check_int("anchor_interval_ns",
                                              anchor_interval_ns, 1)
@@ -259,8 +274,12 @@ class SimGPU(Device):
             self._require("begin")
             if now - self._anchor_host_ns >= self.anchor_interval_ns:
                 self._anchor(stream, now)
-            return self._record(stream, EventKind.BEGIN, seq, now,
-                                now + self.event_latency_ns)
+            i = self._record(stream, EventKind.BEGIN, seq, now,
+                             now + self.event_latency_ns,
+                             advance=self.bracket == "cuda")
+        if self.bracket == "kernel":  # executes at the launch: end() or wait()
+            self._local.pending = i
+        return i
 
     def end(self, stream: int, seq: int, func: Any, args: tuple, kwargs: dict,
             out: Any) -> int:
@@ -271,14 +290,20 @@ class SimGPU(Device):
             if self.jitter and cost:
                 cost = int(round(cost * math.exp(
                     self.jitter * self._rng.standard_normal())))
-            free = self._free_at.get(stream, 0)
-            finish = max(free, now + self.launch_latency_ns) + cost
+            start = max(self._free_at.get(stream, 0), now + self.launch_latency_ns)
+            self._settle(start)
+            finish = start + cost
             self._free_at[stream] = finish
             return self._record(stream, EventKind.END, seq, now,
                                 now + self.event_latency_ns)
 
     def wait(self, stream: int | None) -> None:
         with self._lock:
+            if getattr(self._local, "pending", None) is not None:
+                # a host-blocking op launched its work before it blocked
+                s = self._ev[self._local.pending][0]
+                self._settle(max(self._free_at.get(s, 0),
+                                 self._clock.now() + self.event_latency_ns))
             if stream is None:
                 target = max(self._free_at.values(), default=0)
             else:
@@ -315,15 +340,28 @@ class SimGPU(Device):
                                   f"recording; call start() first.")
 
     def _record(self, stream: int, kind: int, seq: int, now: int,
-                ready_ns: int) -> int:
+                ready_ns: int, advance: bool = True) -> int:
         """Append one event (lock held); it executes when its stream gets to
-        it, and no earlier than ``ready_ns``."""
+        it, and no earlier than ``ready_ns``. ``advance=False``: a BEGIN whose
+        time ``_settle`` fixes later (bracket="kernel")."""
         true = max(self._free_at.get(stream, 0), ready_ns)
-        self._free_at[stream] = true
+        if advance:
+            self._free_at[stream] = true
         i = len(self._ev)
         self._ev.append((stream, kind, seq, now, true, len(self._anchors) - 1))
         self._last_on[stream] = i
         return i
+
+    def _settle(self, true_ns: int) -> None:
+        """Fix this thread's pending BEGIN (bracket="kernel") to execute at
+        ``true_ns``, right before its op's work (lock held)."""
+        i = getattr(self._local, "pending", None)
+        if i is None:
+            return
+        self._local.pending = None
+        stream, kind, seq, host, _, anchor = self._ev[i]
+        self._ev[i] = (stream, kind, seq, host, true_ns, anchor)
+        self._free_at[stream] = max(self._free_at.get(stream, 0), true_ns)
 
     def _anchor(self, stream: int, now: int) -> None:
         """Lay down a segment anchor (lock held)."""
@@ -404,6 +442,7 @@ class SimGPU(Device):
                         "anchor_interval_ns": self.anchor_interval_ns,
                         "anchor0_device_ns": int(dev[0]) if n else None,
                         "jitter": self.jitter, "seed": self.seed,
+                        "bracket": self.bracket,
                         "cost": "roofline" if self.cost is None else "override"}}
         return Harvest(events, syncs, meta,
                        {"event": np.arange(n, dtype=np.int64), "host_ns": true})
