@@ -3,16 +3,20 @@
 A pure function of a Timeline (recorded, simulated or imported): nothing is
 drawn and the Timeline is not changed. The stages, each in its module:
 
-* ``gaps.py`` — the host's activity and the cause of every idle gap;
+* ``gaps.py`` — the host's activity and the rules that give every idle gap
+  its cause (data, sync, dispatch, dependency);
 * ``lanes.py`` — gpu rows grouped by stream and device: busy intervals,
-  gaps, CPU lead, queue depth, measures over any window;
+  gaps, and measures over windows (``attribution.py``: idle time by cause;
+  ``queues.py``: queue depth and CPU lead statistics);
 * ``verdict.py`` — per-step verdicts, evidence and top offenders;
 * ``compensation.py`` — the timeline replayed without the recorder's cost;
 * ``hta.py`` — HolisticTraceAnalysis-compatible measures;
 * ``optable.py`` — per-op counts and times;
-* ``report.py`` — the ``Report``: tables, ``summary()``, ``to_dict()``.
+* ``report.py`` / ``summary.py`` — the ``Report``: tables, ``summary()``,
+  ``to_dict()``.
 
-Interval work runs in Numba kernels (``engine="numba"``) or in their NumPy
+Interval work runs in Numba kernels (``engine="numba"``; ``intervals.py``,
+``ids.py``, ``quantiles.py`` and the modules above) or in their NumPy
 twins (``engine="numpy"``), which give equal results.
 """
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import intervals as iv
 from .ids import dense_ids
 from .quantiles import group_quantiles
 from .timeline import NONE, Timeline

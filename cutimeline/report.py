@@ -10,7 +10,6 @@ its cause, built on demand) and ``ops`` (the op table, ``optable.py``).
 from __future__ import annotations
 
 import re
-from typing import Any
 
 import numpy as np
 

@@ -9,7 +9,6 @@ import numpy as np
 
 from .gaps import CAUSES
 from .report import Report, fmt_ns
-from .timeline import NONE
 
 __all__ = ["summary_text", "report_dict"]
 

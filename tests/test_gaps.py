@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from cutimeline import intervals as iv
-from cutimeline.gaps import Cause, classify, host_activity, subtract
+from cutimeline.gaps import classify, host_activity, subtract
 from cutimeline.lanes import idle_in, lanes as _lanes
 from cutimeline.timeline import NONE, OpFlag, SpanKind
 
