@@ -262,8 +262,7 @@ def _advice(r: dict, part: np.ndarray) -> str:
         per_step = part["ops"].mean() if len(part) else 0
         text = (f"{steps}: GPU busy {busy}; {_pct(share['dispatch'])} of its idle "
                 f"time waits for the host to dispatch ops ({per_step:.0f} ops per "
-                f"step, {fmt_ns(off.get('mean_ns', 0))} each" +
-                (f"; most host time in {tops}" if tops else "") + ")")
+                f"step" + (f"; most host time in {tops}" if tops else "") + ")")
     elif v == "GPU-bound":
         lead = part["lead_max_ns"].max() if len(part) else NONE
         text = (f"{steps}: GPU busy {busy}" +

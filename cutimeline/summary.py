@@ -21,7 +21,7 @@ def _shares(idle: dict[str, int]) -> str:
     total = sum(idle.values())
     if total <= 0:
         return "none"
-    parts = [(c, v / total) for c, v in idle.items() if v > 0]
+    parts = [(c, v / total) for c, v in idle.items() if v >= 0.005 * total]
     parts.sort(key=lambda p: -p[1])
     return ", ".join(f"{c} {_pct(s)}" for c, s in parts)
 
