@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> None:
         print("FAIL: import cutimeline imported numba")
 
     from cutimeline.sim import synthetic_events
-    align_mod = importlib.import_module("cutimeline.align")
+    align_mod = importlib.import_module("cutimeline.aligner")
     print(f"{'events':>11} {'backend':>7} {'warm-up s':>9} {'align s':>8} "
           f"{'Mev/s':>7} {'event_host_ns s':>15} {'numba ×':>7}")
     for n in sizes:

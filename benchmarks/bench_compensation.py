@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 import cutimeline as ctl
-from cutimeline.record import record
+from cutimeline.recorder import record
 
 
 def tiny():

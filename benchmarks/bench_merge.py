@@ -118,7 +118,7 @@ def child(folder: str, what: str) -> None:
     import cutimeline as ctl
     from cutimeline import dist  # noqa: F401  (imports are not what is measured)
     from cutimeline import straggler  # noqa: F401
-    from cutimeline.align import fit_clock  # noqa: F401
+    from cutimeline.aligner import fit_clock  # noqa: F401
     base = _rss_kib()
     t = time.perf_counter()
     if what == "load":

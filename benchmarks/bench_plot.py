@@ -37,8 +37,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--streams", type=int, default=4)
     a = p.parse_args(argv)
 
-    from cutimeline.align import align
-    from cutimeline.analyze import analyze
+    from cutimeline.aligner import align
+    from cutimeline.analysis import analyze
     from cutimeline.figure import plot
     from cutimeline.simclock import synthetic_events
 

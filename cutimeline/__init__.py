@@ -13,8 +13,6 @@ is compiled until one runs (they are cached on disk after that).
 from __future__ import annotations
 
 import importlib
-import sys
-import types
 from typing import Any
 
 from .errors import CutimelineError
@@ -24,10 +22,10 @@ __version__ = "0.1.0"
 
 # public name -> module that defines it; loaded on first attribute access
 _LAZY = {
-    "record": "record", "Recorder": "record", "span": "record",
+    "record": "recorder", "Recorder": "recorder", "span": "recorder",
     "SimGPU": "sim",
-    "align": "align",
-    "analyze": "analyze", "Report": "analyze",
+    "align": "aligner",
+    "analyze": "analysis", "Report": "analysis",
     "plot": "figure", "plot_compare": "figure",
     "export_chrome": "chrome", "import_chrome": "chrome",
     "compare": "comparison", "Comparison": "comparison",
@@ -35,21 +33,6 @@ _LAZY = {
 }
 
 __all__ = ["CutimelineError", "Timeline", "load", "__version__", *_LAZY]
-
-
-class _Package(types.ModuleType):
-    """Keeps ``ctl.record``, ``ctl.align``... the functions even after the
-    modules of the same names are imported (the import system binds a
-    submodule as an attribute of its package)."""
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if (isinstance(value, types.ModuleType) and _LAZY.get(name) == name
-                and value.__name__ == f"{__name__}.{name}"):
-            value = getattr(value, name)
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package
 
 
 def __getattr__(name: str) -> Any:

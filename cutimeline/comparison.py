@@ -191,7 +191,7 @@ def _pass(name: str, fn: Callable[[], Any], warmup: int, steps: int,
     if name == "none":
         return _timed(fn, warmup, steps, sync)
     if name == "cutimeline":
-        from .record import record
+        from .recorder import record
         with record(device=str(dev), steps="manual") as rec:
             times = _timed(fn, warmup, steps, sync, rec.step)
         kept.setdefault("timeline", rec.timeline)

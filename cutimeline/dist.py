@@ -373,7 +373,7 @@ def merge(dir_or_paths: str | os.PathLike | Iterable[Any]) -> Timeline:
 
 
 def _inputs(src: Any) -> list[tuple[int, Timeline, str | None]]:
-    from .align import align
+    from .aligner import align
     from .timeline import load
     if isinstance(src, (str, os.PathLike)):
         folder = os.fspath(src)

@@ -1,6 +1,6 @@
 """Host spans and the hooks that make them, installed only while recording.
 
-The recorder (``record.py``) owns the op stream; this module owns what it
+The recorder (``recorder.py``) owns the op stream; this module owns what it
 learns around the ops: the module stack (``encoder.layers.0.self_attn``),
 steps, DataLoader fetches, forward/backward/optimizer phases, threads
 started while recording, and on CUDA the host-blocking calls and graph

@@ -91,7 +91,7 @@ def decomposes(name: str) -> bool:
     itself, only the ops of its decomposition.
 
     Kineto does not name the overload, so every overload (``out`` variants
-    aside) must decompose — the rule of tests/test_record.py. Unknown
+    aside) must decompose — the rule of tests/test_recorder.py. Unknown
     names do not decompose."""
     import torch
     ns, _, op = base_name(name).partition("::")

@@ -9,7 +9,7 @@ no lock is taken on the hot path, only on cache misses. The signature
 (op name, tensor dtypes and shapes, device) is interned through a dict keyed
 by ``id(func)`` and its tensor arguments' ``(dtype, shape, device)``, so its
 strings are built only on a miss. Launching ops append ``(seq, stream, begin_event,
-end_event, gpu kind)`` to ``Writer.launches`` as well; ``record.py`` turns
+end_event, gpu kind)`` to ``Writer.launches`` as well; ``recorder.py`` turns
 the writers and the device's ``Harvest`` into a Timeline at stop.
 
 The per-op cost is dominated by reading each tensor argument's dtype, shape

@@ -131,7 +131,7 @@ def fit_rank_clocks(items: list[tuple[int, Timeline]]) -> dict[int, dict[str, An
     (see ``dist.merge`` for what each dict holds). Ranks are fitted against
     the reference's collectives first; a rank that shares none with it is
     fitted against the ranks already fitted, their bounds added."""
-    from .align import fit_clock
+    from .aligner import fit_clock
     ref_rank, ref_tl = items[0]
     e_ref = _epoch_shift(ref_tl.meta)
     r = _rows(items, {})

@@ -181,7 +181,7 @@ def part_b(part) -> str:
 def _score_both(part, tls: dict, gt_b, gt_e, durations) -> dict:
     """Spins recorded with timing="both" against their own globaltimer
     readings ``gt_b``/``gt_e`` (ns), per timing; every event both ways."""
-    from cutimeline.align import event_host_ns
+    from cutimeline.aligner import event_host_ns
     ev, st = tls["events"], tls["stamps"]
     for name, tl in (("events", ev), ("stamps", st)):
         if not len(tl.clocks):
@@ -235,7 +235,7 @@ def _stream_cost(K, n: int = 200) -> dict:
 
 def _aligner_sim(part, rng) -> str:
     """The dry run: a SimGPU whose true event times are known."""
-    from cutimeline.align import event_host_ns
+    from cutimeline.aligner import event_host_ns
     n, bursts = 60, 6
     durations = np.exp(rng.uniform(np.log(5e3), np.log(1e6), n)).astype(np.int64)
     cost = lambda name, args, kwargs, out: float(args[1]) if name.startswith(SPIN_OP) else 2e3

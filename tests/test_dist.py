@@ -23,7 +23,7 @@ import torch.distributed as dist
 
 import cutimeline as ctl
 import cutimeline.fileformat  # noqa: F401  (imported before forking)
-import cutimeline.record  # noqa: F401
+import cutimeline.recorder  # noqa: F401
 from cutimeline import dist as cdist
 from cutimeline.errors import CutimelineError
 from cutimeline.straggler import (_median_of_others, _union_ns, collectives, describe,

@@ -224,7 +224,7 @@ def test_draws_into_a_given_axes(tl, tmp_path):
 
 
 def test_title_says_simulated(tl):
-    from cutimeline.align import align
+    from cutimeline.aligner import align
     from cutimeline.simclock import synthetic_events
     sim = align(synthetic_events(3000, streams=3))
     fig = plot(sim)
@@ -237,7 +237,7 @@ def test_title_says_simulated(tl):
 
 
 def test_every_lane_of_a_busy_timeline_has_work_drawn():
-    from cutimeline.align import align
+    from cutimeline.aligner import align
     from cutimeline.simclock import synthetic_events
     sim = align(synthetic_events(20_000, streams=3))
     fig = plot(sim, flows=0)
@@ -336,7 +336,7 @@ def test_backend_free(tmp_path):
     open a window."""
     import subprocess
     import sys
-    code = ("import sys; from cutimeline.align import align; "
+    code = ("import sys; from cutimeline.aligner import align; "
             "from cutimeline.simclock import synthetic_events; "
             "from cutimeline.figure import plot; "
             f"plot(align(synthetic_events(500)), {str(tmp_path / 'b.png')!r}); "

@@ -647,13 +647,8 @@ def test_synthetic_events_validate(kw):
 # -- end to end under the recorder ---------------------------------------------------
 
 def _need_recorder():
-    """cutimeline.record.record; skip while the recorder is not in the tree
-    yet (it is written in parallel). Taken from the module, because importing
-    the submodule rebinds ``ctl.record`` to it."""
-    module = pytest.importorskip("cutimeline.record")
-    if not hasattr(module, "record"):
-        pytest.skip("cutimeline.record does not define record() yet")
-    return module.record
+    from cutimeline.recorder import record
+    return record
 
 
 def _mlp_step(device):

@@ -15,7 +15,7 @@ plus ``profiler::_record_function_*`` ops for its named ranges; an active
 mode itself makes autograd save op outputs as ``aten::detach`` aliases (one
 more detach at unpacking), and makes composite code pick out-of-place
 variants (``aten::add`` for ``add_``, ``aten::view`` for ``_reshape_alias``);
-``tests/test_record.py`` checks this on three models.
+``tests/test_recorder.py`` checks this on three models.
 
 An op whose tensors live on a device the recorder's ``Device`` owns, that is
 not metadata-only (flag VIEW: views, ``empty``, profiler ops) and that is
@@ -393,7 +393,7 @@ class span:
 def _align(tl: Timeline) -> Timeline:
     if not len(tl.gpu):
         return tl.replace(meta={**tl.meta, "aligned": True})
-    from .align import align
+    from .aligner import align
     try:
         return align(tl)
     except CutimelineError as exc:

@@ -13,7 +13,7 @@ from torch.utils.data import DataLoader, Dataset
 
 import cutimeline as ctl
 from cutimeline.errors import CutimelineError
-from cutimeline.record import record
+from cutimeline.recorder import record
 
 from handmade import random_timeline, timeline
 
