@@ -88,7 +88,7 @@ class SimGPU(Device):
 
     ``bracket="kernel"``: an op's BEGIN event executes right before its work
     (at its launch, when the op returned to the recorder), so a gpu row is
-    the op's simulated work alone. That is what a simulation on CPU tensors
+    the op's simulated work alone, and its launch time is that enqueue. That is what a simulation on CPU tensors
     needs: there the real op computes on the CPU inside the brackets, time a
     GPU program would not spend, and CUDA semantics would paint all of it as
     GPU work. ``bracket="cuda"``: BEGIN executes when recorded, like a real
@@ -106,7 +106,7 @@ class SimGPU(Device):
                  jitter: float = 0.0, seed: int = 0, tf32: bool | None = None,
                  owns: tuple[str, ...] = ("cpu", "meta"), index: int = 0,
                  anchor_interval_ns: int = 1_000_000_000, pings: int = 3,
-                 clock: Any = None, bracket: str = "cuda"):
+                 clock: Any = None, bracket: str = "kernel"):
         self.profile = profile_named(profile)
         seed = _check_int("seed", seed, 0, "")
         rng = np.random.default_rng(seed)
@@ -291,7 +291,7 @@ class SimGPU(Device):
                 cost = int(round(cost * math.exp(
                     self.jitter * self._rng.standard_normal())))
             start = max(self._free_at.get(stream, 0), now + self.launch_latency_ns)
-            self._settle(start)
+            self._settle(start, now)
             finish = start + cost
             self._free_at[stream] = finish
             return self._record(stream, EventKind.END, seq, now,
@@ -301,9 +301,9 @@ class SimGPU(Device):
         with self._lock:
             if getattr(self._local, "pending", None) is not None:
                 # a host-blocking op launched its work before it blocked
-                s = self._ev[self._local.pending][0]
+                s, now = self._ev[self._local.pending][0], self._clock.now()
                 self._settle(max(self._free_at.get(s, 0),
-                                 self._clock.now() + self.event_latency_ns))
+                                 now + self.event_latency_ns), now)
             if stream is None:
                 target = max(self._free_at.values(), default=0)
             else:
@@ -352,15 +352,18 @@ class SimGPU(Device):
         self._last_on[stream] = i
         return i
 
-    def _settle(self, true_ns: int) -> None:
+    def _settle(self, true_ns: int, launch_ns: int) -> None:
         """Fix this thread's pending BEGIN (bracket="kernel") to execute at
-        ``true_ns``, right before its op's work (lock held)."""
+        ``true_ns``, right before its op's work, and to count as recorded at
+        ``launch_ns``, when the host enqueued that work (lock held): the op's
+        launch is then the enqueue, as a kernel's launch call would say, not
+        the start of its dispatch."""
         i = getattr(self._local, "pending", None)
         if i is None:
             return
         self._local.pending = None
-        stream, kind, seq, host, _, anchor = self._ev[i]
-        self._ev[i] = (stream, kind, seq, host, true_ns, anchor)
+        stream, kind, seq, _, _, anchor = self._ev[i]
+        self._ev[i] = (stream, kind, seq, launch_ns, true_ns, anchor)
         self._free_at[stream] = max(self._free_at.get(stream, 0), true_ns)
 
     def _anchor(self, stream: int, now: int) -> None:

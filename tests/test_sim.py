@@ -19,11 +19,12 @@ LAT, EV = 4_000, 2_000  # launch and event latency used below
 
 
 def make(costs=None, **kw):
-    """A SimGPU on a fake clock whose op costs are {name: ns}."""
+    """A SimGPU on a fake clock whose op costs are {name: ns}; CUDA event
+    semantics unless bracket= says otherwise."""
     clock = FakeClock()
     costs = costs or {}
     opts = dict(offset_ns=7_000_000_000, drift_ppm=0.0, launch_latency_ns=LAT,
-                event_latency_ns=EV, pings=1, clock=clock,
+                event_latency_ns=EV, pings=1, clock=clock, bracket="cuda",
                 cost=lambda name, *_: costs.get(name, 1_000))
     opts.update(kw)
     return SimGPU(**opts), clock
@@ -55,6 +56,34 @@ def test_idle_stream_op_starts_after_launch_latency():
     assert t[e] == h0 + 1_000 + LAT + 10_000    # END: after the op's work
     assert h.events["host_record_ns"][b] == h0
     assert h.events["host_record_ns"][e] == h0 + 1_000
+
+
+def test_kernel_bracket_begins_at_the_work_not_at_the_record():
+    gpu, clock = make({"k": 10_000}, bracket="kernel")
+    gpu.start()
+    h0 = clock.now()
+    b, e = launch(gpu, clock, "k", 0, dispatch_ns=50_000)   # slow CPU-side op
+    b2, e2 = launch(gpu, clock, "k", 1, dispatch_ns=1_000)
+    t = truth(gpu.harvest())
+    assert t[b] == h0 + 50_000 + LAT             # right before its work
+    assert t[e] == h0 + 50_000 + LAT + 10_000    # the row is the work alone
+    assert t[b2] == t[e]                          # queued behind the first op
+    assert t[e2] == t[b2] + 10_000
+
+
+def test_kernel_bracket_sync_covers_its_own_begin():
+    gpu, clock = make({"k": 10_000}, bracket="kernel")
+    gpu.start()
+    launch(gpu, clock, "k", 0)
+    t_begin = clock.now()
+    b = gpu.begin(0, 1)
+    gpu.wait(0)                     # a host-blocking op (.item())
+    gpu.note_sync("item", 0, 1, t_begin, clock.now())
+    h = gpu.harvest()
+    row = list(h.syncs["kind"]).index("item")
+    assert h.syncs["last_event"][row] == b
+    assert truth(h)[b] <= h.syncs["host_end_ns"][row]
+    assert truth(h)[b] >= h.events["host_record_ns"][b]
 
 
 def test_ops_queue_in_stream_order():
