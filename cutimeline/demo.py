@@ -1,16 +1,26 @@
-"""The demo workload: a small training loop with the habits that starve a GPU.
+"""The demo workload: a training loop with the habits that starve a GPU.
 
-A DataLoader with ``num_workers=0`` over a dataset that takes time to build
-each sample (the GPU waits while the host loads the next batch), and a
-``loss.item()`` every step for logging (the host waits for the queue to
-drain). Recorded on CUDA when there is a GPU, else on a simulated H100
-(``SimGPU``), which the output says.
+Every gap cause shows in one loop: a DataLoader with ``num_workers=0`` over
+a dataset that takes host time per batch (the GPU waits for data), the loss
+read back every step for logging and printed (the queue drains, and the GPU
+waits while the host refills it), ops dispatched one by one (the GPU waits
+for dispatch where the queue is empty), and the input preprocessed on a side
+stream that the compute stream waits for (dependency).
+
+On CUDA the loop runs as written. Without a GPU it runs on a simulated H100
+(``SimGPU``), and the model and batches live on ``meta`` tensors: the host
+then pays for dispatch alone, as it would with CUDA tensors, while the
+simulator charges each op its H100 roofline cost. (CPU tensors would make
+the host compute every matmul inside its dispatch, ten thousand times
+slower than the GPU it stands for, and the demo would say "launch-bound"
+about a CPU.) A meta tensor has no value, so there the per-step
+``loss.item()`` is ``gpu.synchronize()``: the same host-blocking drain.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -19,26 +29,32 @@ from torch.utils.data import DataLoader, Dataset
 
 from .errors import CutimelineError
 
-__all__ = ["DemoResult", "run_demo", "SlowDataset", "make_model"]
+__all__ = ["DemoResult", "run_demo", "SlowBatches", "make_model"]
 
 
-class SlowDataset(Dataset):
-    """Random samples that each cost ``load_s`` of host time, like decoding."""
+class SlowBatches(Dataset):
+    """Whole batches that each take ``load_s`` of busy host time to build
+    (decoding, augmenting), served by the DataLoader one per step."""
 
-    def __init__(self, n: int, dim: int, classes: int, load_s: float):
+    def __init__(self, n: int, batch: int, dim: int, classes: int, load_s: float):
         g = torch.Generator().manual_seed(0)
-        self.x = torch.randn(n, dim, generator=g)
-        self.y = torch.randint(0, classes, (n,), generator=g)
-        self.load_s = load_s
+        self.n, self.load_s = n, load_s
+        self.x = torch.randn(batch, dim, generator=g)
+        self.y = torch.randint(0, classes, (batch,), generator=g)
 
     def __len__(self) -> int:
-        return len(self.x)
+        return self.n
 
     def __getitem__(self, i: int):
-        deadline = time.perf_counter() + self.load_s
-        while time.perf_counter() < deadline:  # a busy host, not a sleeping one
-            pass
-        return self.x[i], self.y[i]
+        _busy(self.load_s)
+        return self.x, self.y
+
+
+def _busy(seconds: float) -> None:
+    """Keep the host busy (not asleep) for ``seconds``."""
+    deadline = time.perf_counter() + seconds
+    while time.perf_counter() < deadline:
+        pass
 
 
 def make_model(dim: int, hidden: int, classes: int) -> nn.Module:
@@ -50,48 +66,108 @@ def make_model(dim: int, hidden: int, classes: int) -> nn.Module:
 @dataclass
 class DemoResult:
     timeline: Any
-    device: str          # "cuda:0" or "SimGPU h100 (simulated)"
+    device: str          # "NVIDIA H200" or "SimGPU h100 (simulated)"
     simulated: bool
-    losses: list[float]
+    losses: list[float] = field(default_factory=list)  # empty when simulated
 
 
-def run_demo(*, steps: int = 8, device: str = "auto", batch: int = 64,
-             load_s: float = 60e-6, num_workers: int = 0) -> DemoResult:
-    """Record ``steps`` training steps; ``device``: "auto", "cuda" or "sim"."""
+class _Cuda:
+    """The loop's device side on a real GPU."""
+
+    simulated = False
+
+    def __init__(self):
+        self.where = torch.device("cuda")
+        self.side_stream = torch.cuda.Stream()
+        self.recorder_device = "cuda"
+        self.name = torch.cuda.get_device_name()
+
+    def side(self):
+        return torch.cuda.stream(self.side_stream)
+
+    def join(self, *made: torch.Tensor) -> None:
+        torch.cuda.current_stream().wait_stream(self.side_stream)
+        for t in made:  # made on the side stream, used on the current one
+            t.record_stream(torch.cuda.current_stream())
+
+    def read(self, loss: torch.Tensor) -> float | None:
+        return loss.item()
+
+
+class _Sim:
+    """The loop's device side on a SimGPU over meta tensors."""
+
+    simulated = True
+
+    def __init__(self):
+        import cutimeline as ctl
+        self.where = torch.device("meta")
+        self.gpu = ctl.SimGPU("h100", seed=0)
+        self.recorder_device = self.gpu
+        self.name = f"SimGPU {self.gpu.profile.name} (simulated)"
+
+    def side(self):
+        return self.gpu.stream(1)
+
+    def join(self, *made: torch.Tensor) -> None:
+        self.gpu.wait_stream(0, 1)
+
+    def read(self, loss: torch.Tensor) -> float | None:
+        self.gpu.synchronize()  # loss.item(): meta tensors have no value
+        return None
+
+
+def run_demo(*, steps: int = 8, device: str = "auto", batch: int = 4096,
+             dim: int = 4096, hidden: int = 8192, load_s: float = 12e-3,
+             log_s: float = 3e-3, num_workers: int = 0) -> DemoResult:
+    """Record ``steps`` training steps; ``device``: "auto", "cuda" or "sim".
+
+    ``load_s``: host time the dataset spends building each batch; ``log_s``:
+    host time spent printing the loss after reading it back each step.
+    """
     import cutimeline as ctl
 
     if device not in ("auto", "cuda", "sim"):
         raise CutimelineError(f"demo device {device!r} is not understood; give "
                               f"'auto', 'cuda' or 'sim'.")
-    if not isinstance(steps, int) or steps < 1:
-        raise CutimelineError(f"demo steps={steps!r} must be a whole number ≥ 1.")
+    for name, v in (("steps", steps), ("batch", batch), ("dim", dim),
+                    ("hidden", hidden)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise CutimelineError(f"demo {name}={v!r} must be a whole number ≥ 1.")
     use_cuda = device == "cuda" or (device == "auto" and torch.cuda.is_available())
     if use_cuda and not torch.cuda.is_available():
         raise CutimelineError("demo --device cuda needs a GPU, but "
                               "torch.cuda.is_available() is False here; use "
                               "--device sim.")
     torch.manual_seed(0)
-    dim, hidden, classes = 256, 1024, 10
-    data = SlowDataset(batch * (steps + 1), dim, classes, load_s)
-    loader = DataLoader(data, batch_size=batch, num_workers=num_workers,
+    side = _Cuda() if use_cuda else _Sim()
+    classes = 10
+    loader = DataLoader(SlowBatches(steps + 1, batch, dim, classes, load_s),
+                        batch_size=None, num_workers=num_workers,
                         pin_memory=use_cuda)
-    where = torch.device("cuda") if use_cuda else torch.device("cpu")
-    model = make_model(dim, hidden, classes).to(where)
+    model = make_model(dim, hidden, classes).to(side.where)
+    mix = torch.randn(dim, dim, device=side.where) / dim ** 0.5  # preprocessing
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss()
-    gpu = None if use_cuda else ctl.SimGPU("h100", seed=0)
     losses: list[float] = []
-    with ctl.record(device="cuda" if use_cuda else gpu) as rec:
+    with ctl.record(device=side.recorder_device) as rec:
         for i, (x, y) in enumerate(loader):
             if i == steps:
                 break
-            x, y = x.to(where, non_blocking=True), y.to(where, non_blocking=True)
+            with side.side(), ctl.span("preprocess"):  # on a side stream
+                x = x.to(side.where, non_blocking=True)
+                y = y.to(side.where, non_blocking=True)
+                for _ in range(4):                 # a GPU-heavy input transform
+                    x = torch.tanh(x @ mix)
+            side.join(x, y)                        # compute waits for its input
             with ctl.span("forward+loss"):
                 loss = loss_fn(model(x), y)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
-            losses.append(loss.item())  # logging every step: a sync
-    name = (torch.cuda.get_device_name() if use_cuda
-            else f"SimGPU {gpu.profile.name} (simulated)")
-    return DemoResult(rec.timeline, name, not use_cuda, losses)
+            value = side.read(loss)                # logging every step: a sync
+            with ctl.span("log"):                  # ... and printing it
+                _busy(log_s)
+            if value is not None:
+                losses.append(value)
+    return DemoResult(rec.timeline, side.name, side.simulated, losses)
