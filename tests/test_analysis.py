@@ -2,6 +2,7 @@
 traces, host-only recordings, windows, engines and misuse."""
 
 import glob
+import hashlib
 import json
 import os
 import time
@@ -14,6 +15,7 @@ from torch.utils.data import DataLoader, Dataset
 import cutimeline as ctl
 from cutimeline.errors import CutimelineError
 from cutimeline.recorder import record
+from cutimeline.timeline import NONE
 
 from handmade import random_timeline, timeline
 
@@ -256,3 +258,108 @@ def test_misuse_is_reported_with_the_fix():
         rep.queue_depth(stream=9)
     with pytest.raises(CutimelineError, match="no step 4"):
         ctl.analyze(tl, window=4)
+
+
+# -- the optimised kernels give the numbers the first version gave ----------
+
+def _golden_cases():
+    """(name, Timeline, window): multi-stream, two devices, unknown
+    launches, a window of steps."""
+    for seed in range(3):
+        yield f"streams3-{seed}", random_timeline(seed, n=600, streams=3, steps=6), None
+    tl = random_timeline(7, n=900, streams=4, steps=6)
+    g = tl.gpu
+    yield "devices2", tl.replace(gpu=g.replace(device=np.asarray(g.stream) % 2)), None
+    launch = np.asarray(g.launch_ns).copy()
+    launch[::17] = NONE
+    yield "unknown-launch", tl.replace(gpu=g.replace(launch_ns=launch)), None
+    yield "window", random_timeline(3, n=800, streams=2, steps=8), (2, 5)
+
+
+def _digests(rep) -> dict:
+    """A short hash per table (every column's bytes), of summary() and of
+    to_dict() without the settings."""
+    out = {}
+    for name in ("streams", "devices", "steps", "gaps", "ops"):
+        t = rep.table(name)
+        h = hashlib.sha256()
+        for f in t.dtype.names:
+            col = t[f]
+            h.update(f.encode())
+            h.update("\n".join(map(repr, col.tolist())).encode() if col.dtype == object
+                     else np.ascontiguousarray(col).tobytes())
+        out[name] = h.hexdigest()[:16]
+    d = rep.to_dict()
+    d.pop("settings")
+    out["summary"] = hashlib.sha256(rep.summary().encode()).hexdigest()[:16]
+    out["dict"] = hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
+    return out
+
+
+# computed by the first (unoptimised) kernels; any change to a number,
+# a verdict or a text in these reports changes a hash
+GOLDEN = {
+    'streams3-0': {
+        'streams': '1ec8e6f463c8a942',
+        'devices': 'fa9ded99bfdc5ab6',
+        'steps': '430c8f5ada17d58b',
+        'gaps': '1ad373a63d698795',
+        'ops': '81cb303f73fa04fb',
+        'summary': '8ec1e85b347a2aa2',
+        'dict': 'b584e4cb4fa4b784',
+    },
+    'streams3-1': {
+        'streams': '64b726d4c4d03ff5',
+        'devices': '2737120a5415bae7',
+        'steps': 'e36d90935d8de2d9',
+        'gaps': 'fd23fadf0d3acd02',
+        'ops': 'cfcf838d7a0c29cb',
+        'summary': '1cfe59c13e57d0d0',
+        'dict': '7f6a202592bf2c9c',
+    },
+    'streams3-2': {
+        'streams': 'ed5fd1c611afd6fa',
+        'devices': '44652374329a2a15',
+        'steps': '57a6293ece70b53f',
+        'gaps': 'a69c5ffb40b35f5f',
+        'ops': 'fd48b13490ece450',
+        'summary': '6ef12d6476a62503',
+        'dict': '1434f88b92e7cfd7',
+    },
+    'devices2': {
+        'streams': '7cf8c5ffefc12b4f',
+        'devices': '257222d90e0b0ac4',
+        'steps': '2c662a3381e3c2d4',
+        'gaps': '8a0af93a511bcd16',
+        'ops': 'c3108d9d4088d6d0',
+        'summary': '0edd4d7a3d611ae6',
+        'dict': 'ac29799f1c95d7ae',
+    },
+    'unknown-launch': {
+        'streams': '042d2493213a456b',
+        'devices': '2909fe8c83d04569',
+        'steps': 'f78034d2979850d8',
+        'gaps': '31fb9540628191be',
+        'ops': '750e7fee8c876fdb',
+        'summary': '2d2905b031f01d79',
+        'dict': '16da01c8bff03870',
+    },
+    'window': {
+        'streams': '534f5404f7f643c3',
+        'devices': 'c7c5c724abcbcfd0',
+        'steps': '359e2c0306c17bd1',
+        'gaps': '2259c20a146a000a',
+        'ops': '35bfa3da44754250',
+        'summary': 'd1f0e295395c7409',
+        'dict': 'a10b855923ccb8b7',
+    },
+}
+
+
+@pytest.mark.parametrize("engine", ["numba", "numpy"])
+@pytest.mark.parametrize("case", range(6))
+def test_reports_keep_the_first_versions_numbers(case, engine):
+    name, tl, window = list(_golden_cases())[case]
+    got = _digests(ctl.analyze(tl, window=window, engine=engine))
+    assert got == GOLDEN[name], f"{name} ({engine}): tables that changed: " + \
+        ", ".join(k for k in got if got[k] != GOLDEN[name][k])
