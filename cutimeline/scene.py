@@ -184,7 +184,7 @@ class Scene:
         col = np.repeat(c0 - np.cumsum(n) + n, n) + np.arange(n.sum())
         amounts = classify(gb[r], ge[r], grp.nl[r], grp.gnext[r] != NONE,
                            grp.lam[grp.gg[r]], self.act, cols.time(col),
-                           cols.time(col + 1))
+                           cols.time(col + 1), after_sync=grp.after[r])
         cause = np.argmax(amounts, axis=1)
         # runs of columns of one gap with one cause
         head = np.ones(len(r), bool)

@@ -355,3 +355,48 @@ def test_gpu_only_timeline_plots():
     img = render(fig)
     no_op = colour_columns(img, lane_row(fig, fig.axes[0], "GPU0 stream 0"), PHASE_COLORS[5])
     assert len(no_op) > 0
+
+
+def sync_op_with_its_own_work(t0: int = T0) -> Timeline:
+    """A sync op S whose own gpu row ends 0.2 ms after the host returned
+    from it (its closing event runs after the recorder's bookkeeping), more
+    than the 0.1 ms slack: the gap that follows is the sync's all the same
+    (``gaps.classify(after_sync=...)``)."""
+    def ns(ms: float) -> int:
+        return t0 + int(round(ms * 1e6))
+
+    L, S = int(OpFlag.LAUNCH), int(OpFlag.SYNC | OpFlag.LAUNCH)
+    ops = [("A", 0.0, 0.5, L, 0), ("S", 20.5, 40.0, S, 0), ("D", 60.0, 61.0, L, 0),
+           ("Z", 99.0, 100.0, 0, NONE)]
+    strings = ["A", "S", "D", "Z", "item"]
+    op_cols = {"seq": np.arange(len(ops)), "name": np.arange(len(ops)),
+               "thread": np.zeros(len(ops)), "host_begin_ns": [ns(o[1]) for o in ops],
+               "host_end_ns": [ns(o[2]) for o in ops], "flags": [o[3] for o in ops],
+               "stream": [o[4] for o in ops],
+               "device": [0 if o[4] != NONE else NONE for o in ops]}
+    gpu = [(0, 0.5, 0.51, 20.0), (1, 20.5, 21.0, 40.2), (2, 60.0, 60.01, 80.0)]
+    gpu_cols = {"op": [g[0] for g in gpu], "device": np.zeros(len(gpu)),
+                "stream": np.zeros(len(gpu)), "name": [g[0] for g in gpu],
+                "kind": np.full(len(gpu), int(GpuKind.KERNEL)),
+                "launch_ns": [ns(g[1]) for g in gpu], "begin_ns": [ns(g[2]) for g in gpu],
+                "end_ns": [ns(g[3]) for g in gpu]}
+    syncs = {"op": [1], "kind": [4], "device": [0], "stream": [0],
+             "host_begin_ns": [ns(30)], "host_end_ns": [ns(40)]}
+    return Timeline({"ops": op_cols, "gpu": gpu_cols, "syncs": syncs}, strings,
+                    {"source": "test", "aligned": True, "threads": ["MainThread"]})
+
+
+def test_shading_after_a_sync_ops_own_work_agrees_with_analyze():
+    import cutimeline as ctl
+    tl = sync_op_with_its_own_work()
+    gaps = ctl.analyze(tl).gap_table("stream")
+    after = gaps[gaps["begin_ns"] == T0 + 40_200_000]
+    assert len(after) == 1 and after["cause"][0] == "sync"
+    fig = plot(tl, flows=0)
+    img, ax = render(fig), fig.axes[0]
+    row = lane_row(fig, ax, "GPU0 stream 0") - int(
+        0.42 * abs(ax.transData.transform((0, 0))[1] - ax.transData.transform((0, 1))[1]))
+    cols = colour_columns(img, row, CAUSE_COLORS["sync"])
+    inner = np.arange(column(ax, 40.2) + 2, column(ax, 60.0) - 1)
+    assert np.isin(inner, cols).all()
+    assert not np.isin(inner, colour_columns(img, row, CAUSE_COLORS["dispatch"])).any()
