@@ -6,8 +6,9 @@ group's idle time by cause inside it: a gap wholly inside a window adds its
 amounts, one sticking out is classified again on the part inside (the
 causes are not spread evenly over a gap: sync first, then data/sync/
 dispatch, then dependency). The Numba kernel walks the host's data and sync
-segments with pointers, as the gaps come in time order; its NumPy twin
-computes the same with ``classify`` and ``searchsorted``.
+segments with pointers, as the gaps come in time order, and sums the steps
+(sorted, disjoint windows) on the same pass; its NumPy twin computes the
+same with ``classify`` and ``searchsorted``.
 """
 
 from __future__ import annotations
@@ -25,11 +26,11 @@ _MAX = iv.I64_MAX
 
 
 @njit(cache=True)
-def _seek(a, t, h):
-    """How many of the sorted a are ≤ t, walking from the previous answer."""
+def _count_from(a, t, h):
+    """How many of the sorted a are ≤ t, given that at least h are: walks
+    on from h (the queries mostly move forward a little), bisecting the
+    rest after 16 steps."""
     m = len(a)
-    if h > 0 and a[h - 1] > t:
-        return np.searchsorted(a, t, side="right")
     steps = 0
     while h < m and a[h] <= t:
         h += 1
@@ -40,40 +41,33 @@ def _seek(a, t, h):
 
 
 @njit(cache=True)
-def _cover(b, e, before, t, hints, k):
-    """Time the segments (b, e) cover before t; hints[k] keeps the walk."""
-    i = _seek(b, t, hints[k])
-    hints[k] = i
-    if i == 0:
+def _covered(b, e, pre, t, c):
+    """Time the segments (b, e) cover before t, c of them beginning ≤ t."""
+    if c == 0:
         return 0
-    return before[i - 1] + min(t, e[i - 1]) - b[i - 1]
+    return pre[c - 1] + min(t, e[c - 1]) - b[c - 1]
 
 
 @njit(cache=True)
-def _one(out, g0, g1, launch, has_next, after, lam, qa, qb, db, de, dpre, sb,
-         se, ob, oe, opre, slack, hints):
-    """Amounts of [qa, qb) of gap [g0, g1) into out[0:5] (added)."""
+def _amounts(g0, g1, launch, has_next, after, lam, qa, qb, i, j, jo, db, de, dpre,
+             sb, se, ob, oe, opre, slack):
+    """(data, sync, dispatch, dependency, unknown) ns of [qa, qb) of the gap
+    [g0, g1); i, j, jo: how many data, sync and sync-only segments begin
+    ≤ g0."""
     qa = max(qa, g0)
     qb = max(min(qb, g1), qa)
     if has_next and launch == NONE:
-        out[4] += qb - qa
-        return
+        return 0, 0, 0, 0, qb - qa
     if not has_next:
         h = g1
     elif launch <= g0:
         h = g0
     else:
         h = min(launch + max(lam, 0), g1)
-    cut = g0
-    j = _seek(sb, g0, hints[0])
-    hints[0] = j
     near = after or (j > 0 and g0 <= se[j - 1] + slack)
-    i = _seek(db, g0, hints[1])
-    hints[1] = i
     in_data = i > 0 and g0 < de[i - 1]
-    if near and not in_data:
-        nxt = db[i] if i < len(db) else _MAX
-        cut = min(nxt, h)
+    nxt_d = db[i] if i < len(db) else _MAX
+    cut = min(nxt_d, h) if near and not in_data else g0
     hb = min(qb, h)
     sync = max(min(cut, hb) - qa, 0)
     ra = max(qa, cut)
@@ -82,30 +76,105 @@ def _one(out, g0, g1, launch, has_next, after, lam, qa, qb, db, de, dpre, sb,
     if rb > ra:
         # most host time is plain dispatch: when [ra, rb) lies between two
         # segments (ra ≥ g0, known outside), it needs no coverage walk
-        nxt_d = db[i] if i < len(db) else _MAX
         if in_data or rb > nxt_d:
-            data = _cover(db, de, dpre, rb, hints, 2) - _cover(db, de, dpre, ra, hints, 3)
-        jo = _seek(ob, g0, hints[6])
-        hints[6] = jo
+            ca = _count_from(db, ra, i)
+            data = _covered(db, de, dpre, rb, _count_from(db, rb, ca)) - \
+                _covered(db, de, dpre, ra, ca)
         nxt_o = ob[jo] if jo < len(ob) else _MAX
         if (jo > 0 and g0 < oe[jo - 1]) or rb > nxt_o:
-            so = _cover(ob, oe, opre, rb, hints, 4) - _cover(ob, oe, opre, ra, hints, 5)
-    out[0] += data
-    out[1] += sync + so
-    out[2] += rb - ra - data - so
-    out[3] += max(qb - max(qa, h), 0)
+            ca = _count_from(ob, ra, jo)
+            so = _covered(ob, oe, opre, rb, _count_from(ob, rb, ca)) - \
+                _covered(ob, oe, opre, ra, ca)
+    return data, sync + so, rb - ra - data - so, max(qb - max(qa, h), 0), 0
 
 
 @njit(cache=True)
-def _attribute_nb(gb, ge, nl, has_next, after, lam, gstart, w0, w1, db, de,
+def _part(acc, w, a, b, g0, g1, launch, has_next, after, lam, i, j, jo, db, de,
+          dpre, sb, se, ob, oe, opre, slack):
+    """Add the part inside window w, [a, b), of the gap [g0, g1) that
+    sticks out of it to acc[w]."""
+    c0, c1, c2, c3, c4 = _amounts(g0, g1, launch, has_next, after, lam, a, b, i, j,
+                                  jo, db, de, dpre, sb, se, ob, oe, opre, slack)
+    acc[w, 0] += c0
+    acc[w, 1] += c1
+    acc[w, 2] += c2
+    acc[w, 3] += c3
+    acc[w, 4] += c4
+
+
+@njit(cache=True)
+def _attribute_nb(gb, ge, nl, has_next, after, lam, gstart, w0, w1, steps, db, de,
                   dpre, sb, se, ob, oe, opre, slack):
+    """One pass over each group's gaps (time-sorted): their amounts, and,
+    when ``steps`` (windows 1.. sorted and disjoint), the windows' sums on
+    the way; otherwise the windows are summed in a second pass. The common
+    case is written out here, not called (a call per gap costs more than
+    the arithmetic); a gap that meets a data or sync segment, or sticks
+    out of a window, goes through ``_amounts``."""
     n, G, W = len(gb), len(gstart) - 1, len(w0)
-    amounts = np.zeros((n, 5), np.int64)
+    nd, ns, no = len(db), len(sb), len(ob)
+    amounts = np.empty((n, 5), np.int64)
     windows = np.zeros((G, W, 5), np.int64)
-    hints = np.zeros(7, np.int64)
-    for k in range(n):
-        _one(amounts[k], gb[k], ge[k], nl[k], has_next[k], after[k], lam[k], gb[k],
-             ge[k], db, de, dpre, sb, se, ob, oe, opre, slack, hints)
+    a_0, b_0 = w0[0], w1[0]
+    for g in range(G):
+        i = j = jo = 0  # data, sync, sync-only segments beginning ≤ g0
+        kw = 1  # the first step window that ends after the gap begins
+        acc = windows[g]
+        for k in range(gstart[g], gstart[g + 1]):
+            g0, g1, launch, nxt, lk = gb[k], ge[k], nl[k], has_next[k], lam[k]
+            while i < nd and db[i] <= g0:
+                i += 1
+            while j < ns and sb[j] <= g0:
+                j += 1
+            while jo < no and ob[jo] <= g0:
+                jo += 1
+            a0 = a1 = a2 = a3 = a4 = 0
+            if nxt and launch == NONE:
+                a4 = g1 - g0
+            else:
+                h = g1 if not nxt else (g0 if launch <= g0 else min(launch + max(lk, 0), g1))
+                near = after[k] or (j > 0 and g0 <= se[j - 1] + slack)
+                in_data = i > 0 and g0 < de[i - 1]
+                nxt_d = db[i] if i < nd else _MAX
+                cut = min(nxt_d, h) if near and not in_data else g0
+                ra = cut
+                rb = max(h, ra)
+                a3 = g1 - h
+                nxt_o = ob[jo] if jo < no else _MAX
+                if rb > ra and (in_data or rb > nxt_d or (jo > 0 and g0 < oe[jo - 1])
+                                or rb > nxt_o):
+                    a0, a1, a2, a3, a4 = _amounts(g0, g1, launch, nxt, after[k], lk, g0,
+                                                  g1, i, j, jo, db, de, dpre, sb, se, ob,
+                                                  oe, opre, slack)
+                else:  # no segment meets the host part: sync up to the cut, dispatch
+                    a1 = min(cut, h) - g0
+                    a2 = rb - ra
+            amounts[k, 0], amounts[k, 1], amounts[k, 2] = a0, a1, a2
+            amounts[k, 3], amounts[k, 4] = a3, a4
+            if not steps:
+                continue
+            w, a, b = 0, a_0, b_0  # window 0, then the steps the gap meets
+            while True:
+                if a <= g0 and g1 <= b:
+                    acc[w, 0] += a0
+                    acc[w, 1] += a1
+                    acc[w, 2] += a2
+                    acc[w, 3] += a3
+                    acc[w, 4] += a4
+                elif b > g0 and a < g1:
+                    _part(acc, w, a, b, g0, g1, launch, nxt, after[k], lk, i, j, jo,
+                          db, de, dpre, sb, se, ob, oe, opre, slack)
+                if w == 0:
+                    while kw < W and w1[kw] <= g0:
+                        kw += 1
+                    w = kw
+                else:
+                    w += 1
+                if w >= W or w0[w] >= g1:
+                    break
+                a, b = w0[w], w1[w]
+    if steps:
+        return amounts, windows
     order = np.argsort(w0, kind="mergesort")
     for g in range(G):
         p = gstart[g]
@@ -114,16 +183,22 @@ def _attribute_nb(gb, ge, nl, has_next, after, lam, gstart, w0, w1, db, de,
             a, b = w0[w], w1[w]
             while p < end and ge[p] <= a:
                 p += 1
-            j = p
+            q = p
             acc = windows[g, w]
-            while j < end and gb[j] < b:
-                if gb[j] >= a and ge[j] <= b:
+            while q < end and gb[q] < b:
+                if gb[q] >= a and ge[q] <= b:
                     for c in range(5):
-                        acc[c] += amounts[j, c]
+                        acc[c] += amounts[q, c]
                 else:
-                    _one(acc, gb[j], ge[j], nl[j], has_next[j], after[j], lam[j],
-                         a, b, db, de, dpre, sb, se, ob, oe, opre, slack, hints)
-                j += 1
+                    g0 = gb[q]
+                    c = _amounts(g0, ge[q], nl[q], has_next[q], after[q], lam[q], a, b,
+                                 np.searchsorted(db, g0, side="right"),
+                                 np.searchsorted(sb, g0, side="right"),
+                                 np.searchsorted(ob, g0, side="right"),
+                                 db, de, dpre, sb, se, ob, oe, opre, slack)
+                    for x in range(5):
+                        acc[x] += c[x]
+                q += 1
     return amounts, windows
 
 
@@ -174,6 +249,8 @@ def attribute(gb, ge, nl, has_next, lam, gstart, act: HostActivity, w0, w1,
     (db, de), (sb, se), (ob, oe) = act.data, act.sync, act.sync_only
     pre = [np.concatenate([[0], np.cumsum(e - b)]).astype(np.int64)
            for b, e in (act.data, act.sync_only)]
-    return _attribute_nb(gb, ge, nl, has_next, after, lam, gstart, w0, w1, i64(db), i64(de),
+    steps = bool(np.all(w0[2:] >= w1[1:-1]))  # windows 1.. sorted, disjoint
+    return _attribute_nb(gb, ge, nl, has_next, after, lam, gstart, w0, w1, steps,
+                         i64(db), i64(de),
                          pre[0], i64(sb), i64(se), i64(ob), i64(oe), pre[1],
                          np.int64(act.slack_ns))

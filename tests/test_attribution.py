@@ -55,3 +55,22 @@ def test_after_sync_turns_host_time_into_sync():
     assert (marked[:, :3].sum(axis=1) == host).all()     # host time stays host
     assert (marked[:, 1] >= plain[:, 1]).all()           # but more of it is sync
     np.testing.assert_array_equal(marked[:, 3:], plain[:, 3:])
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_twins_agree_on_steps(seed):
+    # window 0 anywhere, then sorted disjoint windows (the steps: the
+    # kernel sums them on its pass over the gaps), some empty, some touching
+    tl = random_timeline(seed + 10, n=400, streams=3)
+    act, d, args = gaps_of(tl)
+    rng = np.random.default_rng(seed)
+    cuts = np.sort(rng.integers(tl.start_ns - 5_000, tl.end_ns + 5_000, 24))
+    w0 = np.concatenate([[rng.integers(tl.start_ns, tl.end_ns)], cuts[0::2]])
+    w1 = np.concatenate([[tl.end_ns - rng.integers(0, 50_000)], cuts[1::2]])
+    w1[3] = w0[3]                # an empty step
+    w0[5] = w1[4]                # steps that touch
+    after = rng.random(len(d.gb)) < 0.2
+    a = attribute(*args, act, w0, w1, "numba", after)
+    b = attribute(*args, act, w0, w1, "numpy", after)
+    for x, y in zip(a, b):
+        np.testing.assert_array_equal(x, y)
