@@ -1,9 +1,10 @@
 """A Timeline made ready to draw: its window, its lanes, the analysis behind
 the shading, and the drawing of each part into matplotlib Axes.
 
-Lanes, top to bottom (y = lane index; the y axis is inverted): one row of
-host spans (steps, DataLoader fetches, user spans), one lane per CPU thread
-that dispatched ops, one lane per GPU stream, grouped by device. Every
+Lanes (``layout.py``), top to bottom: one row of host spans (steps,
+DataLoader fetches, user spans), one lane per CPU thread that dispatched
+ops, one lane per GPU stream, grouped by device — once per rank in a
+merged Timeline. Every
 metric drawn comes from ``analyze``: gap intervals and causes
 (``gaps.classify`` per pixel column), queue depth (``lanes.queue_depth``)
 and CPU lead (``Lanes.lead``). What is computed here is drawing only: an
@@ -21,6 +22,7 @@ from . import intervals as iv
 from . import pixels as px
 from .errors import CutimelineError
 from .gaps import CAUSES, classify
+from .layout import lay_out, thread_label
 from .timeline import NONE, OpFlag, SpanKind, Timeline
 
 __all__ = ["PHASES", "PHASE_COLORS", "CAUSE_COLORS", "FLOW_COLOR", "Scene"]
@@ -80,27 +82,16 @@ class Scene:
 
     # -- lanes -------------------------------------------------------------
     def _layout(self) -> None:
-        tl = self.tl
-        self.labels: list[str] = []
-        self.span_y = None
-        if len(tl.spans):
-            self.span_y = 0
-            self.labels.append("host spans")
-        self.threads = np.unique(tl.ops.thread)
-        self.thread_y = len(self.labels) + np.arange(len(self.threads))
-        self.labels += [_thread_label(tl, int(t)) for t in self.threads]
         ln = self.lanes
-        keys = ln.stream_keys if ln is not None else np.zeros((0, 2), np.int64)
-        self.stream_order = np.lexsort((keys[:, 1], keys[:, 0])) if len(keys) \
-            else np.zeros(0, np.int64)
-        self.stream_y = np.empty(len(keys), np.int64)  # by stream group
-        self.stream_y[self.stream_order] = len(self.labels) + np.arange(len(keys))
-        self.keys = keys
-        self.labels += [f"GPU{keys[k, 0]} stream {keys[k, 1]}" for k in self.stream_order]
+        self.keys = ln.stream_keys if ln is not None else np.zeros((0, 2), np.int64)
+        lay = lay_out(self.tl, self.keys)
+        self.layout, self.labels = lay, lay.labels
+        self.threads, self.thread_y, self.stream_y = lay.threads, lay.thread_y, lay.stream_y
+        self.stream_order = np.argsort(self.stream_y, kind="stable")  # top to bottom
         self.n_lanes = len(self.labels)
 
     def stream_label(self, k: int) -> str:
-        return f"GPU{self.keys[k, 0]} stream {self.keys[k, 1]}"
+        return self.labels[self.stream_y[k]]
 
     # -- the main lanes ------------------------------------------------------
     def draw_lanes(self, ax, cols: px.Columns, flows: int) -> dict[str, set]:
@@ -140,12 +131,13 @@ class Scene:
         return used
 
     def _separators(self, ax) -> None:
-        n_host = (self.span_y is not None) + len(self.threads)
-        if n_host and len(self.keys):
-            ax.axhline(n_host - 0.5, color="#888888", lw=0.8, zorder=0.5)
-        dev = self.keys[self.stream_order, 0]
-        for i in np.flatnonzero(dev[1:] != dev[:-1]):
-            ax.axhline(n_host + i + 0.5, color="#aaaaaa", lw=0.6, ls="--", zorder=0.5)
+        lay = self.layout
+        for y in lay.host_gpu:
+            ax.axhline(y, color="#888888", lw=0.8, zorder=0.5)
+        for y in lay.devices:
+            ax.axhline(y, color="#aaaaaa", lw=0.6, ls="--", zorder=0.5)
+        for _, b in lay.groups[:-1]:   # between ranks
+            ax.axhline(b - 0.5, color="#333333", lw=1.2, zorder=0.5)
 
     def _work(self, ax, cols, lane, lane_y, begin, end, phase, used) -> None:
         """Boxes of work, one colour per phase, merged at pixel resolution;
@@ -200,16 +192,26 @@ class Scene:
 
     def _spans(self, ax, cols, used) -> None:
         """Steps (alternating greys, upper half), data fetches and user
-        spans (lower half) on the host-spans row, with names where wide."""
-        if self.span_y is None:
-            return
-        s, y = self.tl.spans, self.span_y
-        step = np.flatnonzero(s.kind == SpanKind.STEP)
+        spans (lower half) on each host-spans row, with names where wide."""
+        for y, rank in self.layout.span_rows:
+            self._span_row(ax, cols, used, y, rank)
+
+    def _span_row(self, ax, cols, used, y: int, rank: int | None) -> None:
+        s, lay = self.tl.spans, self.layout
+        mine = np.ones(len(s), bool) if rank is None else \
+            lay.thread_rank[s.thread] == rank
+        step = np.flatnonzero((s.kind == SpanKind.STEP) & mine)
         step = step[np.argsort(s.begin_ns[step], kind="stable")]
-        db, de = self.act.data
-        user = np.flatnonzero(s.kind == SpanKind.USER)
-        names = self.tl.decode(s["name"][user])
-        user = user[["DataLoader" not in str(nm) for nm in names]]  # drawn as data
+        user = np.flatnonzero((s.kind == SpanKind.USER) & mine)
+        fetch = np.array(["DataLoader" in str(nm) for nm in
+                          self.tl.decode(s["name"][user])], bool)
+        if rank is None:
+            db, de = self.act.data
+        else:  # this rank's fetches (act.data merges every rank's)
+            d = np.concatenate([np.flatnonzero((s.kind == SpanKind.DATA) & mine),
+                                user[fetch]])
+            db, de = iv.union(s.begin_ns[d], s.end_ns[d])
+        user = user[~fetch]  # drawn as data
         group = np.concatenate([np.arange(len(step)) % 2, np.full(len(db), 2),
                                 np.full(len(user), 3)])
         begin = np.concatenate([s.begin_ns[step], db, s.begin_ns[user]])
@@ -225,11 +227,12 @@ class Scene:
                         [f"step {n}" for n in s.number[step]], y - 0.24, 40)
         self._span_text(ax, cols, s.begin_ns[user], s.end_ns[user],
                         self.tl.decode(s["name"][user]), y + 0.24, 60)
-        if 0 < len(step) <= 400:  # faint step boundaries across all lanes
-            for t in s.begin_ns[step]:
-                if self.w0 < t < self.w1:
-                    ax.axvline((t - self.w0) / 1e6, color="#b8b8b8", lw=0.6,
-                               ls=(0, (3, 3)), zorder=0.5)
+        t = s.begin_ns[step]
+        t = t[(t > self.w0) & (t < self.w1)]
+        if 0 < len(t) <= 400:  # faint step boundaries across this rank's lanes
+            a, b = next((a, b) for a, b in lay.groups if a <= y < b)
+            ax.vlines((t - self.w0) / 1e6, a - 0.5, b - 0.5, color="#b8b8b8",
+                      lw=0.6, ls=(0, (3, 3)), zorder=0.5)
 
     def _span_text(self, ax, cols, begin, end, texts, y, min_px) -> None:
         """Names inside spans wide enough for them, left to right, skipping
@@ -359,18 +362,3 @@ def _op_phases(tl: Timeline, act) -> np.ndarray:
     sync[y_op[y_op >= 0]] = True
     phase[sync] = SYNC
     return phase
-
-
-def _thread_label(tl: Timeline, t: int) -> str:
-    """"CPU thread 0 (MainThread)": meta["threads"] lists names (recorder)
-    or {"name": ...} dicts (Kineto import, "thread 2910249 (pt_main)")."""
-    names = tl.meta.get("threads") or []
-    name = None
-    if 0 <= t < len(names):
-        name = names[t].get("name") if isinstance(names[t], dict) else names[t]
-    if not name:
-        return f"CPU thread {t}"
-    name = str(name)
-    if name.startswith("thread "):
-        return "CPU " + name
-    return f"CPU thread {t} ({name})"

@@ -510,11 +510,12 @@ def test_kineto_ranks_merge_by_epoch_and_plot_one_group_per_rank(tmp_path):
     assert len(tl.gpu) == sum(len(t.gpu) for t in tls)
     fig = ctl.plot(tl, tmp_path / "ranks.png")
     labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
-    threads = [lb for lb in labels if lb.startswith("CPU thread")]
-    gpus = [lb for lb in labels if lb.startswith("GPU")]
-    # each rank's threads together, then each rank's GPU as its own device group
-    assert [lb.split("(rank ")[1][0] for lb in threads] == ["0", "0", "1", "1"]
-    assert [lb[3] for lb in gpus] == ["0"] * 5 + ["1"] * 5
+    # one lane group per rank: its spans, its threads, its GPU's streams
+    rank = [lb.split(" · ")[0] for lb in labels]
+    what = [lb.split(" · ")[1].split(" ")[0] for lb in labels]
+    assert rank == ["rank 0"] * 8 + ["rank 1"] * 8
+    assert what == ["host", "CPU", "CPU", "GPU0", "GPU0", "GPU0", "GPU0", "GPU0"] + \
+        ["host", "CPU", "CPU", "GPU1", "GPU1", "GPU1", "GPU1", "GPU1"]
     assert cdist.rank_of_device(tl).tolist() == [0, 1]
 
 
