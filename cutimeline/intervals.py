@@ -20,7 +20,8 @@ from .errors import CutimelineError
 from .timeline import NONE
 
 __all__ = ["ENGINES", "check_engine", "group_order", "merge", "union", "coverage",
-           "count_le", "sort_order", "sorted_copy", "merge_runs", "gather_sorted"]
+           "count_le", "sort_order", "sorted_copy", "merge_runs", "merge_values",
+           "gather_sorted"]
 
 ENGINES = ("numba", "numpy")
 I64_MAX = np.iinfo(np.int64).max
@@ -353,29 +354,64 @@ def sorted_copy(x, engine: str = "numba") -> np.ndarray:
 # -- merging sorted runs ----------------------------------------------------------
 
 @njit(cache=True)
+def _merge_pair(v, tie, P, P2, i, ea, j, eb):
+    """Merge the runs P[i:ea] and P[j:eb] (j = ea) of positions into v,
+    by (v, tie), into P2 at i; each step a select, not a branch (which run
+    is next is unpredictable). ``tie`` None: by v alone."""
+    o = i
+    while i < ea and j < eb:
+        pi, pj = P[i], P[j]
+        x, y = v[pi], v[pj]
+        if tie is None:
+            left = np.int64(x <= y)
+        else:  # full ties: the earlier run
+            left = np.int64((x < y) | ((x == y) & (tie[pi] <= tie[pj])))
+        P2[o] = pi if left else pj
+        i += left
+        j += 1 - left
+        o += 1
+    for q in range(i, ea):
+        P2[o] = P[q]
+        o += 1
+    for q in range(j, eb):
+        P2[o] = P[q]
+        o += 1
+
+
+@njit(cache=True)
 def _kway_nb(v, tie, starts, members):
+    """Positions of the runs merged: adjacent runs merged in pairs, level
+    by level (log2 k passes over the rows, two arrays: fresh memory costs
+    more here than the comparisons)."""
     k = len(members)
-    heads = np.empty(k, np.int64)
-    ends = np.empty(k, np.int64)
-    total = 0
+    bounds = np.zeros(k + 1, np.int64)
     for a in range(k):
-        heads[a], ends[a] = starts[members[a]], starts[members[a] + 1]
-        total += ends[a] - heads[a]
-    out = np.empty(total, np.int64)
-    for pos in range(total):  # few runs (streams of a device): scan their heads
-        best = -1
-        for a in range(k):
-            h = heads[a]
-            if h < ends[a]:
-                if best < 0:
-                    best = a
-                else:
-                    b = heads[best]
-                    if v[h] < v[b] or (v[h] == v[b] and tie[h] < tie[b]):
-                        best = a
-        out[pos] = heads[best]
-        heads[best] += 1
-    return out
+        bounds[a + 1] = bounds[a] + starts[members[a] + 1] - starts[members[a]]
+    total = bounds[k]
+    P = np.empty(total, np.int64)
+    for a in range(k):
+        s = starts[members[a]] - bounds[a]
+        for x in range(bounds[a], bounds[a + 1]):
+            P[x] = s + x
+    if k <= 1:
+        return P
+    P2 = np.empty(total, np.int64)
+    while k > 1:
+        nb = np.zeros((k + 1) // 2 + 1, np.int64)
+        for r in range(0, k, 2):
+            ea, eb = bounds[r + 1], bounds[min(r + 2, k)]
+            _merge_pair(v, tie, P, P2, bounds[r], ea, ea, eb)
+            nb[r // 2 + 1] = eb
+        k = (k + 1) // 2
+        bounds = nb[:k + 1]
+        P, P2 = P2, P
+    return P
+
+
+def _kway_np(v, tie, starts, members):
+    pos = np.concatenate([np.arange(starts[m], starts[m + 1]) for m in members]) \
+        if len(members) else np.zeros(0, np.int64)
+    return pos[np.lexsort((pos if tie is None else tie[pos], v[pos]))].astype(np.int64)
 
 
 def merge_runs(v, tie, starts, members, engine: str = "numba") -> np.ndarray:
@@ -383,11 +419,14 @@ def merge_runs(v, tie, starts, members, engine: str = "numba") -> np.ndarray:
     starts[m+1]]`` (m in ``members``) in one sorted sequence, ties by
     ``tie`` (e.g. row numbers, for a stable merge)."""
     v, tie, starts, members = _i64(v), _i64(tie), _i64(starts), _i64(members)
-    if engine == "numba":
-        return _kway_nb(v, tie, starts, members)
-    pos = np.concatenate([np.arange(starts[m], starts[m + 1]) for m in members]) \
-        if len(members) else np.zeros(0, np.int64)
-    return pos[np.lexsort((tie[pos], v[pos]))].astype(np.int64)
+    return (_kway_nb if engine == "numba" else _kway_np)(v, tie, starts, members)
+
+
+def merge_values(v, starts, members, engine: str = "numba") -> np.ndarray:
+    """The values of the sorted runs ``v[starts[m]:starts[m+1]]`` (m in
+    ``members``) in one sorted sequence."""
+    v, starts, members = _i64(v), _i64(starts), _i64(members)
+    return v[(_kway_nb if engine == "numba" else _kway_np)(v, None, starts, members)]
 
 
 @njit(cache=True)

@@ -138,8 +138,8 @@ def _group(of_row, n, begin, end, launch, lead, unknown, sync_row, lo, hi, w0, w
         M = iv.gather_sorted(end, q_order, q_starts, engine)
     else:  # the member groups' sorted launches and ends, merged
         sub, member_of = runs
-        P, M = (np.concatenate([x[iv.merge_runs(x, np.arange(len(x)), sub.q_starts,
-                                                np.flatnonzero(member_of == k), engine)]
+        P, M = (np.concatenate([iv.merge_values(x, sub.q_starts,
+                                                np.flatnonzero(member_of == k), engine)
                                 for k in range(n)]) for x in (sub.P, sub.M))
     mean, qmin, qmax, quant = window_stats_sorted(P, M, q_starts, w0, w1, engine=engine)
     queue = {"mean": mean, "min": qmin, "max": qmax, "p50": quant[:, 0], "p95": quant[:, 1]}

@@ -108,6 +108,13 @@ def test_merge_runs_and_gather_sorted(seed):
         rows = order[a]
         want = np.flatnonzero(np.isin(group, members))
         np.testing.assert_array_equal(rows, want[np.lexsort((want, key[want]))])
+        m = iv.merge_values(v, starts, members)
+        np.testing.assert_array_equal(m, iv.merge_values(v, starts, members, engine="numpy"))
+        np.testing.assert_array_equal(m, np.sort(key[want]))
+    # full ties (equal value and tie) keep the earlier run first
+    pos = iv.merge_runs(np.zeros(6, np.int64), np.zeros(6, np.int64), np.array([0, 2, 4, 6]),
+                        [0, 1, 2])
+    np.testing.assert_array_equal(pos, np.arange(6))
     x = rng.integers(0, 1000, 300)
     assert_same(iv.gather_sorted(x, order, starts), iv.gather_sorted(x, order, starts,
                                                                      engine="numpy"))
