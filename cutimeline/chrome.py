@@ -60,8 +60,11 @@ def export_chrome(tl: Timeline, path: str | os.PathLike) -> None:
             "The Timeline is not aligned: its GPU times are still on the "
             "device clock, so they cannot share a time axis with the host; "
             "align it first with ctl.align(tl).")
-    text = _Trace(tl).json()
     directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise CutimelineError(f"Cannot export to {path}: the folder {directory} "
+                              f"does not exist; create it first.")
+    text = _Trace(tl).json()
     fd, tmp = tempfile.mkstemp(prefix=".export-", suffix=".tmp", dir=directory)
     try:
         with os.fdopen(fd, "wb") as raw:

@@ -74,6 +74,9 @@ def _open(path: str):
     import cutimeline as ctl
     if not os.path.exists(path):
         raise CutimelineError(f"{path} does not exist.")
+    if os.path.isdir(path):
+        raise CutimelineError(f"{path} is a folder; give a .ctl file or a "
+                              f"torch.profiler trace (.json, .json.gz).")
     with open(path, "rb") as f:
         zipped = f.read(2) == b"PK"
     if zipped:
@@ -189,5 +192,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CutimelineError as exc:
         print(f"cutimeline: error: {exc}", file=sys.stderr)
         return 2
-    except BrokenPipeError:  # `cutimeline summary x | head`
-        return 0
+    except OSError as exc:  # unreadable input, unwritable output
+        if isinstance(exc, BrokenPipeError):  # `cutimeline summary x | head`
+            return 0
+        where = f": {exc.filename}" if exc.filename else ""
+        print(f"cutimeline: error: {exc.strerror or exc}{where}", file=sys.stderr)
+        return 2
+

@@ -1,0 +1,154 @@
+"""The ``cutimeline`` command: every subcommand in process, errors as one line."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import cutimeline as ctl
+from cutimeline.cli import Progress, main, parse_window
+from cutimeline.errors import CutimelineError
+
+ALEXNET = next((Path(__file__).parent / "data" / "kineto" / "critical_path"
+                / "alexnet").glob("*.json.gz"))
+
+
+@pytest.mark.parametrize("text, window", [
+    ("3", 3), ("3-5", (3, 5)), ("3:5", (3, 5)), ("0.5s-0.75s", (0.5, 0.75)),
+    (" 2 ", 2), (".25s-1s", (0.25, 1.0)),
+])
+def test_parse_window(text, window):
+    assert parse_window(text) == window
+
+
+@pytest.mark.parametrize("text", ["", "a", "3-", "0.75s-0.5s", "1s", "-3"])
+def test_bad_window_is_a_sentence(text):
+    with pytest.raises(CutimelineError, match="not understood"):
+        parse_window(text)
+
+
+@pytest.fixture(scope="module")
+def imported(tmp_path_factory):
+    out = tmp_path_factory.mktemp("cli") / "alexnet.ctl"
+    assert main(["import", str(ALEXNET), "-o", str(out)]) == 0
+    return out
+
+
+def test_import_writes_a_ctl_that_loads_as_the_trace(imported, capsys):
+    tl = ctl.load(imported)
+    direct = ctl.import_chrome(ALEXNET)
+    assert len(tl.ops) == len(direct.ops) and len(tl.gpu) == len(direct.gpu)
+
+
+def test_summary_of_ctl_and_of_the_trace_itself_agree(imported, capsys):
+    assert main(["summary", str(imported)]) == 0
+    from_ctl = capsys.readouterr().out
+    assert main(["summary", str(ALEXNET)]) == 0
+    from_trace = capsys.readouterr().out
+    assert from_ctl == from_trace and from_ctl.startswith("cutimeline report")
+    assert main(["summary", str(imported), "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d == json.loads(json.dumps(ctl.analyze(ctl.load(imported)).to_dict()))
+
+
+def test_summary_window_narrows_the_report(tmp_path, capsys):
+    import torch
+    gpu = ctl.SimGPU(seed=1)
+    with ctl.record(device=gpu, steps="manual") as rec:
+        a = torch.ones(64, 64, device="meta")
+        for _ in range(4):
+            a @ a
+            gpu.synchronize()
+            rec.step()
+    rec.timeline.save(tmp_path / "four.ctl")
+    assert main(["summary", str(tmp_path / "four.ctl"), "--window", "1-2", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert [s["number"] for s in d["steps"]] == [1, 2]
+
+
+def test_plot_and_export(imported, tmp_path, capsys):
+    png, trace = tmp_path / "t.png", tmp_path / "t.json.gz"
+    assert main(["plot", str(imported), "-o", str(png)]) == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert main(["export", str(imported), "-o", str(trace)]) == 0
+    events = json.loads(gzip.decompress(trace.read_bytes()))["traceEvents"]
+    assert any(e.get("ph") == "X" for e in events)
+    back = ctl.import_chrome(trace)
+    assert len(back.gpu) == len(ctl.load(imported).gpu)
+    assert capsys.readouterr().out.count("wrote ") == 2
+
+
+def test_demo_on_the_simulator_writes_its_three_files(tmp_path, capsys):
+    out = tmp_path / "demo"
+    assert main(["demo", "--device", "sim", "--steps", "2", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "SIMULATED GPU" in text and "cutimeline report" in text
+    assert {p.name for p in out.iterdir()} == {"demo.ctl", "timeline.png", "demo.json.gz"}
+    assert len(ctl.load(out / "demo.ctl").step_numbers()) == 2
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["summary", "{tmp}/missing.ctl"], "does not exist"),
+    (["summary", "{tmp}/foreign.txt"], "foreign.txt"),
+    (["summary", "{tmp}"], "is a folder"),
+    (["plot", "{ctl}", "-o", "{tmp}/no/such/dir/t.png"], "no/such/dir"),
+    (["export", "{ctl}", "-o", "{tmp}/no/such/dir/t.json.gz"], "no/such/dir"),
+    (["import", str(ALEXNET), "-o", "{tmp}/no/such/dir/t.ctl"], "no/such/dir"),
+    (["plot", "{ctl}", "-o", "{tmp}/t.png", "--window", "x"], "--window 'x'"),
+    (["summary", "{ctl}", "--window", "999"], "999"),
+])
+def test_errors_are_one_line_and_exit_2(argv, words, imported, tmp_path, capsys):
+    (tmp_path / "foreign.txt").write_text("not a trace\n")
+    argv = [a.format(tmp=tmp_path, ctl=imported) for a in argv]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("cutimeline: error: ") and err.count("\n") == 1, err
+    assert words in err
+    assert "Traceback" not in err
+
+
+def test_usage_errors_exit_2_through_argparse(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["plot", "x.ctl"])  # -o is required
+    assert e.value.code == 2
+
+
+def test_python_dash_m_runs_the_same_command():
+    p = subprocess.run([sys.executable, "-m", "cutimeline", "--help"],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and "demo" in p.stdout and "merge" in p.stdout
+
+
+class _Tty(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_progress_bar_draws_on_a_terminal_only():
+    tty = _Tty()
+    bar = Progress("importing x", stream=tty, after_s=0.0, width=10)
+    bar("parsing", 0.5)
+    bar("linking", 1.0)
+    bar.done()
+    text = tty.getvalue()
+    assert "[#####.....]  50% parsing" in text and "[##########] 100% linking" in text
+    assert text.endswith("\n") and "done in" in text
+    plain = io.StringIO()
+    quiet = Progress("importing x", stream=plain, after_s=0.0)
+    quiet("parsing", 0.5)
+    quiet.done()
+    assert plain.getvalue() == ""
+
+
+def test_progress_bar_waits_before_showing_short_work():
+    tty = _Tty()
+    bar = Progress("x", stream=tty, after_s=60.0)
+    bar("parsing", 0.5)
+    bar.done()
+    assert tty.getvalue() == ""
