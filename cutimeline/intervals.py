@@ -20,7 +20,7 @@ from .errors import CutimelineError
 from .timeline import NONE
 
 __all__ = ["ENGINES", "check_engine", "group_order", "merge", "union", "coverage",
-           "count_le", "sort_order", "sorted_copy", "merge_runs", "merge_values",
+           "count_le", "is_sorted", "sort_order", "sorted_copy", "merge_runs", "merge_values",
            "gather_sorted"]
 
 ENGINES = ("numba", "numpy")
@@ -341,8 +341,13 @@ def sort_order(x, engine: str = "numba") -> np.ndarray | None:
     """None when ``x`` is sorted already, else its stable argsort (most
     columns come sorted: checking costs one pass, sorting n log n)."""
     x = _i64(x)
-    done = _is_sorted_nb(x) if engine == "numba" else bool(np.all(x[1:] >= x[:-1]))
-    return None if done else np.argsort(x, kind="stable")
+    return None if is_sorted(x, engine) else np.argsort(x, kind="stable")
+
+
+def is_sorted(x, engine: str = "numba") -> bool:
+    """Whether ``x`` is in non-decreasing order."""
+    x = _i64(x)
+    return bool(_is_sorted_nb(x) if engine == "numba" else np.all(x[1:] >= x[:-1]))
 
 
 def sorted_copy(x, engine: str = "numba") -> np.ndarray:

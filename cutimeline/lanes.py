@@ -143,7 +143,7 @@ def _group(of_row, n, begin, end, launch, lead, unknown, sync_row, lo, hi, w0, w
                                 for k in range(n)]) for x in (sub.P, sub.M))
     mean, qmin, qmax, quant = window_stats_sorted(P, M, q_starts, w0, w1, engine=engine)
     queue = {"mean": mean, "min": qmin, "max": qmax, "p50": quant[:, 0], "p95": quant[:, 1]}
-    leads = lead_stats(lead, begin, order, starts, w0[0], w1[0], engine)
+    leads = lead_stats(lead, begin, order, starts, w0[0], w1[0], engine, of_row)
     return Group(n, of_row, order, starts, ib, ie, _starts(ig, n), gb, ge, gnext,
                  gstart, lam, gg, nl, after, amounts, idle, busy, q_order, q_starts,
                  P, M, queue, leads)

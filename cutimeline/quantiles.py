@@ -9,7 +9,7 @@ from numba import njit
 
 from .intervals import _group_order_nb, _i64
 
-__all__ = ["group_quantiles", "quantile_inplace"]
+__all__ = ["group_quantiles", "quantile_inplace", "quantile_pair_inplace"]
 
 
 @njit(cache=True)
@@ -49,6 +49,28 @@ def quantile_inplace(v, q):
     a = v[r]
     b = v[r + 1:].min() if r + 1 < n else a
     return a + (b - a) * (x - r)
+
+
+@njit(cache=True)
+def quantile_pair_inplace(v, q1, q2):
+    """``quantile_inplace`` of v at q1 ≤ q2 (v reordered in place): the
+    second selection runs on what lies above the first's rank only."""
+    n = len(v)
+    x1, x2 = q1 * (n - 1), q2 * (n - 1)
+    r1, r2 = int(np.floor(x1)), int(np.floor(x2))
+    _select(v, r1)
+    a1 = v[r1]
+    if r2 == r1:
+        b1 = v[r1 + 1:].min() if r1 + 1 < n else a1
+        a2, b2 = a1, b1
+    else:  # v[r1 + 1:] holds the ranks above r1
+        up = v[r1 + 1:]
+        k = r2 - r1 - 1
+        _select(up, k)
+        a2 = up[k]
+        b1 = up[:k + 1].min()
+        b2 = up[k + 1:].min() if r2 + 1 < n else a2
+    return a1 + (b1 - a1) * (x1 - r1), a2 + (b2 - a2) * (x2 - r2)
 
 
 @njit(cache=True)

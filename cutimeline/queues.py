@@ -20,7 +20,7 @@ import numpy as np
 from numba import njit
 
 from . import intervals as iv
-from .quantiles import group_quantiles, quantile_inplace
+from .quantiles import group_quantiles, quantile_pair_inplace
 from .timeline import NONE
 
 __all__ = ["queue_series", "window_stats", "window_stats_sorted", "sample_stats",
@@ -317,26 +317,29 @@ def sample_stats(plus, minus, order, starts, engine: str = "numba") -> np.ndarra
 
 
 @njit(cache=True)
-def _lead_stats_nb(lead, begin, order, starts, w0, w1):
+def _lead_stats_nb(lead, begin, of_row, starts, w0, w1):
+    """One pass over the rows in row order (each group's rows into its
+    slice of one buffer), then two selections per group; sums in int64
+    (exact)."""
     G = len(starts) - 1
     out = np.full((G, 4), np.nan)
+    pos = starts[:-1].copy()
+    total = np.zeros(G, np.int64)
+    v = np.empty(len(of_row), np.float64)
+    for r in range(len(of_row)):
+        x = lead[r]
+        g = of_row[r]
+        if x != NONE and g >= 0 and w0 <= begin[r] < w1:
+            v[pos[g]] = x
+            pos[g] += 1
+            total[g] += x
     for g in range(G):
-        s, e = starts[g], starts[g + 1]
-        v = np.empty(e - s, np.float64)
-        m = 0
-        total = 0.0
-        for k in range(s, e):
-            r = order[k]
-            if lead[r] != NONE and w0 <= begin[r] < w1:
-                v[m] = lead[r]
-                total += lead[r]
-                m += 1
+        m = pos[g] - starts[g]
         if m:
-            v = v[:m]
-            out[g, 0] = total / m
-            out[g, 1] = quantile_inplace(v, 0.5)
-            out[g, 2] = quantile_inplace(v, 0.95)
-            out[g, 3] = v.max()
+            seg = v[starts[g]:pos[g]]
+            out[g, 0] = total[g] / m
+            out[g, 3] = seg.max()
+            out[g, 1], out[g, 2] = quantile_pair_inplace(seg, 0.5, 0.95)
     return out
 
 
@@ -349,10 +352,9 @@ def _lead_stats_np(lead, begin, order, starts, w0, w1):
     g, v = grp[ok], lead[r][ok].astype(np.float64)
     n = np.bincount(g, minlength=G)
     has = n > 0
-    total = np.zeros(G)
-    for k in np.flatnonzero(has):  # summed in row order, as the kernel does
-        total[k] = np.cumsum(v[g == k])[-1]
-    out[has, 0] = total[has] / n[has]
+    vi = lead[r][ok]
+    for k in np.flatnonzero(has):  # summed in int64, as the kernel does
+        out[k, 0] = vi[g == k].sum() / n[k]
     q = group_quantiles(v, g, G, [0.5, 0.95], engine="numpy")
     out[:, 1:3] = q
     mx = np.full(G, np.nan)
@@ -362,9 +364,16 @@ def _lead_stats_np(lead, begin, order, starts, w0, w1):
 
 
 def lead_stats(lead, begin, order, starts, w0: int, w1: int,
-               engine: str = "numba") -> np.ndarray:
+               engine: str = "numba", of_row=None) -> np.ndarray:
     """(groups, 4): mean, median, p95, max of the CPU lead (ns) of the
-    rows that begin in [w0, w1); NaN for a group without such rows."""
+    rows that begin in [w0, w1); NaN for a group without such rows.
+    ``of_row`` (the group of each row, optional) spares the kernel
+    reading the rows through ``order``."""
     i64 = iv._i64
-    args = (i64(lead), i64(begin), i64(order), i64(starts), np.int64(w0), np.int64(w1))
-    return (_lead_stats_nb if engine == "numba" else _lead_stats_np)(*args)
+    lead, begin, order, starts = i64(lead), i64(begin), i64(order), i64(starts)
+    if engine == "numpy":
+        return _lead_stats_np(lead, begin, order, starts, np.int64(w0), np.int64(w1))
+    if of_row is None or len(order) != len(lead):
+        of_row = np.full(len(lead), NONE, np.int64)  # rows not in order: no group
+        of_row[order] = np.repeat(np.arange(len(starts) - 1), np.diff(starts))
+    return _lead_stats_nb(lead, begin, i64(of_row), starts, np.int64(w0), np.int64(w1))

@@ -133,12 +133,31 @@ def step_table(tl: Timeline, ln: Lanes | None, act: HostActivity, primary: int,
     out["lead_last_ns"][has] = lead[b[has] - 1]
     out["lead_max_ns"][has] = [lead[i:j].max() for i, j in zip(a[has], b[has])]
     if comp is not None:
-        sel = np.flatnonzero(dv.of_row == primary) if dv.n > 1 else slice(None)
-        ub, ue = iv.union(comp["begin_ns"][sel], comp["end_ns"][sel], engine)
+        ub, ue = _replayed_union(ln, primary, comp, engine)
         pb = iv.coverage(ub, ue, p0, p1, engine)
         out["predicted_busy_frac"] = pb / np.maximum(p1 - p0, 1)
     out["verdict"] = verdicts(out["busy_frac"], idle, gpu_bound_at)
     return out
+
+
+def _replayed_union(ln: Lanes, primary: int, comp: dict, engine: str):
+    """Union of device group ``primary``'s replayed gpu rows. A stream's
+    replayed rows keep its recorded order (the replay runs a stream's work
+    in launch order), so the device's are its streams' sorted runs merged
+    (ties by row, as a stable sort), not sorted again."""
+    b, e = comp["begin_ns"], comp["end_ns"]
+    if ln.devices.n == 1 and iv.is_sorted(b, engine):
+        return iv.union(b, e, engine)
+    st = ln.streams
+    members = np.flatnonzero(ln.stream_device == primary)
+    bo = b[st.order]
+    if engine == "numba" and all(iv.is_sorted(bo[st.starts[m]:st.starts[m + 1]], engine)
+                                 for m in members):
+        rows = st.order[iv.merge_runs(bo, st.order, st.starts, members, engine)]
+    else:
+        rows = np.flatnonzero(ln.devices.of_row == primary)
+        rows = rows[np.argsort(b[rows], kind="stable")]
+    return iv.union(b[rows], e[rows], engine)
 
 
 def _top(names: np.ndarray, weights: np.ndarray, tl: Timeline, k: int,

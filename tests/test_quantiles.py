@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from cutimeline.quantiles import group_quantiles, quantile_inplace
+from cutimeline.quantiles import group_quantiles, quantile_inplace, quantile_pair_inplace
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -24,3 +24,13 @@ def test_quantile_inplace_single_and_sorted():
     assert quantile_inplace(np.array([5.0]), 0.95) == 5.0
     v = np.arange(101, dtype=float)
     assert quantile_inplace(v, 0.95) == 95.0
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 20, 21, 400])
+def test_quantile_pair_is_two_quantiles(n):
+    rng = np.random.default_rng(n)
+    v = rng.integers(0, 30, n).astype(float)  # ties
+    for q1, q2 in ((0.5, 0.95), (0.25, 0.5), (0.5, 0.5), (0, 1)):
+        got = quantile_pair_inplace(v.copy(), q1, q2)
+        assert got == (quantile_inplace(v.copy(), q1), quantile_inplace(v.copy(), q2))
+        np.testing.assert_allclose(got, np.quantile(v, [q1, q2]))

@@ -52,6 +52,15 @@ def test_twins_agree(seed):
     lead = np.where(rng.random(len(begin)) < 0.1, NONE, begin - launch)
     same([lead_stats(lead, begin, order, starts, 1_000, 50_000, engine="numba")],
          [lead_stats(lead, begin, order, starts, 1_000, 50_000, engine="numpy")])
+    of_row = np.empty(len(order), np.int64)  # the group of each row, given
+    of_row[order] = np.repeat(np.arange(len(starts) - 1), np.diff(starts))
+    same([lead_stats(lead, begin, order, starts, 1_000, 50_000, engine="numba",
+                     of_row=of_row)],
+         [lead_stats(lead, begin, order, starts, 1_000, 50_000, engine="numpy")])
+    part = order[::2]  # rows left out of every group
+    ps = np.array([0, len(part)])
+    same([lead_stats(lead, begin, part, ps, 1_000, 50_000, engine="numba")],
+         [lead_stats(lead, begin, part, ps, 1_000, 50_000, engine="numpy")])
 
 
 def test_window_stats_by_hand():
