@@ -29,7 +29,7 @@ _LAZY = {
     "plot": "figure", "plot_compare": "figure",
     "export_chrome": "chrome", "import_chrome": "chrome",
     "compare": "comparison", "Comparison": "comparison",
-    "merge": "dist",
+    "merge": "merger",
 }
 
 __all__ = ["CutimelineError", "Timeline", "load", "__version__", *_LAZY]

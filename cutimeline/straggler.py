@@ -128,7 +128,7 @@ def _epoch_shift(meta: dict) -> int | None:
 
 def fit_rank_clocks(items: list[tuple[int, Timeline]]) -> dict[int, dict[str, Any]]:
     """One clock line per rank onto the first (lowest) rank's host clock
-    (see ``dist.merge`` for what each dict holds). Ranks are fitted against
+    (see ``merger.merge`` for what each dict holds). Ranks are fitted against
     the reference's collectives first; a rank that shares none with it is
     fitted against the ranks already fitted, their bounds added."""
     from .aligner import fit_clock
