@@ -116,7 +116,7 @@ def child(folder: str, what: str) -> None:
     """One timed run in this fresh interpreter; prints a JSON line."""
     import glob
     import cutimeline as ctl
-    from cutimeline import dist  # noqa: F401  (imports are not what is measured)
+    from cutimeline import dist, merger  # noqa: F401  (imports are not what is measured)
     from cutimeline import straggler  # noqa: F401
     from cutimeline.aligner import fit_clock  # noqa: F401
     base = _rss_kib()
