@@ -1,0 +1,159 @@
+"""merger.py: ctl.merge on synthetic ranks (clock lines against their truth,
+epochs, devices and threads kept apart, bad input) and on Kineto ranks; real
+forked ranks are in test_dist.py."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import cutimeline as ctl
+from cutimeline import dist as cdist
+from cutimeline.errors import CutimelineError
+from cutimeline.straggler import collectives, stragglers
+from cutimeline.timeline import NONE, Timeline
+
+from fakeranks import fake_ranks
+
+
+def _true_merged(tls: list[Timeline], rank: int, t_rank: np.ndarray) -> np.ndarray:
+    """Where host times of ``rank`` truly lie on rank 0's clock."""
+    s, d, t0 = tls[rank].meta["true_clock"]
+    s0, d0, _ = tls[0].meta["true_clock"]
+    true = t0 + (t_rank - s - t0) / (1 + d * 1e-6)
+    return s0 + true + (true - t0) * d0 * 1e-6
+
+
+@pytest.mark.parametrize("kinds", [("all",), ("from_root", "to_root", "all"),
+                                   ("from_root", "to_root")])
+def test_clock_lines_hold_the_truth_within_their_bound(kinds):
+    for seed in range(4):
+        tls = fake_ranks(seed, 4, kinds=kinds, shift_ns=[0, 7 * 10 ** 9, -3 * 10 ** 9, 12_345],
+                         drift_ppm=[0, 20, -35, 5],
+                         epoch_error_ns=[0, 0, 400_000_000, 2_000])
+        tl = ctl.merge(tls)
+        for r in range(1, 4):
+            c = tl.meta["ranks"][r]["clock"]
+            raw = tls[r].ops.host_begin_ns
+            line = c["offset_ns"] + c["slope"] * (raw - c["ref_ns"])
+            err = np.abs(line - _true_merged(tls, r, raw))
+            assert c["bound_ns"] is not None and np.all(err <= c["bound_ns"] + 1), (seed, r, c)
+            assert err.max() < 500_000  # the band, not the seconds of skew
+
+
+def test_epoch_line_is_kept_inside_a_straggler_wide_band():
+    tls = fake_ranks(1, 3, slow=2, delay_ns=5_000_000, epoch_error_ns=[0, 0, 3_000])
+    tl = ctl.merge(tls)
+    c = tl.meta["ranks"][2]["clock"]
+    assert c["method"] == "epoch+collectives" and abs(c["shift_ns"] - 3_000) <= 100
+    assert c["bound_ns"] >= 4_000_000  # the band is as wide as the delay
+    s = stragglers(tl)
+    whole = s[s["step"] == NONE]
+    assert whole["rank"][0] == 2 and whole["last"][0] == 60
+    assert abs(whole["late_mean_ns"][0] - 5_000_000) < 250_000
+
+
+def test_rank_without_collectives_is_related_by_epoch_or_refused():
+    tls = fake_ranks(2, 2, shift_ns=[0, 10 ** 9], epoch_error_ns=[0, 5_000])
+    bare = tls[1].replace(meta={**tls[1].meta, "collectives": None})
+    tl = ctl.merge([tls[0], bare])
+    c = tl.meta["ranks"][1]["clock"]
+    assert c["method"] == "epoch" and c["bound_ns"] is None
+    assert c["shift_ns"] == -10 ** 9 + 5_000
+    no_epoch = {k: v for k, v in bare.meta.items() if k != "start_epoch_ns"}
+    with pytest.raises(CutimelineError, match="nothing relates its clock"):
+        ctl.merge([tls[0], bare.replace(meta=no_epoch)])
+
+
+def test_merge_keeps_devices_apart_and_serves_analyze_and_slicing():
+    def one(rank):
+        with ctl.record(device=ctl.SimGPU(), measure=False, steps="manual") as rec:
+            a = torch.randn(64, 64)
+            for _ in range(3):
+                (a @ a).sum().item()
+                rec.step()
+        tl = rec.timeline
+        return tl.replace(meta={**tl.meta, "rank": rank})
+    tls = [one(0), one(1)]
+    tl = ctl.merge(tls)
+    assert tl.meta["device_rank"] == [0, 1]
+    assert [d["local_index"] for d in tl.meta["devices"]] == [tls[0].gpu.device[0]] * 2
+    assert len(tl.gpu) == sum(len(t.gpu) for t in tls)
+    assert set(cdist.rank_of_device(tl)[tl.gpu.device].tolist()) == {0, 1}
+    assert np.all(tl.gpu.op[len(tls[0].gpu):] >= len(tls[0].ops))  # references moved
+    assert tl.string(tl.ops["name"][tl.gpu.op[-1]]) == tls[1].string(
+        tls[1].ops["name"][tls[1].gpu.op[-1]])
+    assert len(tl.clocks) == 2 and set(tl.clocks.device.tolist()) == {0, 1}
+    rep = ctl.analyze(tl)
+    assert len(rep.devices) == 2
+    sliced = tl.slice_steps(1)
+    assert set(cdist.rank_of_thread(sliced)[sliced.ops.thread].tolist()) == {0, 1}
+
+
+def test_merge_inputs_are_checked(tmp_path):
+    with pytest.raises(CutimelineError, match="no such folder"):
+        ctl.merge(tmp_path / "nope")
+    with pytest.raises(CutimelineError, match="no rank-<r>.ctl"):
+        ctl.merge(tmp_path)
+    with pytest.raises(CutimelineError, match="empty list"):
+        ctl.merge([])
+    with pytest.raises(CutimelineError, match="not int"):
+        ctl.merge(5)
+    with pytest.raises(CutimelineError, match="item 0 is a int"):
+        ctl.merge([5])
+    tls = fake_ranks(5, 2)
+    with pytest.raises(CutimelineError, match="Rank 1 appears twice"):
+        ctl.merge([tls[0], tls[1], tls[1]])
+    (tmp_path / "rank-0.ctl").write_bytes(b"not a file")
+    with pytest.raises(CutimelineError, match="rank-0.ctl is not a cutimeline file"):
+        ctl.merge(tmp_path)
+    with pytest.raises(CutimelineError, match="needs a Timeline"):
+        collectives("rank-0.ctl")
+
+
+def test_merged_file_round_trips(tmp_path):
+    tls = fake_ranks(6, 3, slow=0)
+    for t in tls:
+        t.save(tmp_path / f"rank-{t.meta['rank']}.ctl")
+    tl = ctl.merge(tmp_path)
+    assert [r["file"] for r in tl.meta["ranks"]] == [str(tmp_path / f"rank-{r}.ctl")
+                                                      for r in range(3)]
+    tl.save(tmp_path / "m.ctl")
+    back = ctl.load(tmp_path / "m.ctl")
+    assert np.array_equal(collectives(back)["late_ns"], collectives(tl)["late_ns"])
+    assert back.meta["missing_ranks"] == [] and back.meta["reference_rank"] == 0
+
+
+def test_kineto_ranks_merge_by_epoch_and_plot_one_group_per_rank(tmp_path):
+    tls = [ctl.import_chrome(f"tests/data/kineto/trace_filter/sampled_rank-{r}.json.gz")
+           for r in (1, 0)]
+    tl = ctl.merge(tls)  # ranks from their distributedInfo, not list order
+    assert [r["rank"] for r in tl.meta["ranks"]] == [0, 1] and tl.meta["world_size"] == 128
+    assert tl.meta["missing_ranks"] == list(range(2, 128))
+    c = tl.meta["ranks"][1]["clock"]
+    assert c["method"] == "epoch" and c["bound_ns"] is None  # no collectives table in Kineto
+    assert len(tl.gpu) == sum(len(t.gpu) for t in tls)
+    fig = ctl.plot(tl, tmp_path / "ranks.png")
+    labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
+    # one lane group per rank: its spans, its threads, its GPU's streams
+    rank = [lb.split(" · ")[0] for lb in labels]
+    what = [lb.split(" · ")[1].split(" ")[0] for lb in labels]
+    assert rank == ["rank 0"] * 8 + ["rank 1"] * 8
+    assert what == ["host", "CPU", "CPU", "GPU0", "GPU0", "GPU0", "GPU0", "GPU0"] + \
+        ["host", "CPU", "CPU", "GPU1", "GPU1", "GPU1", "GPU1", "GPU1"]
+    assert cdist.rank_of_device(tl).tolist() == [0, 1]
+
+
+def test_bad_rank_numbers_and_unalignable_gpu_rows_are_refused():
+    tls = fake_ranks(8, 2)
+    with pytest.raises(CutimelineError, match="names rank -2"):
+        ctl.merge([tls[0], tls[1].replace(meta={**tls[1].meta, "rank": -2})])
+    gpu = tls[1].replace(meta={**tls[1].meta, "aligned": False},
+                         events={"device": [0, 0], "stream": [0, 0], "kind": [0, 1],
+                                 "op": [0, 0], "raw_ns": [5, 9],
+                                 "host_record_ns": tls[1].ops.host_begin_ns[:2]},
+                         gpu={"op": [0], "device": [0], "stream": [0], "name": [0],
+                              "begin_event": [0], "end_event": [1]})
+    with pytest.raises(CutimelineError, match="Rank 1 .* cannot be aligned"):
+        ctl.merge([tls[0], gpu])
