@@ -451,95 +451,6 @@ def test_cost_dict_overrides_by_name_and_falls_back_to_roofline():
 
 # -- the roofline cost model ------------------------------------------------------
 
-def test_matmul_is_flops_bound_h100_vs_a100():
-    a = torch.empty(4096, 4096, dtype=torch.bfloat16, device="meta")
-    out = aten.mm.default(a, a)
-    flops = 2 * 4096**3
-    for name, peak, base in (("h100", 989.5e12, 2_000), ("a100", 312e12, 2_500)):
-        model = OpModel(PROFILES[name])
-        assert model.flops(aten.mm.default, (a, a), {}, out) == flops
-        assert model.bytes(aten.mm.default, (a, a), {}, out) == 3 * 4096**2 * 2
-        assert model.cost_ns(aten.mm.default, (a, a), {}, out) == base + round(flops / peak * 1e9)
-    # 138.9 µs on an H100, 440.5 µs on an A100 (+ the kernel minimum)
-    assert OpModel(PROFILES["h100"]).cost_ns(aten.mm.default, (a, a), {}, out) == 2_000 + 138_897
-
-
-def test_fp32_matmul_uses_tf32_only_when_allowed():
-    a = torch.empty(2048, 2048, device="meta")
-    out = aten.mm.default(a, a)
-    flops = 2 * 2048**3
-    off = OpModel(PROFILES["h100"], tf32=False)
-    on = OpModel(PROFILES["h100"], tf32=True)
-    follow = OpModel(PROFILES["h100"])
-    assert off.cost_ns(aten.mm.default, (a, a), {}, out) == 2_000 + round(flops / 67e12 * 1e9)
-    assert on.cost_ns(aten.mm.default, (a, a), {}, out) == 2_000 + round(flops / 494.5e12 * 1e9)
-    before = torch.backends.cuda.matmul.allow_tf32
-    try:
-        torch.backends.cuda.matmul.allow_tf32 = False
-        assert follow.peak(aten.mm.default, (a, a)) == 67e12
-        torch.backends.cuda.matmul.allow_tf32 = True
-        assert follow.peak(aten.mm.default, (a, a)) == 494.5e12
-    finally:
-        torch.backends.cuda.matmul.allow_tf32 = before
-
-
-def test_elementwise_is_bandwidth_bound():
-    n = 1 << 24
-    x = torch.empty(n, device="meta")
-    out = aten.add.Tensor(x, x)
-    for name, bw, base in (("h100", 3.35e12, 2_000), ("a100", 2.039e12, 2_500)):
-        model = OpModel(PROFILES[name])
-        assert model.flops(aten.add.Tensor, (x, x), {}, out) == 0
-        assert model.cost_ns(aten.add.Tensor, (x, x), {}, out) == \
-            base + round(3 * 4 * n / bw * 1e9)   # 60.1 µs on an H100
-
-
-def test_bytes_count_storage_of_expanded_inputs_and_skip_out_arguments():
-    model = OpModel(PROFILES["h100"])
-    x = torch.empty(1000, 1000, device="meta")
-    bias = torch.empty(1000, device="meta").expand(1000, 1000)
-    out = aten.add.Tensor(x, bias)
-    assert model.bytes(aten.add.Tensor, (x, bias), {}, out) == 4_000_000 + 4_000 + 4_000_000
-    o = torch.empty(1000, 1000, device="meta")
-    assert model.bytes(aten.add.out, (x, x), {"out": o}, o) == 3 * 4_000_000
-
-
-def test_views_and_allocations_cost_nothing():
-    model = OpModel(PROFILES["h100"])
-    x = torch.empty(64, 64, device="meta")
-    assert model.cost_ns(aten.t.default, (x,), {}, x.t()) == 0
-    assert model.cost_ns(aten.view.default, (x, [4096]), {}, x.view(4096)) == 0
-    assert model.cost_ns(aten.empty.memory_format, ([64],), {}, x) == 0
-    assert model.cost_ns(aten.relu.default, (x,), {}, x) == 2_000 + round(2 * 64 * 64 * 4 / 3.35e12 * 1e9)
-
-
-def test_convolution_flops_come_from_torch_formula():
-    x = torch.empty(8, 64, 56, 56, dtype=torch.float16, device="meta")
-    w = torch.empty(128, 64, 3, 3, dtype=torch.float16, device="meta")
-    args = (x, w, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1)
-    out = aten.convolution.default(*args)
-    flops = 2 * 8 * 128 * 56 * 56 * 64 * 9
-    model = OpModel(PROFILES["h100"])
-    assert model.flops(aten.convolution.default, args, {}, out) == flops
-    assert model.cost_ns(aten.convolution.default, args, {}, out) == \
-        2_000 + round(flops / 989.5e12 * 1e9)
-
-
-def test_cached_work_tells_apart_shapes_and_conv_arguments():
-    model = OpModel(PROFILES["h100"])
-    x = torch.empty(1, 8, 32, 32, device="meta")
-    w = torch.empty(8, 8, 3, 3, device="meta")
-    flops = []
-    for stride in ([1, 1], [2, 2], [1, 1]):
-        args = (x, w, None, stride, [1, 1], [1, 1], False, [0, 0], 1)
-        flops.append(model.flops(aten.convolution.default, args, {},
-                                 aten.convolution.default(*args)))
-    assert flops[0] == flops[2] == 4 * flops[1]
-    a, b = torch.empty(64, 32, device="meta"), torch.empty(32, 16, device="meta")
-    assert model.flops(aten.mm.default, (a, b), {}, aten.mm.default(a, b)) == 2 * 64 * 32 * 16
-    assert model.flops(aten.mm.default, (b.t(), a.t()), {},
-                       aten.mm.default(b.t(), a.t())) == 2 * 16 * 32 * 64
-
 
 # -- validation --------------------------------------------------------------------
 
@@ -614,64 +525,6 @@ def test_cost_function_must_return_a_duration(bad):
 
 # -- synthetic Timelines --------------------------------------------------------------
 
-def test_synthetic_events_are_consistent():
-    tl = synthetic_events(3_000, streams=3, sync_every=250, drift_ppm=-30.0,
-                          anchor_interval_ns=5_000_000, seed=3)
-    ev, t, sy = tl.events, tl.truth.host_ns, tl.syncs
-    assert tl.meta["simulated"] and not tl.aligned
-    assert len(tl.ops) == len(tl.gpu) == 3_000
-    assert np.all(t >= ev.host_record_ns)
-    assert np.all(sy.host_end_ns >= t[sy.last_event])
-    assert np.all(ev.kind[tl.gpu.begin_event] == EventKind.BEGIN)
-    assert np.all(ev.kind[tl.gpu.end_event] == EventKind.END)
-    assert np.array_equal(ev.op[tl.gpu.begin_event], np.arange(3_000))
-    assert (ev.kind == EventKind.ANCHOR).sum() > 3
-    m = tl.meta["sim"]
-    raw, dev = read_device_clock(t, np.flatnonzero(ev.kind == EventKind.ANCHOR),
-                                 np.maximum.accumulate(np.cumsum(ev.kind == EventKind.ANCHOR) - 1),
-                                 start_ns=m["start_host_ns"], offset_ns=m["offset_ns"],
-                                 drift_ppm=m["drift_ppm"], quantum_ns=m["quantum_ns"])
-    assert np.array_equal(raw, ev.raw_ns)
-    assert np.abs(ev.raw_ns - (dev - dev[0])).max() < 200
-    for s in range(3):
-        assert np.all(np.diff(t[ev.stream == s]) >= 0)
-
-
-def test_synthetic_events_follow_simgpu_rules():
-    """Replayed through SimGPU with the same host times and op costs, the
-    vectorised model gives the same true event times."""
-    n, every = 40, 15
-    tl = synthetic_events(n, streams=2, sync_every=every, pings=1, seed=9,
-                          launch_latency_ns=LAT, event_latency_ns=EV)
-    rng = np.random.default_rng(9)   # synthetic_events draws dispatch, then cost
-    rng.integers(3_000, 30_000, n, endpoint=True)
-    cost = rng.integers(1_000, 60_000, n, endpoint=True)
-    ops = tl.ops
-    gpu, clock = make(cost=lambda name, *_: int(cost[int(name)]))
-    clock.t = int(tl.meta["sim"]["start_host_ns"])
-    gpu.start()
-    pairs = []
-    for i in range(n):
-        assert clock.t <= ops.host_begin_ns[i]
-        clock.t = int(ops.host_begin_ns[i])
-        b = gpu.begin(int(ops.stream[i]), i)
-        clock.t = int(ops.host_end_ns[i])
-        pairs.append((b, gpu.end(int(ops.stream[i]), i, str(i), (), {}, None)))
-        if (i + 1) % every == 0:
-            gpu.wait(None)
-    t = truth(gpu.harvest())
-    got = np.array([[t[b], t[e]] for b, e in pairs])
-    want = tl.truth.host_ns[np.stack([tl.gpu.begin_event, tl.gpu.end_event], 1)]
-    assert np.array_equal(got, want)
-
-
-@pytest.mark.parametrize("kw", [{"streams": 0}, {"sync_every": 0},
-                                {"cost_ns": (5, 1)}, {"n_ops": -1}])
-def test_synthetic_events_validate(kw):
-    args = {"n_ops": 10, **kw}
-    with pytest.raises(CutimelineError, match=next(iter(kw))):
-        synthetic_events(**args)
-
 
 # -- end to end under the recorder ---------------------------------------------------
 
@@ -709,9 +562,9 @@ def test_mlp_training_step_records_gpu_rows(device):
 
 def test_item_on_the_loss_blocks_the_host_for_queued_simulated_work():
     record = _need_recorder()
-    # 0.5 ms of simulated work per op: far more than the host needs, so the
-    # queue is deep when .item() comes
-    gpu = SimGPU("h100", cost=lambda *_: 500_000)
+    # 5 ms of simulated work per op: far more than the host needs even on a
+    # loaded machine, so the queue is deep when .item() comes
+    gpu = SimGPU("h100", cost=lambda *_: 5_000_000)
     with record(device=gpu) as rec:
         loss = _mlp_step("cpu")
         queued = gpu.drained_at(None)

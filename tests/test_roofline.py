@@ -1,0 +1,98 @@
+"""roofline.py: SimGPU's cost model — FLOP- or bandwidth-bound per GPU
+profile, TF32, bytes of expanded inputs, free views, convolution FLOPs."""
+
+import torch
+
+from cutimeline.roofline import PROFILES, OpModel
+
+aten = torch.ops.aten
+
+
+def test_matmul_is_flops_bound_h100_vs_a100():
+    a = torch.empty(4096, 4096, dtype=torch.bfloat16, device="meta")
+    out = aten.mm.default(a, a)
+    flops = 2 * 4096**3
+    for name, peak, base in (("h100", 989.5e12, 2_000), ("a100", 312e12, 2_500)):
+        model = OpModel(PROFILES[name])
+        assert model.flops(aten.mm.default, (a, a), {}, out) == flops
+        assert model.bytes(aten.mm.default, (a, a), {}, out) == 3 * 4096**2 * 2
+        assert model.cost_ns(aten.mm.default, (a, a), {}, out) == base + round(flops / peak * 1e9)
+    # 138.9 µs on an H100, 440.5 µs on an A100 (+ the kernel minimum)
+    assert OpModel(PROFILES["h100"]).cost_ns(aten.mm.default, (a, a), {}, out) == 2_000 + 138_897
+
+
+def test_fp32_matmul_uses_tf32_only_when_allowed():
+    a = torch.empty(2048, 2048, device="meta")
+    out = aten.mm.default(a, a)
+    flops = 2 * 2048**3
+    off = OpModel(PROFILES["h100"], tf32=False)
+    on = OpModel(PROFILES["h100"], tf32=True)
+    follow = OpModel(PROFILES["h100"])
+    assert off.cost_ns(aten.mm.default, (a, a), {}, out) == 2_000 + round(flops / 67e12 * 1e9)
+    assert on.cost_ns(aten.mm.default, (a, a), {}, out) == 2_000 + round(flops / 494.5e12 * 1e9)
+    before = torch.backends.cuda.matmul.allow_tf32
+    try:
+        torch.backends.cuda.matmul.allow_tf32 = False
+        assert follow.peak(aten.mm.default, (a, a)) == 67e12
+        torch.backends.cuda.matmul.allow_tf32 = True
+        assert follow.peak(aten.mm.default, (a, a)) == 494.5e12
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before
+
+
+def test_elementwise_is_bandwidth_bound():
+    n = 1 << 24
+    x = torch.empty(n, device="meta")
+    out = aten.add.Tensor(x, x)
+    for name, bw, base in (("h100", 3.35e12, 2_000), ("a100", 2.039e12, 2_500)):
+        model = OpModel(PROFILES[name])
+        assert model.flops(aten.add.Tensor, (x, x), {}, out) == 0
+        assert model.cost_ns(aten.add.Tensor, (x, x), {}, out) == \
+            base + round(3 * 4 * n / bw * 1e9)   # 60.1 µs on an H100
+
+
+def test_bytes_count_storage_of_expanded_inputs_and_skip_out_arguments():
+    model = OpModel(PROFILES["h100"])
+    x = torch.empty(1000, 1000, device="meta")
+    bias = torch.empty(1000, device="meta").expand(1000, 1000)
+    out = aten.add.Tensor(x, bias)
+    assert model.bytes(aten.add.Tensor, (x, bias), {}, out) == 4_000_000 + 4_000 + 4_000_000
+    o = torch.empty(1000, 1000, device="meta")
+    assert model.bytes(aten.add.out, (x, x), {"out": o}, o) == 3 * 4_000_000
+
+
+def test_views_and_allocations_cost_nothing():
+    model = OpModel(PROFILES["h100"])
+    x = torch.empty(64, 64, device="meta")
+    assert model.cost_ns(aten.t.default, (x,), {}, x.t()) == 0
+    assert model.cost_ns(aten.view.default, (x, [4096]), {}, x.view(4096)) == 0
+    assert model.cost_ns(aten.empty.memory_format, ([64],), {}, x) == 0
+    assert model.cost_ns(aten.relu.default, (x,), {}, x) == 2_000 + round(2 * 64 * 64 * 4 / 3.35e12 * 1e9)
+
+
+def test_convolution_flops_come_from_torch_formula():
+    x = torch.empty(8, 64, 56, 56, dtype=torch.float16, device="meta")
+    w = torch.empty(128, 64, 3, 3, dtype=torch.float16, device="meta")
+    args = (x, w, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1)
+    out = aten.convolution.default(*args)
+    flops = 2 * 8 * 128 * 56 * 56 * 64 * 9
+    model = OpModel(PROFILES["h100"])
+    assert model.flops(aten.convolution.default, args, {}, out) == flops
+    assert model.cost_ns(aten.convolution.default, args, {}, out) == \
+        2_000 + round(flops / 989.5e12 * 1e9)
+
+
+def test_cached_work_tells_apart_shapes_and_conv_arguments():
+    model = OpModel(PROFILES["h100"])
+    x = torch.empty(1, 8, 32, 32, device="meta")
+    w = torch.empty(8, 8, 3, 3, device="meta")
+    flops = []
+    for stride in ([1, 1], [2, 2], [1, 1]):
+        args = (x, w, None, stride, [1, 1], [1, 1], False, [0, 0], 1)
+        flops.append(model.flops(aten.convolution.default, args, {},
+                                 aten.convolution.default(*args)))
+    assert flops[0] == flops[2] == 4 * flops[1]
+    a, b = torch.empty(64, 32, device="meta"), torch.empty(32, 16, device="meta")
+    assert model.flops(aten.mm.default, (a, b), {}, aten.mm.default(a, b)) == 2 * 64 * 32 * 16
+    assert model.flops(aten.mm.default, (b.t(), a.t()), {},
+                       aten.mm.default(b.t(), a.t())) == 2 * 16 * 32 * 64
