@@ -359,56 +359,84 @@ def sorted_copy(x, engine: str = "numba") -> np.ndarray:
 # -- merging sorted runs ----------------------------------------------------------
 
 @njit(cache=True)
-def _merge_pair(v, tie, P, P2, i, ea, j, eb):
-    """Merge the runs P[i:ea] and P[j:eb] (j = ea) of positions into v,
-    by (v, tie), into P2 at i; each step a select, not a branch (which run
-    is next is unpredictable). ``tie`` None: by v alone."""
-    o = i
-    while i < ea and j < eb:
-        pi, pj = P[i], P[j]
-        x, y = v[pi], v[pj]
+def _merge4(v, tie, P, hb, he, out, at):
+    """Merge the (up to) four runs P[hb[q]:he[q]] of positions into v
+    (``P`` None: the positions hb[q]..he[q] themselves) by (v, tie)
+    (``tie`` None: by position) into out[at:]: a tournament of selects per
+    row, not branches (which run is next is unpredictable), written out
+    (a call per row costs more than the comparisons). Full ties: the
+    earlier run."""
+    h0, h1, h2, h3 = hb[0], hb[1], hb[2], hb[3]
+    e0, e1, e2, e3 = he[0], he[1], he[2], he[3]
+    for o in range(at, at + (e0 - h0) + (e1 - h1) + (e2 - h2) + (e3 - h3)):
+        x0, x1, x2, x3 = h0 >= e0, h1 >= e1, h2 >= e2, h3 >= e3  # run used up
+        if P is None:
+            p0, p1, p2, p3 = h0, h1, h2, h3
+        else:
+            p0 = P[h0] if not x0 else 0
+            p1 = P[h1] if not x1 else 0
+            p2 = P[h2] if not x2 else 0
+            p3 = P[h3] if not x3 else 0
+        k0 = v[p0] if not x0 else 0
+        k1 = v[p1] if not x1 else 0
+        k2 = v[p2] if not x2 else 0
+        k3 = v[p3] if not x3 else 0
         if tie is None:
-            left = np.int64(x <= y)
-        else:  # full ties: the earlier run
-            left = np.int64((x < y) | ((x == y) & (tie[pi] <= tie[pj])))
-        P2[o] = pi if left else pj
-        i += left
-        j += 1 - left
-        o += 1
-    for q in range(i, ea):
-        P2[o] = P[q]
-        o += 1
-    for q in range(j, eb):
-        P2[o] = P[q]
-        o += 1
+            t0, t1, t2, t3 = p0, p1, p2, p3
+        else:
+            t0 = tie[p0] if not x0 else 0
+            t1 = tie[p1] if not x1 else 0
+            t2 = tie[p2] if not x2 else 0
+            t3 = tie[p3] if not x3 else 0
+        a = x1 | (~x0 & ((k0 < k1) | ((k0 == k1) & (t0 <= t1))))
+        ka = k0 if a else k1
+        ta = t0 if a else t1
+        pa = p0 if a else p1
+        xa = x0 & x1
+        c2 = x3 | (~x2 & ((k2 < k3) | ((k2 == k3) & (t2 <= t3))))
+        kb = k2 if c2 else k3
+        tb = t2 if c2 else t3
+        pb = p2 if c2 else p3
+        xb = x2 & x3
+        c = xb | (~xa & ((ka < kb) | ((ka == kb) & (ta <= tb))))
+        out[o] = pa if c else pb
+        h0 += a & c
+        h1 += ~a & c
+        h2 += c2 & ~c
+        h3 += ~c2 & ~c
 
 
 @njit(cache=True)
 def _kway_nb(v, tie, starts, members):
-    """Positions of the runs merged: adjacent runs merged in pairs, level
-    by level (log2 k passes over the rows, two arrays: fresh memory costs
+    """Positions of the runs merged, four at a time, level by level
+    (log4 k passes; the first reads the runs in place: fresh memory costs
     more here than the comparisons)."""
     k = len(members)
-    bounds = np.zeros(k + 1, np.int64)
+    total = 0
     for a in range(k):
-        bounds[a + 1] = bounds[a] + starts[members[a] + 1] - starts[members[a]]
-    total = bounds[k]
-    P = np.empty(total, np.int64)
-    for a in range(k):
-        s = starts[members[a]] - bounds[a]
-        for x in range(bounds[a], bounds[a + 1]):
-            P[x] = s + x
+        total += starts[members[a] + 1] - starts[members[a]]
+    out = np.empty(total, np.int64)
+    hb, he = np.zeros(4, np.int64), np.zeros(4, np.int64)
+    bounds = np.zeros((k + 3) // 4 + 1, np.int64)
+    for r in range(0, k, 4):
+        hb[:], he[:] = 0, 0
+        for q in range(min(4, k - r)):
+            hb[q], he[q] = starts[members[r + q]], starts[members[r + q] + 1]
+        _merge4(v, tie, None, hb, he, out, bounds[r // 4])
+        bounds[r // 4 + 1] = bounds[r // 4] + np.sum(he - hb)
+    k = (k + 3) // 4
     if k <= 1:
-        return P
-    P2 = np.empty(total, np.int64)
+        return out
+    P, P2 = out, np.empty(total, np.int64)
     while k > 1:
-        nb = np.zeros((k + 1) // 2 + 1, np.int64)
-        for r in range(0, k, 2):
-            ea, eb = bounds[r + 1], bounds[min(r + 2, k)]
-            _merge_pair(v, tie, P, P2, bounds[r], ea, ea, eb)
-            nb[r // 2 + 1] = eb
-        k = (k + 1) // 2
-        bounds = nb[:k + 1]
+        nb = np.zeros((k + 3) // 4 + 1, np.int64)
+        for r in range(0, k, 4):
+            for q in range(4):
+                hb[q], he[q] = bounds[min(r + q, k)], bounds[min(r + q + 1, k)]
+            _merge4(v, tie, P, hb, he, P2, bounds[r])
+            nb[r // 4 + 1] = bounds[min(r + 4, k)]
+        k = (k + 3) // 4
+        bounds = nb
         P, P2 = P2, P
     return P
 

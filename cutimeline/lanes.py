@@ -138,9 +138,14 @@ def _group(of_row, n, begin, end, launch, lead, unknown, sync_row, lo, hi, w0, w
         M = iv.gather_sorted(end, q_order, q_starts, engine)
     else:  # the member groups' sorted launches and ends, merged
         sub, member_of = runs
-        P, M = (np.concatenate([iv.merge_values(x, sub.q_starts,
-                                                np.flatnonzero(member_of == k), engine)
-                                for k in range(n)]) for x in (sub.P, sub.M))
+
+        def merged(x, col):
+            if n == 1 and not unknown and iv.is_sorted(col, engine):
+                return col  # one group, its rows in time order already (launches, usually)
+            return np.concatenate([iv.merge_values(x, sub.q_starts,
+                                                   np.flatnonzero(member_of == k), engine)
+                                   for k in range(n)])
+        P, M = merged(sub.P, launch), merged(sub.M, end)
     mean, qmin, qmax, quant = window_stats_sorted(P, M, q_starts, w0, w1, engine=engine)
     queue = {"mean": mean, "min": qmin, "max": qmax, "p50": quant[:, 0], "p95": quant[:, 1]}
     leads = lead_stats(lead, begin, order, starts, w0[0], w1[0], engine, of_row)

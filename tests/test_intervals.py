@@ -111,6 +111,19 @@ def test_merge_runs_and_gather_sorted(seed):
         m = iv.merge_values(v, starts, members)
         np.testing.assert_array_equal(m, iv.merge_values(v, starts, members, engine="numpy"))
         np.testing.assert_array_equal(m, np.sort(key[want]))
+    # many runs (merged four at a time, on several levels), some empty
+    group2 = rng.integers(0, 23, 2_000)
+    key2 = rng.integers(0, 300, 2_000)
+    order2, starts2 = iv.group_order(group2, key2, 25)
+    v2 = key2[order2]
+    for members in (np.arange(25), np.arange(0, 25, 3)[::-1], [24, 3, 7, 0, 1, 2]):
+        a = iv.merge_runs(v2, order2, starts2, members)
+        np.testing.assert_array_equal(a, iv.merge_runs(v2, order2, starts2, members,
+                                                       engine="numpy"))
+        want = np.flatnonzero(np.isin(group2, members))
+        np.testing.assert_array_equal(order2[a], want[np.lexsort((want, key2[want]))])
+        np.testing.assert_array_equal(iv.merge_values(v2, starts2, members),
+                                      np.sort(key2[want]))
     # full ties (equal value and tie) keep the earlier run first
     pos = iv.merge_runs(np.zeros(6, np.int64), np.zeros(6, np.int64), np.array([0, 2, 4, 6]),
                         [0, 1, 2])
