@@ -260,9 +260,10 @@ def _advice(r: dict, part: np.ndarray) -> str:
                 + (f" in {mods}" if mods else "") + f"); GPU busy {busy}")
     elif v == "launch-bound":
         per_step = part["ops"].mean() if len(part) else 0
+        unit = "ops per step" if r["first"] != NONE else "ops"  # no steps: the window
         text = (f"{steps}: GPU busy {busy}; {_pct(share['dispatch'])} of its idle "
-                f"time waits for the host to dispatch ops ({per_step:.0f} ops per "
-                f"step" + (f"; most host time in {tops}" if tops else "") + ")")
+                f"time waits for the host to dispatch ops ({per_step:.0f} {unit}"
+                + (f"; most host time in {tops}" if tops else "") + ")")
     elif v == "GPU-bound":
         lead = part["lead_max_ns"].max() if len(part) else NONE
         text = (f"{steps}: GPU busy {busy}" +

@@ -90,3 +90,12 @@ def test_advice_uses_num_workers_when_the_span_names_it(name, advice):
     tl = ctl.Timeline({k: tl.table(k) for k in ("ops", "gpu", "spans", "syncs")}, st,
                       tl.meta)
     assert advice in ctl.analyze(tl).ranges()[0]["advice"]
+
+
+def test_launch_bound_advice_without_steps_counts_the_windows_ops():
+    # no steps: the GPU works 1 ns of every 100, the host dispatches between
+    tl = timeline([(0, 100 * k + 10, 100 * k + 50, 100 * k + 51) for k in range(5)])
+    (r,) = ctl.analyze(tl).ranges()
+    assert r["verdict"] == "launch-bound" and r["first"] == -1
+    assert r["advice"].startswith("the window: GPU busy ")
+    assert "(5 ops; most host time in" in r["advice"] and "per step" not in r["advice"]
