@@ -20,8 +20,8 @@ from .errors import CutimelineError
 from .timeline import NONE
 
 __all__ = ["ENGINES", "check_engine", "group_order", "merge", "union", "coverage",
-           "count_le", "is_sorted", "sort_order", "sorted_copy", "merge_runs", "merge_values",
-           "gather_sorted"]
+           "count_le", "is_sorted", "sort_order", "sorted_copy", "merge_runs", "merge_rows",
+           "runs_sorted", "merge_values", "gather_sorted"]
 
 ENGINES = ("numba", "numpy")
 I64_MAX = np.iinfo(np.int64).max
@@ -407,10 +407,11 @@ def _merge4(v, tie, P, hb, he, out, at):
 
 
 @njit(cache=True)
-def _kway_nb(v, tie, starts, members):
-    """Positions of the runs merged, four at a time, level by level
-    (log4 k passes; the first reads the runs in place: fresh memory costs
-    more here than the comparisons)."""
+def _kway_nb(v, tie, starts, members, rows=None):
+    """Positions of the runs merged (``rows``: the runs are rows[starts[m]:
+    starts[m+1]] of positions into v, and those come back), four at a
+    time, level by level (log4 k passes; the first reads the runs in
+    place: fresh memory costs more here than the comparisons)."""
     k = len(members)
     total = 0
     for a in range(k):
@@ -422,7 +423,7 @@ def _kway_nb(v, tie, starts, members):
         hb[:], he[:] = 0, 0
         for q in range(min(4, k - r)):
             hb[q], he[q] = starts[members[r + q]], starts[members[r + q] + 1]
-        _merge4(v, tie, None, hb, he, out, bounds[r // 4])
+        _merge4(v, tie, rows, hb, he, out, bounds[r // 4])
         bounds[r // 4 + 1] = bounds[r // 4] + np.sum(he - hb)
     k = (k + 3) // 4
     if k <= 1:
@@ -441,6 +442,15 @@ def _kway_nb(v, tie, starts, members):
     return P
 
 
+@njit(cache=True)
+def _runs_sorted_nb(v, rows, starts, members):
+    for m in members:
+        for x in range(starts[m] + 1, starts[m + 1]):
+            if v[rows[x]] < v[rows[x - 1]]:
+                return False
+    return True
+
+
 def _kway_np(v, tie, starts, members):
     pos = np.concatenate([np.arange(starts[m], starts[m + 1]) for m in members]) \
         if len(members) else np.zeros(0, np.int64)
@@ -453,6 +463,26 @@ def merge_runs(v, tie, starts, members, engine: str = "numba") -> np.ndarray:
     ``tie`` (e.g. row numbers, for a stable merge)."""
     v, tie, starts, members = _i64(v), _i64(tie), _i64(starts), _i64(members)
     return (_kway_nb if engine == "numba" else _kway_np)(v, tie, starts, members)
+
+
+def merge_rows(v, rows, starts, members, engine: str = "numba") -> np.ndarray:
+    """The rows of the runs ``rows[starts[m]:starts[m+1]]`` (m in
+    ``members``), each sorted by ``v[row]``, in one sequence sorted by
+    (``v[row]``, row): ``rows[merge_runs(v[rows], rows, ...)]`` without
+    the copies."""
+    v, rows, starts, members = _i64(v), _i64(rows), _i64(starts), _i64(members)
+    if engine == "numba":
+        return _kway_nb(v, None, starts, members, rows)
+    return rows[_kway_np(v[rows], rows, starts, members)]
+
+
+def runs_sorted(v, rows, starts, members, engine: str = "numba") -> bool:
+    """Whether each run ``rows[starts[m]:starts[m+1]]`` (m in ``members``)
+    is sorted by ``v[row]``."""
+    v, rows, starts, members = _i64(v), _i64(rows), _i64(starts), _i64(members)
+    if engine == "numba":
+        return bool(_runs_sorted_nb(v, rows, starts, members))
+    return all(is_sorted(v[rows[starts[m]:starts[m + 1]]], engine) for m in members)
 
 
 def merge_values(v, starts, members, engine: str = "numba") -> np.ndarray:

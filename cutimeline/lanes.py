@@ -112,9 +112,9 @@ def _group(of_row, n, begin, end, launch, lead, unknown, sync_row, lo, hi, w0, w
         order, starts = iv.group_order(of_row, begin, n, engine)
     else:  # merge the sorted runs of the member groups instead of sorting
         sub, member_of = runs
-        parts = [iv.merge_runs(begin[sub.order], sub.order, sub.starts,
+        parts = [iv.merge_rows(begin, sub.order, sub.starts,
                                np.flatnonzero(member_of == k), engine) for k in range(n)]
-        order = sub.order[np.concatenate(parts)] if parts else sub.order[:0]
+        order = np.concatenate(parts) if parts else sub.order[:0]
         starts = np.concatenate([[0], np.cumsum([len(p) for p in parts])]).astype(np.int64)
     ig, ib, ie, _, gg, gb, ge, gnext, gprev, lam = iv.merge(
         begin, end, launch, order, starts, lo, hi, engine)

@@ -150,10 +150,8 @@ def _replayed_union(ln: Lanes, primary: int, comp: dict, engine: str):
         return iv.union(b, e, engine)
     st = ln.streams
     members = np.flatnonzero(ln.stream_device == primary)
-    bo = b[st.order]
-    if engine == "numba" and all(iv.is_sorted(bo[st.starts[m]:st.starts[m + 1]], engine)
-                                 for m in members):
-        rows = st.order[iv.merge_runs(bo, st.order, st.starts, members, engine)]
+    if engine == "numba" and iv.runs_sorted(b, st.order, st.starts, members, engine):
+        rows = iv.merge_rows(b, st.order, st.starts, members, engine)
     else:
         rows = np.flatnonzero(ln.devices.of_row == primary)
         rows = rows[np.argsort(b[rows], kind="stable")]

@@ -124,6 +124,15 @@ def test_merge_runs_and_gather_sorted(seed):
         np.testing.assert_array_equal(order2[a], want[np.lexsort((want, key2[want]))])
         np.testing.assert_array_equal(iv.merge_values(v2, starts2, members),
                                       np.sort(key2[want]))
+        for engine in ("numba", "numpy"):  # the runs read through the rows
+            np.testing.assert_array_equal(iv.merge_rows(key2, order2, starts2, members,
+                                                        engine), order2[a])
+            assert iv.runs_sorted(key2, order2, starts2, members, engine)
+    shuffled = order2.copy()
+    shuffled[starts2[4]:starts2[5]] = shuffled[starts2[4]:starts2[5]][::-1]
+    for engine in ("numba", "numpy"):
+        assert not iv.runs_sorted(key2, shuffled, starts2, [1, 4], engine)
+        assert iv.runs_sorted(key2, shuffled, starts2, [1, 5], engine)
     # full ties (equal value and tie) keep the earlier run first
     pos = iv.merge_runs(np.zeros(6, np.int64), np.zeros(6, np.int64), np.array([0, 2, 4, 6]),
                         [0, 1, 2])
