@@ -122,6 +122,7 @@ def _window_stats_nb(P, M, starts, w0, w1, qs):
         kb = w1[1] if W > 1 else big
         k_area, k_lo, k_hi = 0, big, -big
         top = 0
+        area0, lo0, hi0 = 0, big, -big  # window 0's, kept in registers
         while True:
             # the next change, +1 first at equal times; written as selects,
             # not branches: which one comes next is unpredictable
@@ -132,8 +133,8 @@ def _window_stats_nb(P, M, starts, w0, w1, qs):
             if t > a:
                 ov = min(t, b0) - max(a, a0)
                 if ov > 0:
-                    area[0] += depth * ov
-                    mn[0], mx[0] = min(mn[0], depth), max(mx[0], depth)
+                    area0 += depth * ov
+                    lo0, hi0 = min(lo0, depth), max(hi0, depth)
                     if depth >= 0:
                         hist[depth] += ov
                         top = max(top, depth)
@@ -159,6 +160,7 @@ def _window_stats_nb(P, M, starts, w0, w1, qs):
             j += 1 - take
             depth += 2 * take - 1
             a = t
+        area[0], mn[0], mx[0] = area0, lo0, hi0
         for w in range(W):
             span = w1[w] - w0[w]
             if span > 0:
