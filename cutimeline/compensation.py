@@ -1,12 +1,16 @@
 """Overhead compensation: the timeline replayed without the recorder's cost.
 
-The recorder measures what it costs the host per op
-(``meta["overhead_ns_per_op"]``) and, on a device, per launch for the two
-events around it (``meta["overhead_ns_per_launch"]``). The replay removes
-that cost from the host side and lets the GPU work follow:
+The recorder measures at start what it costs the host (``recorder.py``):
+per op, from its kinds of arguments, priced per recorded op name and shapes
+(``meta["overhead_ns_by_signature"]``, their mean in
+``meta["overhead_ns_per_op"]``, the only figure in older files), more in
+backward and per module call (``meta["overhead_model"]``), and on a device
+per launch for the two events around it (``meta["overhead_ns_per_launch"]``;
+``costs`` puts them together). The replay removes that cost from the host
+side and lets the GPU work follow:
 
-* host time shrinks by the cost of every op dispatched so far (all threads,
-  in time order): a host time t maps to t + Δ(t);
+* host time shrinks by the recorder's cost spent so far (all threads, in
+  time order): a host time t maps to t + Δ(t);
 * each gpu row, in launch order, starts at max(its stream's replayed free
   time, replayed launch + λ) with λ the stream's smallest observed launch
   latency, and keeps its duration;
@@ -26,9 +30,9 @@ import numpy as np
 from numba import njit
 
 from . import intervals as iv
-from .timeline import NONE, OpFlag, Timeline
+from .timeline import NONE, OpFlag, SpanKind, Timeline
 
-__all__ = ["replay", "compensate"]
+__all__ = ["replay", "compensate", "costs", "mix_scale", "repeats", "shifted"]
 
 _FAR_PAST = -(2 ** 62)
 _FAR_FUTURE = iv.I64_MAX
@@ -36,9 +40,9 @@ _LAUNCH = int(OpFlag.LAUNCH)
 
 
 @njit(cache=True)
-def _replay_nb(op_t, flags, per_op, per_launch, sb, se, s_grp, g_launch, g_grp,
-               g_begin, g_end, lam, covers):
-    n_op, n_sy, n_g = len(op_t), len(sb), len(g_launch)
+def _replay_nb(cost_t, cost, sb, se, s_grp, g_launch, g_grp, g_begin, g_end, lam,
+               covers):
+    n_op, n_sy, n_g = len(cost_t), len(sb), len(g_launch)
     S = len(lam)
     free_r = np.full(S, _FAR_PAST, np.int64)
     free_o = np.full(S, _FAR_PAST, np.int64)
@@ -47,11 +51,11 @@ def _replay_nb(op_t, flags, per_op, per_launch, sb, se, s_grp, g_launch, g_grp,
     i = j = k = 0
     removed = jump = 0  # Δ = jump − removed
     while i < n_op or j < n_g or k < n_sy:
-        t_op = op_t[i] if i < n_op else _FAR_FUTURE
+        t_op = cost_t[i] if i < n_op else _FAR_FUTURE
         t_g = g_launch[j] if j < n_g else _FAR_FUTURE
         t_s = sb[k] if k < n_sy else _FAR_FUTURE
-        if t_op <= t_g and t_op <= t_s:  # ties: ops, then launches, then syncs
-            removed += per_op + (per_launch if flags[i] & _LAUNCH else 0)
+        if t_op <= t_g and t_op <= t_s:  # ties: costs, then launches, then syncs
+            removed += cost[i]
             i += 1
         elif t_g <= t_s:
             s = g_grp[j]
@@ -74,9 +78,8 @@ def _replay_nb(op_t, flags, per_op, per_launch, sb, se, s_grp, g_launch, g_grp,
     return b_r, jumps
 
 
-def _replay_np(op_t, flags, per_op, per_launch, sb, se, s_grp, g_launch, g_grp,
-               g_begin, g_end, lam, covers):
-    cost = per_op + np.where((flags & _LAUNCH) != 0, per_launch, 0)
+def _replay_np(cost_t, cost, sb, se, s_grp, g_launch, g_grp, g_begin, g_end, lam,
+               covers):
     g_dur = g_end - g_begin
     n_g, S = len(g_launch), len(lam)
     removed = np.concatenate([[0], np.cumsum(cost)])
@@ -90,7 +93,7 @@ def _replay_np(op_t, flags, per_op, per_launch, sb, se, s_grp, g_launch, g_grp,
     for k in range(len(sb) + 1):
         hi = cut[k] if k < len(sb) else n_g
         rows = np.arange(lo, hi)
-        delta = jumps[k] - removed[np.searchsorted(op_t, g_launch[rows], side="right")]
+        delta = jumps[k] - removed[np.searchsorted(cost_t, g_launch[rows], side="right")]
         for s in np.unique(g_grp[rows]):
             r = rows[g_grp[rows] == s]
             a = g_launch[r] + delta[g_grp[rows] == s] + lam[s]
@@ -101,24 +104,25 @@ def _replay_np(op_t, flags, per_op, per_launch, sb, se, s_grp, g_launch, g_grp,
             free_r[s] = b_r[r[-1]] + dur[-1]
             free_o[s] = max(free_o[s], g_end[r].max())
         if k < len(sb):
-            d = jumps[k] - removed[np.searchsorted(op_t, sb[k], side="right")]
+            gone = removed[np.searchsorted(cost_t, sb[k], side="right")]
+            d = jumps[k] - gone
             cov = covers[s_grp[k]]
             c_o = free_o[cov].max() if cov.any() else _FAR_PAST
             c_r = free_r[cov].max() if cov.any() else _FAR_PAST
             wake = max(se[k] - max(sb[k], c_o), 0)
             new_d = max(sb[k] + d, c_r) + wake - se[k]
-            # from here on Δ = new_d − (ops removed after this sync)
-            jumps[k + 1] = new_d + removed[np.searchsorted(op_t, sb[k], side="right")]
+            # from here on Δ = new_d − (costs removed after this sync)
+            jumps[k + 1] = new_d + gone
         lo = hi
     return b_r, jumps
 
 
-def replay(op_t, flags, per_op, per_launch, sb, se, s_grp, g_launch, g_grp,
-           g_begin, g_end, lam, covers, engine: str = "numba"):
+def replay(cost_t, cost, sb, se, s_grp, g_launch, g_grp, g_begin, g_end, lam, covers,
+           engine: str = "numba"):
     """The replay of the module doc on plain arrays (ns).
 
-    ``op_t``/``flags``: op begin times (sorted) and flags; each op removes
-    ``per_op``, and ``per_launch`` more if it has flag LAUNCH;
+    ``cost_t``/``cost``: when the recorder spent host time (sorted) and
+    how much (an op at its begin, a module hook at its span's bound);
     ``sb``/``se``/``s_grp``: syncs sorted by begin, and the row of
     ``covers`` (bool, syncs-kinds × streams) saying which streams each
     waits for; ``g_*``: gpu rows sorted by launch with their stream and
@@ -126,45 +130,113 @@ def replay(op_t, flags, per_op, per_launch, sb, se, s_grp, g_launch, g_grp,
     begin of each gpu row, the jump J_k after each sync: see ``shifted``).
     """
     i64 = iv._i64
-    args = (i64(op_t), np.ascontiguousarray(flags, np.uint8), np.int64(per_op),
-            np.int64(per_launch), i64(sb), i64(se), i64(s_grp), i64(g_launch),
+    args = (i64(cost_t), i64(cost), i64(sb), i64(se), i64(s_grp), i64(g_launch),
             i64(g_grp), i64(g_begin), i64(g_end), i64(lam),
             np.ascontiguousarray(covers, bool))
     return (_replay_nb if engine == "numba" else _replay_np)(*args)
 
 
-@njit(cache=True)
-def _launches_before_nb(flags, idx):
-    """For sorted idx: how many of flags[:idx[q]] have LAUNCH."""
-    out = np.empty(len(idx), np.int64)
-    c = p = 0
-    for q in range(len(idx)):
-        while p < idx[q]:
-            c += (flags[p] & _LAUNCH) != 0
-            p += 1
-        out[q] = c
+def shifted(t, comp: dict, engine: str = "numba") -> np.ndarray:
+    """Host times t mapped into the replay: t + Δ just before t, where
+    Δ = J_k − (the recorder's cost spent before t) with k the syncs begun
+    before t (an op that begins at t has not yet cost anything at t).
+    ``engine`` is accepted for symmetry: this is two binary searches."""
+    t = np.atleast_1d(np.asarray(t, np.int64))
+    i = np.searchsorted(comp["cost_t"], t, side="left")
+    k = np.searchsorted(comp["sync_t"], t, side="left")
+    return t + comp["jumps"][k] - comp["cost_cum"][i]
+
+
+REPEAT_WINDOW = 8
+
+
+def _pair(name, shapes) -> np.ndarray:
+    """One int64 key per (name, shapes) pair of string ids (NONE allowed)."""
+    return np.asarray(name, np.int64) << 32 | (np.asarray(shapes, np.int64) & 0xFFFFFFFF)
+
+
+def repeats(keys: np.ndarray, thread: np.ndarray | None = None,
+            window: int = REPEAT_WINDOW) -> np.ndarray:
+    """Which ops (in dispatch order) have the key (op name and shapes) of
+    one of the ``window`` ops before them on their thread: those run the
+    recorder's code while the CPU caches still hold it, and cost what the
+    start-up model prices; the others cost ``mix_scale`` times that. The
+    pure-Python twin is ``hooks._repeats``."""
+    keys = np.asarray(keys, np.int64)
+    out = np.zeros(len(keys), bool)
+    if thread is not None and len(np.unique(thread)) > 1:
+        for t in np.unique(thread):
+            sel = np.flatnonzero(thread == t)
+            out[sel] = repeats(keys[sel], None, window)
+        return out
+    for k in range(1, window + 1):
+        out[k:] |= keys[k:] == keys[:-k]
     return out
 
 
-def shifted(t, comp: dict, engine: str = "numba") -> np.ndarray:
-    """Host times t mapped into the replay: t + Δ just before t, where
-    Δ = J_k − (cost of the ops begun before t) with k the syncs begun
-    before t (an op that begins at t has not yet cost anything at t)."""
-    t = np.atleast_1d(np.asarray(t, np.int64))
-    i = np.searchsorted(comp["op_t"], t, side="left")
-    k = np.searchsorted(comp["sync_t"], t, side="left")
-    removed = comp["overhead_ns_per_op"] * i
-    if comp["overhead_ns_per_launch"]:
-        flags = comp["flags"]
-        if engine == "numba":
-            o = np.argsort(i, kind="stable")
-            before = np.empty(len(i), np.int64)
-            before[o] = _launches_before_nb(flags, i[o].astype(np.int64))
-        else:
-            cum = np.concatenate([[0], np.cumsum((flags & _LAUNCH) != 0)])
-            before = cum[i]
-        removed = removed + comp["overhead_ns_per_launch"] * before
-    return t + comp["jumps"][k] - removed
+def mix_scale(meta: dict) -> float:
+    """What the ops of a real mix that do not ``repeats`` cost over what the
+    start-up model prices them at (``hooks.Program``), measured while recording and at stop
+    (``meta["overhead_calibrations"]``, ratios in 1/1000): their median,
+    against preemption spikes. 1 when none was measured (files saved
+    before the calibrations)."""
+    c = np.asarray(meta.get("overhead_calibrations") or [], np.int64).reshape(-1, 3)
+    return float(np.median(c[:, 2]) / 1000) if len(c) else 1.0
+
+
+def costs(tl: Timeline) -> tuple[np.ndarray, np.ndarray] | None:
+    """When and how much host time the recorder spent (ns), sorted by time:
+    each op at its begin, priced by ``meta["overhead_ns_by_signature"]``
+    (its name and shapes) or else ``meta["overhead_ns_per_op"]``, plus
+    ``overhead_model["backward_ns"]`` in backward (a grad_fn) and
+    ``overhead_ns_per_launch`` if it launched; each module call half of
+    ``overhead_model["module_ns"]`` at its MODULE span's begin (the pre
+    hook) and half at its end (the post hook). None without a measured
+    cost. The model's prices of ops that do not ``repeats`` (and of module
+    calls) are multiplied by ``mix_scale``; the time the
+    recorder spent re-measuring between steps (``overhead_calibrations``)
+    is removed as it was. Timelines saved before the model only have the
+    per-op figure."""
+    m = tl.meta
+    per_op = m.get("overhead_ns_per_op")
+    if per_op is None:
+        return None
+    o = tl.ops
+    model = m.get("overhead_model") or {}
+    calibrations = np.asarray(m.get("overhead_calibrations") or [], np.int64).reshape(-1, 3)
+    scale = mix_scale(m)
+    cost = np.full(len(o), float(per_op))
+    table = m.get("overhead_ns_by_signature")
+    if table and len(o) and len(table["ns"]):
+        keys = _pair(table["name"], table["shapes"])
+        order = np.argsort(keys, kind="stable")
+        keys, ns = keys[order], np.asarray(table["ns"], np.float64)[order]
+        pair = _pair(o["name"], o["shapes"])
+        at = np.minimum(np.searchsorted(keys, pair), len(keys) - 1)
+        hit = keys[at] == pair
+        cost[hit] = ns[at[hit]]
+    else:
+        pair = _pair(o["name"], o["shapes"])
+    if model.get("backward_ns"):
+        cost += np.where(o.grad_fn != NONE, model["backward_ns"], 0.0)
+    if scale != 1.0:
+        cost *= np.where(repeats(pair, o.thread), 1.0, scale)
+    cost = np.round(cost).astype(np.int64)
+    per_launch = m.get("overhead_ns_per_launch") or 0
+    if per_launch:
+        cost += np.where((o.flags & _LAUNCH) != 0, int(per_launch), 0)
+    t = np.asarray(o.host_begin_ns, np.int64)
+    if model.get("module_ns") and len(tl.spans):
+        sp = tl.spans
+        mod = sp.kind == int(SpanKind.MODULE)
+        half = round(model["module_ns"] * scale / 2)
+        t = np.concatenate([t, sp.begin_ns[mod], sp.end_ns[mod]])
+        cost = np.concatenate([cost, np.full(2 * int(mod.sum()), half, np.int64)])
+    if len(calibrations):  # the re-measurements' own time, all of it
+        t = np.concatenate([t, calibrations[:, 0]])
+        cost = np.concatenate([cost, calibrations[:, 1] - calibrations[:, 0]])
+    order = np.argsort(t, kind="stable")  # ties: ops before module hooks
+    return t[order], cost[order]
 
 
 def compensate(tl: Timeline, ln=None, engine: str = "numba") -> dict | None:
@@ -172,24 +244,19 @@ def compensate(tl: Timeline, ln=None, engine: str = "numba") -> dict | None:
 
     ``ln``: the Timeline's ``lanes.Lanes`` (None when it has no gpu rows).
     Returns None when meta holds no measured overhead; else a dict with the
-    costs used, what ``shifted`` needs to map host times (``op_t``,
-    ``flags``, ``sync_t``, ``jumps``) and, with gpu rows, their replayed
+    costs used (``overhead_ns_per_op``: the mean per op, ``removed_ns``:
+    the total), what ``shifted`` needs to map host times (``cost_t``,
+    ``cost_cum``, ``sync_t``, ``jumps``) and, with gpu rows, their replayed
     ``begin_ns``/``end_ns``.
     """
-    per_op = tl.meta.get("overhead_ns_per_op")
-    if per_op is None:
+    spent = costs(tl)
+    if spent is None:
         return None
+    cost_t, cost = spent
     per_launch = tl.meta.get("overhead_ns_per_launch") or 0
-    o = tl.ops
-    op_t, flags = np.asarray(o.host_begin_ns, np.int64), o.flags
-    order = iv.sort_order(op_t, engine)  # ops come in dispatch order: sorted
-    if order is not None:
-        op_t, flags = op_t[order], flags[order]
-    n_launch = int(np.count_nonzero(flags & OpFlag.LAUNCH)) if per_launch else 0
     y = tl.syncs
     sy = np.argsort(y.host_begin_ns, kind="stable")
     if ln is None:
-        n_s = 0
         covers = np.zeros((1, 0), bool)
         s_grp = np.zeros(len(sy), np.int64)
         g = dict(g_launch=np.zeros(0), g_grp=np.zeros(0), g_begin=np.zeros(0),
@@ -219,11 +286,12 @@ def compensate(tl: Timeline, ln=None, engine: str = "numba") -> dict | None:
             covers[k] = ((keys[:, 0] == d) | (d == NONE)) & \
                 ((keys[:, 1] == s) | (s == NONE))
     b_r, jumps = replay(
-        op_t, flags, per_op, per_launch, y.host_begin_ns[sy], y.host_end_ns[sy], s_grp,
+        cost_t, cost, y.host_begin_ns[sy], y.host_end_ns[sy], s_grp,
         g["g_launch"], g["g_grp"], g["g_begin"], g["g_end"], g["lam"], covers, engine)
-    removed = len(op_t) * int(per_op) + n_launch * int(per_launch)
-    out = {"overhead_ns_per_op": int(per_op), "overhead_ns_per_launch": int(per_launch),
-           "removed_ns": removed, "op_t": op_t, "flags": flags,
+    out = {"overhead_ns_per_op": int(tl.meta["overhead_ns_per_op"]),
+           "overhead_ns_per_launch": int(per_launch), "removed_ns": int(cost.sum()),
+           "mix_scale": mix_scale(tl.meta),
+           "cost_t": cost_t, "cost_cum": np.concatenate([[0], np.cumsum(cost)]),
            "sync_t": np.asarray(y.host_begin_ns[sy], np.int64), "jumps": jumps}
     if ln is not None:
         if rows is None:

@@ -34,12 +34,12 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from .devices import Device
 from .timeline import NONE, GpuKind, OpFlag, SpanKind, Strings
 
-__all__ = ["Writer", "Session", "Mode", "measure_overhead"]
+__all__ = ["Writer", "Session", "Mode", "measure_overhead", "op_cost"]
 
 _VIEW, _SYNC, _LAUNCH = int(OpFlag.VIEW), int(OpFlag.SYNC), int(OpFlag.LAUNCH)
 _CAPTURED, _TRUNCATED = int(OpFlag.CAPTURED), int(OpFlag.TRUNCATED)
 _COLLECTIVE = int(OpFlag.COLLECTIVE)
-_SYNC_SPAN, _STEP = int(SpanKind.SYNC), int(SpanKind.STEP)
+_SYNC_SPAN, _STEP, _USER_SPAN = int(SpanKind.SYNC), int(SpanKind.STEP), int(SpanKind.USER)
 _Tensor = torch.Tensor
 _node = torch._C._current_autograd_node
 _ident = threading.get_ident
@@ -115,6 +115,7 @@ class Session:
         self.strings = Strings()
         self.sigs: dict[tuple, tuple[int, int, int]] = {}  # key -> (sig, flags, rule)
         self.sig_table: list[tuple[int, int, int]] = []    # (name, shapes, device)
+        self.sig_args: list[tuple[int, int, int, int]] = []  # argument kinds: _arg_kinds
         self.funcs: list[Any] = []
         self.nodes: dict[type, int] = {}                     # autograd node type -> name
         self.ctxs: dict[tuple[int, int], int] = {(NONE, NONE): 0}
@@ -123,6 +124,16 @@ class Session:
         self.local = _Local(weakref.ref(self))
         self.step_number, self.step_begin, self.manual = 0, _now(), False
         self.collectives = None  # dist.CollectiveLog, made at the first collective
+        # (begin_ns, end_ns, ratio in 1/1000) of each calibration between
+        # steps: what a real mix of ops cost over the start-up model's price
+        self.calibrations: list[tuple[int, int, int]] = []
+        self.calibrator: Callable[[], float] | None = None  # hooks.Program
+        self.calibrate_every(0)
+
+    def calibrate_every(self, ns: int) -> None:
+        """Calibrate between steps at most every ``ns`` (0: never), the
+        first time ``ns`` after now."""
+        self.calibrate_every_ns, self._next_calibration = ns, _now() + ns
 
     # -- per-thread state and interning (misses take the lock) -----------------
     def new_writer(self) -> Writer:
@@ -157,8 +168,10 @@ class Session:
         g = self.nodes[type(node)] = self.intern(node.name())
         return g
 
-    def signature(self, key: tuple, func: Any, dev: Any) -> tuple[int, int, int]:
-        """Intern the signature of an op: its name, tensor shapes, device."""
+    def signature(self, key: tuple, func: Any, dev: Any, args: tuple = (),
+                  kwargs: dict | None = None) -> tuple[int, int, int]:
+        """Intern the signature of an op: its name, tensor shapes, device;
+        and the kinds of its arguments, which its recording cost depends on."""
         name = func.name() if hasattr(func, "name") else str(func)
         base = name.split(".")[0]
         flags = _VIEW if (getattr(func, "is_view", False) or base in _NO_WORK
@@ -167,6 +180,7 @@ class Session:
         col = dev.index if dev is not None and dev.type == "cuda" and \
             dev.index is not None else NONE
         rule = _RULES.get(base, 0)
+        kinds = _arg_kinds(args, kwargs)
         if getattr(func, "namespace", "") in _DIST_NAMESPACES:
             from .dist import OPS, WAIT
             if base in OPS:
@@ -178,6 +192,7 @@ class Session:
                 self.sig_table.append((self.strings.intern(name),
                                        self.strings.intern(shapes), col))
                 self.funcs.append(func)  # keeps id(func) in the key unique
+                self.sig_args.append(kinds)
                 sig = self.sigs[key] = (len(self.sig_table) - 1, flags, rule)
         return sig
 
@@ -195,6 +210,38 @@ class Session:
             n, t0, t1 = self.step_number, self.step_begin, _now()
             self.step_number, self.step_begin = n + 1, t1
         w.spans.append((_STEP, name, w.thread, 0, n, t0, t1))
+        if self.calibrate_every_ns and t1 >= self._next_calibration:
+            self.calibrate(t1)
+
+    def calibrate(self, t1: int | None = None) -> None:
+        """Price a real mix of ops against the start-up model again
+        (``calibrator``; a few ms), between two steps at most every
+        ``calibrate_every_ns``, or now (``t1`` None, at stop): what
+        recording costs depends on the ops between the recorder's code and
+        on the machine's load, which change over a run. The next step
+        begins after it; its time is in ``calibrations``, which
+        compensation removes, with the ratio it measured, and a USER span
+        "cutimeline calibration" shows where it ran (not the one at stop,
+        after the recording's end)."""
+        from torch.utils._python_dispatch import _disable_current_modes
+        with self.lock:
+            if self.calibrator is None or t1 is not None and (
+                    t1 < self._next_calibration or self.off):
+                return
+            self._next_calibration = 2 ** 62  # one thread at a time
+        t0 = _now()
+        with _disable_current_modes():  # no mode of the user's sees the probe
+            ratio = self.calibrator()
+        t2 = _now()
+        if t1 is not None:  # at stop it is past the recording's end
+            w = self.writer()
+            w.spans.append((_USER_SPAN, self.intern("cutimeline calibration"), w.thread,
+                            len(w.users), NONE, t0, t2))
+        with self.lock:
+            self.calibrations.append((t0, t2, max(0, round(1000 * ratio))))
+            self._next_calibration = t2 + self.calibrate_every_ns
+            if t1 is not None and self.step_begin == t1:
+                self.step_begin = t2
 
     # -- device work --------------------------------------------------------------
     def owned(self, w: Writer, dev: Any) -> bool:
@@ -333,6 +380,25 @@ def _shape(k: Any) -> str:
         f"[{','.join(str(d) for d in shape)}]"
 
 
+def _arg_kinds(args: tuple, kwargs: dict | None) -> tuple[int, int, int, int]:
+    """(tensors, floats, lists, others) among an op's arguments: the
+    dispatch mode's cost per op grows with each kind at its own rate (a
+    Python float is wrapped into a tensor on every call, a list is
+    converted element by element; see ``measure_overhead``)."""
+    n = [0, 0, 0, 0]
+    for a in (*args, *(kwargs or {}).values()):
+        if isinstance(a, _Tensor):
+            n[0] += 1
+        elif type(a) is list or type(a) is tuple:
+            n[0] += sum(isinstance(b, _Tensor) for b in a)
+            n[2] += 1
+        elif type(a) is float or type(a) is complex:
+            n[1] += 1
+        else:
+            n[3] += 1
+    return n[0], n[1], n[2], n[3]
+
+
 def _is_device(k: Any) -> bool:
     return k is None or isinstance(k, torch.device)
 
@@ -385,11 +451,13 @@ class Mode(TorchDispatchMode):
             key.append(dev)
         key = tuple(key)
         try:
-            sid, flags, rule = self.sigs.get(key) or s.signature(key, func, dev)
+            sid, flags, rule = self.sigs.get(key) or s.signature(key, func, dev, args,
+                                                                 kwargs)
         except TypeError:  # symbolic shapes do not hash: key them by text
             key = tuple((k[0], tuple(map(str, k[1])), k[2]) if type(k) is tuple else k
                         for k in key)
-            sid, flags, rule = self.sigs.get(key) or s.signature(key, func, dev)
+            sid, flags, rule = self.sigs.get(key) or s.signature(key, func, dev, args,
+                                                                 kwargs)
         w = self.w
         gid = NONE
         if s.backward:  # only then can an autograd node be running
@@ -421,33 +489,89 @@ class Mode(TorchDispatchMode):
         return out
 
 
-def measure_overhead(n: int = 200, reps: int = 5) -> int:
-    """The recorder's own cost per op (ns): ``n`` tiny CPU ops with and
-    without a scratch mode, ``reps`` times interleaved, difference of the
-    medians. Uses its own tensors and no randomness: the user's state and
-    results are untouched."""
-    from torch.utils._python_dispatch import _pop_mode, _push_mode
-    x = torch.zeros(4, device="cpu")  # whatever the default device is
-    scratch = Session(None, max_ops=2 ** 62, steps="manual")
-    w = scratch.writer()
-    mode = Mode(scratch, w)
+class _Probe:
+    """Tiny CPU ops timed without and with a scratch mode: the recorder's
+    cost per op, measured on its own tensors (the user's state and results
+    are untouched). Dispatch modes above or below are set aside meanwhile."""
 
-    def loop() -> int:
+    def __init__(self) -> None:
+        self.session = Session(None, max_ops=2 ** 62, steps="manual")
+        self.mode = Mode(self.session, self.session.writer())
+        x, y, z = (torch.zeros(16, device="cpu") for _ in range(3))
+        x2 = torch.zeros(4, 4, device="cpu")
+        self.detach = x.detach
+        self.ops = (lambda: torch.relu(x), lambda: torch.addcmul(x, y, z),
+                    lambda: torch.add(x, 0.5), lambda: torch.sum(x, [0]),
+                    lambda: torch.transpose(x2, 0, 1), lambda: torch.relu(x))
+
+    @staticmethod
+    def loop(op: Callable, n: int) -> int:
         t0 = _now()
         for _ in range(n):
-            torch.add(x, x)
+            op()
         return _now() - t0
 
-    plain, recorded = [], []
-    for rep in range(reps + 1):  # the first round warms the caches
-        p = loop()
-        _push_mode(mode)
+    def diff(self, k: int, n: int) -> float:
+        """Recorded − plain time of probe op ``k`` (ns per op); op 5 runs
+        as if in a backward pass (the autograd-node read)."""
+        from torch.utils._python_dispatch import _pop_mode, _push_mode
+        op = self.ops[k]
+        p = self.loop(op, n)
+        self.session.backward = k == 5
+        _push_mode(self.mode)
         try:
-            r = loop()
+            r = self.loop(op, n)
         finally:
             _pop_mode()
-        w.ops.clear()
-        if rep:
-            plain.append(p)
-            recorded.append(r)
-    return max(0, round((statistics.median(recorded) - statistics.median(plain)) / n))
+            self.session.backward = 0
+            self.session.writers[0].ops.clear()
+        return (r - p) / n
+
+    def warm(self) -> None:
+        for k in range(len(self.ops)):
+            self.diff(k, 1)  # fills the signature cache
+
+
+def measure_overhead(n: int = 8, rounds: int = 3) -> dict[str, int]:
+    """The recorder's own cost per op (ns), as a model of the op's arguments.
+
+    Six tiny CPU ops, each ``n`` times without and with a scratch mode,
+    ``rounds`` times interleaved (after one warm-up call each); each cost is
+    the median over rounds of the difference. ``relu(x)`` gives the cost of
+    an op with one tensor (``op_ns``); ``addcmul`` (3 tensors), ``add(x,
+    0.5)`` (a float), ``sum(x, [0])`` (a list) and ``transpose(x, 0, 1)`` (two
+    ints) what each more tensor, float, list or other argument adds;
+    ``relu`` while a backward pass counts, the autograd-node read
+    (``backward_ns``). Also ``detach_ns``: what a ``detach`` costs without a
+    mode, since an active mode makes autograd add ``detach`` ops that an
+    uninstrumented run does not have. ``probe_ns``: what this took (about
+    5 ms on a quiet 2-core VM). ``op_cost`` prices an op by this model;
+    ``Session.calibrate`` re-measures ``op_ns`` while recording.
+    """
+    begin = _now()
+    probe = _Probe()
+    probe.warm()
+    diffs: list[list[float]] = [[] for _ in probe.ops]
+    detach: list[int] = []
+    for _ in range(rounds):
+        for k in range(len(probe.ops)):
+            diffs[k].append(probe.diff(k, n))
+        detach.append(probe.loop(probe.detach, n))
+    d = [statistics.median(v) for v in diffs]
+    model = {"op_ns": d[0], "tensor_ns": (d[1] - d[0]) / 2, "float_ns": d[2] - d[0],
+             "list_ns": d[3] - d[0], "other_ns": (d[4] - d[0]) / 2,
+             "backward_ns": d[5] - d[0], "detach_ns": statistics.median(detach) / n}
+    model = {k: max(0, round(v)) for k, v in model.items()}
+    model["probe_ns"] = _now() - begin
+    return model
+
+
+def op_cost(model: dict[str, int], kinds: tuple[int, int, int, int], name: str) -> int:
+    """What recording one op costs (ns) by ``measure_overhead``'s model,
+    from its argument kinds (tensors, floats, lists, others) and name."""
+    tensors, floats, lists, others = kinds
+    ns = model["op_ns"] + model["tensor_ns"] * (tensors - 1) + model["float_ns"] * floats \
+        + model["list_ns"] * lists + model["other_ns"] * others
+    if name == "aten::detach":  # added by the mode itself (see measure_overhead)
+        ns += model["detach_ns"]
+    return max(0, ns)

@@ -5,7 +5,7 @@ import pytest
 
 import cutimeline as ctl
 from cutimeline.compensation import replay, shifted
-from cutimeline.timeline import OpFlag
+from cutimeline.timeline import OpFlag, SpanKind
 
 from handmade import random_timeline, timeline
 
@@ -27,8 +27,9 @@ def random_inputs(seed, n_op=300, n_g=200, n_sy=12, streams=3):
     covers = rng.random((3, streams)) < 0.6
     s_grp = rng.integers(0, 3, n_sy)
     lam = rng.integers(0, 400, streams)
-    return (op_t, flags, 37, 11, sb, se, s_grp, g_launch, g_grp, g_begin,
-            g_begin + g_dur, lam, covers)
+    cost = 37 + np.where(flags & OpFlag.LAUNCH, 11, 0) + rng.integers(0, 20, n_op)
+    return (op_t, cost, sb, se, s_grp, g_launch, g_grp, g_begin, g_begin + g_dur,
+            lam, covers)
 
 
 @pytest.mark.parametrize("seed", range(8))
@@ -45,15 +46,14 @@ def test_gpu_bound_sync_keeps_its_wait():
     # overhead; the host syncs at 5 and wakes 1 ns after the GPU drained at
     # 300. Without overhead the GPU starts 1 ns earlier: it drains at 299,
     # so everything after the sync moves by −1 ns only.
-    args = (np.array([0, 1, 2]), np.zeros(3, np.uint8), 1, 0, np.array([5]),
-            np.array([301]), np.array([0]), np.array([0, 1, 2]), np.array([0, 0, 0]),
-            np.array([0, 100, 200]), np.array([100, 200, 300]), np.array([0]),
-            np.array([[True]]))
+    args = (np.array([0, 1, 2]), np.ones(3, np.int64), np.array([5]), np.array([301]),
+            np.array([0]), np.array([0, 1, 2]), np.array([0, 0, 0]), np.array([0, 100, 200]),
+            np.array([100, 200, 300]), np.array([0]), np.array([[True]]))
     for engine in ("numba", "numpy"):
         begin, jumps = replay(*args, engine=engine)
         assert begin.tolist() == [-1, 99, 199]
-        comp = {"op_t": args[0], "flags": args[1], "overhead_ns_per_op": 1,
-                "overhead_ns_per_launch": 0, "sync_t": args[4], "jumps": jumps}
+        comp = {"cost_t": args[0], "cost_cum": np.array([0, 1, 2, 3]),
+                "sync_t": args[2], "jumps": jumps}
         assert shifted([4, 400], comp, engine).tolist() == [1, 399]
 
 
@@ -96,3 +96,57 @@ def test_replayed_gpu_follows_the_faster_host():
         order = sel[np.argsort(c["begin_ns"][sel], kind="stable")]
         assert np.all(c["begin_ns"][order][1:] >= c["end_ns"][order][:-1])
     assert (rep.steps["predicted_ns"] <= rep.steps["duration_ns"]).all()
+
+
+# -- the recorder's cost model: what costs() removes where ------------------------------------
+
+def test_repeats_twins_agree():
+    from cutimeline.hooks import _repeats
+    from cutimeline.compensation import repeats
+    rng = np.random.default_rng(5)
+    keys = rng.integers(0, 12, 400)
+    assert repeats(keys).tolist() == _repeats(keys.tolist())
+    assert repeats(np.array([1, 2, 1, 3])).tolist() == [False, False, True, False]
+    # per thread: a key seen only on another thread is no repeat
+    both = repeats(np.array([7, 7, 7, 7]), np.array([0, 1, 0, 1]))
+    assert both.tolist() == [False, False, True, True]
+
+
+def priced_timeline(meta, spans=()):
+    # ops a, b, a, c (names) with shapes ids: a/"s1" twice, b/"s2", c/none
+    tl = timeline(ops=[("a", 100, 110, 0), ("b", 200, 210, 0), ("a", 300, 310, 0),
+                       ("c", 400, 410, 0)], steps=[(0, 50, 500)], spans=spans, meta=meta)
+    return tl
+
+
+def test_costs_price_each_signature_and_scale_the_cold_ops():
+    from cutimeline.compensation import costs
+    tl = priced_timeline({"overhead_ns_per_op": 7})
+    a, b = tl.string_id("a"), tl.string_id("b")
+    table = {"name": [a, b], "shapes": [-1, -1], "ns": [10, 20]}
+    t, c = costs(tl.replace(meta={**tl.meta, "overhead_ns_by_signature": table}))
+    assert t.tolist() == [100, 200, 300, 400] and c.tolist() == [10, 20, 10, 7]
+    # a mix scale of 2 (median of the calibrations' ratios) doubles the ops
+    # that repeat none of the last ops; the second "a" repeats the first
+    meta = {**tl.meta, "overhead_ns_by_signature": table,
+            "overhead_calibrations": [[600, 650, 1500], [700, 710, 2000], [800, 820, 9000]]}
+    t, c = costs(tl.replace(meta=meta))
+    assert t.tolist() == [100, 200, 300, 400, 600, 700, 800]
+    assert c.tolist() == [20, 40, 10, 14, 50, 10, 20]  # calibrations: their own time
+
+
+def test_costs_add_backward_and_module_hooks():
+    from cutimeline.compensation import costs
+    tl = priced_timeline({"overhead_ns_per_op": 5,
+                          "overhead_model": {"backward_ns": 3, "module_ns": 8}},
+                         spans=[(SpanKind.MODULE, "net", 150, 350)])
+    o = tl.ops
+    tl = tl.replace(ops=o.replace(grad_fn=np.array([-1, 0, 0, -1])))
+    t, c = costs(tl)
+    assert list(zip(t.tolist(), c.tolist())) == [
+        (100, 5), (150, 4), (200, 8), (300, 8), (350, 4), (400, 5)]
+
+
+def test_old_files_only_have_the_per_op_cost():
+    tl = priced_timeline({"overhead_ns_per_op": 10})
+    assert ctl.analyze(tl).steps["predicted_ns"].tolist() == [450 - 40]

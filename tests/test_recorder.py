@@ -689,3 +689,41 @@ def test_save_load_round_trip(tmp_path):
             assert np.array_equal(a[col], b[col]), (name, col)
     assert len(tl.gpu) and len(tl.events) and len(tl.syncs) and len(tl.truth)
     assert (tl.gpu.kind == GpuKind.OP).all()
+
+
+def test_meta_holds_the_cost_model_and_its_calibrations(monkeypatch):
+    import cutimeline.recorder as recorder
+    monkeypatch.setattr(recorder, "CALIBRATE_EVERY_NS", 1)  # at each step boundary
+    torch.manual_seed(2)
+    state = torch.get_rng_state()
+    x = torch.ones(3)
+    with ctl.record(device="cpu", steps="manual") as rec:
+        y = (x * 2.0).sum()
+        rec.step()
+        z = torch.cat([x, x]).relu()
+        rec.step()
+    assert torch.equal(state, torch.get_rng_state())
+    assert y.item() == 6.0 and z.tolist() == [1.0] * 6
+    tl = rec.timeline
+    m = tl.meta
+    assert {"op_ns", "float_ns", "list_ns", "module_ns", "probe_ns"} <= set(m["overhead_model"])
+    # two boundaries and the stop: three calibrations, all outside the steps
+    cal = np.array(m["overhead_calibrations"])
+    assert cal.shape == (3, 3) and (cal[:, 1] >= cal[:, 0]).all()
+    steps = tl.spans.kind == SpanKind.STEP
+    for b, e, _ in cal:
+        assert not ((tl.spans.begin_ns[steps] < e) & (tl.spans.end_ns[steps] > b)).any()
+    # every recorded op name and shapes is priced
+    by = m["overhead_ns_by_signature"]
+    pairs = set(zip(by["name"], by["shapes"]))
+    assert pairs == set(zip(tl.ops["name"].tolist(), tl.ops["shapes"].tolist()))
+    assert isinstance(m["overhead_ns_per_op"], int) and min(by["ns"]) >= 0
+    assert ctl.analyze(tl).compensation["removed_ns"] > 0
+
+
+def test_measure_false_has_no_cost_model():
+    with ctl.record(device="cpu", measure=False) as rec:
+        torch.ones(2) + 1
+    m = rec.timeline.meta
+    assert m["overhead_model"] is None and m["overhead_calibrations"] == []
+    assert "overhead_ns_by_signature" not in m and ctl.analyze(rec.timeline).compensation is None

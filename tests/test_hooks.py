@@ -1,0 +1,39 @@
+"""The hooks' share of the recorder's cost: module calls, a real mix."""
+
+import math
+
+import torch
+
+from cutimeline.hooks import Program, measure_module_hooks
+from cutimeline.opstream import Session, measure_overhead
+
+
+def test_module_hook_cost_is_measured_and_the_hooks_removed():
+    s = Session(None, max_ops=1, steps="manual")
+    ns = measure_module_hooks(s, n=2, rounds=1)
+    assert isinstance(ns, int) and ns >= 0
+    assert not torch.nn.modules.module._global_forward_pre_hooks
+    assert not torch.nn.modules.module._global_forward_hooks
+    assert s.writer().spans == []
+
+
+def test_program_ratio_leaves_user_state_alone():
+    model = measure_overhead(n=2, rounds=1)
+    torch.manual_seed(11)
+    state = torch.get_rng_state()
+    p = Program(model)
+    r = p.ratio(1)
+    assert math.isfinite(r)
+    assert torch.equal(state, torch.get_rng_state())
+    assert torch._C._len_torch_dispatch_stack() == 0
+    assert all(q.grad is None for q in p.net.parameters())
+    # it recorded the step's ops, backward ones with their autograd node
+    ops = p.s.writers[0].ops
+    assert ops and any(op[5] != -1 for op in ops)
+    assert not torch.nn.modules.module._global_forward_hooks
+
+
+def test_program_prices_nothing_gives_zero():
+    zero = dict.fromkeys(("op_ns", "tensor_ns", "float_ns", "list_ns", "other_ns",
+                          "backward_ns", "detach_ns", "module_ns"), 0)
+    assert Program(zero).ratio(1) == 0.0
