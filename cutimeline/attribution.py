@@ -103,8 +103,8 @@ def _part(acc, w, a, b, g0, g1, launch, has_next, after, lam, i, j, jo, db, de,
 
 
 @njit(cache=True)
-def _attribute_nb(gb, ge, nl, has_next, after, lam, gstart, w0, w1, steps, db, de,
-                  dpre, sb, se, ob, oe, opre, slack):
+def _attribute_nb(gb, ge, nl, has_next, after, lam, gstart, w0, w1, steps, keep, db,
+                  de, dpre, sb, se, ob, oe, opre, slack):
     """One pass over each group's gaps (time-sorted): their amounts, and,
     when ``steps`` (windows 1.. sorted and disjoint), the windows' sums on
     the way; otherwise the windows are summed in a second pass. The common
@@ -113,7 +113,7 @@ def _attribute_nb(gb, ge, nl, has_next, after, lam, gstart, w0, w1, steps, db, d
     out of a window, goes through ``_amounts``."""
     n, G, W = len(gb), len(gstart) - 1, len(w0)
     nd, ns, no = len(db), len(sb), len(ob)
-    amounts = np.empty((n, 5), np.int64)
+    amounts = np.empty((n if keep else 0, 5), np.int64)  # keep: the per-gap table too
     windows = np.zeros((G, W, 5), np.int64)
     a_0, b_0 = w0[0], w1[0]
     for g in range(G):
@@ -149,8 +149,9 @@ def _attribute_nb(gb, ge, nl, has_next, after, lam, gstart, w0, w1, steps, db, d
                 else:  # no segment meets the host part: sync up to the cut, dispatch
                     a1 = min(cut, h) - g0
                     a2 = rb - ra
-            amounts[k, 0], amounts[k, 1], amounts[k, 2] = a0, a1, a2
-            amounts[k, 3], amounts[k, 4] = a3, a4
+            if keep:
+                amounts[k, 0], amounts[k, 1], amounts[k, 2] = a0, a1, a2
+                amounts[k, 3], amounts[k, 4] = a3, a4
             if not steps:
                 continue
             w, a, b = 0, a_0, b_0  # window 0, then the steps the gap meets
@@ -228,14 +229,16 @@ def _attribute_np(gb, ge, nl, has_next, after, lam, gstart, w0, w1, act):
 
 
 def attribute(gb, ge, nl, has_next, lam, gstart, act: HostActivity, w0, w1,
-              engine: str = "numba", after_sync=None) -> tuple[np.ndarray, np.ndarray]:
+              engine: str = "numba", after_sync=None,
+              amounts: bool = True) -> tuple[np.ndarray | None, np.ndarray]:
     """((gaps, 5) ns by Cause, (groups, windows, 5) ns by Cause).
 
     Gaps are grouped (``gstart``) and time-sorted within a group; ``nl``
     is the launch time of the row ending each gap, ``has_next`` False for
     a tail gap, ``lam`` the latency of each gap's group, ``after_sync``
     True for gaps right after a sync op's own work (see ``gaps.classify``);
-    windows are [w0, w1) in any order.
+    windows are [w0, w1) in any order. ``amounts=False``: the per-gap table
+    may be left out (None), which spares the kernel writing it.
     """
     i64 = iv._i64
     gb, ge, nl, lam, gstart = (i64(x) for x in (gb, ge, nl, lam, gstart))
@@ -250,7 +253,8 @@ def attribute(gb, ge, nl, has_next, lam, gstart, act: HostActivity, w0, w1,
     pre = [np.concatenate([[0], np.cumsum(e - b)]).astype(np.int64)
            for b, e in (act.data, act.sync_only)]
     steps = bool(np.all(w0[2:] >= w1[1:-1]))  # windows 1.. sorted, disjoint
-    return _attribute_nb(gb, ge, nl, has_next, after, lam, gstart, w0, w1, steps,
-                         i64(db), i64(de),
-                         pre[0], i64(sb), i64(se), i64(ob), i64(oe), pre[1],
-                         np.int64(act.slack_ns))
+    keep = amounts or not steps  # the second pass over windows reads them
+    out = _attribute_nb(gb, ge, nl, has_next, after, lam, gstart, w0, w1, steps, keep,
+                        i64(db), i64(de), pre[0], i64(sb), i64(se), i64(ob), i64(oe),
+                        pre[1], np.int64(act.slack_ns))
+    return out if amounts else (None, out[1])

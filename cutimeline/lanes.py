@@ -46,7 +46,7 @@ class Group:
     gg: np.ndarray         # group of each gap
     nl: np.ndarray         # launch time of the row ending each gap
     after: np.ndarray      # gap follows a sync op's own row
-    amounts: np.ndarray    # (gaps, 5) ns by Cause
+    _amounts: np.ndarray | None  # (gaps, 5) ns by Cause: see ``amounts``
     idle: np.ndarray       # (groups, windows, 5) idle ns by Cause
     busy: np.ndarray       # (groups, windows) busy ns
     q_order: np.ndarray    # rows with a launch time, grouped (for queue depth)
@@ -55,6 +55,20 @@ class Group:
     M: np.ndarray          # their end times, sorted within each group
     queue: dict            # (groups, windows) mean/min/max; p50/p95 of window 0
     lead: np.ndarray       # (groups, 4) lead mean/p50/p95/max in window 0
+    act: HostActivity | None = None   # what the gaps were classified with
+    engine: str = "numba"
+
+    @property
+    def amounts(self) -> np.ndarray:
+        """(gaps, 5) ns of each gap by Cause. Classified again on first use:
+        ``lanes`` keeps only the windows' sums (the per-gap table is as
+        large as five columns of rows, and fresh memory costs more than
+        classifying)."""
+        if self._amounts is None:
+            self._amounts = attribute(self.gb, self.ge, self.nl, self.gnext != NONE,
+                                      self.lam[self.gg], self.gstart, self.act,
+                                      [0], [0], self.engine, self.after)[0]
+        return self._amounts
 
 
 @dataclass
@@ -119,13 +133,11 @@ def _group(of_row, n, begin, end, launch, lead, unknown, sync_row, lo, hi, w0, w
     ig, ib, ie, _, gg, gb, ge, gnext, gprev, lam = iv.merge(
         begin, end, launch, order, starts, lo, hi, engine)
     lam = np.maximum(lam, 0)
-    has_next = gnext != NONE
-    nl = np.where(has_next, launch[np.maximum(gnext, 0)], NONE)
-    after = (gprev != NONE) & sync_row[np.maximum(gprev, 0)] if len(sync_row) else \
-        np.zeros(len(gb), bool)
+    has_next, nl, after = (_gap_rows if engine == "numba" else _gap_rows_np)(
+        gnext, gprev, launch, sync_row)
     gstart = _starts(gg, n)
     amounts, idle = attribute(gb, ge, nl, has_next, lam[gg], gstart, act, w0, w1,
-                              engine, after)
+                              engine, after, amounts=False)
     busy = (w1 - w0)[None, :] - idle.sum(axis=2)
     if not unknown:  # every row has a launch time: the usual case
         q_order, q_starts = order, starts
@@ -151,7 +163,32 @@ def _group(of_row, n, begin, end, launch, lead, unknown, sync_row, lo, hi, w0, w
     leads = lead_stats(lead, begin, order, starts, w0[0], w1[0], engine, of_row)
     return Group(n, of_row, order, starts, ib, ie, _starts(ig, n), gb, ge, gnext,
                  gstart, lam, gg, nl, after, amounts, idle, busy, q_order, q_starts,
-                 P, M, queue, leads)
+                 P, M, queue, leads, act, engine)
+
+
+@njit(cache=True)
+def _gap_rows(gnext, gprev, launch, sync_row):
+    """Per gap, in one pass: whether work ends it, that work's launch time
+    (NONE: none or unknown), whether it follows a sync op's own row."""
+    n = len(gnext)
+    has_next = np.empty(n, np.bool_)
+    nl = np.empty(n, np.int64)
+    after = np.zeros(n, np.bool_)
+    for k in range(n):
+        r = gnext[k]
+        has_next[k] = r != NONE
+        nl[k] = launch[r] if r != NONE else NONE
+        if len(sync_row) and gprev[k] != NONE:
+            after[k] = sync_row[gprev[k]]
+    return has_next, nl, after
+
+
+def _gap_rows_np(gnext, gprev, launch, sync_row):
+    has_next = gnext != NONE
+    nl = np.where(has_next, launch[np.maximum(gnext, 0)], NONE)
+    after = (gprev != NONE) & sync_row[np.maximum(gprev, 0)] if len(sync_row) else \
+        np.zeros(len(gnext), bool)
+    return has_next, nl, after
 
 
 @njit(cache=True)

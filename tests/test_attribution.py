@@ -74,3 +74,16 @@ def test_twins_agree_on_steps(seed):
     b = attribute(*args, act, w0, w1, "numpy", after)
     for x, y in zip(a, b):
         np.testing.assert_array_equal(x, y)
+
+
+def test_windows_alone_are_the_same():
+    tl = random_timeline(4, n=300, streams=2)
+    act, d, args = gaps_of(tl)
+    w0, w1 = [tl.start_ns, tl.start_ns + 5_000], [tl.end_ns, tl.end_ns - 7_000]
+    full = attribute(*args, act, w0, w1)
+    bare = attribute(*args, act, w0, w1, amounts=False)
+    assert bare[0] is None
+    np.testing.assert_array_equal(bare[1], full[1])
+    # the lanes keep the windows only and classify the gaps when asked
+    assert d._amounts is None
+    np.testing.assert_array_equal(d.amounts, full[0])

@@ -57,3 +57,17 @@ def test_rows_ending_before_they_begin_are_clamped():
     ln = lanes(tl, host_activity(tl), [tl.start_ns], [tl.end_ns])
     assert ln.end.tolist() == [10, 30]
     assert tl.gpu.end_ns.tolist() == [5, 30]  # the Timeline itself is untouched
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_gap_rows_twins_agree(seed):
+    from cutimeline.lanes import _gap_rows, _gap_rows_np
+    rng = np.random.default_rng(seed)
+    n = 200
+    launch = np.where(rng.random(n) < 0.1, NONE, rng.integers(0, 10**6, n))
+    gnext = np.where(rng.random(150) < 0.1, NONE, rng.integers(0, n, 150))
+    gprev = np.where(rng.random(150) < 0.1, NONE, rng.integers(0, n, 150))
+    for sync_row in (rng.random(n) < 0.3, np.zeros(0, bool)):
+        for x, y in zip(_gap_rows(gnext, gprev, launch, sync_row),
+                        _gap_rows_np(gnext, gprev, launch, sync_row)):
+            np.testing.assert_array_equal(x, y)
