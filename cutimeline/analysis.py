@@ -25,6 +25,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from numba import njit
 
 from . import intervals as iv
 from .compensation import compensate
@@ -69,6 +70,7 @@ def analyze(tl: Timeline, *, window: Any = None, engine: str = "numba",
         raise CutimelineError(f"gpu_bound_at={gpu_bound_at!r} must be a busy "
                               f"fraction above 0 and at most 1.")
     has_gpu = len(tl.gpu) > 0
+    lo, hi, missing = _extent(tl, engine)
     if has_gpu and not tl.aligned:
         why = tl.meta.get("align_error")
         raise CutimelineError(
@@ -76,10 +78,9 @@ def analyze(tl: Timeline, *, window: Any = None, engine: str = "numba",
             + (f" (aligning failed: {why})" if why else "")
             + "; call ctl.align(tl) first, or analyze the timeline ctl.record "
             "hands back, which is aligned at stop.")
-    if has_gpu and (np.any(tl.gpu.begin_ns == NONE) or np.any(tl.gpu.end_ns == NONE)):
+    if has_gpu and missing:
         raise CutimelineError("Some gpu rows have no begin or end time (NONE); "
                               "align the Timeline again with ctl.align(tl).")
-    lo, hi = tl.start_ns, tl.end_ns
     w0, w1 = tl.window_bounds(window) if window is not None else (lo, hi)
     w0, w1 = max(w0, lo), max(min(w1, hi), max(w0, lo))
     numbers, sb, se = step_windows(tl)
@@ -108,6 +109,36 @@ def analyze(tl: Timeline, *, window: Any = None, engine: str = "numba",
                   streams=streams, devices=devices, primary=primary,
                   steps=rows[1:], overall=rows[0], compensation=comp,
                   settings=settings)
+
+
+@njit(cache=True)
+def _min_max_nb(a):
+    """(min, max, whether some value is NONE) of a non-empty array, in one pass."""
+    lo = hi = a[0]
+    none = False
+    for x in a:
+        lo, hi = min(lo, x), max(hi, x)
+        none |= x == NONE
+    return lo, hi, none
+
+
+def _extent(tl: Timeline, engine: str) -> tuple[int, int, bool]:
+    """(``tl.start_ns``, ``tl.end_ns``, whether a gpu row's begin or end is
+    NONE), each column read once (with Numba) instead of three times."""
+    g = tl.gpu
+    if engine == "numpy":
+        missing = bool(np.any(g.begin_ns == NONE) or np.any(g.end_ns == NONE))
+        return tl.start_ns, tl.end_ns, missing
+    gpu = [g.begin_ns, g.end_ns]
+    seen: dict[int, tuple] = {}
+    for a in tl._times() + gpu:
+        if len(a) and id(a) not in seen:
+            seen[id(a)] = _min_max_nb(iv._i64(a))
+    missing = any(seen[id(a)][2] for a in gpu if len(a))
+    span = [seen[id(a)][:2] for a in tl._times() if len(a)]
+    if not span:
+        return 0, 0, missing
+    return int(min(x for x, _ in span)), int(max(x for _, x in span)), missing
 
 
 def _lane_table(grp: Group, keys: np.ndarray, w0: int, w1: int) -> np.ndarray:

@@ -363,3 +363,17 @@ def test_reports_keep_the_first_versions_numbers(case, engine):
     got = _digests(ctl.analyze(tl, window=window, engine=engine))
     assert got == GOLDEN[name], f"{name} ({engine}): tables that changed: " + \
         ", ".join(k for k in got if got[k] != GOLDEN[name][k])
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_extent_twins_agree(seed):
+    from cutimeline.analysis import _extent
+    tl = random_timeline(seed, n=200, streams=2)
+    g = tl.gpu
+    begin = np.asarray(g.begin_ns).copy()
+    begin[seed * 7] = NONE
+    for t in (tl, tl.replace(gpu=g.replace(begin_ns=begin)),
+              tl.replace(meta={**tl.meta, "aligned": False}), timeline()):
+        assert _extent(t, "numba") == _extent(t, "numpy")
+    assert _extent(tl, "numba") == (tl.start_ns, tl.end_ns, False)
+    assert _extent(tl.replace(gpu=g.replace(begin_ns=begin)), "numba")[2]
