@@ -43,7 +43,8 @@ _SYNC_SPAN, _STEP, _USER_SPAN = int(SpanKind.SYNC), int(SpanKind.STEP), int(Span
 _Tensor = torch.Tensor
 _node = torch._C._current_autograd_node
 _ident = threading.get_ident
-_meta = operator.attrgetter("dtype", "shape", "device")
+_dtype_shape = operator.attrgetter("dtype", "shape")
+_NO_KWARGS: dict = {}  # never written: ops get their kwargs unpacked
 
 # Ops that launch no device work besides the aliasing ones (func.is_view).
 _NO_WORK = frozenset({
@@ -113,7 +114,7 @@ class Session:
         self.count = itertools.count()
         self.lock = threading.Lock()  # taken on cache misses only
         self.strings = Strings()
-        self.sigs: dict[tuple, tuple[int, int, int]] = {}  # key -> (sig, flags, rule)
+        self.sigs: dict[tuple, tuple] = {}  # key -> (sig, flags, rule, callable)
         self.sig_table: list[tuple[int, int, int]] = []    # (name, shapes, device)
         self.sig_args: list[tuple[int, int, int, int]] = []  # argument kinds: _arg_kinds
         self.funcs: list[Any] = []
@@ -169,14 +170,14 @@ class Session:
         return g
 
     def signature(self, key: tuple, func: Any, dev: Any, args: tuple = (),
-                  kwargs: dict | None = None) -> tuple[int, int, int]:
+                  kwargs: dict | None = None) -> tuple[int, int, int, Any]:
         """Intern the signature of an op: its name, tensor shapes, device;
         and the kinds of its arguments, which its recording cost depends on."""
         name = func.name() if hasattr(func, "name") else str(func)
         base = name.split(".")[0]
         flags = _VIEW if (getattr(func, "is_view", False) or base in _NO_WORK
                           or getattr(func, "namespace", "") == "profiler") else 0
-        shapes = ", ".join(_shape(k) for k in key[1:] if not _is_device(k))
+        shapes = ", ".join(_shape(k) for k in key[1:-1])  # the last is the device
         col = dev.index if dev is not None and dev.type == "cuda" and \
             dev.index is not None else NONE
         rule = _RULES.get(base, 0)
@@ -193,7 +194,9 @@ class Session:
                                        self.strings.intern(shapes), col))
                 self.funcs.append(func)  # keeps id(func) in the key unique
                 self.sig_args.append(kinds)
-                sig = self.sigs[key] = (len(self.sig_table) - 1, flags, rule)
+                # func._op: the OpOverload's C++ callable, one Python frame less
+                sig = self.sigs[key] = (len(self.sig_table) - 1, flags, rule,
+                                        getattr(func, "_op", func))
         return sig
 
     # -- steps ------------------------------------------------------------------
@@ -399,8 +402,18 @@ def _arg_kinds(args: tuple, kwargs: dict | None) -> tuple[int, int, int, int]:
     return n[0], n[1], n[2], n[3]
 
 
-def _is_device(k: Any) -> bool:
-    return k is None or isinstance(k, torch.device)
+def _first_device(args: tuple, kwargs: dict) -> Any:
+    """The device of an op whose first argument is no tensor: its first
+    tensor's (in a list, or a keyword argument), else a factory's
+    ``device`` argument (None when it has none)."""
+    for a in (*args, *kwargs.values()):
+        if isinstance(a, _Tensor):
+            return a.device
+        if type(a) is list or type(a) is tuple:
+            for b in a:
+                if isinstance(b, _Tensor):
+                    return b.device
+    return kwargs.get("device")
 
 
 def _pinned(t: Any) -> bool:
@@ -417,6 +430,7 @@ class Mode(TorchDispatchMode):
         super().__init__()
         self.s, self.w, self.ident = session, writer, writer.ident
         self.count, self.sigs = session.count, session.sigs  # one lookup less per op
+        self.max_ops, self.host_only = session.max_ops, session.device is None
 
     @classmethod
     def ignore_compile_internals(cls) -> bool:
@@ -424,40 +438,39 @@ class Mode(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         if kwargs is None:
-            kwargs = {}
+            kwargs = _NO_KWARGS
         s = self.s
         if s.off:
             return func(*args, **kwargs)
         t0 = _now()
         seq = next(self.count)
         # id(func): OpOverload hashes in Python; the signature keeps func alive.
-        # One C call reads a tensor's (dtype, shape, device): cheaper than three.
+        # Each tensor adds (dtype, shape), one C call; the device is read once,
+        # from the first tensor (the signature holds no other tensor's device).
         key = [id(func)]
         for a in args:
             if isinstance(a, _Tensor):
-                key.append(_meta(a))
+                key.append(_dtype_shape(a))
             elif type(a) is list or type(a) is tuple:
                 for b in a:
                     if isinstance(b, _Tensor):
-                        key.append(_meta(b))
+                        key.append(_dtype_shape(b))
         if kwargs:
             for a in kwargs.values():
                 if isinstance(a, _Tensor):
-                    key.append(_meta(a))
-        if len(key) > 1:
-            dev = key[1][2]
-        else:  # a factory: its device is an argument
-            dev = kwargs.get("device")
-            key.append(dev)
+                    key.append(_dtype_shape(a))
+        a = args[0] if args else None
+        dev = a.device if isinstance(a, _Tensor) else _first_device(args, kwargs)
+        key.append(dev)
         key = tuple(key)
         try:
-            sid, flags, rule = self.sigs.get(key) or s.signature(key, func, dev, args,
-                                                                 kwargs)
+            sid, flags, rule, call = self.sigs.get(key) or s.signature(
+                key, func, dev, args, kwargs)
         except TypeError:  # symbolic shapes do not hash: key them by text
-            key = tuple((k[0], tuple(map(str, k[1])), k[2]) if type(k) is tuple else k
+            key = tuple((k[0], tuple(map(str, k[1]))) if type(k) is tuple else k
                         for k in key)
-            sid, flags, rule = self.sigs.get(key) or s.signature(key, func, dev, args,
-                                                                 kwargs)
+            sid, flags, rule, call = self.sigs.get(key) or s.signature(
+                key, func, dev, args, kwargs)
         w = self.w
         gid = NONE
         if s.backward:  # only then can an autograd node be running
@@ -468,14 +481,14 @@ class Mode(TorchDispatchMode):
                     gid = s.node(node)
                 if _ident() != self.ident:  # an autograd engine device thread
                     w = s.writer()
-        if seq >= s.max_ops:
-            if seq > s.max_ops:
+        if seq >= self.max_ops:
+            if seq > self.max_ops:
                 return func(*args, **kwargs)
             s.truncate()
             flags |= _TRUNCATED
         if rule >= _COLL:
             return s.collective(w, func, args, kwargs, seq, t0, sid, gid, flags, dev)
-        if s.device is None or flags & (_VIEW | _TRUNCATED) or dev is None:
+        if self.host_only or flags & (_VIEW | _TRUNCATED) or dev is None:
             pass
         elif rule:
             return s.launch_ruled(w, func, args, kwargs, seq, t0, sid, gid, flags,
@@ -483,9 +496,11 @@ class Mode(TorchDispatchMode):
         elif not (w.data and dev.type == "cpu") and s.device.owns(dev):
             return s.launch(w, func, args, kwargs, seq, t0, sid, gid, flags, False)
         try:
-            out = func(*args, **kwargs)
-        finally:
+            out = call(*args, **kwargs)
+        except BaseException:
             w.ops.append((seq, t0, _now(), sid, w.ctx, gid, flags))
+            raise
+        w.ops.append((seq, t0, _now(), sid, w.ctx, gid, flags))
         return out
 
 

@@ -31,3 +31,26 @@ def test_measure_overhead_leaves_user_state_alone():
     assert set(model) == set(MODEL) | {"probe_ns"}
     assert all(isinstance(v, int) and v >= 0 for v in model.values())
     assert torch._C._len_torch_dispatch_stack() == 0
+
+
+def test_first_device_of_ops_whose_first_argument_is_no_tensor():
+    from cutimeline.opstream import _first_device
+    x, m = torch.zeros(2), torch.zeros(2, device="meta")
+    assert _first_device(([m, x], 0), {}) == m.device  # cat: the list's first
+    assert _first_device((0,), {"other": m}) == m.device
+    assert _first_device(((2, 3),), {"device": torch.device("meta")}) == m.device
+    assert _first_device(([2, 3],), {}) is None
+
+
+def test_signature_keeps_shapes_of_every_tensor_and_one_device():
+    import cutimeline as ctl
+    x, y = torch.zeros(2, 3), torch.zeros(3)
+    with ctl.record(device="cpu", measure=False) as rec:
+        torch.cat([x.flatten(), y])
+        torch.add(x, y, alpha=2)
+        torch.zeros(4)
+    tl = rec.timeline
+    got = dict(zip(tl.decode(tl.ops["name"]), tl.decode(tl.ops["shapes"])))
+    assert got["aten::cat"] == "f32[6], f32[3]"
+    assert got["aten::add.Tensor"] == "f32[2,3], f32[3]"
+    assert got["aten::zeros"] == ""
