@@ -24,16 +24,17 @@ def test_sim_demo_records_both_streams_and_every_step(demo):
 
 
 def test_sim_demo_shows_data_sync_and_dependency_gaps(demo):
+    # per step after the warm-up, whatever the host's speed: the queue drains
+    # at the loss read-back, the host prints it (3 ms, after a sync) and
+    # builds the next batch (12 ms of busy host, a DataLoader fetch)
     rep = ctl.analyze(demo.timeline)
-    dev = rep.devices[0]
-    # the DataLoader fetch is the biggest cause of device idle time
-    causes = {c: dev[f"{c}_ns"] for c in ("data", "sync", "dispatch")}
-    assert max(causes, key=causes.get) == "data"
-    assert causes["sync"] > 0
+    later = rep.steps[rep.steps["number"] >= 1]
+    assert (later["data_ns"] >= 0.8 * 12e6).all()
+    assert (later["sync_ns"] >= 0.8 * 3e6).all()
     st = rep.streams
     s0 = st[st["stream"] == 0][0]
     assert s0["dependency_ns"] > 0               # compute waits for the side stream
-    assert 0.3 < dev["busy_frac"] < 0.95         # neither starved nor saturated
+    assert 0.2 < rep.devices[0]["busy_frac"] < 0.95  # neither starved nor saturated
 
 
 @pytest.mark.parametrize("kw, words", [
