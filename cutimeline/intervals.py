@@ -247,20 +247,19 @@ def _is_sorted_nb(x):
 
 
 @njit(cache=True)
-def _union_nb(begin, end):
-    n = len(begin)
+def _union_nb(begin, end, order, ident):
+    """The union walk over rows order[0], order[1], .. (``ident``: rows
+    0, 1, .. and order unused)."""
+    n = len(begin) if ident else len(order)
     ub = np.empty(n, np.int64)
     ue = np.empty(n, np.int64)
     if n == 0:
         return ub, ue
-    order = np.arange(n)
-    if not _is_sorted_nb(begin):
-        order = np.argsort(begin, kind="mergesort")
     k = 0
-    r = order[0]
+    r = 0 if ident else order[0]
     b, top = begin[r], end[r]
     for j in range(1, n):
-        r = order[j]
+        r = j if ident else order[j]
         if begin[r] > top:
             ub[k], ue[k] = b, top
             k += 1
@@ -271,13 +270,21 @@ def _union_nb(begin, end):
     return ub[:k + 1], ue[:k + 1]
 
 
-def union(begin, end, engine: str = "numba") -> tuple[np.ndarray, np.ndarray]:
+def union(begin, end, engine: str = "numba", rows=None) -> tuple[np.ndarray, np.ndarray]:
     """The union of intervals [begin, end) as sorted disjoint (begin, end)
-    (touching intervals join; an interval ends at the largest end in it)."""
+    (touching intervals join; an interval ends at the largest end in it).
+    ``rows``: only those intervals, given in begin order (stable)."""
     begin, end = _i64(begin), _i64(end)
+    if rows is not None:
+        rows = _i64(rows)
+        if engine == "numba":
+            return _union_nb(begin, end, rows, False)
+        begin, end = begin[rows], end[rows]
     n = len(begin)
     if engine == "numba":
-        return _union_nb(begin, end)
+        if _is_sorted_nb(begin):
+            return _union_nb(begin, end, begin[:0], True)
+        return _union_nb(begin, end, np.argsort(begin, kind="mergesort"), False)
     order, starts = group_order(np.zeros(n, np.int64), begin, 1, engine)
     r = merge(begin, end, np.full(n, NONE, np.int64), order, starts, 0, 0,
               engine)

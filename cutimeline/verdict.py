@@ -146,7 +146,7 @@ def _replayed_union(ln: Lanes, primary: int, comp: dict, engine: str):
     in launch order), so the device's are its streams' sorted runs merged
     (ties by row, as a stable sort), not sorted again."""
     b, e = comp["begin_ns"], comp["end_ns"]
-    if ln.devices.n == 1:  # all rows (union sorts them if need be)
+    if ln.streams.n == 1:  # one stream: all rows, in order
         return iv.union(b, e, engine)
     st = ln.streams
     members = np.flatnonzero(ln.stream_device == primary)
@@ -155,7 +155,7 @@ def _replayed_union(ln: Lanes, primary: int, comp: dict, engine: str):
     else:
         rows = np.flatnonzero(ln.devices.of_row == primary)
         rows = rows[np.argsort(b[rows], kind="stable")]
-    return iv.union(b[rows], e[rows], engine)
+    return iv.union(b, e, engine, rows=rows)
 
 
 def _top(names: np.ndarray, weights: np.ndarray, tl: Timeline, k: int,

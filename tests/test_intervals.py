@@ -43,6 +43,11 @@ def test_twins_agree_on_random_rows(seed):
     assert_same(*both(iv.merge, begin, end, launch, order, starts, 9_000, 40_000))
     sb, se = iv.union(begin[:50], end[:50])
     assert_same((sb, se), iv.union(begin[:50], end[:50], engine="numpy"))
+    sel = order[starts[1]:starts[2]]  # some rows, in begin order
+    sub = iv.union(begin[sel], end[sel])
+    assert_same(sub, iv.union(begin, end, rows=sel))
+    assert_same(sub, iv.union(begin, end, engine="numpy", rows=sel))
+    assert_same(iv.union(np.sort(begin), end), iv.union(np.sort(begin), end, engine="numpy"))
     t = np.sort(np.random.default_rng(seed).integers(0, 40_000, 300))
     t[::7] = t[::-7]  # not all increasing: the walk must restart correctly
     assert_same(*both(iv.count_le, sb, t))
