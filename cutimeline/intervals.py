@@ -366,10 +366,11 @@ def sorted_copy(x, engine: str = "numba") -> np.ndarray:
 # -- merging sorted runs ----------------------------------------------------------
 
 @njit(cache=True)
-def _merge4(v, tie, P, hb, he, out, at):
+def _merge4(v, tie, P, hb, he, out, at, values=False):
     """Merge the (up to) four runs P[hb[q]:he[q]] of positions into v
     (``P`` None: the positions hb[q]..he[q] themselves) by (v, tie)
-    (``tie`` None: by position) into out[at:]: a tournament of selects per
+    (``tie`` None: by position) into out[at:] (``values``: their values,
+    not positions): a tournament of selects per
     row, not branches (which run is next is unpredictable), written out
     (a call per row costs more than the comparisons). Full ties: the
     earlier run."""
@@ -406,7 +407,10 @@ def _merge4(v, tie, P, hb, he, out, at):
         pb = p2 if c2 else p3
         xb = x2 & x3
         c = xb | (~xa & ((ka < kb) | ((ka == kb) & (ta <= tb))))
-        out[o] = pa if c else pb
+        if values:
+            out[o] = ka if c else kb
+        else:
+            out[o] = pa if c else pb
         h0 += a & c
         h1 += ~a & c
         h2 += c2 & ~c
@@ -447,6 +451,40 @@ def _kway_nb(v, tie, starts, members, rows=None):
         bounds = nb
         P, P2 = P2, P
     return P
+
+
+@njit(cache=True)
+def _kway_values_nb(v, starts, members):
+    """``v[_kway_nb(v, None, starts, members)]``: each level merges the
+    values themselves (no positions, no gather)."""
+    k = len(members)
+    total = 0
+    for a in range(k):
+        total += starts[members[a] + 1] - starts[members[a]]
+    out = np.empty(total, np.int64)
+    hb, he = np.zeros(4, np.int64), np.zeros(4, np.int64)
+    bounds = np.zeros((k + 3) // 4 + 1, np.int64)
+    for r in range(0, k, 4):
+        hb[:], he[:] = 0, 0
+        for q in range(min(4, k - r)):
+            hb[q], he[q] = starts[members[r + q]], starts[members[r + q] + 1]
+        _merge4(v, None, None, hb, he, out, bounds[r // 4], True)
+        bounds[r // 4 + 1] = bounds[r // 4] + np.sum(he - hb)
+    k = (k + 3) // 4
+    if k <= 1:
+        return out
+    V, V2 = out, np.empty(total, np.int64)
+    while k > 1:
+        nb = np.zeros((k + 3) // 4 + 1, np.int64)
+        for r in range(0, k, 4):
+            for q in range(4):
+                hb[q], he[q] = bounds[min(r + q, k)], bounds[min(r + q + 1, k)]
+            _merge4(V, None, None, hb, he, V2, bounds[r], True)
+            nb[r // 4 + 1] = bounds[min(r + 4, k)]
+        k = (k + 3) // 4
+        bounds = nb
+        V, V2 = V2, V
+    return V
 
 
 @njit(cache=True)
@@ -496,7 +534,9 @@ def merge_values(v, starts, members, engine: str = "numba") -> np.ndarray:
     """The values of the sorted runs ``v[starts[m]:starts[m+1]]`` (m in
     ``members``) in one sorted sequence."""
     v, starts, members = _i64(v), _i64(starts), _i64(members)
-    return v[(_kway_nb if engine == "numba" else _kway_np)(v, None, starts, members)]
+    if engine == "numba":
+        return _kway_values_nb(v, starts, members)
+    return v[_kway_np(v, None, starts, members)]
 
 
 @njit(cache=True)

@@ -128,7 +128,8 @@ def _group(of_row, n, begin, end, launch, lead, unknown, sync_row, lo, hi, w0, w
         sub, member_of = runs
         parts = [iv.merge_rows(begin, sub.order, sub.starts,
                                np.flatnonzero(member_of == k), engine) for k in range(n)]
-        order = np.concatenate(parts) if parts else sub.order[:0]
+        order = parts[0] if len(parts) == 1 else np.concatenate(parts) if parts else \
+            sub.order[:0]
         starts = np.concatenate([[0], np.cumsum([len(p) for p in parts])]).astype(np.int64)
     ig, ib, ie, _, gg, gb, ge, gnext, gprev, lam = iv.merge(
         begin, end, launch, order, starts, lo, hi, engine)
@@ -154,9 +155,9 @@ def _group(of_row, n, begin, end, launch, lead, unknown, sync_row, lo, hi, w0, w
         def merged(x, col):
             if n == 1 and not unknown and iv.is_sorted(col, engine):
                 return col  # one group, its rows in time order already (launches, usually)
-            return np.concatenate([iv.merge_values(x, sub.q_starts,
-                                                   np.flatnonzero(member_of == k), engine)
-                                   for k in range(n)])
+            parts = [iv.merge_values(x, sub.q_starts, np.flatnonzero(member_of == k), engine)
+                     for k in range(n)]
+            return parts[0] if n == 1 else np.concatenate(parts)
         P, M = merged(sub.P, launch), merged(sub.M, end)
     mean, qmin, qmax, quant = window_stats_sorted(P, M, q_starts, w0, w1, engine=engine)
     queue = {"mean": mean, "min": qmin, "max": qmax, "p50": quant[:, 0], "p95": quant[:, 1]}
