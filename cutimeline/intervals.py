@@ -19,9 +19,9 @@ from numba import njit
 from .errors import CutimelineError
 from .timeline import NONE
 
-__all__ = ["ENGINES", "check_engine", "group_order", "merge", "union", "coverage",
-           "count_le", "is_sorted", "sort_order", "sorted_copy", "merge_runs", "merge_rows",
-           "runs_sorted", "merge_values", "gather_sorted"]
+__all__ = ["ENGINES", "check_engine", "group_order", "merge", "merge_lean", "union",
+           "coverage", "count_le", "is_sorted", "sort_order", "sorted_copy", "merge_runs",
+           "merge_rows", "runs_sorted", "merge_values", "gather_sorted"]
 
 ENGINES = ("numba", "numpy")
 I64_MAX = np.iinfo(np.int64).max
@@ -86,12 +86,15 @@ def group_order(group, key, n_groups: int, engine: str = "numba"):
 # -- union and gaps -----------------------------------------------------------
 
 @njit(cache=True)
-def _merge_nb(begin, end, launch, order, starts, lo, hi):
+def _merge_nb(begin, end, launch, order, starts, lo, hi, lean=False):
+    """``lean``: ig and first left empty (fresh memory costs more than the
+    walk); istart, the groups' interval bounds, is returned last."""
     n, G = len(order), len(starts) - 1
-    ig = np.empty(n, np.int64)
+    ig = np.empty(0 if lean else n, np.int64)
     ib = np.empty(n, np.int64)
     ie = np.empty(n, np.int64)
-    first = np.empty(n, np.int64)
+    first = np.empty(0 if lean else n, np.int64)
+    istart = np.zeros(G + 1, np.int64)
     gg = np.empty(n + G, np.int64)
     gb = np.empty(n + G, np.int64)
     ge = np.empty(n + G, np.int64)
@@ -126,15 +129,18 @@ def _merge_nb(begin, end, launch, order, starts, lo, hi):
             if b0 > prev_end:
                 gg[m], gb[m], ge[m], gnext[m], gprev[m] = g, prev_end, b0, f, prev_row
                 m += 1
-            ig[k], ib[k], ie[k], first[k] = g, b0, top, f
+            if not lean:
+                ig[k], first[k] = g, f
+            ib[k], ie[k] = b0, top
             k += 1
             if top > prev_end:
                 prev_end, prev_row = top, last
         if prev_end < hi:
             gg[m], gb[m], ge[m], gnext[m], gprev[m] = g, prev_end, hi, NONE, prev_row
             m += 1
+        istart[g + 1] = k
     return (ig[:k], ib[:k], ie[:k], first[:k], gg[:m], gb[:m], ge[:m],
-            gnext[:m], gprev[:m], lam)
+            gnext[:m], gprev[:m], lam, istart)
 
 
 def _group_cummax(x, grp):
@@ -235,7 +241,24 @@ def merge(begin, end, launch, order, starts, lo: int, hi: int,
     """
     args = (_i64(begin), _i64(end), _i64(launch), _i64(order), _i64(starts),
             np.int64(lo), np.int64(hi))
-    return (_merge_nb if engine == "numba" else _merge_np)(*args)
+    if engine == "numba":
+        return _merge_nb(*args)[:10]
+    return _merge_np(*args)
+
+
+def merge_lean(begin, end, launch, order, starts, lo: int, hi: int,
+               engine: str = "numba"):
+    """``merge`` without each interval's group and first row: ``(istart,
+    ib, ie, gg, gb, ge, gnext, gprev, lam)``, group g's intervals at
+    ``istart[g]:istart[g+1]``."""
+    args = (_i64(begin), _i64(end), _i64(launch), _i64(order), _i64(starts),
+            np.int64(lo), np.int64(hi))
+    if engine == "numba":
+        r = _merge_nb(*args, True)
+        return (r[10],) + r[1:3] + r[4:10]
+    r = _merge_np(*args)
+    istart = np.searchsorted(r[0], np.arange(len(starts))).astype(np.int64)
+    return (istart,) + r[1:3] + r[4:10]
 
 
 @njit(cache=True)

@@ -131,7 +131,7 @@ def _group(of_row, n, begin, end, launch, lead, unknown, sync_row, lo, hi, w0, w
         order = parts[0] if len(parts) == 1 else np.concatenate(parts) if parts else \
             sub.order[:0]
         starts = np.concatenate([[0], np.cumsum([len(p) for p in parts])]).astype(np.int64)
-    ig, ib, ie, _, gg, gb, ge, gnext, gprev, lam = iv.merge(
+    istart, ib, ie, gg, gb, ge, gnext, gprev, lam = iv.merge_lean(
         begin, end, launch, order, starts, lo, hi, engine)
     lam = np.maximum(lam, 0)
     has_next, nl, after = (_gap_rows if engine == "numba" else _gap_rows_np)(
@@ -162,7 +162,7 @@ def _group(of_row, n, begin, end, launch, lead, unknown, sync_row, lo, hi, w0, w
     mean, qmin, qmax, quant = window_stats_sorted(P, M, q_starts, w0, w1, engine=engine)
     queue = {"mean": mean, "min": qmin, "max": qmax, "p50": quant[:, 0], "p95": quant[:, 1]}
     leads = lead_stats(lead, begin, order, starts, w0[0], w1[0], engine, of_row)
-    return Group(n, of_row, order, starts, ib, ie, _starts(ig, n), gb, ge, gnext,
+    return Group(n, of_row, order, starts, ib, ie, istart, gb, ge, gnext,
                  gstart, lam, gg, nl, after, amounts, idle, busy, q_order, q_starts,
                  P, M, queue, leads, act, engine)
 

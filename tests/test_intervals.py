@@ -41,6 +41,11 @@ def test_twins_agree_on_random_rows(seed):
     order, starts = iv.group_order(group, begin, 4)
     assert_same((order, starts), iv.group_order(group, begin, 4, engine="numpy"))
     assert_same(*both(iv.merge, begin, end, launch, order, starts, 9_000, 40_000))
+    lean = both(iv.merge_lean, begin, end, launch, order, starts, 9_000, 40_000)
+    assert_same(*lean)
+    full = iv.merge(begin, end, launch, order, starts, 9_000, 40_000)
+    assert_same(lean[0][1:], full[1:3] + full[4:])
+    assert_same([lean[0][0]], [np.searchsorted(full[0], np.arange(5))])
     sb, se = iv.union(begin[:50], end[:50])
     assert_same((sb, se), iv.union(begin[:50], end[:50], engine="numpy"))
     sel = order[starts[1]:starts[2]]  # some rows, in begin order
