@@ -1,6 +1,6 @@
 """Overhead compensation: the timeline replayed without the recorder's cost.
 
-The recorder measures at start what it costs the host (``recorder.py``):
+The recorder measures at start what it costs the host (``selfcost.py``):
 per op, from its kinds of arguments, priced per recorded op name and shapes
 (``meta["overhead_ns_by_signature"]``, their mean in
 ``meta["overhead_ns_per_op"]``, the only figure in older files), more in
@@ -161,7 +161,7 @@ def repeats(keys: np.ndarray, thread: np.ndarray | None = None,
     one of the ``window`` ops before them on their thread: those run the
     recorder's code while the CPU caches still hold it, and cost what the
     start-up model prices; the others cost ``mix_scale`` times that. The
-    pure-Python twin is ``hooks._repeats``."""
+    pure-Python twin is ``selfcost._repeats``."""
     keys = np.asarray(keys, np.int64)
     out = np.zeros(len(keys), bool)
     if thread is not None and len(np.unique(thread)) > 1:
@@ -176,7 +176,7 @@ def repeats(keys: np.ndarray, thread: np.ndarray | None = None,
 
 def mix_scale(meta: dict) -> float:
     """What the ops of a real mix that do not ``repeats`` cost over what the
-    start-up model prices them at (``hooks.Program``), measured while recording and at stop
+    start-up model prices them at (``selfcost.Program``), measured while recording and at stop
     (``meta["overhead_calibrations"]``, ratios in 1/1000): their median,
     against preemption spikes. 1 when none was measured (files saved
     before the calibrations)."""

@@ -36,8 +36,10 @@ Where the spans come from:
   to know what an event covers); the op stream adds SYNC spans for
   host-blocking ops.
 
-While torch.compile traces (Dynamo runs the Python of hooks it meets),
-every hook does nothing, so compiled regions have no MODULE spans inside
+While the session is paused (``Session.calibrate`` runs its own small
+training step) the module and backward hooks do nothing. While
+torch.compile traces (Dynamo runs the Python of hooks it meets), every
+hook does nothing, so compiled regions have no MODULE spans inside
 and their ops carry the module that called into them. torch warns about
 global module hooks when a module is compiled; that warning is expected.
 """
@@ -56,7 +58,7 @@ try:  # torch.compile traces into global hooks; they must do nothing there
 except ImportError:  # torch < 2.3
     from torch._dynamo import is_compiling as _compiling
 
-__all__ = ["Hooks", "Program", "measure_module_hooks"]
+__all__ = ["Hooks"]
 
 _MODULE, _FORWARD, _BACKWARD = int(SpanKind.MODULE), int(SpanKind.FORWARD), int(SpanKind.BACKWARD)
 _DATA, _OPTIMIZER, _SYNC = int(SpanKind.DATA), int(SpanKind.OPTIMIZER), int(SpanKind.SYNC)
@@ -129,7 +131,7 @@ class Hooks:
         return sid
 
     def _pre(self, module: Any, args: Any) -> None:
-        if _compiling():
+        if _compiling() or self.s.paused:
             return
         w = self.s.writer()
         st = w.stack
@@ -139,7 +141,7 @@ class Hooks:
         w.ctx = self.s.context(sid, len(st) - 1)
 
     def _post(self, module: Any, args: Any, output: Any) -> None:
-        if _compiling():
+        if _compiling() or self.s.paused:
             return
         w = self.s.writer()
         st = w.stack
@@ -193,7 +195,7 @@ class Hooks:
         s, sid = self.s, self.s.intern("backward")
 
         def run_backward(*args: Any, **kwargs: Any) -> Any:
-            if _compiling():
+            if _compiling() or s.paused:
                 return original(*args, **kwargs)
             w = s.writer()
             t0 = _now()
@@ -309,112 +311,3 @@ def _record_thread(s: Any, thread: Any, data: bool) -> None:
             if n and torch._C._get_dispatch_stack_at(n - 1) is mode:
                 _pop_mode()
     thread.run = run_recorded
-
-
-def measure_module_hooks(session: Any, n: int = 8, rounds: int = 3) -> int:
-    """What the global module hooks cost per module call (ns): an
-    ``nn.Identity`` called ``n`` times without and with the hooks of a
-    scratch ``session``, ``rounds`` times interleaved, median difference.
-    Global hooks also move every ``Module.__call__`` off its fast path,
-    which this includes. About 1 ms."""
-    import torch
-    import torch.nn.modules.module as nn_module
-    m, x = torch.nn.Identity(), torch.zeros(1)
-    hooks = Hooks(session, modules=True, threads=False)
-
-    def loop() -> int:
-        t0 = _now()
-        for _ in range(n):
-            m(x)
-        return _now() - t0
-
-    diffs = []
-    for rep in range(rounds + 1):  # round 0 warms up
-        p = loop()
-        handles = (nn_module.register_module_forward_pre_hook(hooks._pre),
-                   nn_module.register_module_forward_hook(hooks._post, always_call=True))
-        try:
-            r = loop()
-        finally:
-            for h in handles:
-                h.remove()
-        if rep:
-            diffs.append((r - p) / n)
-    session.writer().spans.clear()
-    diffs.sort()
-    return max(0, round(diffs[len(diffs) // 2]))
-
-
-class Program:
-    """A small training step of the probe's own (two ``Linear`` layers and
-    a ReLU, a loss, its backward), run without and with a scratch recorder
-    (mode, module hooks, autograd-node reads): what a real mix of ops
-    costs against what ``opstream.measure_overhead``'s model prices it at.
-    Tiny ops repeated in a loop keep the recorder's code in the CPU caches;
-    ops between other code and kernels do not, and cost up to about twice
-    as much (``ratio``)."""
-
-    def __init__(self, model: dict):
-        import torch
-
-        from .opstream import Mode, Session
-        self.model = model
-        with torch.random.fork_rng(devices=[]):  # the user's random state stays
-            torch.manual_seed(0)
-            self.net = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(),
-                                           torch.nn.Linear(8, 1))
-        self.x = torch.ones(4, 8)
-        self.s = Session(None, max_ops=2 ** 62, steps="manual")
-        self.hooks = Hooks(self.s, modules=True, threads=False)
-        self.mode = Mode(self.s, self.s.writer())
-        self.ratio(1)  # fills the caches
-
-    def step(self) -> int:
-        t0 = _now()
-        self.net(self.x).pow(2).mean().backward()
-        return _now() - t0
-
-    def ratio(self, pairs: int = 2) -> float:
-        """The fastest recorded step − the fastest plain one, of ``pairs``
-        each interleaved (against preemption spikes), less the model's
-        price of the ops that repeat a recent one (``_repeats``), over its
-        price of the others and of the module calls (0 when it prices
-        nothing): the ``compensation.mix_scale`` of those. Call it with no dispatch mode active
-        (``_disable_current_modes``)."""
-        import torch.nn.modules.module as nn_module
-        from torch.utils._python_dispatch import _pop_mode, _push_mode
-
-        from .opstream import op_cost
-        s, m = self.s, self.model
-        w = s.writers[0]
-        plain, recorded = [], []
-        for _ in range(pairs):
-            del w.ops[:], w.spans[:]
-            plain.append(self.step())
-            handles = (nn_module.register_module_forward_pre_hook(self.hooks._pre),
-                       nn_module.register_module_forward_hook(self.hooks._post,
-                                                              always_call=True))
-            _push_mode(self.mode)
-            s.backward = 1  # as Hooks._backward counts a backward pass
-            try:
-                recorded.append(self.step())
-            finally:
-                _pop_mode()
-                s.backward = 0
-                for h in handles:
-                    h.remove()
-                self.net.zero_grad(set_to_none=True)
-        names = [s.strings.values[n] for n, _, _ in s.sig_table]
-        price = [op_cost(m, s.sig_args[op[3]], names[op[3]]) +
-                 (m["backward_ns"] if op[5] != NONE else 0) for op in w.ops]
-        hot = _repeats([s.sig_table[op[3]][:2] for op in w.ops])
-        warm = sum(p for p, h in zip(price, hot) if h)
-        cold = sum(p for p, h in zip(price, hot) if not h) + \
-            m.get("module_ns", 0) * sum(sp[0] == _MODULE for sp in w.spans)
-        return (min(recorded) - min(plain) - warm) / cold if cold > 0 else 0.0
-
-
-def _repeats(keys: list, window: int = 8) -> list[bool]:
-    """Pure-Python twin of ``compensation.repeats`` for one thread (the
-    recorder does not load NumPy-and-Numba modules while recording)."""
-    return [k in keys[max(0, i - window):i] for i, k in enumerate(keys)]

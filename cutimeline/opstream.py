@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import itertools
 import operator
-import statistics
 import threading
 import warnings
 import weakref
@@ -34,7 +33,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from .devices import Device
 from .timeline import NONE, GpuKind, OpFlag, SpanKind, Strings
 
-__all__ = ["Writer", "Session", "Mode", "measure_overhead", "op_cost"]
+__all__ = ["Writer", "Session", "Mode"]
 
 _VIEW, _SYNC, _LAUNCH = int(OpFlag.VIEW), int(OpFlag.SYNC), int(OpFlag.LAUNCH)
 _CAPTURED, _TRUNCATED = int(OpFlag.CAPTURED), int(OpFlag.TRUNCATED)
@@ -110,6 +109,7 @@ class Session:
     def __init__(self, device: Device | None, *, max_ops: int, steps: str):
         self.device, self.max_ops, self.steps = device, max_ops, steps
         self.off = False
+        self.paused = False  # True while calibrate() runs: the hooks do nothing
         self.backward = 0  # backward passes running (hooks.py counts them)
         self.count = itertools.count()
         self.lock = threading.Lock()  # taken on cache misses only
@@ -128,7 +128,7 @@ class Session:
         # (begin_ns, end_ns, ratio in 1/1000) of each calibration between
         # steps: what a real mix of ops cost over the start-up model's price
         self.calibrations: list[tuple[int, int, int]] = []
-        self.calibrator: Callable[[], float] | None = None  # hooks.Program
+        self.calibrator: Callable[[], float] | None = None  # selfcost.Program
         self.calibrate_every(0)
 
     def calibrate_every(self, ns: int) -> None:
@@ -233,8 +233,12 @@ class Session:
                 return
             self._next_calibration = 2 ** 62  # one thread at a time
         t0 = _now()
-        with _disable_current_modes():  # no mode of the user's sees the probe
-            ratio = self.calibrator()
+        self.paused = True  # nor do this recording's hooks
+        try:
+            with _disable_current_modes():  # no mode of the user's sees the probe
+                ratio = self.calibrator()
+        finally:
+            self.paused = False
         t2 = _now()
         if t1 is not None:  # at stop it is past the recording's end
             w = self.writer()
@@ -387,7 +391,7 @@ def _arg_kinds(args: tuple, kwargs: dict | None) -> tuple[int, int, int, int]:
     """(tensors, floats, lists, others) among an op's arguments: the
     dispatch mode's cost per op grows with each kind at its own rate (a
     Python float is wrapped into a tensor on every call, a list is
-    converted element by element; see ``measure_overhead``)."""
+    converted element by element; see ``selfcost.measure_overhead``)."""
     n = [0, 0, 0, 0]
     for a in (*args, *(kwargs or {}).values()):
         if isinstance(a, _Tensor):
@@ -502,91 +506,3 @@ class Mode(TorchDispatchMode):
             raise
         w.ops.append((seq, t0, _now(), sid, w.ctx, gid, flags))
         return out
-
-
-class _Probe:
-    """Tiny CPU ops timed without and with a scratch mode: the recorder's
-    cost per op, measured on its own tensors (the user's state and results
-    are untouched). Dispatch modes above or below are set aside meanwhile."""
-
-    def __init__(self) -> None:
-        self.session = Session(None, max_ops=2 ** 62, steps="manual")
-        self.mode = Mode(self.session, self.session.writer())
-        x, y, z = (torch.zeros(16, device="cpu") for _ in range(3))
-        x2 = torch.zeros(4, 4, device="cpu")
-        self.detach = x.detach
-        self.ops = (lambda: torch.relu(x), lambda: torch.addcmul(x, y, z),
-                    lambda: torch.add(x, 0.5), lambda: torch.sum(x, [0]),
-                    lambda: torch.transpose(x2, 0, 1), lambda: torch.relu(x))
-
-    @staticmethod
-    def loop(op: Callable, n: int) -> int:
-        t0 = _now()
-        for _ in range(n):
-            op()
-        return _now() - t0
-
-    def diff(self, k: int, n: int) -> float:
-        """Recorded − plain time of probe op ``k`` (ns per op); op 5 runs
-        as if in a backward pass (the autograd-node read)."""
-        from torch.utils._python_dispatch import _pop_mode, _push_mode
-        op = self.ops[k]
-        p = self.loop(op, n)
-        self.session.backward = k == 5
-        _push_mode(self.mode)
-        try:
-            r = self.loop(op, n)
-        finally:
-            _pop_mode()
-            self.session.backward = 0
-            self.session.writers[0].ops.clear()
-        return (r - p) / n
-
-    def warm(self) -> None:
-        for k in range(len(self.ops)):
-            self.diff(k, 1)  # fills the signature cache
-
-
-def measure_overhead(n: int = 8, rounds: int = 3) -> dict[str, int]:
-    """The recorder's own cost per op (ns), as a model of the op's arguments.
-
-    Six tiny CPU ops, each ``n`` times without and with a scratch mode,
-    ``rounds`` times interleaved (after one warm-up call each); each cost is
-    the median over rounds of the difference. ``relu(x)`` gives the cost of
-    an op with one tensor (``op_ns``); ``addcmul`` (3 tensors), ``add(x,
-    0.5)`` (a float), ``sum(x, [0])`` (a list) and ``transpose(x, 0, 1)`` (two
-    ints) what each more tensor, float, list or other argument adds;
-    ``relu`` while a backward pass counts, the autograd-node read
-    (``backward_ns``). Also ``detach_ns``: what a ``detach`` costs without a
-    mode, since an active mode makes autograd add ``detach`` ops that an
-    uninstrumented run does not have. ``probe_ns``: what this took (about
-    5 ms on a quiet 2-core VM). ``op_cost`` prices an op by this model;
-    ``Session.calibrate`` re-measures ``op_ns`` while recording.
-    """
-    begin = _now()
-    probe = _Probe()
-    probe.warm()
-    diffs: list[list[float]] = [[] for _ in probe.ops]
-    detach: list[int] = []
-    for _ in range(rounds):
-        for k in range(len(probe.ops)):
-            diffs[k].append(probe.diff(k, n))
-        detach.append(probe.loop(probe.detach, n))
-    d = [statistics.median(v) for v in diffs]
-    model = {"op_ns": d[0], "tensor_ns": (d[1] - d[0]) / 2, "float_ns": d[2] - d[0],
-             "list_ns": d[3] - d[0], "other_ns": (d[4] - d[0]) / 2,
-             "backward_ns": d[5] - d[0], "detach_ns": statistics.median(detach) / n}
-    model = {k: max(0, round(v)) for k, v in model.items()}
-    model["probe_ns"] = _now() - begin
-    return model
-
-
-def op_cost(model: dict[str, int], kinds: tuple[int, int, int, int], name: str) -> int:
-    """What recording one op costs (ns) by ``measure_overhead``'s model,
-    from its argument kinds (tensors, floats, lists, others) and name."""
-    tensors, floats, lists, others = kinds
-    ns = model["op_ns"] + model["tensor_ns"] * (tensors - 1) + model["float_ns"] * floats \
-        + model["list_ns"] * lists + model["other_ns"] * others
-    if name == "aten::detach":  # added by the mode itself (see measure_overhead)
-        ns += model["detach_ns"]
-    return max(0, ns)

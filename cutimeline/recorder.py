@@ -71,8 +71,9 @@ import torch
 
 from .devices import Device, Harvest
 from .errors import CutimelineError
-from .hooks import Hooks, Program, _compiling, measure_module_hooks
-from .opstream import Mode, Session, measure_overhead, op_cost
+from .hooks import Hooks, _compiling
+from .opstream import Mode, Session
+from .selfcost import calibrator, measure, priced
 from .timeline import NONE, SpanKind, Timeline
 
 __all__ = ["record", "Recorder", "span"]
@@ -103,7 +104,7 @@ def record(*, device: str | Device = "auto", max_ops: int = 10_000_000,
     — "optimizer" (every ``optimizer.step()``), "manual" (``rec.step()``
     only) or "auto" (optimizer steps until ``rec.step()`` is first called,
     then only ``rec.step()``). ``measure``: measure the recorder's own cost
-    per op at start (about 5 ms; ``measure_overhead``) into meta:
+    per op at start (about 5 ms; ``selfcost.py``) into meta:
     ``overhead_model`` (ns per op and per kind of argument, per module
     call), ``overhead_ns_by_signature`` (each recorded op name and shapes
     priced by it) and ``overhead_ns_per_op`` (their mean), which
@@ -235,12 +236,12 @@ class Recorder:
             if o.get("out_dir"):  # rank, world size, host (dist.py)
                 from .dist import rank_meta
                 self._meta = rank_meta()
-            model = _measure(o["modules"]) if o["measure"] else None
+            model = measure(o["modules"]) if o["measure"] else None
             per_launch = getattr(self.device, "measure_launch_ns", None)
             s = Session(self.device, max_ops=o["max_ops"], steps=o["steps"])
             if model is not None:
                 s.calibrate_every(CALIBRATE_EVERY_NS)
-                s.calibrator = _calibrator(model)
+                s.calibrator = calibrator(model)
             self._meta = {
                 **self._meta, "source": "record", "start_epoch_ns": time.time_ns(),
                 "start_host_ns": _now(),
@@ -418,48 +419,6 @@ def _align(tl: Timeline) -> Timeline:
         return tl.replace(meta={**tl.meta, "align_error": str(exc)})
 
 
-def _measure(modules: bool) -> dict[str, int]:
-    """The start-up probe of the recorder's own costs (ns; see
-    ``measure_overhead`` and ``measure_module_hooks``)."""
-    t0 = _now()
-    model = measure_overhead()
-    scratch = Session(None, max_ops=1, steps="manual")
-    model["module_ns"] = measure_module_hooks(scratch) if modules else 0
-    model["probe_ns"] = _now() - t0
-    return model
-
-
-def _calibrator(model: dict[str, int]) -> Callable[[], float]:
-    """``hooks.Program(model).ratio``, the program made at its first use."""
-    program: list[Program] = []
-
-    def ratio() -> float:
-        if not program:
-            program.append(Program(model))
-        return program[0].ratio()
-    return ratio
-
-
-def _priced(s: Session, ops: np.ndarray, sig: np.ndarray, meta: dict) -> dict:
-    """``meta`` with each recorded (op name, shapes) priced by the start-up
-    model: the mean over its ops, as ``{"name", "shapes", "ns"}`` lists of
-    string ids and ns, before ``compensation.mix_scale``; ``overhead_ns_per_op``
-    becomes the mean over all ops."""
-    model = meta.get("overhead_model")
-    if not model or not len(ops):
-        return meta
-    names = [s.strings.values[i] for i in sig[:, 0]]
-    cost = np.array([op_cost(model, k, n) for k, n in zip(s.sig_args, names)], np.int64)
-    of = ops[:, 3]
-    pair = sig[of, 0] << 32 | sig[of, 1]
-    keys, inverse, counts = np.unique(pair, return_inverse=True, return_counts=True)
-    mean = np.bincount(inverse.reshape(-1), cost[of]) / counts
-    return {**meta, "overhead_ns_per_op": int(round(cost[of].mean())),
-            "overhead_ns_by_signature": {
-                "name": (keys >> 32).tolist(), "shapes": (keys & 0xFFFFFFFF).tolist(),
-                "ns": np.round(mean).astype(np.int64).tolist()}}
-
-
 def _rows(lists: list[list[tuple]], width: int) -> np.ndarray:
     import itertools
     return np.array(list(itertools.chain.from_iterable(lists)),
@@ -488,7 +447,7 @@ def _assemble(s: Session, harvest: Harvest | None, meta: dict[str, Any]) -> Time
     ops, thread = ops[order], thread[order]
     seq, sig_of, ctx_of, flags = ops[:, 0], ops[:, 3], ops[:, 4], ops[:, 6]
     sig = np.array(s.sig_table, np.int64).reshape(-1, 3)
-    meta = _priced(s, ops, sig, meta)
+    meta = priced(s, ops, sig, meta)
     ctx = np.array(s.ctx_table, np.int64).reshape(-1, 2)
     index = NONE if s.device is None else s.device.index
     launches = _rows([w.launches for w in ws], 5)

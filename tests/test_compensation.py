@@ -101,7 +101,7 @@ def test_replayed_gpu_follows_the_faster_host():
 # -- the recorder's cost model: what costs() removes where ------------------------------------
 
 def test_repeats_twins_agree():
-    from cutimeline.hooks import _repeats
+    from cutimeline.selfcost import _repeats
     from cutimeline.compensation import repeats
     rng = np.random.default_rng(5)
     keys = rng.integers(0, 12, 400)

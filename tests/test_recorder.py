@@ -727,3 +727,20 @@ def test_measure_false_has_no_cost_model():
     m = rec.timeline.meta
     assert m["overhead_model"] is None and m["overhead_calibrations"] == []
     assert "overhead_ns_by_signature" not in m and ctl.analyze(rec.timeline).compensation is None
+
+
+def test_calibrations_leave_no_trace_in_the_recording(monkeypatch):
+    import cutimeline.recorder as recorder
+    monkeypatch.setattr(recorder, "CALIBRATE_EVERY_NS", 1)  # at each step boundary
+    net = torch.nn.Linear(4, 2)
+    with ctl.record(device="cpu", steps="manual") as rec:
+        for _ in range(2):
+            net(torch.ones(3, 4)).sum().backward()
+            rec.step()
+    tl = rec.timeline
+    assert len(tl.meta["overhead_calibrations"]) == 3
+    kinds = collections.Counter(tl.spans.kind.tolist())
+    assert kinds[SpanKind.MODULE] == 2 and kinds[SpanKind.BACKWARD] == 2
+    assert set(tl.decode(tl.spans["name"][tl.spans.kind == SpanKind.MODULE])) == {"Linear"}
+    # the probe's own ops (a 4×8 input) were not recorded
+    assert not any("[4,8]" in s for s in tl.decode(tl.ops["shapes"]))

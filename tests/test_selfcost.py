@@ -1,11 +1,32 @@
-"""The hooks' share of the recorder's cost: module calls, a real mix."""
+"""The recorder's measurement of its own cost: prices, probes, a real mix."""
 
 import math
 
 import torch
 
-from cutimeline.hooks import Program, measure_module_hooks
-from cutimeline.opstream import Session, measure_overhead
+from cutimeline.opstream import Session
+from cutimeline.selfcost import Program, measure_module_hooks, measure_overhead, op_cost
+
+MODEL = {"op_ns": 100, "tensor_ns": 10, "float_ns": 50, "list_ns": 30,
+         "other_ns": 2, "backward_ns": 7, "detach_ns": 40}
+
+
+
+def test_op_cost_prices_each_kind():
+    assert op_cost(MODEL, (1, 0, 0, 0), "aten::relu") == 100
+    assert op_cost(MODEL, (3, 1, 1, 2), "aten::x") == 100 + 20 + 50 + 30 + 4
+    assert op_cost(MODEL, (1, 0, 0, 0), "aten::detach") == 140  # the mode adds these
+    assert op_cost({**MODEL, "op_ns": 0}, (0, 0, 0, 0), "aten::zeros") == 0  # never < 0
+
+
+def test_measure_overhead_leaves_user_state_alone():
+    torch.manual_seed(3)
+    state = torch.get_rng_state()
+    model = measure_overhead(n=2, rounds=1)
+    assert torch.equal(state, torch.get_rng_state())
+    assert set(model) == set(MODEL) | {"probe_ns"}
+    assert all(isinstance(v, int) and v >= 0 for v in model.values())
+    assert torch._C._len_torch_dispatch_stack() == 0
 
 
 def test_module_hook_cost_is_measured_and_the_hooks_removed():
