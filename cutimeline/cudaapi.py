@@ -23,15 +23,24 @@ class TorchCuda:
         import torch
         self.torch = torch
         self.now = time.perf_counter_ns
-        self.capturing = torch._C._cuda_isCurrentStreamCapturing
+        self._capturing = torch._C._cuda_isCurrentStreamCapturing
+        self._get_device = torch._C._cuda_getDevice
         self._get_stream = torch._C._cuda_getCurrentStream
         self._record = torch._C._CudaEventBase.record  # skips Event.record's lookups
-        self._streams: dict[int, Any] = {}
-        self._handles: dict[int, int] = {}
+        self._streams: dict[tuple[int, int], Any] = {}
+        self._handles: dict[tuple[int, int], int] = {}
         self._side: dict[int, Any] = {}
 
     def current_device(self) -> int:
         return self.torch.cuda.current_device()
+
+    def capturing(self, index: int) -> bool:
+        """Whether device ``index``'s current stream is capturing a graph
+        (the check looks at the current device's stream: switch if needed)."""
+        if self._get_device() == index:
+            return self._capturing()
+        with self.torch.cuda.device(index):
+            return self._capturing()
 
     def device_name(self, index: int) -> str:
         return self.torch.cuda.get_device_name(index)
@@ -43,9 +52,10 @@ class TorchCuda:
         return self.torch.cuda.Event(enable_timing=True)
 
     def _stream(self, stream: int, index: int) -> Any:
-        s = self._streams.get(stream)
+        # keyed by device too: stream ids repeat across devices
+        s = self._streams.get((stream, index))
         if s is None:
-            s = self._streams[stream] = self.torch.cuda.Stream(
+            s = self._streams[stream, index] = self.torch.cuda.Stream(
                 stream_id=stream, device_index=index, device_type=1)
         return s
 
@@ -87,9 +97,9 @@ class TorchCuda:
 
     def stamp(self, stamper: Any, slot: int, stream: int, index: int) -> None:
         """Enqueue a stamp into ``slot`` on the stream with torch id ``stream``."""
-        handle = self._handles.get(stream)
+        handle = self._handles.get((stream, index))
         if handle is None:
-            handle = self._handles[stream] = self._stream(stream, index).cuda_stream
+            handle = self._handles[stream, index] = self._stream(stream, index).cuda_stream
         stamper._put(slot, handle)
 
     def read_stamps(self, stamper: Any) -> np.ndarray:

@@ -134,10 +134,16 @@ class CudaDevice(Device):
     anchor*, an event laid down every ``anchor_interval_ns`` of host time
     (no device sync), and anchors are chained: anchor 0 has raw 0, anchor k
     raw = raw(k-1) + elapsed(k-1, k), an event's raw = raw(its anchor) +
-    elapsed(anchor, event), in ns. ``pings`` calibration pings at start and
+    elapsed(anchor, event), in ns. Anchors are laid when ops come, so a
+    quiet spell of T with no op (a checkpoint save, CPU-side evaluation) is
+    one link read over T: up to half a float32 step of error there (2 µs at
+    60 s, 31 µs at 10 min); the aligner absorbs it as relaxation where it
+    contradicts the bounds (``relax_ns``). ``timing="stamps"`` has no such
+    limit. ``pings`` calibration pings at start and
     at stop (synchronize, host time t0, record, synchronize, host time t1)
     give PING events with host_record_ns = t0 and "ping" syncs [t0, t1].
-    No event is recorded while the current stream captures a CUDA graph.
+    No event is recorded while this device's current stream captures a CUDA
+    graph.
 
     ``timing`` says what marks each point (BEGIN, END, PING):
 
@@ -190,7 +196,8 @@ class CudaDevice(Device):
         if self._stamps:  # fail here, with what to install, not at the first op
             api.check_stamps(self.index)
         self._now = api.now
-        self._lock = threading.Lock()
+        # re-entrant: an anchor (lock held) may stamp into a new chunk (lock)
+        self._lock = threading.RLock()
         self._free: list[Any] = []
         self._created = 0
         self._started = False
@@ -201,7 +208,12 @@ class CudaDevice(Device):
 
     # -- the Device interface ------------------------------------------------
     def owns(self, device: Any) -> bool:
-        return device == self._device
+        if getattr(device, "type", None) != "cuda":
+            return False
+        index = device.index
+        if index is None:  # torch.zeros(..., device="cuda"): the current device
+            index = self._api.current_device()
+        return index == self.index
 
     def current_stream(self) -> int:
         return self._api.current_stream(self.index)
@@ -231,12 +243,9 @@ class CudaDevice(Device):
         self._ping()
 
     def begin(self, stream: int, seq: int) -> int:
-        if self._api.capturing():
+        if self._api.capturing(self.index):
             return NONE
-        now = self._now()
-        if self._events and now - self._anchor_ns >= self.anchor_interval_ns:
-            self._anchor(stream, now)
-        return self._record(stream, EventKind.BEGIN, seq, now)
+        return self._record(stream, EventKind.BEGIN, seq, self._fresh(stream))
 
     def end(self, stream: int, seq: int, func: Any, args: tuple, kwargs: dict,
             out: Any) -> int:
@@ -270,7 +279,13 @@ class CudaDevice(Device):
     # -- CUDA-only: user events, and what the recorder measures ---------------------
     def note_user_event(self, event: Any, stream: Any) -> None:
         """A ``torch.cuda.Event`` was recorded on ``stream`` (a torch Stream,
-        None: current): remember the newest of our events before it there."""
+        None: current): remember the newest of our events before it there.
+        An event on another GPU is not ours to bound anything with."""
+        if stream is None:
+            if self._api.current_device() != self.index:
+                return
+        elif getattr(stream, "device_index", self.index) != self.index:
+            return
         sid = self._api.stream_id(stream, self.index)
         try:
             self._user_events[event] = (sid, self._newest.on.get(sid, NONE))
@@ -299,7 +314,7 @@ class CudaDevice(Device):
             t0 = self._now()
             for slot, ev in enumerate((a, b)):
                 s = api.current_stream(self.index)
-                api.capturing()
+                api.capturing(self.index)
                 if self._events:
                     api.record(ev, s, self.index)
                 if scratch is not None:
@@ -316,15 +331,15 @@ class CudaDevice(Device):
         self._created += n
 
     def _take(self) -> Any:
-        try:
-            return self._free.pop()
-        except IndexError:
-            with self._lock:
-                if not self._free:
-                    self._reap()
-                if len(self._free) < self.chunk // 4:
-                    self._grow(self.chunk)
+        while True:  # other threads pop without the lock: retry until one is ours
+            try:
                 return self._free.pop()
+            except IndexError:
+                with self._lock:
+                    if not self._free:
+                        self._reap()
+                    if len(self._free) < self.chunk // 4:
+                        self._grow(self.chunk)
 
     def _reap(self) -> None:
         """Read the completed events among the oldest unread ones and return
@@ -340,18 +355,33 @@ class CudaDevice(Device):
                 del self._pending[i]
                 self._free.append(ev)
 
+    def _fresh(self, stream: int) -> int:
+        """Now, after laying a new anchor if the newest is too old."""
+        now = self._now()
+        if self._events and now - self._anchor_ns >= self.anchor_interval_ns:
+            self._anchor(stream, now)
+        return now
+
     def _record(self, stream: int, kind: int, seq: int, now: int) -> int:
         k = len(self._anchors) - 1
         if self._events:
             ev = self._take()
             self._api.record(ev, stream, self.index)
-            i = next(self._ids)
-            self._pending[i] = (ev, k)
+        if self._stamps:
+            # A sync covers every point whose id is at most the newest one's,
+            # so ids must follow the order stamps are enqueued in: take the
+            # id and stamp as one step. The row goes in first, so a failed
+            # stamp leaves a row (named at harvest), not a gap in the ids.
+            with self._lock:
+                i = next(self._ids)
+                if self._events:
+                    self._pending[i] = (ev, k)
+                self._rows.append((i, stream, kind, seq, now, k))
+                self._stamp(i, stream)
         else:
             i = next(self._ids)
-        if self._stamps:
-            self._stamp(i, stream)
-        self._rows.append((i, stream, kind, seq, now, k))
+            self._pending[i] = (ev, k)
+            self._rows.append((i, stream, kind, seq, now, k))
         n = self._newest
         n.last = i
         n.on[stream] = i
@@ -361,14 +391,14 @@ class CudaDevice(Device):
         with self._lock:
             if self._anchors and now - self._anchor_ns < self.anchor_interval_ns:
                 return  # another thread laid it
-            ev = self._free.pop() if self._free else self._api.new_event()
+            ev = self._take()
             self._api.record(ev, stream, self.index)
             i = next(self._ids)
-            if self._stamps:
-                self._stamp(i, stream)
             self._anchors.append((i, ev))
             self._rows.append((i, stream, EventKind.ANCHOR, NONE, now, len(self._anchors) - 1))
             self._anchor_ns = now
+            if self._stamps:
+                self._stamp(i, stream)
 
     def _stamp(self, i: int, stream: int) -> None:
         """Stamp point ``i`` into its slot, adding a chunk if it is the

@@ -238,7 +238,6 @@ class _Launcher:
     def __init__(self, device: int) -> None:
         self._cupy = _cupy()
         self.device = device
-        self._device = self._cupy.cuda.Device(device)
         self._streams: dict[int, Any] = {}
 
     def _wrap(self, handle: int) -> Any:
@@ -250,13 +249,22 @@ class _Launcher:
     def __call__(self, kernel: Any, args: tuple, stream: Any) -> None:
         handle = _stream_handle(stream, self.device)
         # CuPy launches on its current device and stream: make them the
-        # caller's for the duration of this launch only.
-        with self._device:
-            wrapped = self._streams.get(handle)
-            if wrapped is None:
-                wrapped = self._streams[handle] = self._wrap(handle)
-            with wrapped:
-                kernel((1,), (1,), args)
+        # caller's for the duration of this launch only. A Device object
+        # keeps its stack of previous devices on itself, so one shared by
+        # threads could restore another thread's device: a fresh one each
+        # time the device must change.
+        if self._cupy.cuda.runtime.getDevice() == self.device:
+            self._launch(kernel, args, handle)
+        else:
+            with self._cupy.cuda.Device(self.device):
+                self._launch(kernel, args, handle)
+
+    def _launch(self, kernel: Any, args: tuple, handle: int) -> None:
+        wrapped = self._streams.get(handle)
+        if wrapped is None:
+            wrapped = self._streams[handle] = self._wrap(handle)
+        with wrapped:  # CuPy's current stream is per thread
+            kernel((1,), (1,), args)
 
 
 @functools.lru_cache(maxsize=None)

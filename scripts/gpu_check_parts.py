@@ -46,6 +46,9 @@ def stamps_missing() -> str | None:
     from cutimeline import kernels
     try:
         kernels._cupy()
+        # CuPy can import without NVRTC (no CUDA toolkit libraries): compile
+        if torch.cuda.is_available():
+            kernels._kernel("stamp", torch.cuda.current_device())
     except CutimelineError as exc:
         return str(exc)
     return None

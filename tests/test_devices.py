@@ -3,6 +3,8 @@ streams (``devices._cuda_api``), with a fake host clock and a device clock of
 its own, read only as float32-millisecond elapsed times, as CUDA allows."""
 
 import threading
+import time
+import types
 
 import numpy as np
 import pytest
@@ -53,7 +55,8 @@ class FakeCuda:
     def current_stream(self, index):
         return self.stream
 
-    def capturing(self):
+    def capturing(self, index):
+        self.capture_checked = index
         return self.capture
 
     def new_event(self):
@@ -173,6 +176,7 @@ def test_no_event_while_the_stream_captures_a_graph(fake):
     assert dev.begin(0, 0) == NONE and fake.records == records
     fake.capture = False
     assert dev.begin(0, 1) >= 0
+    assert fake.capture_checked == 0     # this device's stream, not the current one's
     dev.harvest()
 
 
@@ -234,6 +238,27 @@ def test_owns_only_its_own_gpu(fake):
     dev = CudaDevice(0)
     assert dev.owns(torch.device("cuda", 0))
     assert not dev.owns(torch.device("cuda", 1)) and not dev.owns(torch.device("cpu"))
+    # factory ops (torch.zeros(..., device="cuda")) pass an unindexed device:
+    # the current one
+    assert dev.owns(torch.device("cuda"))
+    fake.current_device = lambda: 1
+    assert not dev.owns(torch.device("cuda"))
+    assert CudaDevice(1).owns(torch.device("cuda"))
+
+
+def test_user_events_on_another_gpu_bound_nothing(fake):
+    dev = CudaDevice(0, pings=1)
+    dev.start()
+    ops(dev, fake, 1)
+    theirs, current = FakeEvent(), FakeEvent()
+    dev.note_user_event(theirs, types.SimpleNamespace(device_index=1, stream_id=0))
+    fake.current_device = lambda: 1
+    dev.note_user_event(current, None)      # recorded on device 1's stream
+    dev.note_event_sync(theirs, 1, 2)
+    dev.note_event_sync(current, 3, 4)
+    y = dev.harvest().syncs
+    mine = [i for i, k in enumerate(y["kind"]) if k == "event_synchronize"]
+    assert list(y["last_event"][mine]) == [NONE, NONE]
 
 
 # -- under the recorder ----------------------------------------------------------------
@@ -475,3 +500,46 @@ def test_single_timing_recordings_list_one_timeline(fake):
     with ctl.record(device="cpu") as rec:
         torch.ones(2).sum()
     assert rec.timelines == {"events": rec.timeline}
+
+
+def test_an_anchor_that_opens_a_stamp_chunk_does_not_deadlock(fake_stamps):
+    # points 0–3 fill chunk 0 (anchor, ping, one op); after 2 s the next op
+    # lays an anchor, point 4: the first of chunk 1, made while the anchor
+    # holds the device's lock
+    dev = CudaDevice(pings=1, timing="both", stamp_slots=4)
+    dev.start()
+    ops(dev, fake_stamps, 1)
+    fake_stamps.advance(2 * 10 ** 9)
+    done = []
+    t = threading.Thread(target=lambda: done.append(ops(dev, fake_stamps, 1, seq0=1)),
+                         daemon=True)
+    t.start()
+    t.join(30)
+    assert done, "recording hung when an anchor opened a new stamp chunk"
+    h = dev.harvest()
+    assert h.meta["cuda"]["stamp_chunks"] >= 2
+    kinds = h.events["kind"].tolist()
+    assert kinds.count(int(EventKind.ANCHOR)) == 2
+
+
+def test_stamp_ids_follow_the_order_stamps_are_enqueued(fake_stamps):
+    # many threads at once: every point's id order is its stamp's order
+    dev = CudaDevice(pings=1, timing="stamps", stamp_slots=64)
+    dev.start()
+    order = []
+    stamp = fake_stamps.stamp
+
+    def logged(stamper, slot, stream, index):
+        # let other threads run between a point's id and its stamp
+        time.sleep(0.0005 if slot % 3 == 0 else 0)
+        order.append(fake_stamps.stampers.index(stamper) * 64 + slot)
+        stamp(stamper, slot, stream, index)
+    fake_stamps.stamp = logged
+    threads = [threading.Thread(target=ops, args=(dev, fake_stamps, 50),
+                                kwargs={"seq0": 100 * k}) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    dev.harvest()
+    assert order == sorted(order)

@@ -67,7 +67,8 @@ def fake_cupy(kernel_error=None, device_error=None):
         return 2
 
     cuda = types.SimpleNamespace(
-        runtime=types.SimpleNamespace(getDeviceCount=get_device_count),
+        runtime=types.SimpleNamespace(getDeviceCount=get_device_count,
+                                      getDevice=lambda: 0),
         Device=lambda index: nullcontext())
     return types.SimpleNamespace(RawModule=RawModule, cuda=cuda), made
 
@@ -281,6 +282,10 @@ def test_launches_go_to_the_callers_device_and_stream(
     assert wrapped == ([(0, 0xABC), (0, 0xDEF)] if new_cupy
                        else [(0xABC, 1), (0xDEF, 1)])
     assert Recorded.active == []
+    # on its own device already: no switch (nor a Device object threads share)
+    cupy.cuda.runtime.getDevice = lambda: 1
+    launch(kernel, (np.int32(8),), 0xDEF)
+    assert launches[-1][3] == [("stream", 0xDEF)]
 
 
 def test_a_failed_compile_names_the_file_and_the_cause(
