@@ -52,25 +52,90 @@ def quantile_inplace(v, q):
 
 
 @njit(cache=True)
-def quantile_pair_inplace(v, q1, q2):
-    """``quantile_inplace`` of v at q1 ≤ q2 (v reordered in place): the
-    second selection runs on what lies above the first's rank only."""
+def _rank_pair(v, r):
+    """(the r-th smallest of v, the (r+1)-th or itself if none), v reordered."""
+    _select(v, r)
+    return v[r], (v[r + 1:].min() if r + 1 < len(v) else v[r])
+
+
+@njit(cache=True)
+def _bracketed(v, r, lo, hi, buf):
+    """The r-th and (r+1)-th smallest of v (as ``_rank_pair``) from one pass
+    that counts the values below lo, at lo and at hi, and keeps only those
+    strictly between (ties at a bracket's end, common in leads, need no
+    selection); (nan, nan) when the rank lies outside [lo, hi] (the caller
+    selects on all of v then)."""
     n = len(v)
-    x1, x2 = q1 * (n - 1), q2 * (n - 1)
-    r1, r2 = int(np.floor(x1)), int(np.floor(x2))
-    _select(v, r1)
-    a1 = v[r1]
-    if r2 == r1:
-        b1 = v[r1 + 1:].min() if r1 + 1 < n else a1
-        a2, b2 = a1, b1
-    else:  # v[r1 + 1:] holds the ranks above r1
-        up = v[r1 + 1:]
-        k = r2 - r1 - 1
-        _select(up, k)
-        a2 = up[k]
-        b1 = up[:k + 1].min()
-        b2 = up[k + 1:].min() if r2 + 1 < n else a2
-    return a1 + (b1 - a1) * (x1 - r1), a2 + (b2 - a2) * (x2 - r2)
+    below = at_lo = at_hi = kept = 0
+    above = np.inf
+    for x in v:  # selects, not branches: where x falls is unpredictable
+        below += x < lo
+        at_lo += x == lo
+        at_hi += (x == hi) & (hi > lo)
+        buf[kept] = x
+        kept += (x > lo) & (x < hi)
+        above = min(above, x if x > hi else np.inf)
+    part = buf[:kept]
+    chosen = -1  # the rank selected in part, if any
+    res = np.empty(2)
+    for j in range(2):
+        if r + j >= n:  # no (r+1)-th: the r-th again
+            res[j] = res[0]
+            continue
+        k = r + j - below
+        if k < 0:
+            return np.nan, np.nan
+        if k < at_lo:
+            res[j] = lo
+            continue
+        k -= at_lo
+        if k < kept:
+            if chosen < 0:
+                _select(part, k)
+                chosen = k
+                res[j] = part[k]
+            else:  # the rank after the chosen one
+                res[j] = part[chosen + 1:].min()
+            continue
+        k -= kept
+        if k < at_hi:
+            res[j] = hi
+        elif j == 1 and k == at_hi:
+            res[j] = above
+        else:
+            return np.nan, np.nan
+    return res[0], res[1]
+
+
+@njit(cache=True)
+def quantile_pair_inplace(v, q1, q2):
+    """``quantile_inplace`` of v at q1 and q2 (v may be reordered). A large
+    v is read once per quantile, keeping only the values between two
+    order statistics of a sample that bracket the rank; selecting among
+    those few is exact, like selecting among all (which is the fallback)."""
+    n = len(v)
+    out = np.empty(2)
+    qs = (q1, q2)
+    m = 16384
+    buf = np.empty(n if n >= 8 * m else 0)
+    if n >= 8 * m:
+        step = n // m
+        sample = np.empty(m)
+        for i in range(m):
+            sample[i] = v[i * step]
+        sample.sort()
+    for w in range(2):
+        x = qs[w] * (n - 1)
+        r = int(np.floor(x))
+        a = b = np.nan
+        if n >= 8 * m:  # the sample rank's spread is ≤ √m / 2: ±4 of it
+            t = int(r / n * m)
+            a, b = _bracketed(v, r, sample[max(t - 256, 0)], sample[min(t + 256, m - 1)],
+                              buf)
+        if np.isnan(a):
+            a, b = _rank_pair(v, r)
+        out[w] = a + (b - a) * (x - r)
+    return out[0], out[1]
 
 
 @njit(cache=True)

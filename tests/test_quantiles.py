@@ -26,10 +26,12 @@ def test_quantile_inplace_single_and_sorted():
     assert quantile_inplace(v, 0.95) == 95.0
 
 
-@pytest.mark.parametrize("n", [1, 2, 3, 20, 21, 400])
+@pytest.mark.parametrize("n", [1, 2, 3, 20, 21, 400, 131_072, 200_003])
 def test_quantile_pair_is_two_quantiles(n):
     rng = np.random.default_rng(n)
     v = rng.integers(0, 30, n).astype(float)  # ties
+    if n > 1000:  # large: read through a sample's bracket; skewed, then sorted
+        v = np.floor(rng.pareto(1.5, n) * 1000) if n % 2 else np.sort(v)
     for q1, q2 in ((0.5, 0.95), (0.25, 0.5), (0.5, 0.5), (0, 1)):
         got = quantile_pair_inplace(v.copy(), q1, q2)
         assert got == (quantile_inplace(v.copy(), q1), quantile_inplace(v.copy(), q2))
