@@ -9,9 +9,11 @@ host dispatches ops (2–20 µs each), a DataLoader fetch opens each step of
 10,000 ops, a sync closes it (the host waits for the GPU), and each op's
 GPU work (1–25 µs) follows SimGPU's rule, start = max(stream free,
 launch + 4 µs). Times are the median of ``--reps`` runs after one warm-up
-run per engine; "analyze" is the whole ``ctl.analyze`` (lanes, gaps and
-causes, steps and verdicts, HTA measures, overhead replay); the op table
-and the summary text are timed apart. Goal: ≥ 20 M ops/s after warm-up.
+run per engine; "analyze" is the whole ``ctl.analyze`` (lanes, idle time
+by cause per window, queue depth and CPU lead, steps and verdicts,
+overhead replay); what a Report computes on first use — HTA's measures,
+the per-gap causes (the gap table), the verdicts' offenders — is part of
+"summary"; the op table is timed apart. Goal: ≥ 20 M ops/s after warm-up.
 """
 
 from __future__ import annotations
