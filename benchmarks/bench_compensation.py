@@ -103,9 +103,11 @@ def recorded_steps(step, steps: int) -> dict:
     rep = ctl.analyze(tl)
     s = rep.steps
     return {"rec": s["duration_ns"].tolist(), "pred": s["predicted_ns"].tolist(),
-            "cost": rep.compensation["removed_ns"] / len(tl.ops),
+            # what the replay removed inside the steps, per op
+            "cost": float(np.median((s["duration_ns"] - s["predicted_ns"]) / s["ops"])),
             "ops": float(np.median(s["ops"])),
-            "probe": tl.meta["overhead_model"]["probe_ns"]}
+            "probe": tl.meta["overhead_model"]["probe_ns"],
+            "calibrations": len(tl.meta["overhead_calibrations"])}
 
 
 def main() -> None:

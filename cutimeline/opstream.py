@@ -128,7 +128,7 @@ class Session:
         # (begin_ns, end_ns, ratio in 1/1000) of each calibration between
         # steps: what a real mix of ops cost over the start-up model's price
         self.calibrations: list[tuple[int, int, int]] = []
-        self.calibrator: Callable[[], float] | None = None  # selfcost.Program
+        self.calibrator: Callable[[int], float] | None = None  # selfcost.Program
         self.calibrate_every(0)
 
     def calibrate_every(self, ns: int) -> None:
@@ -236,7 +236,7 @@ class Session:
         self.paused = True  # nor do this recording's hooks
         try:
             with _disable_current_modes():  # no mode of the user's sees the probe
-                ratio = self.calibrator()
+                ratio = self.calibrator(2 if t1 is not None else 4)
         finally:
             self.paused = False
         t2 = _now()

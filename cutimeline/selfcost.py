@@ -234,14 +234,14 @@ def measure(modules: bool) -> dict[str, int]:
     return model
 
 
-def calibrator(model: dict[str, int]) -> Callable[[], float]:
+def calibrator(model: dict[str, int]) -> Callable[[int], float]:
     """``Program(model).ratio``, the program made at its first use."""
     program: list[Program] = []
 
-    def ratio() -> float:
+    def ratio(pairs: int) -> float:
         if not program:
             program.append(Program(model))
-        return program[0].ratio()
+        return program[0].ratio(pairs)
     return ratio
 
 
