@@ -2,10 +2,11 @@
 
     python benchmarks/bench_record.py [--ops 2000] [--reps 15]
 
-Four ways to run the same loop of tiny CPU ops (``add``, ``mul``, ``relu``,
+Five ways to run the same loop of tiny CPU ops (``add``, ``mul``, ``relu``,
 ``sum`` on 16-element tensors; the ops where dispatch dominates): nothing;
 a bare pass-through TorchDispatchMode (this design's floor); cutimeline's
-recorder; torch.profiler with ``record_shapes=True``. The variants are
+recorder; its previous per-op path (``Before``, to see a change side by
+side); torch.profiler with ``record_shapes=True``. The variants are
 interleaved round by round so drift on a shared machine hits them alike;
 each figure is the median over rounds of µs per op. Also: bytes per op of
 the saved .ctl file beside torch.profiler's Kineto JSON of the same ops, and
