@@ -240,6 +240,12 @@ class Session:
         try:
             with _disable_current_modes():  # no mode of the user's sees the probe
                 ratio = self.calibrator(2 if t1 is not None else 4)
+        except Exception as exc:  # the user's program goes on, uncalibrated
+            self.calibrator = None
+            warnings.warn(f"cutimeline could not measure its own cost on a training "
+                          f"step ({type(exc).__name__}: {exc}); overhead compensation "
+                          f"uses the start-up figures only.", RuntimeWarning, stacklevel=3)
+            return
         finally:
             self.paused = False
         t2 = _now()

@@ -744,3 +744,40 @@ def test_calibrations_leave_no_trace_in_the_recording(monkeypatch):
     assert set(tl.decode(tl.spans["name"][tl.spans.kind == SpanKind.MODULE])) == {"Linear"}
     # the probe's own ops (a 4×8 input) were not recorded
     assert not any("[4,8]" in s for s in tl.decode(tl.ops["shapes"]))
+
+
+def test_calibrations_run_inside_optimizer_steps_and_inference_mode(monkeypatch):
+    import cutimeline.recorder as recorder
+    monkeypatch.setattr(recorder, "CALIBRATE_EVERY_NS", 1)
+    net = torch.nn.Linear(3, 1)
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with ctl.record(device="cpu") as rec:
+            net(torch.ones(2, 3)).sum().backward()
+            opt.step()  # its post hook ends the step under no_grad
+            with torch.inference_mode():
+                rec.step()
+    assert len(rec.timeline.meta["overhead_calibrations"]) == 3
+
+
+def test_a_failing_calibration_warns_once_and_the_program_goes_on(monkeypatch):
+    import cutimeline.recorder as recorder
+
+    def broken(model):
+        def ratio(pairs):
+            raise ValueError("no luck")
+        return ratio
+    monkeypatch.setattr(recorder, "CALIBRATE_EVERY_NS", 1)
+    monkeypatch.setattr(recorder, "calibrator", broken)
+    with warnings.catch_warnings(record=True) as got:
+        warnings.simplefilter("always")
+        with ctl.record(device="cpu", steps="manual") as rec:
+            y = torch.ones(2) * 3
+            rec.step()
+            rec.step()
+    said = [str(w.message) for w in got if "could not measure its own cost" in str(w.message)]
+    assert len(said) == 1 and "ValueError: no luck" in said[0]
+    assert y.tolist() == [3.0, 3.0]
+    assert rec.timeline.meta["overhead_calibrations"] == []
+    assert ctl.analyze(rec.timeline).compensation is not None  # start-up figures
