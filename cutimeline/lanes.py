@@ -23,6 +23,7 @@ from .ids import pair_ids
 from .attribution import attribute
 from .gaps import HostActivity
 from .queues import lead_stats, queue_series, window_stats_sorted
+from .runs import gather_sorted, merge_rows, merge_values
 from .timeline import NONE, OpFlag, Timeline
 
 __all__ = ["Group", "Lanes", "lanes", "busy_in", "idle_in", "queue_depth"]
@@ -126,7 +127,7 @@ def _group(of_row, n, begin, end, launch, lead, unknown, sync_row, lo, hi, w0, w
         order, starts = iv.group_order(of_row, begin, n, engine)
     else:  # merge the sorted runs of the member groups instead of sorting
         sub, member_of = runs
-        parts = [iv.merge_rows(begin, sub.order, sub.starts,
+        parts = [merge_rows(begin, sub.order, sub.starts,
                                np.flatnonzero(member_of == k), engine) for k in range(n)]
         order = parts[0] if len(parts) == 1 else np.concatenate(parts) if parts else \
             sub.order[:0]
@@ -147,15 +148,15 @@ def _group(of_row, n, begin, end, launch, lead, unknown, sync_row, lo, hi, w0, w
         q_order = order[known]
         q_starts = np.searchsorted(np.flatnonzero(known), starts).astype(np.int64)
     if runs is None:
-        P = iv.gather_sorted(launch, q_order, q_starts, engine)
-        M = iv.gather_sorted(end, q_order, q_starts, engine)
+        P = gather_sorted(launch, q_order, q_starts, engine)
+        M = gather_sorted(end, q_order, q_starts, engine)
     else:  # the member groups' sorted launches and ends, merged
         sub, member_of = runs
 
         def merged(x, col):
             if n == 1 and not unknown and iv.is_sorted(col, engine):
                 return col  # one group, its rows in time order already (launches, usually)
-            parts = [iv.merge_values(x, sub.q_starts, np.flatnonzero(member_of == k), engine)
+            parts = [merge_values(x, sub.q_starts, np.flatnonzero(member_of == k), engine)
                      for k in range(n)]
             return parts[0] if n == 1 else np.concatenate(parts)
         P, M = merged(sub.P, launch), merged(sub.M, end)

@@ -21,6 +21,7 @@ from numba import njit
 
 from . import intervals as iv
 from .quantiles import group_quantiles, quantile_pair_inplace
+from .runs import gather_sorted
 from .timeline import NONE
 
 __all__ = ["queue_series", "window_stats", "window_stats_sorted", "sample_stats",
@@ -215,8 +216,8 @@ def window_stats(plus, minus, order, starts, w0, w1, qs=(0.5, 0.95),
     time; and (groups × qs) time-weighted quantiles over window 0. The
     kernel needs windows 1.. sorted and disjoint (steps are); otherwise the
     twin computes them."""
-    P = iv.gather_sorted(plus, order, starts, engine)
-    M = iv.gather_sorted(minus, order, starts, engine)
+    P = gather_sorted(plus, order, starts, engine)
+    M = gather_sorted(minus, order, starts, engine)
     return window_stats_sorted(P, M, starts, w0, w1, qs, engine)
 
 

@@ -19,6 +19,7 @@ from numba import njit
 from . import intervals as iv
 from .gaps import CAUSES, Cause, HostActivity
 from .lanes import Lanes
+from .runs import merge_rows, runs_sorted
 from .timeline import NONE, OpFlag, SpanKind, Timeline
 
 __all__ = ["VERDICTS", "verdicts", "step_windows", "step_table", "offenders"]
@@ -150,8 +151,8 @@ def _replayed_union(ln: Lanes, primary: int, comp: dict, engine: str):
         return iv.union(b, e, engine)
     st = ln.streams
     members = np.flatnonzero(ln.stream_device == primary)
-    if engine == "numba" and iv.runs_sorted(b, st.order, st.starts, members, engine):
-        rows = iv.merge_rows(b, st.order, st.starts, members, engine)
+    if engine == "numba" and runs_sorted(b, st.order, st.starts, members, engine):
+        rows = merge_rows(b, st.order, st.starts, members, engine)
     else:
         rows = np.flatnonzero(ln.devices.of_row == primary)
         rows = rows[np.argsort(b[rows], kind="stable")]
