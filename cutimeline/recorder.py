@@ -73,7 +73,7 @@ from .devices import Device, Harvest
 from .errors import CutimelineError
 from .hooks import Hooks, _compiling
 from .opstream import Mode, Session
-from .selfcost import calibrator, measure, priced
+from .selfcost import calibrator, measure, priced, refine
 from .timeline import NONE, SpanKind, Timeline
 
 __all__ = ["record", "Recorder", "span"]
@@ -295,7 +295,9 @@ class Recorder:
         try:
             self._mode.__exit__(None, None, None)
             self._hooks.remove()
-            s.calibrate()  # at least one price of a real mix (after the last op)
+            if self._meta.get("overhead_model"):  # after the last op: not timed
+                refine(self._meta["overhead_model"])
+                s.calibrate()  # at least one price of a real mix
             harvest = self.device.harvest() if self.device is not None else None
             tl = _assemble(s, harvest, self._meta_at_stop(s, harvest))
             self._timeline = _align(tl)

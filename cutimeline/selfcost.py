@@ -7,7 +7,8 @@ in backward (the autograd-node read). Tiny ops repeated in a loop keep the
 recorder's code in the CPU caches; a real mix does not, so a small training
 step (``Program``) prices the model against what recording really adds,
 between steps while recording (``Session.calibrate``, at most every
-``recorder.CALIBRATE_EVERY_NS``) and once at stop. At stop ``priced``
+``recorder.CALIBRATE_EVERY_NS``) and once at stop, after ``refine`` has
+averaged the model with a longer measurement. At stop ``priced``
 prices each recorded (op name, shapes) by the model; ``compensation.py``
 removes it all from the timeline. Every probe runs on its own tensors and
 modules with no dispatch mode of the user's active: the user's state,
@@ -28,7 +29,7 @@ from .opstream import Mode, Session
 from .timeline import NONE
 
 __all__ = ["measure_overhead", "measure_module_hooks", "op_cost", "Program", "measure",
-           "calibrator", "priced"]
+           "refine", "calibrator", "priced"]
 
 
 class _Probe:
@@ -234,6 +235,19 @@ def measure(modules: bool) -> dict[str, int]:
     model["module_ns"] = measure_module_hooks(scratch) if modules else 0
     model["probe_ns"] = _now() - t0
     return model
+
+
+def refine(model: dict[str, int], rounds: int = 5) -> None:
+    """Average ``model`` in place with ``measure_overhead(rounds=rounds)``
+    taken at stop (after the recording's end, ≈ 8 ms): the start-up probe's
+    few short batches catch the load of a few milliseconds only.
+    ``stop_probe_ns`` says what this took."""
+    t0 = _now()
+    again = measure_overhead(rounds=rounds)
+    for k in ("op_ns", "tensor_ns", "float_ns", "list_ns", "other_ns", "backward_ns",
+              "detach_ns"):
+        model[k] = round((model[k] + again[k]) / 2)
+    model["stop_probe_ns"] = _now() - t0
 
 
 def _grad() -> Any:
