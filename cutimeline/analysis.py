@@ -16,8 +16,10 @@ drawn and the Timeline is not changed. The stages, each in its module:
   ``to_dict()``.
 
 Interval work runs in Numba kernels (``engine="numba"``; ``intervals.py``,
-``ids.py``, ``quantiles.py`` and the modules above) or in their NumPy
-twins (``engine="numpy"``), which give equal results.
+``runs.py``, ``ids.py``, ``quantiles.py`` and the modules above) or in
+their NumPy twins (``engine="numpy"``), which give equal results. What a
+Report needs only for some tables (each gap's causes, HTA's measures, the
+verdicts' offenders) is computed on first use.
 """
 
 from __future__ import annotations
