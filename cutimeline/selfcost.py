@@ -6,9 +6,9 @@ ops with and without a scratch mode), per module call (the global hooks),
 in backward (the autograd-node read). Tiny ops repeated in a loop keep the
 recorder's code in the CPU caches; a real mix does not, so a small training
 step (``Program``) prices the model against what recording really adds,
-between steps while recording (``Session.calibrate``, at most every
-``recorder.CALIBRATE_EVERY_NS``) and once at stop, after ``refine`` has
-averaged the model with a longer measurement. At stop ``priced``
+once at stop, after ``refine`` has averaged the model with a longer
+measurement (and, when ``recorder.CALIBRATE_EVERY_NS`` is set, between
+steps while recording: off by default, see there). At stop ``priced``
 prices each recorded (op name, shapes) by the model; ``compensation.py``
 removes it all from the timeline. Every probe runs on its own tensors and
 modules with no dispatch mode of the user's active: the user's state,
