@@ -13,15 +13,20 @@ side and lets the GPU work follow:
   time order): a host time t maps to t + Δ(t);
 * each gpu row, in launch order, starts at max(its stream's replayed free
   time, replayed launch + λ) with λ the stream's smallest observed launch
-  latency, and keeps its duration;
+  latency, and keeps its duration; a row that waited on something else
+  as recorded (it began after both its stream's previous work and its
+  launch + λ: another stream's work, an event) also starts no earlier
+  than its recorded begin shifted as its launch was, so the wait between
+  streams is kept (what it waited for was launched before it, and moved
+  at least as far);
 * a host-blocking sync waits for the replayed work it covers (its stream,
   or every stream of its device when device-wide): it returns at
   max(replayed begin, replayed completion) plus the wake-up latency it had
   (end − max(begin, completion) as recorded), and Δ jumps to match.
 
-Not modelled: waits between streams (a row's dependency wait disappears
-when its stream frees up earlier), and a host that would run further ahead
-without the overhead until some queue limit blocks it.
+Not modelled: a host that would run further ahead without the overhead
+until some queue limit blocks it, and a wait that the replay would shorten
+further (its source moved more than the waiting row's launch did).
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from numba import njit
 from . import intervals as iv
 from .timeline import NONE, OpFlag, SpanKind, Timeline
 
-__all__ = ["replay", "compensate", "costs", "mix_scale", "repeats", "shifted"]
+__all__ = ["replay", "held", "compensate", "costs", "mix_scale", "repeats", "shifted"]
 
 _FAR_PAST = -(2 ** 62)
 _FAR_FUTURE = iv.I64_MAX
@@ -41,7 +46,7 @@ _LAUNCH = int(OpFlag.LAUNCH)
 
 @njit(cache=True)
 def _replay_nb(cost_t, cost, sb, se, s_grp, g_launch, g_grp, g_begin, g_end, lam,
-               covers):
+               covers, hold):
     n_op, n_sy, n_g = len(cost_t), len(sb), len(g_launch)
     S = len(lam)
     free_r = np.full(S, _FAR_PAST, np.int64)
@@ -59,7 +64,8 @@ def _replay_nb(cost_t, cost, sb, se, s_grp, g_launch, g_grp, g_begin, g_end, lam
             i += 1
         elif t_g <= t_s:
             s = g_grp[j]
-            start = max(free_r[s], g_launch[j] + jump - removed + lam[s])
+            d = jump - removed
+            start = max(max(free_r[s], g_launch[j] + d + lam[s]), hold[j] + d)
             b_r[j] = start
             free_r[s] = start + (g_end[j] - g_begin[j])
             free_o[s] = max(free_o[s], g_end[j])
@@ -79,7 +85,7 @@ def _replay_nb(cost_t, cost, sb, se, s_grp, g_launch, g_grp, g_begin, g_end, lam
 
 
 def _replay_np(cost_t, cost, sb, se, s_grp, g_launch, g_grp, g_begin, g_end, lam,
-               covers):
+               covers, hold):
     g_dur = g_end - g_begin
     n_g, S = len(g_launch), len(lam)
     removed = np.concatenate([[0], np.cumsum(cost)])
@@ -96,7 +102,8 @@ def _replay_np(cost_t, cost, sb, se, s_grp, g_launch, g_grp, g_begin, g_end, lam
         delta = jumps[k] - removed[np.searchsorted(cost_t, g_launch[rows], side="right")]
         for s in np.unique(g_grp[rows]):
             r = rows[g_grp[rows] == s]
-            a = g_launch[r] + delta[g_grp[rows] == s] + lam[s]
+            d = delta[g_grp[rows] == s]
+            a = np.maximum(g_launch[r] + d + lam[s], hold[r] + d)
             dur = g_dur[r]
             before = np.concatenate([[0], np.cumsum(dur)[:-1]])
             top = np.maximum(np.maximum.accumulate(a - before), free_r[s])
@@ -133,7 +140,23 @@ def replay(cost_t, cost, sb, se, s_grp, g_launch, g_grp, g_begin, g_end, lam, co
     args = (i64(cost_t), i64(cost), i64(sb), i64(se), i64(s_grp), i64(g_launch),
             i64(g_grp), i64(g_begin), i64(g_end), i64(lam),
             np.ascontiguousarray(covers, bool))
-    return (_replay_nb if engine == "numba" else _replay_np)(*args)
+    hold = held(args[5], args[6], args[7], args[8], args[9])
+    return (_replay_nb if engine == "numba" else _replay_np)(*args, hold)
+
+
+def held(g_launch, g_grp, g_begin, g_end, lam) -> np.ndarray:
+    """Recorded begin of each gpu row (sorted by launch) that waited on
+    something besides its stream and its launch (it began after both its
+    stream's previous work ended and launch + λ), else far in the past:
+    the replay keeps such a row no earlier than this, shifted."""
+    hold = np.full(len(g_launch), _FAR_PAST, np.int64)
+    for s in np.unique(g_grp):
+        r = np.flatnonzero(g_grp == s)
+        prev = np.maximum.accumulate(g_end[r])
+        prev = np.concatenate([[_FAR_PAST], prev[:-1]])
+        waited = g_begin[r] > np.maximum(prev, g_launch[r] + lam[s])
+        hold[r[waited]] = g_begin[r[waited]]
+    return hold
 
 
 def shifted(t, comp: dict, engine: str = "numba") -> np.ndarray:

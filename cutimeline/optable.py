@@ -2,7 +2,10 @@
 ran, what it cost the host and the GPU, and how long its work waited.
 
 Columns (times in ns): ``count``; ``cpu_total_ns`` / ``cpu_mean_ns`` (host
-time inside the op, ``host_end − host_begin``, nested ops included); ``gpu_rows``
+time inside the op, ``host_end − host_begin``, nested ops included);
+``cpu_self_ns`` (the total less the ops nested inside, ``nesting.py``: the
+same as ``cpu_total_ns`` on recorded Timelines, whose ops do not nest, and
+the figure to add up on torch.profiler traces, whose do); ``gpu_rows``
 (gpu rows linked to these ops); ``gpu_total_ns`` / ``gpu_mean_ns`` (their
 summed duration, and that per op call); ``delay_p50_ns`` / ``delay_p95_ns``
 (launch delay = GPU begin − host launch, over the linked rows; NaN where no
@@ -22,16 +25,18 @@ __all__ = ["op_table", "OP_TABLE_DTYPE"]
 
 OP_TABLE_DTYPE = [("name", object), ("shapes", object), ("count", np.int64),
                   ("cpu_total_ns", np.int64), ("cpu_mean_ns", np.float64),
-                  ("gpu_rows", np.int64), ("gpu_total_ns", np.int64),
+                  ("cpu_self_ns", np.int64), ("gpu_rows", np.int64), ("gpu_total_ns", np.int64),
                   ("gpu_mean_ns", np.float64), ("delay_p50_ns", np.float64),
                   ("delay_p95_ns", np.float64)]
 
 
 def op_table(tl: Timeline, *, shapes: bool = False, engine: str = "numba",
-             window: tuple[int, int] | None = None) -> np.ndarray:
+             window: tuple[int, int] | None = None,
+             own: np.ndarray | None = None) -> np.ndarray:
     """The op table of ``tl`` as a numpy structured array (see the module
     doc); ``shapes=True`` keeps one row per (name, shape signature);
-    ``window`` (host ns) keeps the ops that begin inside it."""
+    ``window`` (host ns) keeps the ops that begin inside it; ``own``: each
+    op's self time if known (default ``nesting.self_ns``)."""
     o, g = tl.ops, tl.gpu
     keep = np.ones(len(o), bool) if window is None else \
         (o.host_begin_ns >= window[0]) & (o.host_begin_ns < window[1])
@@ -49,6 +54,10 @@ def op_table(tl: Timeline, *, shapes: bool = False, engine: str = "numba",
     cpu = (o.host_end_ns - o.host_begin_ns)[rows]
     count = np.bincount(grp, minlength=n)
     cpu_total = np.bincount(grp, weights=cpu, minlength=n)
+    if own is None:
+        from .nesting import self_ns
+        own = self_ns(tl)
+    cpu_self = np.bincount(grp, weights=own[rows], minlength=n)
     linked = g.op != NONE
     gg = np.where(linked, group_of_op[np.maximum(g.op, 0)], NONE)
     ok = gg != NONE
@@ -72,6 +81,7 @@ def op_table(tl: Timeline, *, shapes: bool = False, engine: str = "numba",
     out["count"] = count
     out["cpu_total_ns"] = cpu_total.round()
     out["cpu_mean_ns"] = np.divide(cpu_total, count, out=np.zeros(n), where=count > 0)
+    out["cpu_self_ns"] = cpu_self.round()
     out["gpu_rows"] = gpu_rows
     out["gpu_total_ns"] = gpu_total.round()
     out["gpu_mean_ns"] = np.divide(gpu_total, count, out=np.zeros(n), where=count > 0)

@@ -71,6 +71,7 @@ class Report:
         self.steps, self.overall = steps, overall
         self.compensation, self.settings = compensation, settings
         self._ops: dict = {}
+        self._self_ns: np.ndarray | None = None
         self._hta: dict | None = None
 
     @property
@@ -101,6 +102,15 @@ class Report:
                                   f"ctl.SimGPU() to get them.")
         return _pandas(t) if pandas else t
 
+    @property
+    def self_ns(self) -> np.ndarray:
+        """Host ns of each op less the ops nested in it (``nesting.py``;
+        the op's whole duration on recorded Timelines, which do not nest)."""
+        if self._self_ns is None:
+            from .nesting import self_ns
+            self._self_ns = self_ns(self.timeline)
+        return self._self_ns
+
     def op_table(self, *, shapes: bool = False) -> np.ndarray:
         """Per op name (or name and shape): count, CPU and GPU time, launch
         delay (see ``optable.py``), over the report's window."""
@@ -108,7 +118,7 @@ class Report:
             from .optable import op_table
             self._ops[shapes] = op_table(self.timeline, shapes=shapes,
                                          engine=self.settings["engine"],
-                                         window=self.window)
+                                         window=self.window, own=self.self_ns)
         return self._ops[shapes]
 
     def gap_table(self, level: str = "device") -> np.ndarray | None:
@@ -178,7 +188,7 @@ class Report:
                                   f"{_steps_text(s['number'])}.")
         return offenders(self.timeline, self.lanes, int(s["begin_ns"][sel].min()),
                          int(s["end_ns"][sel].max()), s["verdict"][sel[0]],
-                         self.settings["top"])
+                         self.settings["top"], own=self.self_ns)
 
     # -- text and dict -----------------------------------------------------------
     def ranges(self) -> list[dict]:
@@ -205,7 +215,7 @@ class Report:
                  "offenders": offenders(self.timeline, self.lanes,
                                         int(part["begin_ns"][0]),
                                         int(part["end_ns"][-1]), verdict,
-                                        self.settings["top"])}
+                                        self.settings["top"], own=self.self_ns)}
             if self.compensation is not None:
                 r["predicted_step_ns"] = float(part["predicted_ns"].mean())
             r["advice"] = _advice(r, part)

@@ -122,11 +122,11 @@ def _host_only(rep: Report) -> list[str]:
         d = rep.steps["duration_ns"]
         lines.append(f"steps: median {fmt_ns(np.median(d))}, min {fmt_ns(d.min())}, "
                      f"max {fmt_ns(d.max())}")
-    ops = rep.op_table()[:5]
-    if len(ops):
-        top = sorted(ops, key=lambda r: -r["cpu_total_ns"])
+    ops = rep.op_table()
+    if len(ops):  # self time: nested ops (profiler traces) counted once
+        top = ops[np.argsort(-ops["cpu_self_ns"], kind="stable")[:5]]
         lines.append("most host time: " + ", ".join(
-            f"{r['name']} {fmt_ns(r['cpu_total_ns'])} ({r['count']}×)" for r in top))
+            f"{r['name']} {fmt_ns(r['cpu_self_ns'])} ({r['count']}×)" for r in top))
     lines += _compensation(rep)
     lines.append(f"• {rep.ranges()[0]['advice']}" if not len(rep.steps) else
                  "• record on a GPU (or ctl.SimGPU()) to see the device side.")

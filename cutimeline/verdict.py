@@ -184,11 +184,13 @@ def _modules(ids: np.ndarray, weights: np.ndarray, tl: Timeline, k: int):
 
 
 def offenders(tl: Timeline, ln: Lanes | None, w0: int, w1: int, verdict: str,
-              k: int = 3) -> dict:
+              k: int = 3, own: np.ndarray | None = None) -> dict:
     """The top ops, module paths and spans behind a verdict in [w0, w1):
-    ops and modules by GPU time (GPU-bound), host time (launch-bound and
-    host-only) or time blocked in syncs (sync-bound); DataLoader spans by
-    fetch time (input-bound); streams by dependency wait."""
+    ops and modules by GPU time (GPU-bound), host self time (launch-bound
+    and host-only: an op's time less its nested ops', ``own``, default
+    ``nesting.self_ns``; prorated where an op crosses the window) or time
+    blocked in syncs (sync-bound); DataLoader spans by fetch time
+    (input-bound); streams by dependency wait."""
     o, s, y = tl.ops, tl.spans, tl.syncs
     out: dict = {"ops": [], "modules": [], "spans": []}
     if verdict == "GPU-bound" and ln is not None:
@@ -227,8 +229,15 @@ def offenders(tl: Timeline, ln: Lanes | None, w0: int, w1: int, verdict: str,
     else:  # launch-bound, host-only, unknown: where the host's time went
         sel = np.flatnonzero((o.host_end_ns > w0) & (o.host_begin_ns < w1))
         dur = (np.minimum(o.host_end_ns[sel], w1) - np.maximum(o.host_begin_ns[sel], w0))
-        out["ops"] = _top(o["name"][sel], dur, tl, k)
-        out["modules"] = _modules(o.module[sel], dur, tl, k)
+        if own is None:
+            from .nesting import self_ns
+            own = self_ns(tl)
+        whole = (o.host_end_ns - o.host_begin_ns)[sel]
+        mine = own[sel] if np.array_equal(own[sel], whole) else \
+            np.round(own[sel] * np.divide(dur, whole, out=np.zeros(len(sel)),
+                                          where=whole > 0)).astype(np.int64)
+        out["ops"] = _top(o["name"][sel], mine, tl, k)
+        out["modules"] = _modules(o.module[sel], mine, tl, k)
         out["count"] = int(len(sel))
         out["mean_ns"] = int(dur.mean()) if len(sel) else 0
     return out

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import cutimeline as ctl
-from cutimeline.compensation import replay, shifted
+from cutimeline.compensation import held, replay, shifted
 from cutimeline.timeline import OpFlag, SpanKind
 
 from handmade import random_timeline, timeline
@@ -55,6 +55,23 @@ def test_gpu_bound_sync_keeps_its_wait():
         comp = {"cost_t": args[0], "cost_cum": np.array([0, 1, 2, 3]),
                 "sync_t": args[2], "jumps": jumps}
         assert shifted([4, 400], comp, engine).tolist() == [1, 399]
+
+
+def test_a_wait_on_another_stream_is_kept():
+    # stream 0: launched at 0, runs 10–110; stream 1: launched at 5, waits
+    # for stream 0 (an event) and runs 110–150. With 4 ns of overhead
+    # removed before both launches, stream 0 runs 6–106 and stream 1 still
+    # follows it, from 106, not from its launch + λ = 11.
+    args = (np.array([-1]), np.array([4]), np.zeros(0), np.zeros(0), np.zeros(0),
+            np.array([0, 5]), np.array([0, 1]), np.array([10, 110]), np.array([110, 150]),
+            np.array([10, 10]), np.zeros((1, 2), bool))
+    for engine in ("numba", "numpy"):
+        begin, _ = replay(*args, engine=engine)
+        assert begin.tolist() == [6, 106]
+    assert held(*(np.asarray(a) for a in args[5:10])).tolist()[1] == 110
+    # queued behind its own stream, or started at launch + λ: not held
+    assert held(np.array([0, 1]), np.array([0, 0]), np.array([10, 50]),
+                np.array([50, 60]), np.array([10])).tolist() == [-(2 ** 62)] * 2
 
 
 def test_cpu_only_steps_shrink_by_the_overhead():

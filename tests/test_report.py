@@ -99,3 +99,34 @@ def test_launch_bound_advice_without_steps_counts_the_windows_ops():
     assert r["verdict"] == "launch-bound" and r["first"] == -1
     assert r["advice"].startswith("the window: GPU busy ")
     assert "(5 ops; most host time in" in r["advice"] and "per step" not in r["advice"]
+
+
+def test_offenders_on_a_profiler_trace_rank_ops_by_self_time():
+    import os
+    from cutimeline.nesting import self_ns
+    path = os.path.join(os.path.dirname(__file__), "data", "kineto",
+                        "nccl_parser_config", "nccl_data.json.gz")
+    tl = ctl.import_chrome(path)
+    rep = ctl.analyze(tl)
+    (r,) = rep.ranges()
+    assert r["verdict"] == "launch-bound"
+    tops = [n for n, _ in r["offenders"]["ops"]]
+    # aten::batch_norm holds cudnn_batch_norm: inclusive times would count
+    # its host time twice and rank it first
+    o, own = tl.ops, self_ns(tl)
+    inside = (o.host_begin_ns >= r_begin(rep)) & (o.host_end_ns <= r_end(rep))
+    names = np.array(tl.decode(o["name"]))
+    total = {n: own[inside & (names == n)].sum() for n in set(names[inside])}
+    assert tops[0] == max(total, key=total.get)
+    assert "aten::batch_norm" not in tops
+    t = rep.op_table()
+    bn = t[t["name"] == "aten::batch_norm"][0]
+    assert bn["cpu_self_ns"] < 0.2 * bn["cpu_total_ns"]
+
+
+def r_begin(rep):
+    return int(rep.steps["begin_ns"][0])
+
+
+def r_end(rep):
+    return int(rep.steps["end_ns"][-1])
