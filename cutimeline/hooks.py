@@ -222,16 +222,17 @@ class Hooks:
     def _install_cuda(self, torch: Any) -> None:
         s, dev = self.s, self.s.device
 
-        def device_wide(args: tuple, t0: int, t1: int) -> None:
-            d = args[0] if args else None
-            if d is None or _cuda_index(torch, d) == dev.index:
+        def device_wide(args: tuple, kwargs: dict, t0: int, t1: int) -> None:
+            # torch.cuda.synchronize(device=None) waits for the current device
+            d = args[0] if args else kwargs.get("device")
+            if _cuda_index(torch, d) == dev.index:
                 dev.note_sync("synchronize", None, NONE, t0, t1)
 
-        def stream_wide(args: tuple, t0: int, t1: int) -> None:
+        def stream_wide(args: tuple, kwargs: dict, t0: int, t1: int) -> None:
             if args[0].device_index == dev.index:
                 dev.note_sync("stream_synchronize", args[0].stream_id, NONE, t0, t1)
 
-        def event(args: tuple, t0: int, t1: int) -> None:
+        def event(args: tuple, kwargs: dict, t0: int, t1: int) -> None:
             dev.note_event_sync(args[0], t0, t1)
 
         self._patch(torch.cuda, "synchronize", _synced(s, "synchronize", device_wide))
@@ -244,7 +245,8 @@ class Hooks:
                     lambda original: _graph_replay(s, original))
 
 
-def _synced(s: Any, kind: str, note: Callable[[tuple, int, int], None]) -> Callable[[Any], Any]:
+def _synced(s: Any, kind: str,
+            note: Callable[[tuple, dict, int, int], None]) -> Callable[[Any], Any]:
     """Wrap a host-blocking CUDA call: note the sync and a SYNC span."""
     sid = s.intern(kind)
 
@@ -254,7 +256,7 @@ def _synced(s: Any, kind: str, note: Callable[[tuple, int, int], None]) -> Calla
             out = original(*args, **kwargs)
             t1 = _now()
             if not s.off:
-                note(args, t0, t1)
+                note(args, kwargs, t0, t1)
                 w = s.writer()
                 w.spans.append((_SYNC, sid, w.thread, 0, NONE, t0, t1))
             return out
@@ -263,6 +265,10 @@ def _synced(s: Any, kind: str, note: Callable[[tuple, int, int], None]) -> Calla
 
 
 def _cuda_index(torch: Any, d: Any) -> int:
+    """The device index ``torch.cuda`` calls mean by ``d`` (None, an int, a
+    string or a torch.device; unindexed: the current device)."""
+    if d is None:
+        return torch.cuda.current_device()
     if isinstance(d, int):
         return d
     d = torch.device(d)

@@ -365,7 +365,7 @@ class Session:
             w.ops.append((seq, t0, _now(), sig, w.ctx, NONE, 0))
             raise
         t1 = _now()
-        flags = 0
+        flags = _CAPTURED  # replayed inside another capture: no events
         if b >= 0:
             e = d.end(stream, seq, None, (), {}, None)
             w.launches.append((seq, stream, b, e, int(GpuKind.GRAPH)))
@@ -429,6 +429,19 @@ def _first_device(args: tuple, kwargs: dict) -> Any:
     return kwargs.get("device")
 
 
+def _work_device(args: tuple, kwargs: dict, cpu: Any) -> Any:
+    """Where an op whose first argument is a CPU scalar tensor runs: the
+    first other tensor's device that is not the CPU (``cpu`` if none)."""
+    for a in (*args, *kwargs.values()):
+        if isinstance(a, _Tensor) and a.device.type != "cpu":
+            return a.device
+        if type(a) is list or type(a) is tuple:
+            for b in a:
+                if isinstance(b, _Tensor) and b.device.type != "cpu":
+                    return b.device
+    return cpu
+
+
 def _pinned(t: Any) -> bool:
     try:
         return bool(t.is_pinned())
@@ -444,6 +457,8 @@ class Mode(TorchDispatchMode):
         self.s, self.w, self.ident = session, writer, writer.ident
         self.count, self.sigs = session.count, session.sigs  # one lookup less per op
         self.max_ops, self.host_only = session.max_ops, session.device is None
+        # a CPU scalar first (torch.tensor(2.) / x) runs where the others are
+        self.scalar_first = getattr(session.device, "kind", None) == "cuda"
 
     @classmethod
     def ignore_compile_internals(cls) -> bool:
@@ -473,7 +488,12 @@ class Mode(TorchDispatchMode):
                 if isinstance(a, _Tensor):
                     key.append(_dtype_shape(a))
         a = args[0] if args else None
-        dev = a.device if isinstance(a, _Tensor) else _first_device(args, kwargs)
+        if isinstance(a, _Tensor):
+            dev = a.device
+            if self.scalar_first and dev.type == "cpu" and a.ndim == 0:
+                dev = _work_device(args, kwargs, dev)
+        else:
+            dev = _first_device(args, kwargs)
         key.append(dev)
         key = tuple(key)
         try:

@@ -34,3 +34,31 @@ def test_signature_keeps_shapes_of_every_tensor_and_one_device():
     assert got["aten::cat"] == "f32[6], f32[3]"
     assert got["aten::add.Tensor"] == "f32[2,3], f32[3]"
     assert got["aten::zeros"] == ""
+
+
+def test_an_op_whose_first_argument_is_a_cpu_scalar_runs_where_the_others_are(monkeypatch):
+    import cutimeline as ctl
+    from cutimeline import devices
+    from cutimeline.opstream import _work_device
+    from cutimeline.timeline import OpFlag
+
+    from test_devices import FakeCuda
+    cpu, m = torch.tensor(2.0), torch.ones(3, device="meta")
+    assert _work_device((cpu, m), {}, cpu.device) == m.device
+    assert _work_device((cpu, [m]), {}, cpu.device) == m.device
+    assert _work_device((cpu, cpu), {}, cpu.device) == cpu.device
+
+    class MetaAsCuda(devices.CudaDevice):  # the fake GPU 'runs' meta tensors
+        def owns(self, device):
+            return device.type == "meta"
+    api = FakeCuda()
+    api.lag_ns = 0
+    monkeypatch.setattr(devices, "_cuda_api", lambda: api)
+    monkeypatch.setattr(api, "now", __import__("time").perf_counter_ns)
+    with ctl.record(device=MetaAsCuda(0, pings=1), measure=False) as rec:
+        torch.div(cpu, m)            # runs on the 'GPU': cpu is a scalar
+        torch.add(cpu, 1)            # a CPU op
+    tl = rec.timeline
+    flags = dict(zip(tl.decode(tl.ops["name"]), tl.ops.flags.tolist()))
+    assert flags["aten::div.Tensor"] & OpFlag.LAUNCH
+    assert not flags["aten::add.Tensor"] & OpFlag.LAUNCH

@@ -1,0 +1,61 @@
+"""hooks.py: the CUDA calls it wraps note syncs for the right device only."""
+
+import pytest
+import torch
+
+import cutimeline as ctl
+from cutimeline import devices
+from cutimeline.hooks import _cuda_index
+
+from test_devices import CpuAsCuda, FakeCuda
+
+
+def test_cuda_index_follows_torch_cuda_conventions(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 3)
+    assert _cuda_index(torch, None) == 3                   # the current device
+    assert _cuda_index(torch, 1) == 1
+    assert _cuda_index(torch, "cuda:2") == 2
+    assert _cuda_index(torch, torch.device("cuda")) == 3   # unindexed: current
+    assert _cuda_index(torch, torch.device("cuda", 0)) == 0
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    api = FakeCuda()
+    monkeypatch.setattr(devices, "_cuda_api", lambda: api)
+    monkeypatch.setattr(api, "now", __import__("time").perf_counter_ns)
+    api.lag_ns = 0
+    return api
+
+
+def test_synchronize_is_noted_only_for_the_recorded_device(fake, monkeypatch):
+    calls = []
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: calls.append(device))
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    with ctl.record(device=CpuAsCuda(0, pings=1), measure=False) as rec:
+        torch.ones(3).sum()
+        torch.cuda.synchronize()            # the current device: ours
+        torch.cuda.synchronize(device=1)    # another GPU's queue
+        torch.cuda.synchronize(1)
+        torch.cuda.synchronize("cuda:0")
+        monkeypatch.setattr(torch.cuda, "current_device", lambda: 1)
+        torch.cuda.synchronize()            # now the current device is another
+    assert calls == [None, 1, 1, "cuda:0", None]
+    tl = rec.timeline
+    kinds = list(tl.decode(tl.syncs.kind))
+    assert kinds.count("synchronize") == 2
+
+
+def test_a_graph_replay_is_a_launch_or_captured(fake, monkeypatch):
+    monkeypatch.setattr(torch.cuda.CUDAGraph, "replay", lambda self: None)
+    with ctl.record(device=CpuAsCuda(0, pings=1), measure=False) as rec:
+        torch.cuda.CUDAGraph.replay(object())
+        fake.capture = True                   # replayed inside another capture
+        torch.cuda.CUDAGraph.replay(object())
+        fake.capture = False
+    tl = rec.timeline
+    names = list(tl.decode(tl.ops["name"]))
+    rows = [i for i, n in enumerate(names) if n == "cudagraph::replay"]
+    from cutimeline.timeline import GpuKind, OpFlag
+    assert [int(tl.ops.flags[i]) for i in rows] == [int(OpFlag.LAUNCH), int(OpFlag.CAPTURED)]
+    assert tl.gpu.kind.tolist().count(int(GpuKind.GRAPH)) == 1
