@@ -201,6 +201,9 @@ class CudaDevice(Device):
         self._free: list[Any] = []
         self._created = 0
         self._started = False
+        # graphs being captured now, on any thread (hooks.py counts them):
+        # no event may be queried meanwhile, so the pool grows instead
+        self.captures = 0
 
     def __repr__(self) -> str:
         timing = "" if self.timing == "events" else f", timing={self.timing!r}"
@@ -336,7 +339,7 @@ class CudaDevice(Device):
                 return self._free.pop()
             except IndexError:
                 with self._lock:
-                    if not self._free:
+                    if not self._free and not self.captures:
                         self._reap()
                     if len(self._free) < self.chunk // 4:
                         self._grow(self.chunk)

@@ -243,6 +243,35 @@ class Hooks:
         self._patch(torch.cuda.Event, "record", lambda original: _event_record(s, original))
         self._patch(torch.cuda.CUDAGraph, "replay",
                     lambda original: _graph_replay(s, original))
+        # While any thread captures a graph (torch's default capture mode is
+        # global), querying an event from another thread would invalidate
+        # the capture: the device grows its pool instead of reaping then.
+        if hasattr(dev, "captures") and all(
+                n in torch.cuda.CUDAGraph.__dict__ for n in ("capture_begin", "capture_end")):
+            self._patch(torch.cuda.CUDAGraph, "capture_begin",
+                        lambda original: _capture_begin(dev, original))
+            self._patch(torch.cuda.CUDAGraph, "capture_end",
+                        lambda original: _capture_end(dev, original))
+
+
+def _capture_begin(dev: Any, original: Any) -> Any:
+    def capture_begin(graph: Any, *args: Any, **kwargs: Any) -> Any:
+        dev.captures += 1
+        try:
+            return original(graph, *args, **kwargs)
+        except BaseException:
+            dev.captures -= 1
+            raise
+    return capture_begin
+
+
+def _capture_end(dev: Any, original: Any) -> Any:
+    def capture_end(graph: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return original(graph, *args, **kwargs)
+        finally:
+            dev.captures = max(dev.captures - 1, 0)
+    return capture_end
 
 
 def _synced(s: Any, kind: str,

@@ -59,3 +59,24 @@ def test_a_graph_replay_is_a_launch_or_captured(fake, monkeypatch):
     from cutimeline.timeline import GpuKind, OpFlag
     assert [int(tl.ops.flags[i]) for i in rows] == [int(OpFlag.LAUNCH), int(OpFlag.CAPTURED)]
     assert tl.gpu.kind.tolist().count(int(GpuKind.GRAPH)) == 1
+
+
+def test_no_event_is_queried_while_any_thread_captures_a_graph(fake, monkeypatch):
+    monkeypatch.setattr(torch.cuda.CUDAGraph, "capture_begin", lambda self, **kw: None)
+    monkeypatch.setattr(torch.cuda.CUDAGraph, "capture_end", lambda self: None)
+    queried = []
+    query = fake.query
+    monkeypatch.setattr(fake, "query", lambda ev: queried.append(ev) or query(ev))
+    dev = CpuAsCuda(0, pings=1, chunk=8)
+    x = torch.ones(2)
+    with ctl.record(device=dev, measure=False):
+        torch.cuda.CUDAGraph.capture_begin(object())  # another thread's capture
+        assert dev.captures == 1
+        for _ in range(40):                           # far past the pool
+            x = x + 1
+        assert queried == [] and dev._created > 8     # grown, never reaped
+        torch.cuda.CUDAGraph.capture_end(object())
+        assert dev.captures == 0
+        for _ in range(40):
+            x = x + 1
+    assert queried                                    # reaped again after it
