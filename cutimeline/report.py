@@ -72,6 +72,7 @@ class Report:
         self.compensation, self.settings = compensation, settings
         self._ops: dict = {}
         self._self_ns: np.ndarray | None = None
+        self._overlaps: dict = {}  # verdict.Overlaps, made on first use
         self._hta: dict | None = None
 
     @property
@@ -188,7 +189,7 @@ class Report:
                                   f"{_steps_text(s['number'])}.")
         return offenders(self.timeline, self.lanes, int(s["begin_ns"][sel].min()),
                          int(s["end_ns"][sel].max()), s["verdict"][sel[0]],
-                         self.settings["top"], own=self.self_ns)
+                         self.settings["top"], own=self.self_ns, index=self._overlaps)
 
     # -- text and dict -----------------------------------------------------------
     def ranges(self) -> list[dict]:
@@ -215,7 +216,8 @@ class Report:
                  "offenders": offenders(self.timeline, self.lanes,
                                         int(part["begin_ns"][0]),
                                         int(part["end_ns"][-1]), verdict,
-                                        self.settings["top"], own=self.self_ns)}
+                                        self.settings["top"], own=self.self_ns,
+                                        index=self._overlaps)}
             if self.compensation is not None:
                 r["predicted_step_ns"] = float(part["predicted_ns"].mean())
             r["advice"] = _advice(r, part)

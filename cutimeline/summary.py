@@ -26,6 +26,17 @@ def _shares(idle: dict[str, int]) -> str:
     return ", ".join(f"{c} {_pct(s)}" for c, s in parts)
 
 
+def top_k(x: np.ndarray, k: int) -> np.ndarray:
+    """Positions of the k largest values, largest first, ties in position
+    order (``np.argsort(-x, kind="stable")[:k]``, sorting the candidates
+    only)."""
+    if len(x) > k > 0:
+        cand = np.flatnonzero(x >= np.partition(x, len(x) - k)[len(x) - k])
+    else:
+        cand = np.arange(len(x))
+    return cand[np.argsort(-x[cand], kind="stable")][:k]
+
+
 def biggest_gaps(rep: Report, k: int = 3) -> list[dict]:
     """The k longest idle gaps of the primary device inside the window."""
     ln = rep.lanes
@@ -35,7 +46,7 @@ def biggest_gaps(rep: Report, k: int = 3) -> list[dict]:
     s, e = d.gstart[rep.primary], d.gstart[rep.primary + 1]
     w0, w1 = rep.window
     length = np.minimum(d.ge[s:e], w1) - np.maximum(d.gb[s:e], w0)
-    best = s + np.argsort(-length, kind="stable")[:k]
+    best = s + top_k(length, k)
     t0 = rep.timeline.start_ns
     out = []
     for i in best:
@@ -113,7 +124,7 @@ def _compensation(rep: Report) -> list[str]:
 
 
 def _host_only(rep: Report) -> list[str]:
-    tl, o = rep.timeline, rep.overall
+    o = rep.overall
     span = max(int(o["duration_ns"]), 1)
     lines = [f"No GPU work in this Timeline: a host-side summary. {o['ops']} ops; "
              f"host time in DataLoader fetches {fmt_ns(o['host_data_ns'])} "

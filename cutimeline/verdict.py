@@ -183,19 +183,48 @@ def _modules(ids: np.ndarray, weights: np.ndarray, tl: Timeline, k: int):
     return _top(ids[inside], weights[inside], tl, k)
 
 
+class Overlaps:
+    """Which intervals overlap a window, found by binary search instead of
+    a scan of them all (a report asks once per verdict range): sorted by
+    begin, an interval that overlaps [w0, w1) begins in [w0 − longest, w1)."""
+
+    def __init__(self, begin: np.ndarray, end: np.ndarray):
+        self.begin, self.end = np.asarray(begin), np.asarray(end)
+        order = iv.sort_order(self.begin)  # None: sorted already (recordings)
+        self.order = np.arange(len(self.begin)) if order is None else order
+        self.sorted = self.begin if order is None else self.begin[order]
+        dur = self.end - self.begin
+        self.longest = int(dur.max()) if len(dur) else 0
+
+    def rows(self, w0: int, w1: int) -> np.ndarray:
+        """Rows with end > w0 and begin < w1, ascending (as flatnonzero)."""
+        a = np.searchsorted(self.sorted, w0 - self.longest, side="left")
+        b = np.searchsorted(self.sorted, w1, side="left")
+        cand = self.order[a:b]
+        if self.sorted is not self.begin:
+            cand = np.sort(cand)
+        return cand[self.end[cand] > w0]
+
+
 def offenders(tl: Timeline, ln: Lanes | None, w0: int, w1: int, verdict: str,
-              k: int = 3, own: np.ndarray | None = None) -> dict:
+              k: int = 3, own: np.ndarray | None = None,
+              index: dict | None = None) -> dict:
     """The top ops, module paths and spans behind a verdict in [w0, w1):
     ops and modules by GPU time (GPU-bound), host self time (launch-bound
     and host-only: an op's time less its nested ops', ``own``, default
     ``nesting.self_ns``; prorated where an op crosses the window) or time
     blocked in syncs (sync-bound); DataLoader spans by fetch time
-    (input-bound); streams by dependency wait."""
+    (input-bound); streams by dependency wait. ``index``: a dict the
+    caller keeps between calls, where the ``Overlaps`` of ops and gpu rows
+    are made once."""
     o, s, y = tl.ops, tl.spans, tl.syncs
     out: dict = {"ops": [], "modules": [], "spans": []}
+    index = {} if index is None else index
     if verdict == "GPU-bound" and ln is not None:
         g = tl.gpu
-        sel = np.flatnonzero((ln.end > w0) & (ln.begin < w1))
+        if "gpu" not in index:
+            index["gpu"] = Overlaps(ln.begin, ln.end)
+        sel = index["gpu"].rows(w0, w1)
         dur = np.minimum(ln.end[sel], w1) - np.maximum(ln.begin[sel], w0)
         op = g.op[sel]
         linked = op != NONE
@@ -227,12 +256,14 @@ def offenders(tl: Timeline, ln: Lanes | None, w0: int, w1: int, verdict: str,
             if len(key) else np.zeros(0, object)
         out["spans"] = _top(label, dep, tl, k, decode=False)
     else:  # launch-bound, host-only, unknown: where the host's time went
-        sel = np.flatnonzero((o.host_end_ns > w0) & (o.host_begin_ns < w1))
+        if "ops" not in index:
+            index["ops"] = Overlaps(o.host_begin_ns, o.host_end_ns)
+        sel = index["ops"].rows(w0, w1)
         dur = (np.minimum(o.host_end_ns[sel], w1) - np.maximum(o.host_begin_ns[sel], w0))
         if own is None:
             from .nesting import self_ns
             own = self_ns(tl)
-        whole = (o.host_end_ns - o.host_begin_ns)[sel]
+        whole = o.host_end_ns[sel] - o.host_begin_ns[sel]
         mine = own[sel] if np.array_equal(own[sel], whole) else \
             np.round(own[sel] * np.divide(dur, whole, out=np.zeros(len(sel)),
                                           where=whole > 0)).astype(np.int64)

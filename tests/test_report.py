@@ -130,3 +130,21 @@ def r_begin(rep):
 
 def r_end(rep):
     return int(rep.steps["end_ns"][-1])
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_top_k_and_overlaps_match_brute_force(seed):
+    from cutimeline.summary import top_k
+    from cutimeline.verdict import Overlaps
+    rng = np.random.default_rng(seed)
+    x = rng.integers(0, 20, int(rng.integers(0, 300)))     # many ties
+    for k in (0, 1, 3, 500):
+        assert top_k(x, k).tolist() == np.argsort(-x, kind="stable")[:k].tolist()
+    b = rng.integers(0, 10_000, 400)
+    if seed % 2:
+        b = np.sort(b)                                      # the sorted fast path
+    e = b + rng.integers(0, 300, 400)
+    ov = Overlaps(b, e)
+    for w0, w1 in rng.integers(0, 10_500, (20, 2)):
+        w0, w1 = min(w0, w1), max(w0, w1) + 1
+        assert ov.rows(w0, w1).tolist() == np.flatnonzero((e > w0) & (b < w1)).tolist()
