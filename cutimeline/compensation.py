@@ -140,15 +140,31 @@ def replay(cost_t, cost, sb, se, s_grp, g_launch, g_grp, g_begin, g_end, lam, co
     args = (i64(cost_t), i64(cost), i64(sb), i64(se), i64(s_grp), i64(g_launch),
             i64(g_grp), i64(g_begin), i64(g_end), i64(lam),
             np.ascontiguousarray(covers, bool))
-    hold = held(args[5], args[6], args[7], args[8], args[9])
+    hold = held(*args[5:10], engine=engine)
     return (_replay_nb if engine == "numba" else _replay_np)(*args, hold)
 
 
-def held(g_launch, g_grp, g_begin, g_end, lam) -> np.ndarray:
+@njit(cache=True)
+def _held_nb(g_launch, g_grp, g_begin, g_end, lam):
+    hold = np.full(len(g_launch), _FAR_PAST, np.int64)
+    prev = np.full(len(lam), _FAR_PAST, np.int64)
+    for j in range(len(g_launch)):
+        s = g_grp[j]
+        if g_begin[j] > max(prev[s], g_launch[j] + lam[s]):
+            hold[j] = g_begin[j]
+        prev[s] = max(prev[s], g_end[j])
+    return hold
+
+
+def held(g_launch, g_grp, g_begin, g_end, lam, engine: str = "numba") -> np.ndarray:
     """Recorded begin of each gpu row (sorted by launch) that waited on
     something besides its stream and its launch (it began after both its
     stream's previous work ended and launch + λ), else far in the past:
     the replay keeps such a row no earlier than this, shifted."""
+    g_launch, g_grp, g_begin, g_end, lam = (iv._i64(a) for a in
+                                            (g_launch, g_grp, g_begin, g_end, lam))
+    if engine == "numba":
+        return _held_nb(g_launch, g_grp, g_begin, g_end, lam)
     hold = np.full(len(g_launch), _FAR_PAST, np.int64)
     for s in np.unique(g_grp):
         r = np.flatnonzero(g_grp == s)

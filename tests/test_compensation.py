@@ -33,6 +33,15 @@ def random_inputs(seed, n_op=300, n_g=200, n_sy=12, streams=3):
 
 
 @pytest.mark.parametrize("seed", range(8))
+def test_held_twins_agree(seed):
+    args = random_inputs(seed)
+    a = held(*args[5:10], engine="numba")
+    b = held(*args[5:10], engine="numpy")
+    np.testing.assert_array_equal(a, b)
+    assert (a > -(2 ** 62)).any() and (a == -(2 ** 62)).any()
+
+
+@pytest.mark.parametrize("seed", range(8))
 def test_replay_twins_agree(seed):
     args = random_inputs(seed, n_sy=0 if seed == 0 else 12)
     a = replay(*args, engine="numba")
