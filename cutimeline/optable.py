@@ -54,10 +54,13 @@ def op_table(tl: Timeline, *, shapes: bool = False, engine: str = "numba",
     cpu = (o.host_end_ns - o.host_begin_ns)[rows]
     count = np.bincount(grp, minlength=n)
     cpu_total = np.bincount(grp, weights=cpu, minlength=n)
-    if own is None:
-        from .nesting import self_ns
-        own = self_ns(tl)
-    cpu_self = np.bincount(grp, weights=own[rows], minlength=n)
+    if not len(o) or o.depth.max() <= 0:  # recorded: no op nests in another
+        cpu_self = cpu_total
+    else:
+        if own is None:
+            from .nesting import self_ns
+            own = self_ns(tl)
+        cpu_self = np.bincount(grp, weights=own[rows], minlength=n)
     linked = g.op != NONE
     gg = np.where(linked, group_of_op[np.maximum(g.op, 0)], NONE)
     ok = gg != NONE
