@@ -99,7 +99,10 @@ def _spin_op():
     truth stamper; on CPU it does nothing and the SimGPU costs it at
     ``duration_ns``."""
     if not hasattr(torch.ops, "ctlcheck") or not hasattr(torch.ops.ctlcheck, "spin"):
-        @torch.library.custom_op(SPIN_OP, mutates_args=("x",))
+        # the schema is spelled out: torch < 2.5 cannot infer it from the
+        # string annotations of ``from __future__ import annotations``
+        @torch.library.custom_op(SPIN_OP, mutates_args=("x",),
+                                 schema="(Tensor(a!) x, int duration_ns, int slot) -> ()")
         def spin(x: torch.Tensor, duration_ns: int, slot: int) -> None:
             if x.is_cuda:
                 from cutimeline import kernels
