@@ -54,7 +54,8 @@ def op_table(tl: Timeline, *, shapes: bool = False, engine: str = "numba",
     cpu = (o.host_end_ns - o.host_begin_ns)[rows]
     count = np.bincount(grp, minlength=n)
     cpu_total = np.bincount(grp, weights=cpu, minlength=n)
-    if not len(o) or o.depth.max() <= 0:  # recorded: no op nests in another
+    from .nesting import nested
+    if own is None and not nested(tl):  # recorded, mostly: no op nests in another
         cpu_self = cpu_total
     else:
         if own is None:

@@ -58,3 +58,39 @@ def test_self_time_of_a_thread_sums_to_its_top_level_time(trace):
         top = mine & (o.depth == 0)
         # nested children never overlap, so nothing is removed twice
         assert own[mine].sum() == dur[top].sum()
+
+
+def test_containment_nests_recordings_as_depth_nests_imports():
+    # the same ops as a recording: ops.depth is the module depth there, so
+    # nesting comes from the intervals (A is a compiled graph's op)
+    tl = nested()
+    st = Strings(list(tl.strings))
+    graph = st.intern("inductor::graph_0")
+    ops = {**tl.ops.columns, "depth": np.full(len(tl.ops), 3, np.int16)}
+    ops["name"] = np.where(np.arange(len(tl.ops)) == 0, graph, tl.ops["name"])
+    rec = Timeline({"ops": ops}, st, {"source": "record"})
+    assert parents(rec).tolist() == [-1, 0, 1, 0, -1, -1, 5, 4]
+    assert self_ns(rec).tolist() == [50, 30, 10, 10, 20, 30, 15, 0]
+
+
+def test_module_depth_of_a_recording_is_not_op_nesting():
+    import torch
+    import cutimeline as ctl
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 4)
+            self.inner = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
+
+        def forward(self, x):  # a root op (depth 0), then ops at depth 1 and 2
+            return self.inner(self.lin(x * 2))
+    net, x = Net(), torch.randn(3, 4)
+    with ctl.record(device="cpu", measure=False) as rec:
+        net(x)
+    tl = rec.timeline
+    assert tl.ops.depth.max() >= 1
+    assert (parents(tl) == -1).all()
+    assert np.array_equal(self_ns(tl), tl.ops.host_end_ns - tl.ops.host_begin_ns)
+    # read as an import's depth, the module depths would make false parents
+    assert (parents(tl.replace(meta={**tl.meta, "source": "kineto"})) >= 0).any()
