@@ -72,7 +72,8 @@ def _clock(tl) -> dict:
     c = tl.clocks
     return {"slope_ppm": (float(c.slope[0]) - 1) * 1e6, "bound_ns": float(c.bound_ns[0]),
             "bound_max_ns": float(c.bound_max_ns[0]), "relax_ns": float(c.relax_ns[0]),
-            "n_lower": int(c.n_lower[0]), "n_upper": int(c.n_upper[0])}
+            "n_lower": int(c.n_lower[0]), "n_upper": int(c.n_upper[0]),
+            "span_ns": int(np.ptp(tl.events.raw_ns)) if len(tl.events) else 0}
 
 
 def environment() -> dict:
