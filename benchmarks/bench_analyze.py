@@ -103,7 +103,7 @@ def main() -> None:
     ap.add_argument("--numpy-max", type=float, default=1e7,
                     help="largest size also run with the NumPy twins")
     args = ap.parse_args()
-    print(f"| ops | streams | engine | analyze s | M ops/s | op table s | summary s | NumPy ÷ Numba |")
+    print("| ops | streams | engine | analyze s | M ops/s | op table s | summary s | NumPy ÷ Numba |")
     print("|---:|---:|---|---:|---:|---:|---:|---:|")
     for size in args.sizes:
         n = int(size)

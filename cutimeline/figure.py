@@ -50,8 +50,8 @@ import numpy as np
 
 from . import pixels as px
 from .errors import CutimelineError
-from .scene import (CAUSE_COLORS, CAUSE_LABELS, FLOW_COLOR, PHASE_COLORS, PHASES,
-                    STEP_COLORS, USER_COLOR, Scene)
+from .scene import (CAUSE_COLORS, CAUSE_LABELS, COMPILED_EDGE, COMPILED_HATCH, FLOW_COLOR,
+                    PHASE_COLORS, PHASES, STEP_COLORS, USER_COLOR, Scene)
 from .gaps import CAUSES
 from .timeline import Timeline
 
@@ -275,6 +275,9 @@ def _lane_handles(used: dict) -> list:
     if used["flows"]:
         hs.append(Line2D([], [], color=FLOW_COLOR, lw=1.2,
                          label="launch → start of GPU work"))
+    if used.get("compiled"):
+        hs.append(Patch(facecolor="#9a9a9a", edgecolor=COMPILED_EDGE, hatch=COMPILED_HATCH,
+                        lw=0, label="torch.compile region"))
     spans = {"step": Patch(color=STEP_COLORS[0], label="step"),
              "data": Patch(color=PHASE_COLORS[3], label="DataLoader fetch"),
              "user": Patch(color=USER_COLOR, label="user span")}
@@ -286,6 +289,7 @@ def _lane_handles(used: dict) -> list:
 def _legends(fig, axes, used: list[dict], scenes, lanes_axes: int = 1) -> None:
     merged = {k: set().union(*(u[k] for u in used)) for k in ("phases", "causes", "spans")}
     merged["flows"] = sum(u["flows"] for u in used)
+    merged["compiled"] = any(u.get("compiled") for u in used)
     x = axes[0].get_position().x1 + 0.12 / fig.get_figwidth()
     fig.legend(handles=_lane_handles(merged), loc="upper left", fontsize=FONT - 0.5,
                bbox_to_anchor=(x, axes[0].get_position().y1), frameon=False,

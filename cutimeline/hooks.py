@@ -72,6 +72,7 @@ class Hooks:
         self.modules, self.threads = modules, threads
         self._handles: list[Any] = []
         self._patches: list[tuple[Any, str, Any]] = []
+        self._removed = False
         # id(root module) -> (root, {id(module): path string id})
         self._paths: dict[int, tuple[Any, dict[int, int]]] = {}
 
@@ -95,11 +96,14 @@ class Hooks:
                 self._patch(threading.Thread, "start", self._start)
             if getattr(self.s.device, "kind", "") == "cuda":
                 self._install_cuda(torch)
+            if not self._install_compiled():
+                self.s.at_boundary.append(self._install_compiled)
         except BaseException:
             self.remove()
             raise
 
     def remove(self) -> None:
+        self._removed = True  # a late patch (_install_compiled) comes no more
         for h in reversed(self._handles):
             h.remove()
         for owner, name, original in reversed(self._patches):
@@ -218,6 +222,29 @@ class Hooks:
             return original(thread, *args, **kwargs)
         return start
 
+    # -- torch.compile: calls of Inductor's compiled graphs ----------------------------
+    def _install_compiled(self) -> bool:
+        """Wrap ``CompiledFxGraph.__call__`` once Inductor is loaded (True:
+        done, or nothing to wrap). A program that compiled before the
+        recording has ``torch._dynamo`` loaded, and its first call imports
+        Inductor: then it is imported here. Otherwise this is retried at
+        every step boundary, as torch.compile loads it on first use."""
+        import sys
+        if self.s.off or self._removed:
+            return True
+        if "torch._inductor.codecache" not in sys.modules and \
+                "torch._dynamo" not in sys.modules:
+            return False
+        try:
+            from torch._inductor.codecache import CompiledFxGraph
+        except Exception:  # no Inductor in this build (or it fails to import)
+            return True
+        if "__call__" in CompiledFxGraph.__dict__ and \
+                all(o is not CompiledFxGraph for o, _, _ in self._patches):
+            self._patch(CompiledFxGraph, "__call__",
+                        lambda original: _compiled_call(self.s, original))
+        return True
+
     # -- CUDA: host-blocking calls and graph replays that are not aten ops --------
     def _install_cuda(self, torch: Any) -> None:
         s, dev = self.s, self.s.device
@@ -319,6 +346,19 @@ def _graph_replay(s: Any, original: Any) -> Any:
             return original(graph, *args, **kwargs)
         return s.launch_graph(original, graph, args, kwargs)
     return replay
+
+
+def _compiled_call(s: Any, original: Any) -> Any:
+    import torch
+    depth, at = torch._C._len_torch_dispatch_stack, torch._C._get_dispatch_stack_at
+
+    def call(graph: Any, inputs: Any) -> Any:
+        # only where this recording's mode is on (not in other threads)
+        if s.off or s.paused or not any(getattr(at(i), "s", None) is s
+                                        for i in range(depth())):
+            return original(graph, inputs)
+        return s.launch_compiled(original, graph, inputs)
+    return call
 
 
 def _record_thread(s: Any, thread: Any, data: bool) -> None:

@@ -276,6 +276,10 @@ def _advice(r: dict, part: np.ndarray) -> str:
         text = (f"{steps}: GPU busy {busy}; {_pct(share['dispatch'])} of its idle "
                 f"time waits for the host to dispatch ops ({per_step:.0f} {unit}"
                 + (f"; most host time in {tops}" if tops else "") + ")")
+        if tops.startswith("inductor::"):  # compiled already: its launches cost
+            return (f"{text} — the top host time is torch.compile graphs launching "
+                    f"their kernels: try mode=\"reduce-overhead\" (CUDA graphs), or "
+                    f"a larger batch.")
     elif v == "GPU-bound":
         lead = part["lead_max_ns"].max() if len(part) else NONE
         text = (f"{steps}: GPU busy {busy}" +

@@ -22,8 +22,8 @@ from . import intervals as iv
 from . import pixels as px
 from .errors import CutimelineError
 from .gaps import CAUSES, classify
-from .layout import lay_out, thread_label
-from .timeline import NONE, OpFlag, SpanKind, Timeline
+from .layout import lay_out
+from .timeline import NONE, GpuKind, OpFlag, SpanKind, Timeline
 
 __all__ = ["PHASES", "PHASE_COLORS", "CAUSE_COLORS", "FLOW_COLOR", "Scene"]
 
@@ -35,6 +35,7 @@ FORWARD, BACKWARD, OPTIMIZER, DATA, SYNC, NO_OP = range(len(PHASES))
 PHASE_COLORS = ("#4c72b0", "#dd8452", "#55a868", "#8172b3", "#222222", "#9a9a9a")
 # Idle shading on GPU lanes, light so that work drawn over it stands out;
 # no colour here is red, which only launch lines use.
+COMPILED_HATCH, COMPILED_EDGE = "////", "#ffffff"  # over a compiled region's rows
 CAUSE_COLORS = {"data": "#cdbfe8", "sync": "#f3d36b", "dispatch": "#a6dcef",
                 "dependency": "#d5d5d5", "unknown": "#efe6cf"}
 CAUSE_LABELS = {"data": "waiting for data", "sync": "after a sync",
@@ -103,7 +104,8 @@ class Scene:
         ax.tick_params(axis="y", length=0)
         for side in ("top", "right"):
             ax.spines[side].set_visible(False)
-        used = {"phases": set(), "causes": set(), "spans": set(), "flows": 0}
+        used = {"phases": set(), "causes": set(), "spans": set(), "flows": 0,
+                "compiled": False}
         self._separators(ax)
         self._gaps(ax, cols, used)
         self._spans(ax, cols, used)
@@ -127,6 +129,7 @@ class Scene:
                 if len(self.phase) else np.full(len(g), NO_OP)
             self._work(ax, cols, ln.streams.of_row, self.stream_y, ln.begin,
                        ln.end, ph, used)
+            self._compiled(ax, cols, g.kind == GpuKind.COMPILED, used)
             used["flows"] = self._flows(ax, flows)
         return used
 
@@ -153,6 +156,24 @@ class Scene:
         _boxes(ax, cols.ms(c0[order]), cols.ms(c1[order]), y[order] - HALF,
                y[order] + HALF, np.array(PHASE_COLORS)[ph[order]], zorder=2)
         used["phases"].update(PHASES[p] for p in np.unique(ph))
+
+    def _compiled(self, ax, cols, rows, used) -> None:
+        """Hatching over compiled regions' rows: their fused kernels are
+        bracketed as a whole, so a row is an upper bound on that work."""
+        if not rows.any():
+            return
+        ln = self.lanes
+        g, c0, c1 = px.runs(ln.streams.of_row[rows], ln.begin[rows], ln.end[rows],
+                            len(self.stream_y), cols)
+        if len(g) == 0:
+            return
+        from matplotlib.collections import PolyCollection
+        x0, x1, y = cols.ms(c0), cols.ms(c1), self.stream_y[g]
+        verts = np.stack([np.stack([x0, y - HALF], 1), np.stack([x0, y + HALF], 1),
+                          np.stack([x1, y + HALF], 1), np.stack([x1, y - HALF], 1)], 1)
+        ax.add_collection(PolyCollection(verts, facecolors="none", edgecolors=COMPILED_EDGE,
+                                         hatch=COMPILED_HATCH, linewidths=0, zorder=2.5))
+        used["compiled"] = True
 
     def _gaps(self, ax, cols, used) -> None:
         """Idle shading on GPU lanes: each whole pixel column inside a gap

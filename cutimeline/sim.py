@@ -278,7 +278,12 @@ class SimGPU(Device):
                              now + self.event_latency_ns,
                              advance=self.bracket == "cuda")
         if self.bracket == "kernel":  # executes at the launch: end() or wait()
-            self._local.pending = i
+            # a list: a compiled region's BEGIN waits for its first work, which
+            # may be an op launched inside it
+            pending = getattr(self._local, "pending", None)
+            if pending is None:
+                pending = self._local.pending = []
+            pending.append(i)
         return i
 
     def end(self, stream: int, seq: int, func: Any, args: tuple, kwargs: dict,
@@ -291,7 +296,7 @@ class SimGPU(Device):
                 cost = int(round(cost * math.exp(
                     self.jitter * self._rng.standard_normal())))
             start = max(self._free_at.get(stream, 0), now + self.launch_latency_ns)
-            self._settle(start, now)
+            self._settle(stream, start, now)
             finish = start + cost
             self._free_at[stream] = finish
             return self._record(stream, EventKind.END, seq, now,
@@ -299,11 +304,11 @@ class SimGPU(Device):
 
     def wait(self, stream: int | None) -> None:
         with self._lock:
-            if getattr(self._local, "pending", None) is not None:
-                # a host-blocking op launched its work before it blocked
-                s, now = self._ev[self._local.pending][0], self._clock.now()
-                self._settle(max(self._free_at.get(s, 0),
-                                 now + self.event_latency_ns), now)
+            # a host-blocking op launched its work before it blocked
+            now = self._clock.now()
+            for s in {self._ev[i][0] for i in getattr(self._local, "pending", None) or ()}:
+                self._settle(s, max(self._free_at.get(s, 0),
+                                    now + self.event_latency_ns), now)
             if stream is None:
                 target = max(self._free_at.values(), default=0)
             else:
@@ -352,19 +357,25 @@ class SimGPU(Device):
         self._last_on[stream] = i
         return i
 
-    def _settle(self, true_ns: int, launch_ns: int) -> None:
-        """Fix this thread's pending BEGIN (bracket="kernel") to execute at
-        ``true_ns``, right before its op's work, and to count as recorded at
-        ``launch_ns``, when the host enqueued that work (lock held): the op's
-        launch is then the enqueue, as a kernel's launch call would say, not
-        the start of its dispatch."""
-        i = getattr(self._local, "pending", None)
-        if i is None:
+    def _settle(self, stream: int, true_ns: int, launch_ns: int) -> None:
+        """Fix this thread's pending BEGINs on ``stream`` (bracket="kernel")
+        to execute at ``true_ns``, right before the first work after them, and
+        to count as recorded at ``launch_ns``, when the host enqueued that
+        work (lock held): an op's launch is then the enqueue, as a kernel's
+        launch call would say, not the start of its dispatch."""
+        pending = getattr(self._local, "pending", None)
+        if not pending:
             return
-        self._local.pending = None
-        stream, kind, seq, _, _, anchor = self._ev[i]
-        self._ev[i] = (stream, kind, seq, launch_ns, true_ns, anchor)
-        self._free_at[stream] = max(self._free_at.get(stream, 0), true_ns)
+        left = []
+        for i in pending:
+            s, kind, seq, _, _, anchor = self._ev[i]
+            if s == stream:
+                self._ev[i] = (s, kind, seq, launch_ns, true_ns, anchor)
+            else:
+                left.append(i)
+        self._local.pending = left
+        if len(left) < len(pending):
+            self._free_at[stream] = max(self._free_at.get(stream, 0), true_ns)
 
     def _anchor(self, stream: int, now: int) -> None:
         """Lay down a segment anchor (lock held)."""

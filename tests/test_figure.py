@@ -400,3 +400,22 @@ def test_shading_after_a_sync_ops_own_work_agrees_with_analyze():
     inner = np.arange(column(ax, 40.2) + 2, column(ax, 60.0) - 1)
     assert np.isin(inner, cols).all()
     assert not np.isin(inner, colour_columns(img, row, CAUSE_COLORS["dispatch"])).any()
+
+
+def test_compiled_regions_are_hatched_and_named_in_the_legend():
+    base = known_gaps()
+    kind = base.gpu["kind"].copy()
+    kind[2] = GpuKind.COMPILED  # B's row, stream 0 from 41.01 to 60 ms
+    tl = base.replace(gpu={**base.gpu.columns, "kind": kind})
+    fig = plot(tl, flows=0)
+    ax = fig.axes[0]
+    hatched = [c for c in ax.collections if c.get_hatch()]
+    assert len(hatched) == 1
+    (x0, y0), (x1, y1) = hatched[0].get_paths()[0].get_extents().get_points()
+    assert 40.5 < x0 < 41.5 and 59.5 < x1 < 60.5
+    labels = [t.get_text() for lg in fig.legends for t in lg.get_texts()]
+    assert "torch.compile region" in labels
+    plain = plot(base, flows=0)
+    assert not [c for c in plain.axes[0].collections if c.get_hatch()]
+    assert "torch.compile region" not in [t.get_text() for lg in plain.legends
+                                          for t in lg.get_texts()]

@@ -62,3 +62,55 @@ def test_an_op_whose_first_argument_is_a_cpu_scalar_runs_where_the_others_are(mo
     flags = dict(zip(tl.decode(tl.ops["name"]), tl.ops.flags.tolist()))
     assert flags["aten::div.Tensor"] & OpFlag.LAUNCH
     assert not flags["aten::add.Tensor"] & OpFlag.LAUNCH
+
+
+class _Graph:
+    """What launch_compiled reads of an Inductor CompiledFxGraph."""
+    device_types = {"cpu"}
+    device_idxs: set = set()
+
+
+def test_a_compiled_graph_that_raises_propagates_unchanged_and_keeps_its_op():
+    import numpy as np
+    import cutimeline as ctl
+    from cutimeline import recorder
+    from cutimeline.timeline import GpuKind
+    err = ValueError("boom")
+
+    def call(graph, inputs):
+        torch.ones(2).sum()  # an op its code dispatches
+        raise err
+    graph, x = _Graph(), torch.zeros(3)
+    with ctl.record(device=ctl.SimGPU("h100", cost=lambda *a: 500, pings=1),
+                    measure=False) as rec:
+        s = recorder._ACTIVE
+        try:
+            s.launch_compiled(call, graph, [x, 2])
+        except ValueError as exc:
+            assert exc is err
+        else:
+            raise AssertionError("the graph's exception was swallowed")
+        assert s.launch_compiled(lambda g, i: i[0] + 1, graph, [x]).sum() == 3
+    tl = rec.timeline
+    names = list(tl.decode(tl.ops["name"]))
+    assert names[0] == "inductor::graph_0" and "aten::sum" in names
+    assert names.count("inductor::graph_0") == 2  # one graph object: one name
+    assert tl.decode(tl.ops["shapes"][:1])[0] == "f32[3]"
+    # the raising call got no gpu row of its own; the second one's is cut
+    # around the aten::add its code dispatched
+    second = len(names) - 1 - names[::-1].index("inductor::graph_0")
+    pieces = np.flatnonzero(tl.gpu.kind == GpuKind.COMPILED)
+    assert (tl.gpu.op[pieces] == second).all() and len(pieces) == 2
+    assert names[second + 1].startswith("aten::add")
+
+
+def test_a_graph_runs_on_its_accelerator_else_on_the_cpu():
+    from cutimeline.opstream import _graph_device
+
+    class G:
+        device_types, device_idxs = {"cpu", "cuda"}, {1, 0}
+    assert _graph_device(G()) == torch.device("cuda", 0)
+    G.device_idxs = set()
+    assert _graph_device(G()) == torch.device("cuda")
+    assert _graph_device(_Graph()) == torch.device("cpu")
+    assert _graph_device(object()) == torch.device("cpu")

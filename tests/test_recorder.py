@@ -549,6 +549,89 @@ def test_torch_compile_under_the_recorder():
     assert {"aten::addmm", "aten::relu", "aten::mm"} <= got  # the artifact's ops
 
 
+@pytest.fixture(scope="module")
+def inductor_mlp():
+    """A small MLP compiled by Inductor (CPU code; compiled once, ~15 s
+    cold), with a step that returns the loss and the gradients."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    x = torch.randn(8, 16)
+    compiled = torch.compile(net)
+
+    def step():
+        net.zero_grad(set_to_none=True)
+        loss = compiled(x).sin().sum()
+        loss.backward()
+        return loss.detach(), [p.grad.clone() for p in net.parameters()]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # torch: global module hooks
+        step()
+    return step
+
+
+@pytest.mark.parametrize("device", ["cpu", "sim"])
+def test_inductor_graphs_are_ops_over_the_ops_they_dispatch(inductor_mlp, device):
+    ref_loss, ref_grads = inductor_mlp()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        with ctl.record(device=quiet_sim() if device == "sim" else "cpu",
+                        measure=False) as rec:
+            loss, grads = inductor_mlp()
+    assert torch.equal(loss, ref_loss)
+    assert all(torch.equal(a, b) for a, b in zip(grads, ref_grads))
+    tl = rec.timeline
+    o, name = tl.ops, np.array(names(tl))
+    graph = np.flatnonzero(np.char.startswith(name.astype(str), "inductor::graph_"))
+    assert len(graph) == 2  # the forward graph and the backward graph
+    grad_fn = np.array(names(tl, "grad_fn"))
+    assert grad_fn[graph].tolist() == ["", "CompiledFunctionBackward"]
+    assert "f32[16,16]" in tl.decode(o.shapes[graph[0:1]])[0]
+    from cutimeline.nesting import parents, self_ns
+    par = parents(tl)
+    for r in graph:  # the ops its code dispatched (extern mm/addmm) lie inside
+        inner = np.flatnonzero(par == r)
+        assert len(inner) and all(n.startswith("aten::") for n in name[inner])
+        assert o.host_begin_ns[r] < o.host_begin_ns[inner].min()
+        assert o.host_end_ns[inner].max() < o.host_end_ns[r]
+        dur = o.host_end_ns - o.host_begin_ns
+        assert self_ns(tl)[r] == dur[r] - dur[inner].sum()
+    if device == "cpu":
+        assert len(tl.gpu) == 0
+        return
+    g = tl.gpu
+    for r in graph:
+        assert o.flags[r] & OpFlag.LAUNCH
+        pieces = np.flatnonzero(g.op == r)
+        inner = np.flatnonzero(par == r)
+        rows = np.flatnonzero(np.isin(g.op, inner))
+        assert (g.kind[pieces] == GpuKind.COMPILED).all()
+        assert (g.kind[rows] == GpuKind.OP).all() and len(pieces) == len(rows) + 1
+        # the pieces fill the region's bracket around its ops' rows, in order
+        assert g.begin_event[pieces[1:]].tolist() == g.end_event[rows].tolist()
+        assert g.end_event[pieces[:-1]].tolist() == g.begin_event[rows].tolist()
+        both = np.sort(np.r_[pieces, rows])
+        assert np.all(np.diff(g.begin_ns[both]) >= 0)
+        assert np.all(g.end_ns[both][:-1] <= g.begin_ns[both][1:])
+
+
+def test_cut_compiled_pieces_follow_the_rows_they_go_around():
+    from cutimeline.recorder import _cut_compiled
+    C, OP = int(GpuKind.COMPILED), int(GpuKind.OP)
+    #            seq stream begin end kind
+    launches = np.array([[0, 0, 0, 1, OP],
+                         [1, 0, 2, 9, C],      # region on stream 0, events 2..9
+                         [2, 0, 3, 4, OP],     # inside it
+                         [3, 7, 5, 6, OP],     # inside in time, another stream
+                         [4, 0, 7, 8, OP],     # inside it
+                         [5, 0, 10, 11, OP]])
+    out = _cut_compiled(launches)
+    assert out.tolist() == [[0, 0, 0, 1, OP], [1, 0, 2, 3, C], [2, 0, 3, 4, OP],
+                            [1, 0, 4, 7, C], [3, 7, 5, 6, OP], [4, 0, 7, 8, OP],
+                            [1, 0, 8, 9, C], [5, 0, 10, 11, OP]]
+    plain = launches[launches[:, 4] == OP]
+    assert _cut_compiled(plain) is plain
+
+
 # -- limits, exceptions, the kill switch ---------------------------------------------------------
 
 def test_exception_propagates_unchanged_and_ops_are_kept():

@@ -101,6 +101,21 @@ def test_launch_bound_advice_without_steps_counts_the_windows_ops():
     assert "(5 ops; most host time in" in r["advice"] and "per step" not in r["advice"]
 
 
+def test_launch_bound_on_compiled_graphs_advises_cuda_graphs_not_compiling():
+    from cutimeline.timeline import OpFlag
+    L = OpFlag.LAUNCH
+    ops = [("inductor::graph_0" if k % 2 == 0 else "aten::mm", 100 * k + 10,
+            100 * k + 50, L) for k in range(5)]
+    tl = timeline([(0, 100 * k + 50, 100 * k + 50, 100 * k + 51) for k in range(5)],
+                  ops=ops)
+    (r,) = ctl.analyze(tl).ranges()
+    assert r["verdict"] == "launch-bound"
+    assert "most host time in inductor::graph_0" in r["advice"]
+    assert 'mode="reduce-overhead"' in r["advice"] and "torch.compile," not in r["advice"]
+    plain = timeline([(0, 100 * k + 50, 100 * k + 50, 100 * k + 51) for k in range(5)])
+    assert "torch.compile, CUDA graphs" in ctl.analyze(plain).ranges()[0]["advice"]
+
+
 def test_offenders_on_a_profiler_trace_rank_ops_by_self_time():
     import os
     from cutimeline.nesting import self_ns

@@ -86,6 +86,26 @@ def test_kernel_bracket_sync_covers_its_own_begin():
     assert truth(h)[b] >= h.events["host_record_ns"][b]
 
 
+def test_kernel_bracket_region_begins_at_its_first_work_on_its_stream():
+    # a compiled region (BEGIN, an op inside, its own work, END): its BEGIN
+    # executes with the first work on its stream, not when it was recorded;
+    # a BEGIN pending on another stream waits for work there
+    gpu, clock = make({"k": 10_000, "region": 3_000, "side": 500}, bracket="kernel")
+    gpu.start()
+    h0 = clock.now()
+    region = gpu.begin(0, 0)
+    side = gpu.begin(1, 1)
+    clock.advance(20_000)                         # host work before the inner op
+    b, e = launch(gpu, clock, "k", 2)
+    end = gpu.end(0, 0, "region", (), {}, None)
+    clock.advance(1_000)
+    gpu.end(1, 1, "side", (), {}, None)
+    t = truth(gpu.harvest())
+    assert t[region] == t[b] == h0 + 20_000 + 1_000 + LAT
+    assert t[e] == t[b] + 10_000 and t[end] == t[e] + 3_000
+    assert t[side] == h0 + 20_000 + 2_000 + LAT   # settled by its own stream's work
+
+
 def test_ops_queue_in_stream_order():
     gpu, clock = make({"long": 100_000, "short": 1_000})
     gpu.start()
