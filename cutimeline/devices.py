@@ -43,7 +43,9 @@ class Harvest:
     *sequence number* (or -1): the recorder maps it to a row. In ``syncs`` the
     ``op`` column likewise holds a sequence number (or -1) and ``last_event``
     an index into these events; its ``kind`` column holds str (the recorder
-    interns them). ``truth`` (simulators only) holds the
+    interns them), and an optional ``ident`` column the
+    ``threading.get_ident()`` of the thread that waited (the recorder maps
+    it to the syncs' ``thread``). ``truth`` (simulators only) holds the
     true host-clock time of each event. ``meta`` is merged into the
     Timeline's meta (device names, clock truth for simulators, ...).
     ``alternates`` maps a timing name to a second ``raw_ns`` column for the
@@ -262,7 +264,7 @@ class CudaDevice(Device):
         n = self._newest
         last = n.last if stream is None else n.on.get(stream, NONE)
         self._syncs.append((seq, kind, NONE if stream is None else stream, last,
-                            host_begin_ns, host_end_ns))
+                            host_begin_ns, host_end_ns, threading.get_ident()))
 
     def harvest(self) -> Harvest:
         if not self._started:
@@ -303,7 +305,7 @@ class CudaDevice(Device):
         except TypeError:
             sid, last = NONE, NONE
         self._syncs.append((NONE, "event_synchronize", sid, last,
-                            host_begin_ns, host_end_ns))
+                            host_begin_ns, host_end_ns, threading.get_ident()))
 
     def measure_launch_ns(self, n: int = 64) -> int:
         """Host cost (ns) of the two points around one launch: median of
@@ -424,7 +426,8 @@ class CudaDevice(Device):
             t0 = self._now()
             i = self._record(stream, EventKind.PING, NONE, t0)
             api.synchronize(self.index)
-            self._syncs.append((NONE, "ping", NONE, i, t0, self._now()))
+            self._syncs.append((NONE, "ping", NONE, i, t0, self._now(),
+                                threading.get_ident()))
 
     def _harvest(self) -> Harvest:
         rows = np.array(sorted(self._rows), np.int64).reshape(-1, 6)
@@ -434,13 +437,14 @@ class CudaDevice(Device):
         events = {"device": np.full(len(rows), self.index, np.int16), "stream": stream,
                   "kind": kind.astype(np.uint8), "op": seq, "raw_ns": raw,
                   "host_record_ns": host}
-        cols = list(zip(*self._syncs)) or [()] * 6
+        cols = list(zip(*self._syncs)) or [()] * 7
         syncs = {"op": np.array(cols[0], np.int64), "kind": np.array(cols[1], object),
                  "device": np.full(len(self._syncs), self.index, np.int16),
                  "stream": np.array(cols[2], np.int64),
                  "last_event": np.array(cols[3], np.int64),
                  "host_begin_ns": np.array(cols[4], np.int64),
-                 "host_end_ns": np.array(cols[5], np.int64)}
+                 "host_end_ns": np.array(cols[5], np.int64),
+                 "ident": np.array(cols[6], np.uint64)}
         meta = {"device_name": self.name, "device_names": {str(self.index): self.name},
                 "timing": "stamps" if self.timing == "stamps" else "events",
                 "cuda": {"anchors": len(self._anchors), "events_created": self._created,

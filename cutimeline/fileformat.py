@@ -78,6 +78,10 @@ def save(tl: Timeline, path: str | os.PathLike) -> None:
         raise
 
 
+#: columns added after version 1: (table, column) -> the version that added it
+_ADDED = {("syncs", "thread"): 2}
+
+
 def load(path: str | os.PathLike) -> Timeline:
     """Read a ``.ctl`` file; a damaged, foreign or newer file raises
     CutimelineError naming the file and the problem."""
@@ -102,6 +106,9 @@ def load(path: str | os.PathLike) -> Timeline:
                 cols: dict[str, np.ndarray] = {}
                 for col, dtype in schema:
                     key = f"{name}.{col}"
+                    if key not in names and (name, col) in _ADDED and \
+                            head["format_version"] < _ADDED[name, col]:
+                        continue  # older than the column: Table fills it NONE
                     if key not in names:
                         raise CutimelineError(f"{path} is damaged: it lacks "
                                               f"column {key}.")

@@ -111,6 +111,10 @@ def _import(path: str, progress: Callable[[str, float], None]) -> Timeline:
             ops[col][rank] = [_int(a.get("op " + col), NONE) for a in op_ev["args"]]
     gpu = _gpu(gpu_ev, links, strings, warnings, name, ours)
     syncs = _syncs(ev["cuda_sync"], links, strings, ours)
+    # a sync event sits on its stream's row: the thread that waited is its op's
+    op_thread = np.asarray(ops["thread"], np.int64)
+    syncs["thread"] = np.where(syncs["op"] >= 0, op_thread[np.maximum(syncs["op"], 0)],
+                               NONE) if len(op_thread) else np.full(len(syncs["op"]), NONE)
     if not ours:
         _flag_ops(ops, gpu, syncs, strings)
     spans = _spans(span_ev, span_thread, strings, ours)

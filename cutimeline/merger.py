@@ -134,7 +134,8 @@ def _concat(parts: list[tuple[int, Timeline, str | None]], clocks: dict[int, dic
         lut = np.array([strings.intern(s) for s in tl.strings] + [NONE], np.int32)
         t_base, names = len(thread_rank), meta.get("threads") or []
         for t in range(max([len(names)] + [int(tl.table(n).thread.max()) + 1
-                                           for n in ("ops", "spans") if len(tl.table(n))])):
+                                           for n in ("ops", "spans", "syncs")
+                                           if len(tl.table(n))])):
             n = names[t] if t < len(names) else f"thread {t}"
             thread_names.append(f"rank {rank} · {n.get('name', '') if isinstance(n, dict) else n}")
             thread_rank.append(rank)
@@ -156,9 +157,10 @@ def _concat(parts: list[tuple[int, Timeline, str | None]], clocks: dict[int, dic
                     v = lut[v]
                 elif (name, col) in REFERENCES:
                     v = np.where(v == NONE, NONE, v + bases[REFERENCES[name, col]])
-                elif col in ("thread", "device", "seq"):
-                    v = v + t_base if col == "thread" else dev_lut[v] if col == "device" \
-                        else v + seq_base
+                elif col == "thread":  # syncs.thread may be NONE (unknown)
+                    v = np.where(v == NONE, NONE, v + t_base)
+                elif col in ("device", "seq"):
+                    v = dev_lut[v] if col == "device" else v + seq_base
                 elif col in _HOST_COLUMNS.get(name, ()):
                     v = _apply(f, v)
                 elif name == "clocks":  # host = offset + slope·raw composes with f

@@ -452,6 +452,20 @@ def _row_of(seq: np.ndarray, wanted: Any) -> np.ndarray:
     return np.where(hit, i, NONE)
 
 
+def _sync_threads(ident: Any, op: np.ndarray, op_thread: np.ndarray,
+                  writers: list) -> np.ndarray:
+    """The thread of each sync: its op's, else the writer of the thread
+    that waited (``ident``, from the device; a thread id reused by a later
+    thread goes to the later writer), else NONE."""
+    out = np.full(len(op), NONE, np.int32)
+    if ident is not None and len(op):
+        of = {w.ident: w.thread for w in writers}
+        out[:] = [of.get(int(i), NONE) for i in np.asarray(ident).tolist()]
+    has = op >= 0
+    out[has] = op_thread[op[has]]
+    return out
+
+
 def _cut_compiled(launches: np.ndarray) -> np.ndarray:
     """Launches ``(seq, stream, begin_event, end_event, kind)`` sorted by
     seq, with each compiled region's row cut around the rows of the ops it
@@ -518,6 +532,7 @@ def _assemble(s: Session, harvest: Harvest | None, meta: dict[str, Any]) -> Time
         events = dict(harvest.events, op=_row_of(seq, harvest.events["op"]))
         syncs = dict(harvest.syncs, op=_row_of(seq, harvest.syncs["op"]))
         syncs["kind"] = np.array([s.intern(str(k)) for k in syncs["kind"]], np.int32)
+        syncs["thread"] = _sync_threads(syncs.pop("ident", None), syncs["op"], thread, ws)
         record_ns = np.asarray(events["host_record_ns"], np.int64)
         tables.update(events=events, syncs=syncs, truth=harvest.truth, gpu={
             "op": row, "device": np.full(len(row), index, np.int16),

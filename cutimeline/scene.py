@@ -112,12 +112,17 @@ class Scene:
         o, y = self.tl.ops, self.tl.syncs
         lane = np.searchsorted(self.threads, o.thread)
         begin, end, phase = o.host_begin_ns, o.host_end_ns, self.phase
-        # host waits that no op made (torch.cuda.synchronize, SimGPU's):
-        # their thread is not recorded, so they are drawn only when there
-        # is one CPU lane; calibration pings are the recorder's own
+        # host waits that no op made (torch.cuda.synchronize, SimGPU's), on
+        # the lane of the thread that waited; of an unknown thread (older
+        # files, imports) only when there is one CPU lane. Calibration pings
+        # are the recorder's own.
         free = (y.op == NONE) & (y.kind != self.tl.string_id("ping"))
-        if len(self.threads) == 1 and free.any():
-            lane = np.concatenate([lane, np.zeros(int(free.sum()), np.int64)])
+        th = np.asarray(y.thread, np.int64)
+        known = np.isin(th, self.threads)
+        free &= known | ((th == NONE) & (len(self.threads) == 1))
+        if free.any():
+            at = np.where(known[free], np.searchsorted(self.threads, th[free]), 0)
+            lane = np.concatenate([lane, at])
             begin = np.concatenate([begin, y.host_begin_ns[free]])
             end = np.concatenate([end, y.host_end_ns[free]])
             phase = np.concatenate([phase, np.full(int(free.sum()), SYNC)])

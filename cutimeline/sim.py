@@ -261,7 +261,7 @@ class SimGPU(Device):
             # one tuple per event: stream, kind, seq, host_record, true, anchor
             self._ev: list[tuple[int, ...]] = []
             self._anchors: list[int] = []
-            # one tuple per sync: seq, kind, stream, last_event, begin, end
+            # one tuple per sync: seq, kind, stream, last_event, begin, end, thread ident
             self._sy: list[tuple[Any, ...]] = []
             self._last_on: dict[int, int] = {}
             self._start_ns = now = self._clock.now()
@@ -328,7 +328,7 @@ class SimGPU(Device):
             last = waited[1] if waited and waited[0] == stream \
                 else self._last_event(stream)
             self._sy.append((seq, kind, NONE if stream is None else stream,
-                             last, host_begin_ns, host_end_ns))
+                             last, host_begin_ns, host_end_ns, threading.get_ident()))
 
     def harvest(self) -> Harvest:
         with self._lock:
@@ -403,7 +403,8 @@ class SimGPU(Device):
             self._clock.wait_until(target)
             after = self._clock.now()
             with self._lock:
-                self._sy.append((NONE, "ping", NONE, i, before, after))
+                self._sy.append((NONE, "ping", NONE, i, before, after,
+                                 threading.get_ident()))
 
     def _cost_ns(self, func: Any, args: tuple, kwargs: dict, out: Any) -> int:
         cost = self.cost
@@ -433,16 +434,16 @@ class SimGPU(Device):
         events = {"device": np.full(n, self.index, np.int16), "stream": stream,
                   "kind": kind.astype(np.uint8), "op": op, "raw_ns": raw,
                   "host_record_ns": host}
-        s_op, s_kind, s_stream, s_last, s_b, s_e = (list(c) for c in
-                                                    zip(*self._sy)) if self._sy \
-            else ([],) * 6
+        s_op, s_kind, s_stream, s_last, s_b, s_e, s_ident = (
+            list(c) for c in zip(*self._sy)) if self._sy else ([],) * 7
         syncs = {"op": np.asarray(s_op, np.int64),
                  "kind": np.asarray(s_kind, dtype=object),
                  "device": np.full(len(s_op), self.index, np.int16),
                  "stream": np.asarray(s_stream, np.int64),
                  "last_event": np.asarray(s_last, np.int64),
                  "host_begin_ns": np.asarray(s_b, np.int64),
-                 "host_end_ns": np.asarray(s_e, np.int64)}
+                 "host_end_ns": np.asarray(s_e, np.int64),
+                 "ident": np.asarray(s_ident, np.uint64)}
         p = self.profile
         meta = {"simulated": True, "device_name": self.name,
                 "device_names": {str(self.index): self.name},

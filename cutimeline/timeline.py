@@ -32,7 +32,8 @@ __all__ = [
 
 NONE = -1
 FORMAT = "cutimeline"
-FORMAT_VERSION = 1
+# 2: syncs.thread (files of version 1 read with it NONE)
+FORMAT_VERSION = 2
 
 i8, i16, i32, i64, u8, f64 = (np.dtype(t) for t in
                               ("i1", "i2", "i4", "i8", "u1", "f8"))
@@ -92,10 +93,11 @@ SCHEMA: dict[str, tuple[tuple[str, np.dtype], ...]] = {
     "gpu": (("op", i64), ("device", i16), ("stream", i64), ("name", i32),
             ("kind", u8), ("begin_event", i64), ("end_event", i64),
             ("launch_ns", i64), ("begin_ns", i64), ("end_ns", i64)),
-    # Host-blocking points; last_event is the newest event the wait covered.
+    # Host-blocking points; last_event is the newest event the wait covered,
+    # thread the host thread that waited (NONE: unknown).
     "syncs": (("op", i64), ("kind", i32), ("device", i16), ("stream", i64),
               ("last_event", i64), ("host_begin_ns", i64),
-              ("host_end_ns", i64)),
+              ("host_end_ns", i64), ("thread", i32)),
     # Host ranges; number is the step number of STEP spans, NONE otherwise.
     "spans": (("kind", u8), ("name", i32), ("thread", i32), ("depth", i16),
               ("number", i64), ("begin_ns", i64), ("end_ns", i64)),

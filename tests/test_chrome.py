@@ -160,7 +160,7 @@ def handmade(offset_ns: int = 0) -> Timeline:
                 "launch_ns": [t[0] + 40, NONE, t[2]], "begin_ns": t[[1, 3, 3]],
                 "end_ns": t[[3, 4, 4]]},
         "syncs": {"op": [2], "kind": [7], "device": [0], "stream": [NONE],
-                  "host_begin_ns": [t[2] + 1], "host_end_ns": [t[4]]},
+                  "host_begin_ns": [t[2] + 1], "host_end_ns": [t[4]], "thread": [0]},
         "spans": {"kind": [SpanKind.STEP, SpanKind.DATA], "name": [5, 6],
                   "thread": [0, 1], "depth": [0, 0], "number": [3, NONE],
                   "begin_ns": [t[0], t[1]], "end_ns": [t[4] + 10, t[1] + 40]},

@@ -165,6 +165,7 @@ def test_pings_at_start_and_stop(fake):
     assert (y["host_begin_ns"][is_ping] == h.events["host_record_ns"][pings]).all()
     assert (y["host_end_ns"][is_ping] >= y["host_begin_ns"][is_ping] + fake.lag_ns).all()
     assert (y["stream"][is_ping] == NONE).all() and (h.events["op"][pings] == NONE).all()
+    assert (y["ident"] == threading.get_ident()).all()  # who waited, for syncs.thread
     assert h.meta["device_name"] == "Fake GPU"
 
 

@@ -419,3 +419,24 @@ def test_compiled_regions_are_hatched_and_named_in_the_legend():
     assert not [c for c in plain.axes[0].collections if c.get_hatch()]
     assert "torch.compile region" not in [t.get_text() for lg in plain.legends
                                           for t in lg.get_texts()]
+
+
+def test_a_wait_no_op_made_is_drawn_on_the_thread_that_waited():
+    # torch.cuda.synchronize in the worker thread, 80–85 ms (no op made it),
+    # and one of an unknown thread, which two CPU lanes cannot place
+    base = known_gaps()
+    y = base.syncs.columns
+    more = {k: np.r_[v, v[:1], v[:1]] for k, v in y.items()}
+    more["op"][1:] = NONE
+    more["thread"][1:] = [1, NONE]
+    more["host_begin_ns"][1:] = [T0 + 80_000_000, T0 + 90_000_000]
+    more["host_end_ns"][1:] = [T0 + 85_000_000, T0 + 95_000_000]
+    tl = base.replace(syncs=more)
+    fig = plot(tl, flows=0)
+    img, ax = render(fig), fig.axes[0]
+    worker = colour_columns(img, lane_row(fig, ax, "CPU thread 1 (worker)"), PHASE_COLORS[4])
+    main = colour_columns(img, lane_row(fig, ax, "CPU thread 0 (MainThread)"), PHASE_COLORS[4])
+    assert np.isin(np.arange(column(ax, 80.2), column(ax, 84.8)), worker).all()
+    assert not np.isin(np.arange(column(ax, 80.2), column(ax, 84.8)), main).any()
+    assert not np.isin(np.arange(column(ax, 90.2), column(ax, 94.8)),
+                       np.r_[main, worker]).any()

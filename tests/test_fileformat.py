@@ -110,3 +110,21 @@ def test_newer_foreign_and_incomplete_files(tmp_path):
         ctl.load(tmp_path / "plain.npz")
     with pytest.raises(ctl.CutimelineError, match="does not exist"):
         ctl.load(tmp_path / "missing.ctl")
+
+
+def test_a_version_1_file_reads_with_the_columns_added_since_unknown(tmp_path):
+    path = tmp_path / "old.ctl"
+    tl = make_timeline()
+    assert len(tl.syncs) and (tl.syncs.thread != -1).any()
+    tl.save(path)
+    # what version 1 wrote: no syncs.thread
+    _rewrite(path, lambda m: _meta({k: v for k, v in m.items() if k != "syncs.thread.npy"},
+                                   format_version=1))
+    old = ctl.load(path)
+    assert (old.syncs.thread == -1).all()
+    assert np.array_equal(old.syncs.host_end_ns, tl.syncs.host_end_ns)
+    # a version 2 file without it is damaged
+    tl.save(path)
+    _rewrite(path, lambda m: {k: v for k, v in m.items() if k != "syncs.thread.npy"})
+    with pytest.raises(ctl.CutimelineError, match="lacks column syncs.thread"):
+        ctl.load(path)

@@ -241,6 +241,11 @@ def test_syncs_kinds_streams_and_flags(raw, imported):
     waits = tl.syncs.op[(tl.syncs.op >= 0) & (tl.syncs.kind == tl.string_id("Stream Wait Event"))]
     only_waits = np.setdiff1d(waits, blocked)
     assert len(only_waits) and not np.any(tl.ops.flags[only_waits] & OpFlag.SYNC)
+    # the thread that waited is the linked op's; unlinked ones are unknown
+    y = tl.syncs
+    linked = y.op >= 0
+    assert np.array_equal(y.thread[linked], tl.ops.thread[y.op[linked]])
+    assert np.all(y.thread[~linked] == NONE)
 
 
 def test_depth_grad_fn_shapes_threads(raw, imported):

@@ -89,6 +89,15 @@ def test_merge_keeps_devices_apart_and_serves_analyze_and_slicing():
     assert len(rep.devices) == 2
     sliced = tl.slice_steps(1)
     assert set(cdist.rank_of_thread(sliced)[sliced.ops.thread].tolist()) == {0, 1}
+    # syncs keep the thread that waited, moved with its rank; unknown stays so
+    y0 = tls[0].syncs
+    assert (y0.thread[y0.op >= 0] >= 0).all()
+    moved = tls[1].syncs.thread
+    got = tl.syncs.thread[len(y0):]
+    assert np.array_equal(got, np.where(moved == NONE, NONE, moved + 1))
+    unknown = tls[1].replace(syncs={**tls[1].syncs.columns,
+                                    "thread": np.full(len(tls[1].syncs), NONE)})
+    assert (ctl.merge([tls[0], unknown]).syncs.thread[len(y0):] == NONE).all()
 
 
 def test_merge_inputs_are_checked(tmp_path):

@@ -632,6 +632,31 @@ def test_cut_compiled_pieces_follow_the_rows_they_go_around():
     assert _cut_compiled(plain) is plain
 
 
+def test_waits_no_op_made_carry_the_thread_that_waited():
+    gpu = quiet_sim()
+    x = torch.ones(4)
+
+    def work():
+        (x * 2).sum()
+        gpu.synchronize()
+    with ctl.record(device=gpu, measure=False) as rec:
+        x + 1
+        t = threading.Thread(target=work)
+        t.start()
+        t.join()
+        gpu.synchronize()
+        x.sum().item()
+    tl = rec.timeline
+    y, kinds = tl.syncs, np.array(names(tl, "kind", "syncs"))
+    free = np.flatnonzero(kinds == "synchronize")
+    assert sorted(y.thread[free].tolist()) == [0, 1]  # the worker, then main
+    assert y.thread[free][np.argmax(y.host_begin_ns[free])] == 0
+    worker = np.unique(tl.ops.thread[tl.ops.thread != 0])
+    assert worker.tolist() == [1]
+    item = np.flatnonzero(y.op >= 0)  # .item(): its op's thread
+    assert len(item) and (y.thread[item] == tl.ops.thread[y.op[item]]).all()
+
+
 # -- limits, exceptions, the kill switch ---------------------------------------------------------
 
 def test_exception_propagates_unchanged_and_ops_are_kept():

@@ -389,7 +389,10 @@ def test_truth_is_consistent_with_what_the_recorder_sees():
         assert np.all(np.diff(t[ev["stream"] == s]) >= 0)
     # the harvest fits the Timeline's tables (sync kinds are strings)
     assert len(Table("events", h.events)) == len(Table("truth", h.truth)) == len(t)
-    assert len(Table("syncs", {k: v for k, v in h.syncs.items() if k != "kind"}))
+    # ... and the thread ids of the waits, which the recorder maps to its threads
+    assert len(Table("syncs", {k: v for k, v in h.syncs.items()
+                               if k not in ("kind", "ident")}))
+    assert set(h.syncs["ident"].tolist()) == {threading.get_ident()}
     assert all(isinstance(k, str) for k in h.syncs["kind"])
 
 

@@ -31,7 +31,8 @@ def make_timeline(n=50, seed=0):
                begin_event=np.arange(0, 2 * n, 2), end_event=np.arange(1, 2 * n, 2),
                launch_ns=begin, begin_ns=begin + 3000, end_ns=end + 4000)
     syncs = dict(op=[n - 1], kind=[s.intern("item")], device=[0], stream=[7],
-                 last_event=[2 * n - 2], host_begin_ns=[begin[-1]], host_end_ns=[end[-1]])
+                 last_event=[2 * n - 2], host_begin_ns=[begin[-1]], host_end_ns=[end[-1]],
+                 thread=[0])
     half = begin[n // 2]
     spans = dict(kind=[SpanKind.STEP, SpanKind.STEP, SpanKind.USER],
                  name=[s.intern("step 0"), s.intern("step 1"), s.intern("eval")],
