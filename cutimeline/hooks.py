@@ -3,8 +3,9 @@
 The recorder (``recorder.py``) owns the op stream; this module owns what it
 learns around the ops: the module stack (``encoder.layers.0.self_attn``),
 steps, DataLoader fetches, forward/backward/optimizer phases, threads
-started while recording, and on CUDA the host-blocking calls and graph
-replays that are not aten ops. ``Hooks.install()`` at start and
+started while recording, calls of Inductor's compiled graphs (recorded by
+``compiled.py``), and on CUDA the host-blocking calls and graph replays
+that are not aten ops. ``Hooks.install()`` at start and
 ``Hooks.remove()`` at stop tie every hook to one recording; every patched
 attribute is restored exactly.
 
@@ -222,27 +223,18 @@ class Hooks:
             return original(thread, *args, **kwargs)
         return start
 
-    # -- torch.compile: calls of Inductor's compiled graphs ----------------------------
+    # -- torch.compile: calls of Inductor's compiled graphs (compiled.py) -----------
     def _install_compiled(self) -> bool:
-        """Wrap ``CompiledFxGraph.__call__`` once Inductor is loaded (True:
-        done, or nothing to wrap). A program that compiled before the
-        recording has ``torch._dynamo`` loaded, and its first call imports
-        Inductor: then it is imported here. Otherwise this is retried at
-        every step boundary, as torch.compile loads it on first use."""
-        import sys
+        """Wrap ``CompiledFxGraph.__call__`` once torch.compile is loaded;
+        False while it is not (retried at every step boundary)."""
         if self.s.off or self._removed:
             return True
-        if "torch._inductor.codecache" not in sys.modules and \
-                "torch._dynamo" not in sys.modules:
+        from . import compiled
+        cls = compiled.graph_class()
+        if cls is None:
             return False
-        try:
-            from torch._inductor.codecache import CompiledFxGraph
-        except Exception:  # no Inductor in this build (or it fails to import)
-            return True
-        if "__call__" in CompiledFxGraph.__dict__ and \
-                all(o is not CompiledFxGraph for o, _, _ in self._patches):
-            self._patch(CompiledFxGraph, "__call__",
-                        lambda original: _compiled_call(self.s, original))
+        if cls and all(o is not cls for o, _, _ in self._patches):
+            self._patch(cls, "__call__", lambda original: compiled.wrap(self.s, original))
         return True
 
     # -- CUDA: host-blocking calls and graph replays that are not aten ops --------
@@ -346,19 +338,6 @@ def _graph_replay(s: Any, original: Any) -> Any:
             return original(graph, *args, **kwargs)
         return s.launch_graph(original, graph, args, kwargs)
     return replay
-
-
-def _compiled_call(s: Any, original: Any) -> Any:
-    import torch
-    depth, at = torch._C._len_torch_dispatch_stack, torch._C._get_dispatch_stack_at
-
-    def call(graph: Any, inputs: Any) -> Any:
-        # only where this recording's mode is on (not in other threads)
-        if s.off or s.paused or not any(getattr(at(i), "s", None) is s
-                                        for i in range(depth())):
-            return original(graph, inputs)
-        return s.launch_compiled(original, graph, inputs)
-    return call
 
 
 def _record_thread(s: Any, thread: Any, data: bool) -> None:

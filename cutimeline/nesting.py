@@ -30,7 +30,7 @@ __all__ = ["self_ns", "parents", "op_depth", "nested"]
 
 #: meta["source"] of Timelines whose ops.depth is the module depth
 RECORDED = frozenset({"record", "merge"})
-#: the name of a compiled graph's op in recordings (opstream.launch_compiled)
+#: the name of a compiled graph's op in recordings (compiled.launch)
 COMPILED_PREFIX = "inductor::graph_"
 
 

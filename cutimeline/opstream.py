@@ -382,62 +382,6 @@ class Session:
         w.ops.append((seq, t0, t1, sig, w.ctx, NONE, flags))
         return out
 
-    def launch_compiled(self, call: Callable, graph: Any, inputs: Any) -> Any:
-        """One call of a graph Inductor compiled (``torch.compile``): an ops
-        row ``inductor::graph_<n>`` (n: the graph's order of first call) over
-        the ops it dispatches, and on an owned device one gpu row of kind
-        COMPILED between events, which ``recorder.py`` cuts around the rows of
-        those ops: what lies between them is the fused kernels' work."""
-        w = self.writer()
-        seq, t0 = next(self.count), _now()
-        dev = _graph_device(graph)
-        key = (_COMPILED_KEY, id(graph), dev)
-        sig = self.sigs.get(key)
-        if sig is None:
-            with self.lock:
-                self.funcs.append(graph)  # keeps id(graph) in the key unique
-                n, self.graphs = self.graphs, self.graphs + 1
-            shapes = ", ".join(_shape(_dtype_shape(t)) for t in inputs
-                               if isinstance(t, _Tensor))
-            sig = self.signature(key, _Named(f"inductor::graph_{n}"), dev, shapes=shapes)
-        sig = sig[0]
-        gid = NONE
-        if self.backward:  # its backward graph runs in CompiledFunctionBackward
-            node = _node()
-            if node is not None:
-                gid = self.nodes.get(type(node))
-                if gid is None:
-                    gid = self.node(node)
-        flags = 0
-        if seq >= self.max_ops:
-            if seq > self.max_ops:
-                return call(graph, inputs)
-            self.truncate()
-            flags = _TRUNCATED
-        d = self.device
-        if d is None or flags or not self.owned(w, dev):
-            try:
-                return call(graph, inputs)
-            finally:
-                w.ops.append((seq, t0, _now(), sig, w.ctx, gid, flags))
-        stream = d.current_stream()
-        b = d.begin(stream, seq)
-        try:
-            out = call(graph, inputs)
-        except BaseException:
-            w.ops.append((seq, t0, _now(), sig, w.ctx, gid, flags))
-            raise
-        t1 = _now()
-        if b >= 0:  # the inputs are gone (a boxed call clears them): cost by outputs
-            e = d.end(stream, seq, _Named(self.strings.values[self.sig_table[sig][0]]),
-                      (), {}, out)
-            w.launches.append((seq, stream, b, e, int(GpuKind.COMPILED)))
-            flags |= _LAUNCH
-        else:
-            flags |= _CAPTURED
-        w.ops.append((seq, t0, t1, sig, w.ctx, gid, flags))
-        return out
-
     def truncate(self) -> None:
         self.off = True
         warnings.warn(f"cutimeline recorded max_ops={self.max_ops:,} ops and stops "
@@ -505,21 +449,6 @@ def _work_device(args: tuple, kwargs: dict, cpu: Any) -> Any:
                 if isinstance(b, _Tensor) and b.device.type != "cpu":
                     return b.device
     return cpu
-
-
-_COMPILED_KEY = ("inductor",)  # an identity: the first item of compiled graphs' keys
-
-
-def _graph_device(graph: Any) -> Any:
-    """The torch.device an Inductor graph runs its kernels on: its CUDA
-    device if it has one (the lowest index; the current device when it
-    names none), else the CPU."""
-    types = getattr(graph, "device_types", ()) or ()
-    for kind in ("cuda", "xpu", "mps"):
-        if kind in types:
-            idxs = sorted(getattr(graph, "device_idxs", ()) or ())
-            return torch.device(kind, idxs[0]) if idxs else torch.device(kind)
-    return torch.device("cpu")
 
 
 def _pinned(t: Any) -> bool:

@@ -33,22 +33,12 @@ What else is seen, precisely:
 * Threads started while recording (``threading.Thread.start``) record their
   ops. Threads that were running before start are not recorded, nor are
   DataLoader worker processes (their fetch is one DATA span in the parent).
-* ``torch.compile``: the mode asks to be ignored by compile internals, so
-  compiled code stays compiled; the recorder sees the ops the compiled
-  artifact dispatches at run time (with ``aot_eager`` every aten op; with
-  Inductor its extern calls such as ``aten::mm``). Each call of an
-  Inductor graph is an op of its own, ``inductor::graph_<n>`` (n: order of
-  first call; its backward graph carries ``CompiledFunctionBackward``),
-  whose host interval holds the ops its code dispatched, so its self time
-  is the fused kernels' launches (on the CPU, their work). On the device its
-  gpu rows, of kind COMPILED, run from its BEGIN event to the first inner
-  op's BEGIN, from each inner op's END to the next one's BEGIN, and from
-  the last END to its END: each holds the fused kernels launched there, and
-  on a stream that runs dry inside the graph also the host time spent
-  launching them (an upper bound on that work; the plot hatches it). The
-  hook (``CompiledFxGraph.__call__``) is installed at start when
-  ``torch._dynamo`` is loaded, else at the first step boundary after it
-  is. Host spans are not made inside compiled regions (see ``hooks.py``).
+* ``torch.compile``: compiled code stays compiled; the recorder sees the
+  ops the compiled artifact dispatches at run time (with ``aot_eager``
+  every aten op), and each call of an Inductor graph is an op
+  ``inductor::graph_<n>`` over them, with gpu rows of kind COMPILED for
+  its fused kernels (``compiled.py``). Host spans are not made inside
+  compiled regions (see ``hooks.py``).
 * While a CUDA stream captures a graph no events are recorded (flag
   CAPTURED); each graph replay is one gpu row of kind GRAPH, with an ops
   row ``cudagraph::replay``.
@@ -79,12 +69,13 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
+from .compiled import cut
 from .devices import Device, Harvest
 from .errors import CutimelineError
 from .hooks import Hooks, _compiling
 from .opstream import Mode, Session
 from .selfcost import calibrator, measure, priced, refine
-from .timeline import NONE, GpuKind, SpanKind, Timeline
+from .timeline import NONE, SpanKind, Timeline
 
 __all__ = ["record", "Recorder", "span"]
 
@@ -466,37 +457,6 @@ def _sync_threads(ident: Any, op: np.ndarray, op_thread: np.ndarray,
     return out
 
 
-def _cut_compiled(launches: np.ndarray) -> np.ndarray:
-    """Launches ``(seq, stream, begin_event, end_event, kind)`` sorted by
-    seq, with each compiled region's row cut around the rows of the ops it
-    dispatched on its stream (events are numbered in the order they were
-    recorded): its BEGIN to the first one's BEGIN, that one's END to the
-    next one's BEGIN, ..., the last one's END to its END; each piece keeps
-    the region's seq and follows the row whose END opens it."""
-    compiled = launches[:, 4] == GpuKind.COMPILED
-    if not compiled.any():
-        return launches
-    other = launches[~compiled]
-    by_stream = {}
-    for st in np.unique(other[:, 1]):
-        rows = other[other[:, 1] == st]
-        by_stream[int(st)] = rows[np.argsort(rows[:, 2], kind="stable")]
-    pieces, keys = [other], [np.stack([other[:, 0], np.zeros(len(other), np.int64)], 1)]
-    for seq, st, b, e, kind in launches[compiled]:
-        rows = by_stream.get(int(st), other[:0])
-        inner = rows[np.searchsorted(rows[:, 2], b, "right"):np.searchsorted(rows[:, 2], e)]
-        inner = inner[inner[:, 3] < e]
-        cut = np.empty((len(inner) + 1, 5), np.int64)
-        cut[:, 0], cut[:, 1], cut[:, 4] = seq, st, kind
-        cut[:, 2] = np.concatenate([[b], inner[:, 3]])
-        cut[:, 3] = np.concatenate([inner[:, 2], [e]])
-        pieces.append(cut)
-        keys.append(np.stack([np.concatenate([[seq], inner[:, 0]]),
-                              np.ones(len(cut), np.int64)], 1))
-    out, key = np.concatenate(pieces), np.concatenate(keys)
-    return out[np.lexsort((key[:, 1], key[:, 0]))]
-
-
 def _assemble(s: Session, harvest: Harvest | None, meta: dict[str, Any]) -> Timeline:
     """The Timeline of a finished session: ops sorted by seq; events, syncs
     and gpu rows mapped from seq to ops rows; every thread's spans."""
@@ -513,7 +473,7 @@ def _assemble(s: Session, harvest: Harvest | None, meta: dict[str, Any]) -> Time
     ctx = np.array(s.ctx_table, np.int64).reshape(-1, 2)
     index = NONE if s.device is None else s.device.index
     launches = _rows([w.launches for w in ws], 5)
-    launches = _cut_compiled(launches[np.argsort(launches[:, 0], kind="stable")])
+    launches = cut(launches[np.argsort(launches[:, 0], kind="stable")])
     row = _row_of(seq, launches[:, 0])
     stream = np.full(len(ops), NONE, np.int64)
     stream[row] = launches[:, 1]

@@ -82,30 +82,6 @@ def test_no_event_is_queried_while_any_thread_captures_a_graph(fake, monkeypatch
     assert queried                                    # reaped again after it
 
 
-def test_the_inductor_hook_waits_until_torch_compile_is_loaded(monkeypatch):
-    import sys
-    from torch._inductor.codecache import CompiledFxGraph
-    from cutimeline.hooks import Hooks
-    from cutimeline.opstream import Session
-    original = CompiledFxGraph.__dict__["__call__"]
-    s = Session(None, max_ops=10, steps="auto")
-    h = Hooks(s, modules=False, threads=False)
-    for name in ("torch._inductor.codecache", "torch._dynamo"):
-        monkeypatch.delitem(sys.modules, name)
-    assert h._install_compiled() is False  # neither loaded: nothing imported
-    assert "torch._dynamo" not in sys.modules
-    monkeypatch.undo()
-    try:
-        assert h._install_compiled() is True
-        assert CompiledFxGraph.__dict__["__call__"] is not original
-        assert h._install_compiled() is True and len(h._patches) == 1  # once
-    finally:
-        h.remove()
-    assert CompiledFxGraph.__dict__["__call__"] is original
-    assert h._install_compiled() is True  # after remove() no late patch comes
-    assert CompiledFxGraph.__dict__["__call__"] is original
-
-
 def test_boundary_retries_late_hooks_until_they_are_done():
     from cutimeline.opstream import Session
     s = Session(None, max_ops=10, steps="auto")

@@ -1,0 +1,173 @@
+"""compiled.py: Inductor graphs as ops over the ops they dispatch, their
+gpu rows cut around those ops' rows, and the hook that waits for
+torch.compile to be loaded."""
+
+import sys
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+import cutimeline as ctl
+from cutimeline import recorder
+from cutimeline.compiled import cut, graph_device, launch
+from cutimeline.hooks import Hooks
+from cutimeline.opstream import Session
+from cutimeline.timeline import GpuKind, OpFlag
+
+
+def quiet_sim():
+    return ctl.SimGPU("h100", cost=lambda *a: 500, pings=1)
+
+
+def names(tl, col="name", table="ops"):
+    return list(tl.decode(tl.table(table)[col]))
+
+
+@pytest.fixture(scope="module")
+def inductor_mlp():
+    """A small MLP compiled by Inductor (CPU code; compiled once, ~15 s
+    cold), with a step that returns the loss and the gradients."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    x = torch.randn(8, 16)
+    compiled = torch.compile(net)
+
+    def step():
+        net.zero_grad(set_to_none=True)
+        loss = compiled(x).sin().sum()
+        loss.backward()
+        return loss.detach(), [p.grad.clone() for p in net.parameters()]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # torch: global module hooks
+        step()
+    return step
+
+
+@pytest.mark.parametrize("device", ["cpu", "sim"])
+def test_inductor_graphs_are_ops_over_the_ops_they_dispatch(inductor_mlp, device):
+    ref_loss, ref_grads = inductor_mlp()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        with ctl.record(device=quiet_sim() if device == "sim" else "cpu",
+                        measure=False) as rec:
+            loss, grads = inductor_mlp()
+    assert torch.equal(loss, ref_loss)
+    assert all(torch.equal(a, b) for a, b in zip(grads, ref_grads))
+    tl = rec.timeline
+    o, name = tl.ops, np.array(names(tl))
+    graph = np.flatnonzero(np.char.startswith(name.astype(str), "inductor::graph_"))
+    assert len(graph) == 2  # the forward graph and the backward graph
+    grad_fn = np.array(names(tl, "grad_fn"))
+    assert grad_fn[graph].tolist() == ["", "CompiledFunctionBackward"]
+    assert "f32[16,16]" in tl.decode(o.shapes[graph[0:1]])[0]
+    from cutimeline.nesting import parents, self_ns
+    par = parents(tl)
+    for r in graph:  # the ops its code dispatched (extern mm/addmm) lie inside
+        inner = np.flatnonzero(par == r)
+        assert len(inner) and all(n.startswith("aten::") for n in name[inner])
+        assert o.host_begin_ns[r] < o.host_begin_ns[inner].min()
+        assert o.host_end_ns[inner].max() < o.host_end_ns[r]
+        dur = o.host_end_ns - o.host_begin_ns
+        assert self_ns(tl)[r] == dur[r] - dur[inner].sum()
+    if device == "cpu":
+        assert len(tl.gpu) == 0
+        return
+    g = tl.gpu
+    for r in graph:
+        assert o.flags[r] & OpFlag.LAUNCH
+        pieces = np.flatnonzero(g.op == r)
+        inner = np.flatnonzero(par == r)
+        rows = np.flatnonzero(np.isin(g.op, inner))
+        assert (g.kind[pieces] == GpuKind.COMPILED).all()
+        assert (g.kind[rows] == GpuKind.OP).all() and len(pieces) == len(rows) + 1
+        # the pieces fill the region's bracket around its ops' rows, in order
+        assert g.begin_event[pieces[1:]].tolist() == g.end_event[rows].tolist()
+        assert g.end_event[pieces[:-1]].tolist() == g.begin_event[rows].tolist()
+        both = np.sort(np.r_[pieces, rows])
+        assert np.all(np.diff(g.begin_ns[both]) >= 0)
+        assert np.all(g.end_ns[both][:-1] <= g.begin_ns[both][1:])
+
+
+def test_cut_pieces_follow_the_rows_they_go_around():
+    C, OP = int(GpuKind.COMPILED), int(GpuKind.OP)
+    #            seq stream begin end kind
+    launches = np.array([[0, 0, 0, 1, OP],
+                         [1, 0, 2, 9, C],      # region on stream 0, events 2..9
+                         [2, 0, 3, 4, OP],     # inside it
+                         [3, 7, 5, 6, OP],     # inside in time, another stream
+                         [4, 0, 7, 8, OP],     # inside it
+                         [5, 0, 10, 11, OP]])
+    out = cut(launches)
+    assert out.tolist() == [[0, 0, 0, 1, OP], [1, 0, 2, 3, C], [2, 0, 3, 4, OP],
+                            [1, 0, 4, 7, C], [3, 7, 5, 6, OP], [4, 0, 7, 8, OP],
+                            [1, 0, 8, 9, C], [5, 0, 10, 11, OP]]
+    plain = launches[launches[:, 4] == OP]
+    assert cut(plain) is plain
+
+
+class _Graph:
+    """What launch reads of an Inductor CompiledFxGraph."""
+    device_types = {"cpu"}
+    device_idxs: set = set()
+
+
+def test_a_compiled_graph_that_raises_propagates_unchanged_and_keeps_its_op():
+    err = ValueError("boom")
+
+    def call(graph, inputs):
+        torch.ones(2).sum()  # an op its code dispatches
+        raise err
+    graph, x = _Graph(), torch.zeros(3)
+    with ctl.record(device=quiet_sim(), measure=False) as rec:
+        s = recorder._ACTIVE
+        try:
+            launch(s, call, graph, [x, 2])
+        except ValueError as exc:
+            assert exc is err
+        else:
+            raise AssertionError("the graph's exception was swallowed")
+        assert launch(s, lambda g, i: i[0] + 1, graph, [x]).sum() == 3
+    tl = rec.timeline
+    names = list(tl.decode(tl.ops["name"]))
+    assert names[0] == "inductor::graph_0" and "aten::sum" in names
+    assert names.count("inductor::graph_0") == 2  # one graph object: one name
+    assert tl.decode(tl.ops["shapes"][:1])[0] == "f32[3]"
+    # the raising call got no gpu row of its own; the second one's is cut
+    # around the aten::add its code dispatched
+    second = len(names) - 1 - names[::-1].index("inductor::graph_0")
+    pieces = np.flatnonzero(tl.gpu.kind == GpuKind.COMPILED)
+    assert (tl.gpu.op[pieces] == second).all() and len(pieces) == 2
+    assert names[second + 1].startswith("aten::add")
+
+
+def test_a_graph_runs_on_its_accelerator_else_on_the_cpu():
+    class G:
+        device_types, device_idxs = {"cpu", "cuda"}, {1, 0}
+    assert graph_device(G()) == torch.device("cuda", 0)
+    G.device_idxs = set()
+    assert graph_device(G()) == torch.device("cuda")
+    assert graph_device(_Graph()) == torch.device("cpu")
+    assert graph_device(object()) == torch.device("cpu")
+
+
+def test_the_inductor_hook_waits_until_torch_compile_is_loaded(monkeypatch):
+    from torch._inductor.codecache import CompiledFxGraph
+    original = CompiledFxGraph.__dict__["__call__"]
+    s = Session(None, max_ops=10, steps="auto")
+    h = Hooks(s, modules=False, threads=False)
+    for name in ("torch._inductor.codecache", "torch._dynamo"):
+        monkeypatch.delitem(sys.modules, name)
+    assert h._install_compiled() is False  # neither loaded: nothing imported
+    assert "torch._dynamo" not in sys.modules
+    monkeypatch.undo()
+    try:
+        assert h._install_compiled() is True
+        assert CompiledFxGraph.__dict__["__call__"] is not original
+        assert h._install_compiled() is True and len(h._patches) == 1  # once
+    finally:
+        h.remove()
+    assert CompiledFxGraph.__dict__["__call__"] is original
+    assert h._install_compiled() is True  # after remove() no late patch comes
+    assert CompiledFxGraph.__dict__["__call__"] is original
