@@ -46,7 +46,10 @@ __all__ = ["OpMatch", "match_ops", "common_subsequence", "recorded_ops",
            "profiler_leaves", "decomposes", "base_name", "SUBSTITUTES", "EXPLAINED"]
 
 _OPERATOR = re.compile(r"[A-Za-z_]\w*::\w+(\.\w+)?")
-HIDDEN_NAMESPACES = ("profiler",)
+# Not matched: record_function ranges, and the recorder's own ops for calls
+# that pass no dispatcher (a compiled graph, a CUDA graph replay; their
+# inner aten ops are matched)
+HIDDEN_NAMESPACES = ("profiler", "inductor", "cudagraph")
 
 # profiler's name -> the name our stream shows instead. Both come from
 # at::isTensorSubclassLike, which is true while any dispatch mode is active.

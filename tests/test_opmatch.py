@@ -158,3 +158,14 @@ def test_recorded_ops_leave_out_the_profiler_namespace():
     tl = kineto_like()
     names = tl.decode(tl.ops["name"])
     assert names[~recorded_ops(tl)].tolist() == ["profiler::_record_function_enter_new"]
+
+
+def test_recorded_ops_leave_out_the_recorders_own_graph_ops():
+    # a compiled graph's and a CUDA graph replay's ops pass no dispatcher;
+    # the aten ops inside them are what the profiler lists too
+    st = Strings()
+    ops = ["inductor::graph_0", "aten::mm", "cudagraph::replay", "aten::add.Tensor"]
+    tl = Timeline({"ops": {"name": [st.intern(n) for n in ops],
+                           "seq": np.arange(4)}}, st, {"source": "record"})
+    assert tl.decode(tl.ops["name"])[recorded_ops(tl)].tolist() == \
+        ["aten::mm", "aten::add.Tensor"]
