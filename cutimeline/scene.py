@@ -33,9 +33,9 @@ __all__ = ["PHASES", "PHASE_COLORS", "CAUSE_COLORS", "FLOW_COLOR", "Scene"]
 PHASES = ("forward / other", "backward", "optimizer", "data", "sync", "no op")
 FORWARD, BACKWARD, OPTIMIZER, DATA, SYNC, NO_OP = range(len(PHASES))
 PHASE_COLORS = ("#4c72b0", "#dd8452", "#55a868", "#8172b3", "#222222", "#9a9a9a")
+COMPILED_HATCH, COMPILED_EDGE = "////", "#ffffff"  # over a compiled region's rows
 # Idle shading on GPU lanes, light so that work drawn over it stands out;
 # no colour here is red, which only launch lines use.
-COMPILED_HATCH, COMPILED_EDGE = "////", "#ffffff"  # over a compiled region's rows
 CAUSE_COLORS = {"data": "#cdbfe8", "sync": "#f3d36b", "dispatch": "#a6dcef",
                 "dependency": "#d5d5d5", "unknown": "#efe6cf"}
 CAUSE_LABELS = {"data": "waiting for data", "sync": "after a sync",
