@@ -253,12 +253,23 @@ def refine(model: dict[str, int], rounds: int = 5) -> None:
 def _grad() -> Any:
     """Gradients on, inference mode off: the probe's training step runs the
     same wherever the user's step ends (``optimizer.step`` runs under
-    ``no_grad``, evaluation under ``inference_mode``)."""
+    ``no_grad``, evaluation under ``inference_mode``). And saved-tensor
+    hooks of the user's (``save_on_cpu``, offloading, a memory count) do
+    not see the probe's tensors: a pass-through pair is innermost, unless
+    the user disabled such hooks (then none runs anyway)."""
     import contextlib
     stack = contextlib.ExitStack()
     stack.enter_context(torch.inference_mode(False))
     stack.enter_context(torch.enable_grad())
+    try:
+        stack.enter_context(torch.autograd.graph.saved_tensors_hooks(_same, _same))
+    except RuntimeError:  # torch.autograd.graph.disable_saved_tensors_hooks is on
+        pass
     return stack
+
+
+def _same(x: Any) -> Any:
+    return x
 
 
 def calibrator(model: dict[str, int]) -> Callable[[int], float]:

@@ -58,3 +58,24 @@ def test_program_prices_nothing_gives_zero():
     zero = dict.fromkeys(("op_ns", "tensor_ns", "float_ns", "list_ns", "other_ns",
                           "backward_ns", "detach_ns", "module_ns"), 0)
     assert Program(zero).ratio(1) == 0.0
+
+
+def test_the_users_saved_tensor_hooks_never_see_the_probes_tensors():
+    import cutimeline as ctl
+    net, x = torch.nn.Linear(4, 4), torch.randn(2, 4)
+    packed = []
+
+    def pack(t):
+        packed.append(tuple(t.shape))
+        return t
+
+    def step():
+        net(x).sum().backward()
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        step()
+        alone = list(packed)
+        del packed[:]
+        with ctl.record(device="cpu") as rec:  # measure=True: probes at start and stop
+            step()
+    assert rec.timeline.meta["overhead_model"]  # the probes ran
+    assert packed == alone
