@@ -18,7 +18,10 @@ Parts, run in this order:
                 a tiny-op loop and a transformer training step; rounds
                 interleaved, medians.
   d  agreement  ``ctl.compare`` on CUDA: each op's GPU time against the
-                profiler's kernels, op-stream match, overheads.
+                profiler's kernels, op-stream match, overheads; last, with
+                25 s left, a torch.compile'd MLP: its COMPILED rows (an upper
+                bound) against the Triton kernels the profiler lists, and
+                GPU busy against GPU busy.
   e  demo       ``run_demo(device="cuda")``, its analysis and ``ctl.plot`` PNG.
   a  tests      the tests/gpu suite (pytest), with what time is left; counts
                 are written after every test, so a cut run keeps them.

@@ -17,6 +17,7 @@ import torch
 
 import cutimeline as ctl
 from cutimeline import CutimelineError
+from cutimeline.timeline import GpuKind
 
 ROOT = Path(__file__).resolve().parent.parent
 SPIN_OP = "ctlcheck::spin"
@@ -408,6 +409,7 @@ def part_d(part) -> str:
         part.put("tiny_cpu", cmp.to_dict())
         part.put("gpu_time", {"status": "n/a", "reason": "GPU time per op needs CUDA: on a CPU "
                               "(or a SimGPU) torch.profiler sees no device work to compare"})
+        part.put("compiled", _compiled_check(part, torch.device("cpu")))
         return (f"CPU op stream {100 * cmp.match.fraction:.1f} % matched; "
                 f"GPU time n/a (no CUDA)")
     cmp = compare(_big_ops(), steps=5, warmup=2, device="cuda",
@@ -423,7 +425,74 @@ def part_d(part) -> str:
         part.put("transformer", cmp2.to_dict())
     part.put("note", "stamps: compare() records with events; part b sets stamps against "
                      "events op by op")
+    if part.left() > 25:  # a cold Triton compile takes a while: last, and cut short safely
+        part.put("compiled", _compiled_check(part, torch.device("cuda")))
     return text
+
+
+def _compiled_mlp(dev: torch.device, small: bool):
+    """A training step of an MLP compiled by Inductor (Triton on CUDA, C++
+    on the CPU)."""
+    torch.manual_seed(0)
+    if small:  # tests/test_compiled.py's: Inductor's cache has it compiled in CI
+        net = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU(),
+                                  torch.nn.Linear(16, 4)).to(dev)
+        x = torch.randn(8, 16, device=dev)
+    else:
+        net = torch.nn.Sequential(torch.nn.Linear(2048, 2048), torch.nn.GELU(),
+                                  torch.nn.LayerNorm(2048), torch.nn.Linear(2048, 2048)).to(dev)
+        x = torch.randn(512, 2048, device=dev)
+    compiled = torch.compile(net)
+
+    def step():
+        net.zero_grad(set_to_none=True)
+        compiled(x).square().mean().backward()
+    return step
+
+
+def _compiled_rows(tl) -> dict:
+    """What a recording shows of compiled graphs: their ops, the COMPILED
+    gpu rows (their fused kernels, bracketed together) and GPU busy."""
+    names = np.array(tl.decode(tl.ops["name"]), dtype=object)
+    graphs = np.flatnonzero([str(n).startswith("inductor::graph_") for n in names])
+    g = tl.gpu
+    rows = g.kind == GpuKind.COMPILED
+    return {"graph_calls": int(len(graphs)), "graphs": sorted(set(names[graphs].tolist())),
+            "compiled_rows": int(rows.sum()),
+            "compiled_ns": int((g.end_ns[rows] - g.begin_ns[rows]).sum()) if tl.aligned else None,
+            "gpu_busy": ctl.analyze(tl).overall["busy_frac"] if len(g) else None}
+
+
+def _compiled_check(part, dev: torch.device) -> dict:
+    """torch.compile'd MLP steps: on CUDA, ``compare`` them, and set the
+    COMPILED rows (an upper bound on the fused kernels' time) against the
+    Triton kernels torch.profiler lists, and GPU busy against GPU busy; in a
+    dry run, record them on a SimGPU and count what shows."""
+    import warnings
+    step = _compiled_mlp(dev if not part.dry else torch.device("cpu"), part.dry)
+    t0 = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # torch: global module hooks
+        step()
+        compile_s = time.perf_counter() - t0
+        if part.dry:
+            with ctl.record(device=ctl.SimGPU(), measure=False) as rec:
+                step()
+                step()
+            return {"compile_s": compile_s, "cutimeline": _compiled_rows(rec.timeline),
+                    "profiler": "n/a: on a CPU torch.profiler sees no device work"}
+        from cutimeline.comparison import compare
+        cmp = compare(step, steps=3, warmup=1, device=dev)
+    ours, theirs = _compiled_rows(cmp.ours), cmp.theirs
+    tg = theirs.gpu
+    triton = np.array([str(n).startswith("triton") for n in theirs.decode(tg["name"])], bool)
+    triton_ns = int((tg.end_ns[triton] - tg.begin_ns[triton]).sum())
+    return {"compile_s": compile_s, "cutimeline": ours,
+            "profiler": {"triton_kernels": int(triton.sum()), "triton_ns": triton_ns,
+                         "gpu_busy": ctl.analyze(theirs).overall["busy_frac"]},
+            "compiled_over_triton": (ours["compiled_ns"] / triton_ns
+                                     if triton_ns and ours["compiled_ns"] else None),
+            "overhead": cmp.overhead}
 
 
 def _gpu_text(cmp) -> str:

@@ -54,6 +54,10 @@ def test_dry_run_does_every_part_on_a_cpu(tmp_path):
     d = parts["d"]["numbers"]
     assert d["tiny_cpu"]["match"]["fraction"] >= 0.99
     assert d["gpu_time"]["status"] == "n/a" and "CUDA" in d["gpu_time"]["reason"]
+    # ... and the compiled MLP: forward and backward graphs, two steps, cut rows
+    comp = d["compiled"]["cutimeline"]
+    assert comp["graph_calls"] == 4 and len(comp["graphs"]) == 2
+    assert comp["compiled_rows"] >= 4 and comp["compiled_ns"] > 0 and comp["gpu_busy"] > 0
     # e: the demo on a SimGPU and its timeline PNG
     e = parts["e"]["numbers"]
     assert e["demo"]["simulated"] and e["demo"]["gpu_rows"] > 0
