@@ -171,3 +171,19 @@ def test_the_inductor_hook_waits_until_torch_compile_is_loaded(monkeypatch):
     assert CompiledFxGraph.__dict__["__call__"] is original
     assert h._install_compiled() is True  # after remove() no late patch comes
     assert CompiledFxGraph.__dict__["__call__"] is original
+
+
+def test_a_graph_compiled_while_recording_is_recorded_from_its_first_call():
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    x = torch.randn(8, 16)
+    torch._dynamo.reset()  # the first call below compiles (from Inductor's disk cache)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        with ctl.record(device="cpu", measure=False) as rec:
+            compiled = torch.compile(net)
+            first = compiled(x)
+            second = compiled(x)
+    assert torch.allclose(first, net(x)) and torch.equal(second, first)
+    got = names(rec.timeline)
+    assert got.count("inductor::graph_0") == 2
