@@ -225,8 +225,8 @@ class Hooks:
 
     # -- torch.compile: calls of Inductor's compiled graphs (compiled.py) -----------
     def _install_compiled(self) -> bool:
-        """Wrap ``CompiledFxGraph.__call__`` once torch.compile is loaded;
-        False while it is not (retried at every step boundary)."""
+        """Wrap ``CompiledFxGraph.__call__`` once the program has loaded
+        Inductor; False while it has not (retried at every step boundary)."""
         if self.s.off or self._removed:
             return True
         from . import compiled
