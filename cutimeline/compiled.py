@@ -31,6 +31,7 @@ without passing the dispatcher. This module makes those visible:
 from __future__ import annotations
 
 import sys
+import warnings
 from time import perf_counter_ns as _now
 from typing import Any, Callable
 
@@ -87,6 +88,13 @@ def launch(s: Any, call: Callable, graph: Any, inputs: Any) -> Any:
         with s.lock:
             s.funcs.append(graph)  # keeps id(graph) in the key unique
             n, s.graphs = s.graphs, s.graphs + 1
+        if n == 0 and _recompiles_under_modes():
+            warnings.warn(
+                f"cutimeline: on torch {torch.__version__} Dynamo recompiles a compiled "
+                f"graph at every call while a dispatch mode is on (fixed in torch "
+                f"{FIXED_IN}), so this recording of a torch.compile'd program runs, and "
+                f"shows, compilations the program alone does not do. Record with torch "
+                f"≥ {FIXED_IN}, or record the model uncompiled.", RuntimeWarning, stacklevel=4)
         shapes = ", ".join(_shape(_dtype_shape(t)) for t in inputs
                            if isinstance(t, torch.Tensor))
         sig = s.signature(key, _Named(f"{COMPILED_PREFIX}{n}"), dev, shapes=shapes)
@@ -126,6 +134,17 @@ def launch(s: Any, call: Callable, graph: Any, inputs: Any) -> Any:
         flags |= _CAPTURED
     w.ops.append((seq, t0, t1, sig, w.ctx, gid, flags))
     return out
+
+
+#: the first torch whose Dynamo reuses compiled code while a dispatch mode
+#: with ignore_compile_internals is on (2.4.1 and 2.9.1 recompile at every
+#: call; 2.10.0, 2.13.0 and 2.14.1 do not: benchmarks/RESULTS.md)
+FIXED_IN = "2.10"
+
+
+def _recompiles_under_modes() -> bool:
+    from torch.torch_version import TorchVersion
+    return TorchVersion(torch.__version__) < FIXED_IN
 
 
 def graph_device(graph: Any) -> torch.device:

@@ -54,9 +54,12 @@ def test_dry_run_does_every_part_on_a_cpu(tmp_path):
     d = parts["d"]["numbers"]
     assert d["tiny_cpu"]["match"]["fraction"] >= 0.99
     assert d["gpu_time"]["status"] == "n/a" and "CUDA" in d["gpu_time"]["reason"]
-    # ... and the compiled MLP: forward and backward graphs, two steps, cut rows
+    # ... and the compiled MLP: forward and backward graphs, two steps, cut
+    # rows (torch < 2.10 recompiles at each call under a mode: new graphs)
+    from cutimeline.compiled import _recompiles_under_modes
     comp = d["compiled"]["cutimeline"]
-    assert comp["graph_calls"] == 4 and len(comp["graphs"]) == 2
+    assert comp["graph_calls"] == 4
+    assert len(comp["graphs"]) == (4 if _recompiles_under_modes() else 2)
     assert comp["compiled_rows"] >= 4 and comp["compiled_ns"] > 0 and comp["gpu_busy"] > 0
     # e: the demo on a SimGPU and its timeline PNG
     e = parts["e"]["numbers"]
