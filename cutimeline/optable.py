@@ -55,7 +55,7 @@ def op_table(tl: Timeline, *, shapes: bool = False, engine: str = "numba",
     count = np.bincount(grp, minlength=n)
     cpu_total = np.bincount(grp, weights=cpu, minlength=n)
     from .nesting import nested
-    if own is None and not nested(tl):  # recorded, mostly: no op nests in another
+    if not nested(tl):  # recorded, mostly: no op nests in another
         cpu_self = cpu_total
     else:
         if own is None:
