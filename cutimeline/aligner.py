@@ -26,13 +26,24 @@ tolerance): that only matters when the data leave the slope open (a single
 upper bound), and then it keeps the bound finite and honest. With no upper
 bound at all nothing limits the offset, and ``align`` raises.
 
-When the clock quantum (0.5 µs on CUDA) makes the bounds contradict, every
-bound is relaxed by the smallest ``relax_ns`` that restores a feasible line
-(found exactly, as the largest gap over slopes); ``bound_ns`` and
-``bound_max_ns`` then include ``relax_ns``. Aligned event times are finally
-clamped into their bounds (host_record_ns and the earliest covering sync's
-host_end_ns), so no aligned event breaks causality; the clamp moves an
-event by at most ``relax_ns`` (plus rounding).
+A raw time is a reading, not the instant itself: the device clock ticks
+(0.5 µs for CUDA events) and the recorder reads it as float32 elapsed
+times. Each device states how far a reading may lie from the instant it
+marks (``meta["clock_resolution_ns"]``, keyed by device index, see
+``simclock.read_error_ns``; 0 when a Timeline does not say), and the fit
+takes that in twice: every lower point is lowered and every upper point
+raised by it before the hulls are built, so the true line lies in the
+band, and an event's own reading adds it once more. So ``bound_ns`` and
+``bound_max_ns`` bound the error of an aligned event time, not only of
+the line. When the bounds still contradict (a reading further off than
+stated: a link read over a quiet spell of minutes, the float32 errors of
+many chained anchors adding up, or no stated resolution), every bound is
+relaxed by the smallest ``relax_ns`` that restores a feasible line (found
+exactly, as the largest gap over slopes); ``bound_ns`` and
+``bound_max_ns`` then include ``relax_ns``. Aligned event times are
+finally clamped into their bounds (host_record_ns and the earliest
+covering sync's host_end_ns), so no aligned event breaks causality; the
+clamp moves an event by at most ``relax_ns`` (plus rounding).
 
 Raw columns are never rewritten: ``align`` adds the ``clocks`` table and
 fills ``gpu.begin_ns/end_ns`` from ``gpu.begin_event/end_event``.
@@ -49,7 +60,7 @@ from .errors import CutimelineError
 from .timeline import NONE, Table, Timeline
 
 __all__ = ["MAX_DRIFT", "ClockFit", "fit_clock", "align", "event_host_ns",
-           "ping_offset_ns", "launch_delay_ns"]
+           "ping_offset_ns", "launch_delay_ns", "resolution_ns"]
 
 #: the largest |slope − 1| a device clock may have against the host clock
 MAX_DRIFT = 1e-3
@@ -59,10 +70,12 @@ MAX_DRIFT = 1e-3
 class ClockFit:
     """One device's clock: ``host_ns = offset_ns + slope·(raw_ns − ref_raw_ns)``.
 
-    ``bound_ns``: error bound at the trace's middle (half the band's width,
-    plus ``relax_ns``); ``bound_max_ns``: the worst over the trace's span;
-    ``relax_ns``: how far the bounds had to be relaxed to be consistent (0
-    when they were); ``n_lower``/``n_upper``: bound points used. All ns.
+    ``bound_ns``: error bound of an aligned time at the trace's middle
+    (half the band's width, plus ``relax_ns`` and ``resolution_ns``);
+    ``bound_max_ns``: the worst over the trace's span; ``relax_ns``: how
+    far the bounds had to be relaxed to be consistent (0 when they were);
+    ``resolution_ns``: how far a raw reading may lie from its instant, as
+    the device stated it; ``n_lower``/``n_upper``: bound points used. All ns.
     """
     ref_raw_ns: int
     offset_ns: int
@@ -72,6 +85,7 @@ class ClockFit:
     relax_ns: float
     n_lower: int
     n_upper: int
+    resolution_ns: int = 0
 
 
 def _check_backend(backend: str) -> None:
@@ -173,11 +187,18 @@ def _fit_band(band: _Band, u_first: float, u_last: float) -> tuple[float, float,
 
 
 def fit_clock(lower_raw: np.ndarray, lower_host: np.ndarray, upper_raw: np.ndarray,
-              upper_host: np.ndarray, *, backend: str = "numba") -> ClockFit:
+              upper_host: np.ndarray, *, resolution_ns: int = 0,
+              backend: str = "numba") -> ClockFit:
     """Fit one device clock to lower-bound points ``host(lower_raw) ≥
     lower_host`` and upper-bound points ``host(upper_raw) ≤ upper_host``
-    (int64 ns columns)."""
+    (int64 ns columns), each raw reading within ``resolution_ns`` of the
+    instant it marks (see the module doc)."""
     _check_backend(backend)
+    if isinstance(resolution_ns, bool) or not isinstance(resolution_ns, (int, np.integer)) \
+            or resolution_ns < 0:
+        raise CutimelineError(f"fit_clock(resolution_ns={resolution_ns!r}) must be a "
+                              f"whole number of ns ≥ 0.")
+    res = int(resolution_ns)
     lower_raw, lower_host, upper_raw, upper_host = (
         np.asarray(a, np.int64) for a in (lower_raw, lower_host, upper_raw, upper_host))
     if len(lower_raw) != len(lower_host) or len(upper_raw) != len(upper_host):
@@ -189,15 +210,18 @@ def fit_clock(lower_raw: np.ndarray, lower_host: np.ndarray, upper_raw: np.ndarr
     raw_min, raw_max = int(lower_raw.min()), int(lower_raw.max())
     ref_raw = (raw_min + raw_max) // 2
     ref_off = int(lower_host[0]) - int(lower_raw[0])
+    # the hulls of the widened points (a constant shift of a chain keeps its
+    # vertices: shifting the vertices alone is the same)
     lu, lv = hull.upper_hull(lower_raw, lower_host, ref_raw, ref_off, 1.0, backend)
     uu, uv = hull.upper_hull(upper_raw, upper_host, ref_raw, ref_off, -1.0, backend)
-    band = _Band(lu, lv, uu, -uv)
+    band = _Band(lu, lv - res, uu, -uv + res)
     c, b, bound, worst = _fit_band(band, float(raw_min - ref_raw), float(raw_max - ref_raw))
     return ClockFit(ref_raw_ns=ref_raw,
                     offset_ns=ref_raw + ref_off + int(np.floor(c + 0.5)),
-                    slope=1.0 + b, bound_ns=bound + band.relax,
-                    bound_max_ns=max(worst, bound) + band.relax,
-                    relax_ns=band.relax, n_lower=len(lower_raw), n_upper=len(upper_raw))
+                    slope=1.0 + b, bound_ns=bound + band.relax + res,
+                    bound_max_ns=max(worst, bound) + band.relax + res,
+                    relax_ns=band.relax, n_lower=len(lower_raw), n_upper=len(upper_raw),
+                    resolution_ns=res)
 
 
 # -- Timelines ----------------------------------------------------------------------
@@ -269,6 +293,20 @@ def ping_offset_ns(tl: Timeline) -> dict[int, int]:
     return {int(d): int(np.round(off[dev == d].mean())) for d in np.unique(dev)}
 
 
+def resolution_ns(tl: Timeline, device: int) -> int:
+    """How far a raw reading of ``device``'s clock may lie from the instant
+    it marks (ns), as the recording device stated it in
+    ``meta["clock_resolution_ns"]``; 0 where it said nothing (files
+    written before, hand-made Timelines)."""
+    stated = (tl.meta.get("clock_resolution_ns") or {}).get(str(device), 0)
+    if isinstance(stated, bool) or not isinstance(stated, (int, float)) \
+            or not np.isfinite(stated) or stated < 0:
+        raise CutimelineError(f"meta['clock_resolution_ns'] gives {stated!r} for device "
+                              f"{device}; it must be a number of ns ≥ 0 (or be left "
+                              f"out), so fix or drop that entry.")
+    return int(np.ceil(stated))
+
+
 def _fit_clocks(tl: Timeline, devices: np.ndarray, pts: dict[str, np.ndarray],
                 backend: str) -> Table:
     ev = tl.events
@@ -285,7 +323,8 @@ def _fit_clocks(tl: Timeline, devices: np.ndarray, pts: dict[str, np.ndarray],
                 f"calibration pings (the recorder lays them at start and stop) or "
                 f"end the work with torch.cuda.synchronize().")
         f = fit_clock(ev.raw_ns[on], ev.host_record_ns[on], pts["raw"][up],
-                      pts["end"][up], backend=backend)
+                      pts["end"][up], resolution_ns=resolution_ns(tl, int(d)),
+                      backend=backend)
         rows.append((d, f.ref_raw_ns, f.offset_ns, f.slope, f.bound_ns,
                      f.bound_max_ns, f.relax_ns, f.n_lower, f.n_upper,
                      pings.get(int(d), NONE)))

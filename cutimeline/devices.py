@@ -32,6 +32,13 @@ __all__ = ["Device", "Harvest", "CudaDevice", "TIMINGS"]
 
 #: how CudaDevice times device work (see its docstring)
 TIMINGS = ("events", "stamps", "both")
+#: the tick of CUDA's event clock: cudaEventElapsedTime has "a resolution
+#: of around 0.5 microseconds" (CUDA runtime API reference)
+EVENT_TICK_NS = 500
+#: the update step of %globaltimer: 1 µs on the GPUs reported so far (32 ns
+#: while some profilers run); an upper bound, kernels.probe_granularity
+#: measures it (scripts/gpu_check.py part b)
+GLOBALTIMER_STEP_NS = 1000
 
 
 @dataclass
@@ -48,15 +55,19 @@ class Harvest:
     it to the syncs' ``thread``). ``truth`` (simulators only) holds the
     true host-clock time of each event. ``meta`` is merged into the
     Timeline's meta (device names, clock truth for simulators, ...).
+    ``meta["clock_resolution_ns"]`` (``{"<device index>": ns}``) says how
+    far a raw reading may lie from the instant it marks (see ``aligner``).
     ``alternates`` maps a timing name to a second ``raw_ns`` column for the
     same event rows, read from another clock (``timing="both"``: the
-    globaltimer stamps beside the events).
+    globaltimer stamps beside the events), and ``alternate_resolution_ns``
+    that clock's resolution.
     """
     events: dict[str, np.ndarray]
     syncs: dict[str, np.ndarray]
     meta: dict[str, Any] = field(default_factory=dict)
     truth: dict[str, np.ndarray] | None = None
     alternates: dict[str, np.ndarray] = field(default_factory=dict)
+    alternate_resolution_ns: dict[str, int] = field(default_factory=dict)
 
 
 class Device(abc.ABC):
@@ -454,8 +465,20 @@ class CudaDevice(Device):
             meta["cuda"].update(stamp_chunks=len(self._stampers),
                                 stamp_slots=self.stamp_slots,
                                 stamp_chunk_wait_ns=self._stamp_wait_ns)
+        res = self.resolution_ns()
+        meta["clock_resolution_ns"] = {str(self.index): res[meta["timing"]]}
         alternates = {"stamps": stamps} if self.timing == "both" else {}
-        return Harvest(events, syncs, meta, alternates=alternates)
+        return Harvest(events, syncs, meta, alternates=alternates,
+                       alternate_resolution_ns={k: res[k] for k in alternates})
+
+    def resolution_ns(self) -> dict[str, int]:
+        """How far a raw reading may lie from its instant, per timing (ns):
+        events, the event clock's tick plus half a float32 step of a link
+        as long as the anchor interval (a quiet spell makes one longer);
+        stamps, globaltimer's update step (64-bit ns, no float32)."""
+        from .simclock import read_error_ns
+        return {"events": read_error_ns(EVENT_TICK_NS, self.anchor_interval_ns),
+                "stamps": read_error_ns(GLOBALTIMER_STEP_NS)}
 
     def _read_stamps(self, index: np.ndarray) -> np.ndarray:
         """Globaltimer ns of the points ``index`` (read after the device was

@@ -314,8 +314,10 @@ class Recorder:
             # timing="both": the same rows timed by the other clock's raw_ns
             self._timelines = {tl.meta.get("timing", "events"): self._timeline}
             for name, raw in (harvest.alternates if harvest else {}).items():
+                res = {str(self.device.index): harvest.alternate_resolution_ns.get(name, 0)}
                 self._timelines[name] = _align(tl.replace(
-                    events=tl.events.replace(raw_ns=raw), meta={**tl.meta, "timing": name}))
+                    events=tl.events.replace(raw_ns=raw),
+                    meta={**tl.meta, "timing": name, "clock_resolution_ns": res}))
         finally:
             self._state = "stopped"
             with _ACTIVE_LOCK:

@@ -37,7 +37,7 @@ from .devices import Device, Harvest
 from .errors import CutimelineError
 from .roofline import GpuProfile, OpModel, op_name, profile_named
 from .simclock import (FakeClock, HostClock, chain_raw_ns, device_time_ns,
-                       elapsed_ms, read_device_clock, synthetic_events)
+                       elapsed_ms, read_device_clock, read_error_ns, synthetic_events)
 from .timeline import NONE, EventKind
 
 __all__ = ["SimGPU", "SimEvent", "HostClock", "FakeClock", "device_time_ns",
@@ -447,6 +447,8 @@ class SimGPU(Device):
         p = self.profile
         meta = {"simulated": True, "device_name": self.name,
                 "device_names": {str(self.index): self.name},
+                "clock_resolution_ns": {str(self.index): read_error_ns(
+                    self.quantum_ns, self.anchor_interval_ns)},
                 "sim": {"profile": p.name, "peak_flops": dict(p.peak_flops),
                         "bandwidth": p.bandwidth, "min_kernel_ns": p.min_kernel_ns,
                         "offset_ns": self.offset_ns, "drift_ppm": self.drift_ppm,

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["HostClock", "FakeClock", "device_time_ns", "elapsed_ms",
+__all__ = ["HostClock", "FakeClock", "device_time_ns", "elapsed_ms", "read_error_ns",
            "chain_raw_ns", "synthetic_events"]
 
 _SPIN_NS = 100_000  # wait_until sleeps until this close, then spins
@@ -69,6 +69,16 @@ def elapsed_ms(begin_ns: Any, end_ns: Any) -> np.ndarray:
     times: float32 milliseconds (precision ~0.06 µs at 1 s, ~1 µs at 10 s)."""
     d = np.asarray(end_ns, np.int64) - np.asarray(begin_ns, np.int64)
     return (d / 1e6).astype(np.float32)
+
+
+def read_error_ns(quantum_ns: int, link_ns: int = 0) -> int:
+    """How far a device-clock reading may lie from the instant it marks
+    (ns): the clock's tick ``quantum_ns`` (the reading floors or rounds the
+    instant), plus half a float32 step of an elapsed time of ``link_ns``
+    read in milliseconds (0: no float32 read), rounded up. A device puts
+    this in ``meta["clock_resolution_ns"]``."""
+    half_step = float(np.spacing(np.float32(link_ns / 1e6))) * 1e6 / 2 if link_ns else 0.0
+    return int(quantum_ns) + int(np.ceil(half_step))
 
 
 def chain_raw_ns(anchor_step_ms: np.ndarray, anchor_of: np.ndarray,
@@ -251,6 +261,7 @@ def synthetic_events(n_ops: int, *, streams: int = 1,
     meta = {"source": "synthetic", "simulated": True, "aligned": False,
             "device_name": "synthetic GPU (simulated)",
             "device_names": {"0": "synthetic GPU (simulated)"},
+            "clock_resolution_ns": {"0": read_error_ns(quantum_ns, anchor_interval_ns)},
             "sim": {"profile": None, "offset_ns": int(offset_ns),
                     "drift_ppm": float(drift_ppm), "start_host_ns": int(start_ns),
                     "quantum_ns": int(quantum_ns),

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from cutimeline.simclock import read_error_ns
 from cutimeline.timeline import NONE, EventKind, GpuKind, Timeline
 
 EV_DTYPE = [("device", "i8"), ("stream", "i8"), ("kind", "i8"), ("op", "i8"),
@@ -61,10 +62,13 @@ def trace(seed: int, *, n_ops: int = 1500, devices: int = 1, streams: int = 3,
           event_ns: tuple[int, int] = (1_000, 3_000),
           wake_ns: tuple[int, int] = (500, 3_000),
           sync_p: float = 0.01, stream_sync_share: float = 0.5,
-          pings: int = 2, anchor_ns: int = 20_000_000) -> Timeline:
+          pings: int = 2, anchor_ns: int = 20_000_000,
+          stated: bool = True) -> Timeline:
     """A simulated, unaligned Timeline with events, gpu rows, syncs and the
     truth table; the true clocks are in ``meta["synth"]``. ``offset_ns``
-    and ``drift_ppm`` default to draws within ±1 s and ±100 ppm."""
+    and ``drift_ppm`` default to draws within ±1 s and ±100 ppm. ``stated``:
+    the clocks' read error is in ``meta["clock_resolution_ns"]``, as a
+    recording device states it."""
     rng = np.random.default_rng(seed)
     clock = []
     for _ in range(devices):
@@ -155,6 +159,9 @@ def trace(seed: int, *, n_ops: int = 1500, devices: int = 1, streams: int = 3,
     meta = {"source": "tests.synth", "simulated": True, "aligned": False,
             "synth": {"t0_ns": t0, "quantum_ns": quantum_ns, "rounding": rounding,
                       "clocks": [{"offset_ns": o, "drift_ppm": r} for o, r in clock]}}
+    if stated:
+        meta["clock_resolution_ns"] = {str(d): read_error_ns(quantum_ns, anchor_ns)
+                                       for d in range(devices)}
     return Timeline(tables, ["op", "synchronize", "ping"], meta)
 
 

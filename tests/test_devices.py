@@ -12,7 +12,7 @@ import torch
 
 import cutimeline as ctl
 from cutimeline import CutimelineError, devices
-from cutimeline.devices import CudaDevice
+from cutimeline.devices import EVENT_TICK_NS, GLOBALTIMER_STEP_NS, CudaDevice
 from cutimeline.timeline import NONE, EventKind, OpFlag
 
 OFFSET, DRIFT_PPM = 3_000_000_000_000, 40.0
@@ -377,6 +377,8 @@ def test_stamps_time_every_point_by_globaltimer_without_events_or_anchors(fake_s
     # raw_ns is the globaltimer itself: exact, absolute, no chaining
     assert (h.events["raw_ns"] == true_globaltimer(fake_stamps, h.events)).all()
     assert h.alternates == {} and h.meta["timing"] == "stamps"
+    # 64-bit ns read once: the read error is globaltimer's update step alone
+    assert h.meta["clock_resolution_ns"] == {"0": GLOBALTIMER_STEP_NS}
     assert h.meta["cuda"]["stamp_chunks"] == 1 and repr(dev).endswith("timing='stamps')")
 
 
@@ -408,6 +410,10 @@ def test_both_records_an_event_and_a_stamp_at_every_point(fake_stamps):
     assert (ev["kind"] == EventKind.ANCHOR).sum() >= 5
     assert fake_stamps.records == fake_stamps.stamps == n  # anchors too
     assert h.meta["timing"] == "events" and h.meta["cuda"]["timing"] == "both"
+    # each clock states its own read error: the event tick plus half a
+    # float32 step at the anchor interval (100 ms: 4 ns); the stamps' step
+    assert h.meta["clock_resolution_ns"] == {"0": EVENT_TICK_NS + 4}
+    assert h.alternate_resolution_ns == {"stamps": GLOBALTIMER_STEP_NS}
     stamps = h.alternates["stamps"]
     assert (stamps == true_globaltimer(fake_stamps, ev)).all()
     # the events keep their own clock, chained from anchor 0 (raw 0)
@@ -488,6 +494,8 @@ def test_recorder_with_both_timings_gives_two_aligned_timelines(fake_stamps, mon
     assert ev.meta["timing"] == "events" and st.meta["timing"] == "stamps"
     assert ev.meta["options"]["timing"] == "both"
     assert ev.aligned and st.aligned and len(st.clocks) == 1
+    assert st.meta["clock_resolution_ns"] == {"0": GLOBALTIMER_STEP_NS}
+    assert ev.meta["clock_resolution_ns"]["0"] > EVENT_TICK_NS  # and float32
     assert ev.ops.seq is st.ops.seq and ev.syncs.host_end_ns is st.syncs.host_end_ns
     assert (st.events.raw_ns > GT_OFFSET // 2).all() and (ev.events.raw_ns < 10**12).all()
     # one instant, two clocks: each estimate lies within its own bound of it,
