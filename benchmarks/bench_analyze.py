@@ -8,7 +8,9 @@ A synthetic Timeline has one gpu row per op (as the recorder makes): the
 host dispatches ops (2–20 µs each), a DataLoader fetch opens each step of
 10,000 ops, a sync closes it (the host waits for the GPU), and each op's
 GPU work (1–25 µs) follows SimGPU's rule, start = max(stream free,
-launch + 4 µs). Times are the median of ``--reps`` runs after one warm-up
+launch + 4 µs). Its meta prices the recorder's own cost as a recording's
+does (a model, a price per op name and shapes, a mix ratio), which the
+overhead replay reads. Times are the median of ``--reps`` runs after one warm-up
 run per engine; "analyze" is the whole ``ctl.analyze`` (lanes, idle time
 by cause per window, queue depth and CPU lead, steps and verdicts,
 overhead replay); what a Report computes on first use — HTA's measures,
@@ -80,9 +82,19 @@ def synthetic(n: int, *, streams: int = 1, per_step: int = 10_000, seed: int = 0
         "syncs": {"host_begin_ns": sy[:, 0], "host_end_ns": sy[:, 1],
                   "device": np.zeros(len(sy)), "stream": np.full(len(sy), -1),
                   "kind": np.full(len(sy), 26)}}
-    return Timeline(tables, names, {"aligned": True, "source": "synthetic",
-                                    "overhead_ns_per_op": 1_500,
-                                    "overhead_ns_per_launch": 600})
+    # the recorder's price of itself, as a recording carries it: a model,
+    # each (name, shapes) priced, a mix ratio measured at stop
+    pairs = np.unique(tables["ops"]["name"].astype(np.int64) << 32 | tables["ops"]["shapes"])
+    meta = {"aligned": True, "source": "synthetic", "overhead_ns_per_op": 1_500,
+            "overhead_ns_per_launch": 600,
+            "overhead_model": {"op_ns": 5_900, "tensor_ns": 180, "float_ns": 2_600,
+                               "list_ns": 1_100, "other_ns": 170, "backward_ns": 300,
+                               "detach_ns": 1_100, "module_ns": 3_500},
+            "overhead_ns_by_signature": {
+                "name": (pairs >> 32).tolist(), "shapes": (pairs & 0xFFFFFFFF).tolist(),
+                "ns": rng.integers(5_000, 9_000, len(pairs)).tolist()},
+            "overhead_calibrations": [[t, t + 2_000_000, 1_600]]}
+    return Timeline(tables, names, meta)
 
 
 def timed(f, reps: int) -> float:

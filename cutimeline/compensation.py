@@ -35,9 +35,11 @@ import numpy as np
 from numba import njit
 
 from . import intervals as iv
+from .ids import dense_ids
 from .timeline import NONE, OpFlag, SpanKind, Timeline
 
-__all__ = ["replay", "held", "compensate", "costs", "mix_scale", "repeats", "shifted"]
+__all__ = ["replay", "held", "compensate", "costs", "op_costs", "mix_scale", "repeats",
+           "shifted"]
 
 _FAR_PAST = -(2 ** 62)
 _FAR_FUTURE = iv.I64_MAX
@@ -223,16 +225,125 @@ def mix_scale(meta: dict) -> float:
     return float(np.median(c[:, 2]) / 1000) if len(c) else 1.0
 
 
-def costs(tl: Timeline) -> tuple[np.ndarray, np.ndarray] | None:
-    """When and how much host time the recorder spent (ns), sorted by time:
-    each op at its begin, priced by ``meta["overhead_ns_by_signature"]``
-    (its name and shapes) or else ``meta["overhead_ns_per_op"]``, plus
-    ``overhead_model["backward_ns"]`` in backward (a grad_fn) and
-    ``overhead_ns_per_launch`` if it launched; each module call half of
-    ``overhead_model["module_ns"]`` at its MODULE span's begin (the pre
-    hook) and half at its end (the post hook). None without a measured
-    cost. The model's prices of ops that do not ``repeats`` (and of module
-    calls) are multiplied by ``mix_scale``; the time the
+@njit(cache=True)
+def _op_costs_nb(name, shapes, grad_fn, thread, launched, tkeys, tns, per_op, backward_ns,
+                 scale, per_launch, window):
+    # the price table as an open-addressing hash of its keys (a binary
+    # search per op is a chain of unpredictable loads: 120 ns an op)
+    bits = 4
+    while (1 << bits) < 2 * len(tkeys):
+        bits += 1
+    mask = (1 << bits) - 1
+    slot_key = np.zeros(1 << bits, np.int64)
+    slot_row = np.full(1 << bits, -1, np.int64)
+    for r in range(len(tkeys)):
+        h = (np.uint64(tkeys[r]) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(64 - bits)
+        j = np.int64(h)
+        while slot_row[j] >= 0 and slot_key[j] != tkeys[r]:
+            j = (j + 1) & mask
+        if slot_row[j] < 0:  # a repeated key: its first row, as searchsorted
+            slot_key[j], slot_row[j] = tkeys[r], r
+    # the last ``window`` keys of each thread, in a ring
+    n_thread = 1
+    for i in range(len(thread)):
+        n_thread = max(n_thread, thread[i] + 1)
+    ring = np.zeros((n_thread, max(window, 1)), np.int64)
+    seen = np.zeros(n_thread, np.int64)
+    out = np.empty(len(name), np.int64)
+    for i in range(len(name)):
+        key = (np.int64(name[i]) << 32) | (np.int64(shapes[i]) & 0xFFFFFFFF)
+        c = per_op
+        if len(tkeys):
+            h = (np.uint64(key) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(64 - bits)
+            j = np.int64(h)
+            while slot_row[j] >= 0:
+                if slot_key[j] == key:
+                    c = tns[slot_row[j]]
+                    break
+                j = (j + 1) & mask
+        if grad_fn[i] != NONE:
+            c += backward_ns
+        th = thread[i]
+        hot = False
+        for k in range(min(seen[th], window)):
+            if ring[th, k] == key:
+                hot = True
+                break
+        if window:
+            ring[th, seen[th] % window] = key
+        seen[th] += 1
+        if not hot:
+            c *= scale
+        out[i] = np.int64(np.rint(c)) + (per_launch if launched[i] else 0)
+    return out
+
+
+def _op_costs_np(name, shapes, grad_fn, thread, launched, tkeys, tns, per_op, backward_ns,
+                 scale, per_launch, window):
+    pair = _pair(name, shapes)
+    cost = np.full(len(name), per_op)
+    if len(tkeys):
+        at = np.minimum(np.searchsorted(tkeys, pair), len(tkeys) - 1)
+        hit = tkeys[at] == pair
+        cost[hit] = tns[at[hit]]
+    cost += np.where(grad_fn != NONE, backward_ns, 0.0)
+    cost *= np.where(repeats(pair, thread, window), 1.0, scale)
+    return np.rint(cost).astype(np.int64) + np.where(launched, per_launch, 0)
+
+
+def op_costs(name, shapes, grad_fn, thread, launched, table: dict | None, per_op: float,
+             backward_ns: float = 0.0, scale: float = 1.0, per_launch: int = 0,
+             window: int = REPEAT_WINDOW, engine: str = "numba") -> np.ndarray:
+    """What the recorder spent on each op (int64 ns): its (name, shapes)
+    priced by ``table`` (``{"name", "shapes", "ns"}`` lists; else
+    ``per_op``), plus ``backward_ns`` in backward (a grad_fn), times
+    ``scale`` unless it ``repeats`` one of the ``window`` ops before it on
+    its thread, rounded half to even, plus ``per_launch`` if it launched."""
+    i64 = iv._i64
+    tkeys = _pair(table["name"], table["shapes"]) if table and len(table["ns"]) else \
+        np.zeros(0, np.int64)
+    tns = np.asarray(table["ns"], np.float64) if len(tkeys) else np.zeros(0)
+    order = np.argsort(tkeys, kind="stable")
+    tkeys, tns = tkeys[order], tns[order]
+    thread = i64(thread)
+    if engine == "numpy":
+        return _op_costs_np(i64(name), i64(shapes), i64(grad_fn), thread,
+                            np.asarray(launched, bool), tkeys, tns, float(per_op),
+                            float(backward_ns), float(scale), int(per_launch), int(window))
+    if len(thread) and (thread.min() < 0 or thread.max() >= 1 << 12):  # a ring per thread
+        thread = dense_ids(thread, engine)[0]
+    return _op_costs_nb(i64(name), i64(shapes), i64(grad_fn), thread,
+                        np.ascontiguousarray(launched, np.bool_), tkeys, tns, float(per_op),
+                        float(backward_ns), float(scale), int(per_launch), int(window))
+
+
+@njit(cache=True)
+def _merge2_nb(ta, ca, tb, cb):
+    """Two runs sorted by time merged, ties: a first."""
+    n, m = len(ta), len(tb)
+    t = np.empty(n + m, np.int64)
+    c = np.empty(n + m, np.int64)
+    i = j = 0
+    for o in range(n + m):
+        if j >= m or (i < n and ta[i] <= tb[j]):
+            t[o], c[o] = ta[i], ca[i]
+            i += 1
+        else:
+            t[o], c[o] = tb[j], cb[j]
+            j += 1
+    return t, c
+
+
+def costs(tl: Timeline, engine: str = "numba") -> tuple[np.ndarray, np.ndarray] | None:
+    """When and how much host time the recorder spent (ns), sorted by time
+    (ties in this order): each op at its begin, priced by ``op_costs`` with
+    ``meta["overhead_ns_by_signature"]`` (its name and shapes) or else
+    ``meta["overhead_ns_per_op"]``, ``overhead_model["backward_ns"]`` in
+    backward and ``overhead_ns_per_launch`` if it launched; each module
+    call half of ``overhead_model["module_ns"]`` at its MODULE span's begin
+    (the pre hook) and half at its end (the post hook). None without a
+    measured cost. The model's prices of ops that do not ``repeats`` (and
+    of module calls) are multiplied by ``mix_scale``; the time the
     recorder spent re-measuring between steps (``overhead_calibrations``)
     is removed as it was. Timelines saved before the model only have the
     per-op figure."""
@@ -240,40 +351,35 @@ def costs(tl: Timeline) -> tuple[np.ndarray, np.ndarray] | None:
     per_op = m.get("overhead_ns_per_op")
     if per_op is None:
         return None
+    iv.check_engine(engine)
     o = tl.ops
     model = m.get("overhead_model") or {}
     calibrations = np.asarray(m.get("overhead_calibrations") or [], np.int64).reshape(-1, 3)
     scale = mix_scale(m)
-    cost = np.full(len(o), float(per_op))
-    table = m.get("overhead_ns_by_signature")
-    if table and len(o) and len(table["ns"]):
-        keys = _pair(table["name"], table["shapes"])
-        order = np.argsort(keys, kind="stable")
-        keys, ns = keys[order], np.asarray(table["ns"], np.float64)[order]
-        pair = _pair(o["name"], o["shapes"])
-        at = np.minimum(np.searchsorted(keys, pair), len(keys) - 1)
-        hit = keys[at] == pair
-        cost[hit] = ns[at[hit]]
-    else:
-        pair = _pair(o["name"], o["shapes"])
-    if model.get("backward_ns"):
-        cost += np.where(o.grad_fn != NONE, model["backward_ns"], 0.0)
-    if scale != 1.0:
-        cost *= np.where(repeats(pair, o.thread), 1.0, scale)
-    cost = np.round(cost).astype(np.int64)
-    per_launch = m.get("overhead_ns_per_launch") or 0
-    if per_launch:
-        cost += np.where((o.flags & _LAUNCH) != 0, int(per_launch), 0)
+    cost = op_costs(o["name"], o["shapes"], o.grad_fn, o.thread,
+                    (o.flags & _LAUNCH) != 0, m.get("overhead_ns_by_signature"),
+                    float(per_op), float(model.get("backward_ns") or 0), scale,
+                    int(m.get("overhead_ns_per_launch") or 0), engine=engine)
     t = np.asarray(o.host_begin_ns, np.int64)
+    more_t, more_c = [], []
     if model.get("module_ns") and len(tl.spans):
         sp = tl.spans
         mod = sp.kind == int(SpanKind.MODULE)
         half = round(model["module_ns"] * scale / 2)
-        t = np.concatenate([t, sp.begin_ns[mod], sp.end_ns[mod]])
-        cost = np.concatenate([cost, np.full(2 * int(mod.sum()), half, np.int64)])
+        more_t += [sp.begin_ns[mod], sp.end_ns[mod]]
+        more_c.append(np.full(2 * int(mod.sum()), half, np.int64))
     if len(calibrations):  # the re-measurements' own time, all of it
-        t = np.concatenate([t, calibrations[:, 0]])
-        cost = np.concatenate([cost, calibrations[:, 1] - calibrations[:, 0]])
+        more_t.append(calibrations[:, 0])
+        more_c.append(calibrations[:, 1] - calibrations[:, 0])
+    if not more_t:
+        order = iv.sort_order(t, engine)
+        return (t, cost) if order is None else (t[order], cost[order])
+    tb = np.concatenate(more_t).astype(np.int64)
+    cb = np.concatenate(more_c).astype(np.int64)
+    if engine == "numba" and iv.is_sorted(t, engine):  # one thread: merge the few others in
+        order = np.argsort(tb, kind="stable")
+        return _merge2_nb(t, cost, tb[order], cb[order])
+    t, cost = np.concatenate([t, tb]), np.concatenate([cost, cb])
     order = np.argsort(t, kind="stable")  # ties: ops before module hooks
     return t[order], cost[order]
 
@@ -288,7 +394,7 @@ def compensate(tl: Timeline, ln=None, engine: str = "numba") -> dict | None:
     ``cost_cum``, ``sync_t``, ``jumps``) and, with gpu rows, their replayed
     ``begin_ns``/``end_ns``.
     """
-    spent = costs(tl)
+    spent = costs(tl, engine)
     if spent is None:
         return None
     cost_t, cost = spent

@@ -138,6 +138,41 @@ def test_repeats_twins_agree():
     assert both.tolist() == [False, False, True, True]
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_op_costs_twins_agree(seed):
+    from cutimeline.compensation import op_costs
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 3000))
+    name = rng.integers(-1, 9, n).astype(np.int32)  # NONE too
+    shapes = rng.integers(-1, 5, n).astype(np.int32)
+    grad_fn = np.where(rng.random(n) < 0.4, rng.integers(0, 3, n), -1)
+    # threads: few, far apart ids (a ring per thread, renumbered), or NONE
+    thread = rng.choice([[0], [0, 1, 2], [3, 70_000], [-1, 5]][seed % 4], n)
+    launched = rng.random(n) < 0.7
+    keys = np.unique(rng.integers(-1, 9, 20) << 32 | rng.integers(-1, 5, 20) & 0xFFFFFFFF)
+    table = {"name": (keys >> 32).tolist(), "shapes": (keys & 0xFFFFFFFF).tolist(),
+             "ns": rng.uniform(1000, 9000, len(keys)).round(1).tolist()}
+    for tab in (table, None):
+        for window in (0, 1, 8):
+            args = (name, shapes, grad_fn, thread, launched, tab, 1234.5, 321.0,
+                    float(rng.uniform(1, 3)), 600, window)
+            a, b = op_costs(*args), op_costs(*args, engine="numpy")
+            assert a.dtype == b.dtype == np.int64 and np.array_equal(a, b)
+
+
+def test_costs_of_several_threads_are_sorted_by_time():
+    from cutimeline.compensation import costs
+    tl = timeline(ops=[("a", 100, 110, 0), ("b", 300, 310, 0), ("a", 200, 210, 0),
+                       ("c", 400, 410, 0)], steps=[(0, 50, 500)],
+                  spans=[(SpanKind.MODULE, "net", 150, 350)],
+                  meta={"overhead_ns_per_op": 5, "overhead_model": {"module_ns": 8}})
+    tl = tl.replace(ops=tl.ops.replace(thread=np.array([0, 1, 0, 1])))
+    for engine in ("numba", "numpy"):
+        t, c = costs(tl, engine)
+        assert list(zip(t.tolist(), c.tolist())) == [
+            (100, 5), (150, 4), (200, 5), (300, 5), (350, 4), (400, 5)]
+
+
 def priced_timeline(meta, spans=()):
     # ops a, b, a, c (names) with shapes ids: a/"s1" twice, b/"s2", c/none
     tl = timeline(ops=[("a", 100, 110, 0), ("b", 200, 210, 0), ("a", 300, 310, 0),
