@@ -225,57 +225,70 @@ def mix_scale(meta: dict) -> float:
     return float(np.median(c[:, 2]) / 1000) if len(c) else 1.0
 
 
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing
+
+
+@njit(cache=True)
+def _slot(key, bits):
+    return np.int64((np.uint64(key) * _GOLDEN) >> np.uint64(64 - bits))
+
+
 @njit(cache=True)
 def _op_costs_nb(name, shapes, grad_fn, thread, launched, tkeys, tns, per_op, backward_ns,
-                 scale, per_launch, window):
-    # the price table as an open-addressing hash of its keys (a binary
-    # search per op is a chain of unpredictable loads: 120 ns an op)
-    bits = 4
-    while (1 << bits) < 2 * len(tkeys):
-        bits += 1
-    mask = (1 << bits) - 1
-    slot_key = np.zeros(1 << bits, np.int64)
-    slot_row = np.full(1 << bits, -1, np.int64)
-    for r in range(len(tkeys)):
-        h = (np.uint64(tkeys[r]) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(64 - bits)
-        j = np.int64(h)
-        while slot_row[j] >= 0 and slot_key[j] != tkeys[r]:
-            j = (j + 1) & mask
-        if slot_row[j] < 0:  # a repeated key: its first row, as searchsorted
-            slot_key[j], slot_row[j] = tkeys[r], r
-    # the last ``window`` keys of each thread, in a ring
+                 scale, per_launch, window, bits):
+    # each distinct (name, shapes) key gets an id in an open-addressing hash
+    # of 2^bits slots (a binary search of the price table per op is a chain
+    # of unpredictable loads: 120 ns an op), with its price and, per
+    # thread, the position of its last op there: a repeat within
+    # ``window`` is one subtraction. Past half full it gives up (ok False)
+    # and the caller comes again with more bits: arrays reassigned inside
+    # the loop would cost reference counting at every op.
     n_thread = 1
     for i in range(len(thread)):
         n_thread = max(n_thread, thread[i] + 1)
-    ring = np.zeros((n_thread, max(window, 1)), np.int64)
+    mask = (1 << bits) - 1
+    cap = 1 << (bits - 1)
+    slot_key = np.zeros(1 << bits, np.int64)
+    slot_id = np.full(1 << bits, -1, np.int64)
+    price = np.empty(cap, np.float64)
+    last = np.full((cap, n_thread), -1, np.int64)
     seen = np.zeros(n_thread, np.int64)
     out = np.empty(len(name), np.int64)
+    n_id = 0
+    for r in range(len(tkeys)):  # sorted: a repeated key keeps its first row
+        j = _slot(tkeys[r], bits)
+        while slot_id[j] >= 0 and slot_key[j] != tkeys[r]:
+            j = (j + 1) & mask
+        if slot_id[j] < 0:
+            if n_id == cap:
+                return out, False
+            slot_key[j], slot_id[j] = tkeys[r], n_id
+            price[n_id] = tns[r]
+            n_id += 1
     for i in range(len(name)):
         key = (np.int64(name[i]) << 32) | (np.int64(shapes[i]) & 0xFFFFFFFF)
-        c = per_op
-        if len(tkeys):
-            h = (np.uint64(key) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(64 - bits)
-            j = np.int64(h)
-            while slot_row[j] >= 0:
-                if slot_key[j] == key:
-                    c = tns[slot_row[j]]
-                    break
-                j = (j + 1) & mask
+        j = _slot(key, bits)
+        while slot_id[j] >= 0 and slot_key[j] != key:
+            j = (j + 1) & mask
+        k = slot_id[j]
+        if k < 0:  # a key the table does not price
+            if n_id == cap:
+                return out, False
+            k = n_id
+            slot_key[j], slot_id[j] = key, k
+            price[k] = per_op
+            n_id += 1
+        c = price[k]
         if grad_fn[i] != NONE:
             c += backward_ns
         th = thread[i]
-        hot = False
-        for k in range(min(seen[th], window)):
-            if ring[th, k] == key:
-                hot = True
-                break
-        if window:
-            ring[th, seen[th] % window] = key
-        seen[th] += 1
-        if not hot:
+        p = last[k, th]
+        if p < 0 or seen[th] - p > window:  # not among the last ``window``
             c *= scale
+        last[k, th] = seen[th]
+        seen[th] += 1
         out[i] = np.int64(np.rint(c)) + (per_launch if launched[i] else 0)
-    return out
+    return out, True
 
 
 def _op_costs_np(name, shapes, grad_fn, thread, launched, tkeys, tns, per_op, backward_ns,
@@ -312,9 +325,15 @@ def op_costs(name, shapes, grad_fn, thread, launched, table: dict | None, per_op
                             float(backward_ns), float(scale), int(per_launch), int(window))
     if len(thread) and (thread.min() < 0 or thread.max() >= 1 << 12):  # a ring per thread
         thread = dense_ids(thread, engine)[0]
-    return _op_costs_nb(i64(name), i64(shapes), i64(grad_fn), thread,
-                        np.ascontiguousarray(launched, np.bool_), tkeys, tns, float(per_op),
-                        float(backward_ns), float(scale), int(per_launch), int(window))
+    args = (i64(name), i64(shapes), i64(grad_fn), thread,
+            np.ascontiguousarray(launched, np.bool_), tkeys, tns, float(per_op),
+            float(backward_ns), float(scale), int(per_launch), int(window))
+    bits = max(8, int(4 * len(tkeys)).bit_length())
+    while True:
+        out, ok = _op_costs_nb(*args, bits)
+        if ok:
+            return out
+        bits += 2
 
 
 @njit(cache=True)

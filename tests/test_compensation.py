@@ -158,6 +158,10 @@ def test_op_costs_twins_agree(seed):
                     float(rng.uniform(1, 3)), 600, window)
             a, b = op_costs(*args), op_costs(*args, engine="numpy")
             assert a.dtype == b.dtype == np.int64 and np.array_equal(a, b)
+    # more distinct keys than the first hash holds: it is made again, larger
+    many = rng.integers(0, 600, n).astype(np.int32)
+    args = (many, shapes, grad_fn, thread, launched, table, 1234.5, 321.0, 2.0, 600)
+    assert np.array_equal(op_costs(*args), op_costs(*args, engine="numpy"))
 
 
 def test_costs_of_several_threads_are_sorted_by_time():
