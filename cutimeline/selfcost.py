@@ -17,7 +17,9 @@ random numbers and results are untouched.
 
 from __future__ import annotations
 
+import contextlib
 import statistics
+from collections.abc import Iterator
 from time import perf_counter_ns as _now
 from typing import Any, Callable
 
@@ -120,12 +122,45 @@ def op_cost(model: dict[str, int], kinds: tuple[int, int, int, int], name: str) 
     return max(0, ns)
 
 
+@contextlib.contextmanager
+def _user_hooks_aside() -> Iterator[None]:
+    """The global module hooks of the user (forward, backward, and those
+    that see modules, parameters and buffers registered) set aside while a
+    probe makes and runs its own modules: a user's hook that counts calls,
+    collects activations or logs must never see the probe's. torch reads
+    each of these dicts from its module at call time, so empty ones are
+    bound there meanwhile (and the user's handles still remove from their
+    own); with none registered, nothing is touched. Modules called by other
+    threads in those few ms run without the user's global hooks."""
+    import torch.nn.modules.module as nn_module
+    saved = {k: v for k, v in vars(nn_module).items()
+             if k.startswith("_global_") and isinstance(v, dict)}
+    if not any(saved.values()):
+        yield
+        return
+    for k, v in saved.items():
+        setattr(nn_module, k, type(v)())
+    flag = nn_module._global_is_full_backward_hook
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            setattr(nn_module, k, v)
+        nn_module._global_is_full_backward_hook = flag
+
+
 def measure_module_hooks(session: Any, n: int = 8, rounds: int = 3) -> int:
     """What the global module hooks cost per module call (ns): an
     ``nn.Identity`` called ``n`` times without and with the hooks of a
     scratch ``session``, ``rounds`` times interleaved, median difference.
     Global hooks also move every ``Module.__call__`` off its fast path,
-    which this includes. About 1 ms."""
+    which this includes. About 1 ms. The user's global hooks are set aside
+    meanwhile (``_user_hooks_aside``)."""
+    with _user_hooks_aside():
+        return _module_hooks(session, n, rounds)
+
+
+def _module_hooks(session: Any, n: int, rounds: int) -> int:
     import torch.nn.modules.module as nn_module
     m, x = torch.nn.Identity(), torch.zeros(1)
     hooks = Hooks(session, modules=True, threads=False)
@@ -165,7 +200,8 @@ class Program:
     def __init__(self, model: dict):
         self.model = model
         f32 = {"device": "cpu", "dtype": torch.float32}  # whatever the defaults
-        with torch.random.fork_rng(devices=[]), _grad():  # the user's random state stays
+        # the user's random state stays, and the user's hooks see no module made
+        with torch.random.fork_rng(devices=[]), _grad(), _user_hooks_aside():
             torch.manual_seed(0)
             self.net = torch.nn.Sequential(torch.nn.Linear(8, 8, **f32), torch.nn.ReLU(),
                                            torch.nn.Linear(8, 1, **f32))
@@ -186,8 +222,13 @@ class Program:
         each interleaved (against preemption spikes), less the model's
         price of the ops that repeat a recent one (``_repeats``), over its
         price of the others and of the module calls (0 when it prices
-        nothing): the ``compensation.mix_scale`` of those. Call it with no dispatch mode active
-        (``_disable_current_modes``)."""
+        nothing): the ``compensation.mix_scale`` of those. Call it with no
+        dispatch mode active (``_disable_current_modes``); the user's global
+        module hooks are set aside meanwhile (``_user_hooks_aside``)."""
+        with _user_hooks_aside():
+            return self._ratio(pairs)
+
+    def _ratio(self, pairs: int) -> float:
         import torch.nn.modules.module as nn_module
         from torch.utils._python_dispatch import _pop_mode, _push_mode
 

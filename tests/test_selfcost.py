@@ -2,6 +2,7 @@
 
 import math
 
+import pytest
 import torch
 
 from cutimeline.opstream import Session
@@ -79,3 +80,38 @@ def test_the_users_saved_tensor_hooks_never_see_the_probes_tensors():
             step()
     assert rec.timeline.meta["overhead_model"]  # the probes ran
     assert packed == alone
+
+
+@pytest.mark.filterwarnings("ignore:Full backward hook is firing")  # the user's, here
+def test_the_users_global_module_hooks_never_see_the_probes_modules():
+    import torch.nn.modules.module as nn_module
+    import cutimeline as ctl
+    net, x = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU()), torch.randn(2, 4)
+    seen = []
+    handles = [
+        nn_module.register_module_forward_pre_hook(lambda m, a: seen.append(("pre", type(m)))),
+        nn_module.register_module_forward_hook(lambda m, a, o: seen.append(("post", type(m)))),
+        nn_module.register_module_full_backward_hook(
+            lambda m, gi, go: seen.append(("backward", type(m)))),
+        nn_module.register_module_parameter_registration_hook(
+            lambda m, n, p: seen.append(("parameter", type(m)))),
+        nn_module.register_module_module_registration_hook(
+            lambda m, n, s: seen.append(("module", type(m))))]
+
+    def step():
+        net(x).sum().backward()
+    try:
+        step()
+        alone = list(seen)
+        del seen[:]
+        with ctl.record(device="cpu") as rec:  # measure=True: probes at start and stop
+            step()
+        assert rec.timeline.meta["overhead_model"]["module_ns"] >= 0  # the probes ran
+        assert seen == alone
+        # and the hooks are the user's again, in their order
+        del seen[:]
+        step()
+        assert seen == alone
+    finally:
+        for h in handles:
+            h.remove()
