@@ -44,35 +44,44 @@ def tiny():
     return step
 
 
-def mlp():
+def mlp_parts():
+    """(the loss's forward, the optimizer) of the MLP training step."""
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(),
                                 torch.nn.Linear(512, 512), torch.nn.ReLU(),
                                 torch.nn.Linear(512, 10))
-    opt = torch.optim.SGD(model.parameters(), lr=0.01)
     x, y = torch.randn(64, 256), torch.randint(0, 10, (64,))
-
-    def step():
-        loss = torch.nn.functional.cross_entropy(model(x), y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    return step
+    return (lambda: torch.nn.functional.cross_entropy(model(x), y),
+            torch.optim.SGD(model.parameters(), lr=0.01))
 
 
-def transformer():
+def transformer_parts():
+    """(the loss's forward, the optimizer) of the transformer training step."""
     torch.manual_seed(0)
     layer = torch.nn.TransformerEncoderLayer(64, 4, 128, dropout=0.0, batch_first=True)
     model = torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
-    opt = torch.optim.SGD(model.parameters(), lr=0.01)
     x = torch.randn(8, 32, 64)
+    return (lambda: model(x).pow(2).mean(),
+            torch.optim.SGD(model.parameters(), lr=0.01))
+
+
+def training_step(parts):
+    forward, opt = parts
 
     def step():
-        loss = model(x).pow(2).mean()
+        loss = forward()
         opt.zero_grad()
         loss.backward()
         opt.step()
     return step
+
+
+def mlp():
+    return training_step(mlp_parts())
+
+
+def transformer():
+    return training_step(transformer_parts())
 
 
 WORKLOADS = {"tiny": tiny, "mlp": mlp, "transformer": transformer}
