@@ -313,6 +313,10 @@ def op_costs(name, shapes, grad_fn, thread, launched, table: dict | None, per_op
     ``scale`` unless it ``repeats`` one of the ``window`` ops before it on
     its thread, rounded half to even, plus ``per_launch`` if it launched."""
     i64 = iv._i64
+    if engine == "numba":  # the kernel reads the columns' own widths (int32): no copies
+        def i64(a):
+            a = np.ascontiguousarray(a)
+            return a if a.dtype.kind in "iu" and a.dtype.itemsize <= 8 else iv._i64(a)
     tkeys = _pair(table["name"], table["shapes"]) if table and len(table["ns"]) else \
         np.zeros(0, np.int64)
     tns = np.asarray(table["ns"], np.float64) if len(tkeys) else np.zeros(0)
