@@ -312,32 +312,30 @@ def op_costs(name, shapes, grad_fn, thread, launched, table: dict | None, per_op
     ``per_op``), plus ``backward_ns`` in backward (a grad_fn), times
     ``scale`` unless it ``repeats`` one of the ``window`` ops before it on
     its thread, rounded half to even, plus ``per_launch`` if it launched."""
-    i64 = iv._i64
-    if engine == "numba":  # the kernel reads the columns' own widths (int32): no copies
-        def i64(a):
-            a = np.ascontiguousarray(a)
-            return a if a.dtype.kind in "iu" and a.dtype.itemsize <= 8 else iv._i64(a)
+    def ints(a):  # the kernel reads the columns' own widths (int32): no copies
+        a = np.ascontiguousarray(a)
+        return a if engine == "numba" and a.dtype.kind in "iu" else iv._i64(a)
     tkeys = _pair(table["name"], table["shapes"]) if table and len(table["ns"]) else \
         np.zeros(0, np.int64)
     tns = np.asarray(table["ns"], np.float64) if len(tkeys) else np.zeros(0)
     order = np.argsort(tkeys, kind="stable")
     tkeys, tns = tkeys[order], tns[order]
-    thread = i64(thread)
-    if engine == "numpy":
-        return _op_costs_np(i64(name), i64(shapes), i64(grad_fn), thread,
-                            np.asarray(launched, bool), tkeys, tns, float(per_op),
-                            float(backward_ns), float(scale), int(per_launch), int(window))
-    if len(thread) and (thread.min() < 0 or thread.max() >= 1 << 12):  # a ring per thread
-        thread = dense_ids(thread, engine)[0]
-    args = (i64(name), i64(shapes), i64(grad_fn), thread,
+    thread = ints(thread)
+    args = [ints(name), ints(shapes), ints(grad_fn), thread,
             np.ascontiguousarray(launched, np.bool_), tkeys, tns, float(per_op),
-            float(backward_ns), float(scale), int(per_launch), int(window))
-    bits = max(8, int(4 * len(tkeys)).bit_length())
-    while True:
-        out, ok = _op_costs_nb(*args, bits)
-        if ok:
-            return out
-        bits += 2
+            float(backward_ns), float(scale), int(per_launch), int(window)]
+    if engine == "numba":
+        if len(thread) and (thread.min() < 0 or thread.max() >= 1 << 12):
+            args[3] = thread = dense_ids(thread, engine)[0]  # a last position per thread
+        threads = int(thread.max()) + 1 if len(thread) else 1
+        bits = max(8, int(4 * len(tkeys)).bit_length())
+        # keys × threads last positions: past 2^25 (256 MB) the twin does it
+        while threads << (bits - 1) <= 1 << 25:
+            out, ok = _op_costs_nb(*args, bits)
+            if ok:
+                return out
+            bits += 2
+    return _op_costs_np(*args)
 
 
 @njit(cache=True)
