@@ -55,34 +55,41 @@ def _replay_nb(cost_t, cost, sb, se, s_grp, g_launch, g_grp, g_begin, g_end, lam
     free_o = np.full(S, _FAR_PAST, np.int64)
     b_r = np.empty(n_g, np.int64)
     jumps = np.zeros(n_sy + 1, np.int64)
-    i = j = k = 0
+    i = j = 0
     removed = jump = 0  # Δ = jump − removed
-    while i < n_op or j < n_g or k < n_sy:
-        t_op = cost_t[i] if i < n_op else _FAR_FUTURE
-        t_g = g_launch[j] if j < n_g else _FAR_FUTURE
+    for k in range(n_sy + 1):
+        # what comes before sync k (ties: costs, then launches, then the
+        # sync), merged two ways: the few syncs are the outer loop
         t_s = sb[k] if k < n_sy else _FAR_FUTURE
-        if t_op <= t_g and t_op <= t_s:  # ties: costs, then launches, then syncs
-            removed += cost[i]
-            i += 1
-        elif t_g <= t_s:
-            s = g_grp[j]
-            d = jump - removed
-            start = max(max(free_r[s], g_launch[j] + d + lam[s]), hold[j] + d)
-            b_r[j] = start
-            free_r[s] = start + (g_end[j] - g_begin[j])
-            free_o[s] = max(free_o[s], g_end[j])
-            j += 1
-        else:
-            c_o = c_r = _FAR_PAST
-            for s in range(S):
-                if covers[s_grp[k], s]:
-                    c_o = max(c_o, free_o[s])
-                    c_r = max(c_r, free_r[s])
-            wake = max(se[k] - max(sb[k], c_o), 0)
-            new_end = max(sb[k] + jump - removed, c_r) + wake
-            jump = new_end - se[k] + removed
-            jumps[k + 1] = jump
-            k += 1
+        while True:
+            t_op = cost_t[i] if i < n_op else _FAR_FUTURE
+            t_g = g_launch[j] if j < n_g else _FAR_FUTURE
+            if t_op <= t_g:
+                if t_op > t_s or i >= n_op:
+                    break
+                removed += cost[i]
+                i += 1
+            else:
+                if t_g > t_s:
+                    break
+                s = g_grp[j]
+                d = jump - removed
+                start = max(max(free_r[s], g_launch[j] + d + lam[s]), hold[j] + d)
+                b_r[j] = start
+                free_r[s] = start + (g_end[j] - g_begin[j])
+                free_o[s] = max(free_o[s], g_end[j])
+                j += 1
+        if k == n_sy:
+            break
+        c_o = c_r = _FAR_PAST
+        for s in range(S):
+            if covers[s_grp[k], s]:
+                c_o = max(c_o, free_o[s])
+                c_r = max(c_r, free_r[s])
+        wake = max(se[k] - max(sb[k], c_o), 0)
+        new_end = max(sb[k] + jump - removed, c_r) + wake
+        jump = new_end - se[k] + removed
+        jumps[k + 1] = jump
     return b_r, jumps
 
 
