@@ -347,18 +347,24 @@ def op_costs(name, shapes, grad_fn, thread, launched, table: dict | None, per_op
 
 @njit(cache=True)
 def _merge2_nb(ta, ca, tb, cb):
-    """Two runs sorted by time merged, ties: a first."""
+    """Two runs sorted by time merged, ties: a first. The runs of a between
+    b's few entries are copied in tight loops (a select per row between
+    the two runs ran at 12 ns a row)."""
     n, m = len(ta), len(tb)
     t = np.empty(n + m, np.int64)
     c = np.empty(n + m, np.int64)
-    i = j = 0
-    for o in range(n + m):
-        if j >= m or (i < n and ta[i] <= tb[j]):
+    i = o = 0
+    for j in range(m):
+        while i < n and ta[i] <= tb[j]:
             t[o], c[o] = ta[i], ca[i]
             i += 1
-        else:
-            t[o], c[o] = tb[j], cb[j]
-            j += 1
+            o += 1
+        t[o], c[o] = tb[j], cb[j]
+        o += 1
+    while i < n:
+        t[o], c[o] = ta[i], ca[i]
+        i += 1
+        o += 1
     return t, c
 
 

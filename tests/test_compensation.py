@@ -164,6 +164,29 @@ def test_op_costs_twins_agree(seed):
     assert np.array_equal(op_costs(*args), op_costs(*args, engine="numpy"))
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_costs_twins_agree_with_module_hooks_and_calibrations(seed):
+    from cutimeline.compensation import costs
+    rng = np.random.default_rng(seed)
+    tl = random_timeline(seed)
+    o = tl.ops
+    t = np.sort(rng.choice(o.host_begin_ns, 40))  # module bounds at op times: ties
+    spans = tl.spans
+    mod = dict(kind=np.full(20, int(SpanKind.MODULE)), name=np.zeros(20, np.int32),
+               thread=np.zeros(20, np.int32), depth=np.zeros(20, np.int16),
+               number=np.full(20, -1), begin_ns=t[::2], end_ns=t[1::2])
+    spans = spans.__class__("spans", {c: np.concatenate([spans[c], mod[c]])
+                                      for c in mod})
+    end = int(o.host_end_ns.max())
+    meta = {**tl.meta, "overhead_ns_per_op": 900,
+            "overhead_model": {"backward_ns": 50, "module_ns": 700},
+            "overhead_calibrations": [[end + 10, end + 500, 1700], [int(t[3]), int(t[3]) + 9, 1500]]}
+    tl = tl.replace(spans=spans, meta=meta)
+    a, b = costs(tl, "numba"), costs(tl, "numpy")
+    assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
+    assert len(a[0]) == len(o) + 40 + 2 and (np.diff(a[0]) >= 0).all()
+
+
 def test_costs_of_several_threads_are_sorted_by_time():
     from cutimeline.compensation import costs
     tl = timeline(ops=[("a", 100, 110, 0), ("b", 300, 310, 0), ("a", 200, 210, 0),
