@@ -53,7 +53,7 @@ def _replay_nb(cost_t, cost, sb, se, s_grp, g_launch, g_grp, g_begin, g_end, lam
     S = len(lam)
     free_r = np.full(S, _FAR_PAST, np.int64)
     free_o = np.full(S, _FAR_PAST, np.int64)
-    b_r = np.empty(n_g, np.int64)
+    b_r = iv.empty_i64(n_g)
     jumps = np.zeros(n_sy + 1, np.int64)
     i = j = 0
     removed = jump = 0  # Δ = jump − removed
@@ -155,9 +155,10 @@ def replay(cost_t, cost, sb, se, s_grp, g_launch, g_grp, g_begin, g_end, lam, co
 
 @njit(cache=True)
 def _held_nb(g_launch, g_grp, g_begin, g_end, lam):
-    hold = np.full(len(g_launch), _FAR_PAST, np.int64)
+    hold = iv.empty_i64(len(g_launch))
     prev = np.full(len(lam), _FAR_PAST, np.int64)
     for j in range(len(g_launch)):
+        hold[j] = _FAR_PAST
         s = g_grp[j]
         if g_begin[j] > max(prev[s], g_launch[j] + lam[s]):
             hold[j] = g_begin[j]
@@ -260,7 +261,7 @@ def _op_costs_nb(name, shapes, grad_fn, thread, launched, tkeys, tns, per_op, ba
     price = np.empty(cap, np.float64)
     last = np.full((cap, n_thread), -1, np.int64)
     seen = np.zeros(n_thread, np.int64)
-    out = np.empty(len(name), np.int64)
+    out = iv.empty_i64(len(name))
     n_id = 0
     for r in range(len(tkeys)):  # sorted: a repeated key keeps its first row
         j = _slot(tkeys[r], bits)
@@ -351,8 +352,8 @@ def _merge2_nb(ta, ca, tb, cb):
     b's few entries are copied in tight loops (a select per row between
     the two runs ran at 12 ns a row)."""
     n, m = len(ta), len(tb)
-    t = np.empty(n + m, np.int64)
-    c = np.empty(n + m, np.int64)
+    t = iv.empty_i64(n + m)
+    c = iv.empty_i64(n + m)
     i = o = 0
     for j in range(m):
         while i < n and ta[i] <= tb[j]:

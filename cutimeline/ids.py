@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .intervals import _i64
+from .intervals import _i64, empty_i64
 
 __all__ = ["dense_ids", "pair_ids"]
 
@@ -17,7 +17,7 @@ __all__ = ["dense_ids", "pair_ids"]
 def _dense_nb(keys):
     n = len(keys)
     seen = np.empty(64, np.int64)
-    ids = np.empty(n, np.int64)
+    ids = empty_i64(n)
     k = 0
     last_key, last_id = 0, -1
     for i in range(n):
@@ -65,7 +65,7 @@ def _pairs_nb(a, b):
     n = len(a)
     ka = np.empty(16, np.int64)
     kb = np.empty(16, np.int64)
-    ids = np.empty(n, np.int64)
+    ids = empty_i64(n)
     k = 0
     la, lb, lid = 0, 0, -1
     for i in range(n):

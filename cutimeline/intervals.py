@@ -14,7 +14,7 @@ slice of ``order``. ``NONE`` (-1) marks an absent launch time.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import njit, objmode
 
 from .errors import CutimelineError
 from .timeline import NONE
@@ -24,6 +24,44 @@ __all__ = ["ENGINES", "check_engine", "group_order", "merge", "merge_lean", "uni
 
 ENGINES = ("numba", "numpy")
 I64_MAX = np.iinfo(np.int64).max
+
+
+# -- per-row outputs of the kernels --------------------------------------------------
+# An array Numba allocates lies on 4 KB pages; NumPy asks the kernel for huge
+# pages (madvise) for large ones. Between the allocations and frees of an
+# analysis, a fresh 8 MB output then costs ~2 ms of page faults made in a
+# kernel and ~0.3 ms made by NumPy, more than many of the passes that fill
+# them: kernels take their large outputs from NumPy (one call into Python,
+# ~1 µs, so small ones stay Numba's).
+
+_BIG = 1 << 15
+
+
+@njit(cache=True)
+def empty_i64(n):
+    if n < _BIG:
+        return np.empty(n, np.int64)
+    with objmode(out="int64[:]"):
+        out = np.empty(n, np.int64)
+    return out
+
+
+@njit(cache=True)
+def empty_f64(n):
+    if n < _BIG:
+        return np.empty(n, np.float64)
+    with objmode(out="float64[:]"):
+        out = np.empty(n, np.float64)
+    return out
+
+
+@njit(cache=True)
+def empty_bool(n):
+    if n < _BIG:
+        return np.empty(n, np.bool_)
+    with objmode(out="boolean[:]"):
+        out = np.empty(n, np.bool_)
+    return out
 
 
 def check_engine(engine: str) -> str:
@@ -48,7 +86,7 @@ def _group_order_nb(group, key, n_groups):
     for g in range(n_groups):
         starts[g + 1] += starts[g]
     pos = starts[:-1].copy()
-    order = np.empty(n, np.int64)
+    order = empty_i64(n)
     for i in range(n):  # a stable counting sort by group
         g = group[i]
         order[pos[g]] = i
@@ -89,16 +127,16 @@ def _merge_nb(begin, end, launch, order, starts, lo, hi, lean=False):
     """``lean``: ig and first left empty (fresh memory costs more than the
     walk); istart, the groups' interval bounds, is returned last."""
     n, G = len(order), len(starts) - 1
-    ig = np.empty(0 if lean else n, np.int64)
-    ib = np.empty(n, np.int64)
-    ie = np.empty(n, np.int64)
-    first = np.empty(0 if lean else n, np.int64)
+    ig = empty_i64(0 if lean else n)
+    ib = empty_i64(n)
+    ie = empty_i64(n)
+    first = empty_i64(0 if lean else n)
     istart = np.zeros(G + 1, np.int64)
-    gg = np.empty(n + G, np.int64)
-    gb = np.empty(n + G, np.int64)
-    ge = np.empty(n + G, np.int64)
-    gnext = np.empty(n + G, np.int64)
-    gprev = np.empty(n + G, np.int64)
+    gg = empty_i64(n + G)
+    gb = empty_i64(n + G)
+    ge = empty_i64(n + G)
+    gnext = empty_i64(n + G)
+    gprev = empty_i64(n + G)
     lam = np.full(G, NONE, np.int64)
     k = 0
     m = 0
@@ -273,8 +311,8 @@ def _union_nb(begin, end, order, ident):
     """The union walk over rows order[0], order[1], .. (``ident``: rows
     0, 1, .. and order unused)."""
     n = len(begin) if ident else len(order)
-    ub = np.empty(n, np.int64)
-    ue = np.empty(n, np.int64)
+    ub = empty_i64(n)
+    ue = empty_i64(n)
     if n == 0:
         return ub, ue
     k = 0
@@ -317,7 +355,7 @@ def union(begin, end, engine: str = "numba", rows=None) -> tuple[np.ndarray, np.
 
 @njit(cache=True)
 def _count_le_nb(a, t):
-    out = np.empty(len(t), np.int64)
+    out = empty_i64(len(t))
     m = len(a)
     h = 0
     for i in range(len(t)):

@@ -173,15 +173,14 @@ def _gap_rows(gnext, gprev, launch, sync_row):
     """Per gap, in one pass: whether work ends it, that work's launch time
     (NONE: none or unknown), whether it follows a sync op's own row."""
     n = len(gnext)
-    has_next = np.empty(n, np.bool_)
-    nl = np.empty(n, np.int64)
-    after = np.zeros(n, np.bool_)
+    has_next = iv.empty_bool(n)
+    nl = iv.empty_i64(n)
+    after = iv.empty_bool(n)
     for k in range(n):
         r = gnext[k]
         has_next[k] = r != NONE
         nl[k] = launch[r] if r != NONE else NONE
-        if len(sync_row) and gprev[k] != NONE:
-            after[k] = sync_row[gprev[k]]
+        after[k] = sync_row[gprev[k]] if len(sync_row) and gprev[k] != NONE else False
     return has_next, nl, after
 
 
@@ -198,7 +197,7 @@ def _prepare(begin, end, launch):
     """(end clamped to ≥ begin — the input itself when no row needs it —,
     CPU lead begin − launch (NONE where unknown), whether any launch is
     unknown), in one pass."""
-    lead = np.empty(len(begin), np.int64)
+    lead = iv.empty_i64(len(begin))
     unknown = False
     clamp = False
     for i in range(len(begin)):

@@ -42,8 +42,8 @@ def _sorted(x):
 def _merge_counts(p, m):
     """For sorted p and m: how many m come before each p (m < p: at equal
     times the +1 goes first) and how many p before each m (p ≤ m)."""
-    before_p = np.empty(len(p), np.int64)
-    before_m = np.empty(len(m), np.int64)
+    before_p = iv.empty_i64(len(p))
+    before_m = iv.empty_i64(len(m))
     j = 0
     for i in range(len(p)):  # pointer walks: no data-dependent branch per event
         while j < len(m) and m[j] < p[i]:
@@ -60,8 +60,8 @@ def _merge_counts(p, m):
 @njit(cache=True)
 def _queue_nb(plus, minus, order, starts):
     n = len(order)
-    t = np.empty(2 * n, np.int64)
-    q = np.empty(2 * n, np.int64)
+    t = iv.empty_i64(2 * n)
+    q = iv.empty_i64(2 * n)
     for g in range(len(starts) - 1):
         s, e = starts[g], starts[g + 1]
         p = _sorted(plus[order[s:e]])
@@ -328,7 +328,7 @@ def _lead_stats_nb(lead, begin, of_row, starts, w0, w1):
     out = np.full((G, 4), np.nan)
     pos = starts[:-1].copy()
     total = np.zeros(G, np.int64)
-    v = np.empty(len(of_row), np.float64)
+    v = iv.empty_f64(len(of_row))
     for r in range(len(of_row)):
         x = lead[r]
         g = of_row[r]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .intervals import _i64, _is_sorted_nb, is_sorted
+from .intervals import _i64, _is_sorted_nb, empty_i64, is_sorted
 
 __all__ = ["merge_runs", "merge_rows", "runs_sorted", "merge_values", "gather_sorted"]
 
@@ -78,7 +78,7 @@ def _kway_nb(v, tie, starts, members, rows=None):
     total = 0
     for a in range(k):
         total += starts[members[a] + 1] - starts[members[a]]
-    out = np.empty(total, np.int64)
+    out = empty_i64(total)
     hb, he = np.zeros(4, np.int64), np.zeros(4, np.int64)
     bounds = np.zeros((k + 3) // 4 + 1, np.int64)
     for r in range(0, k, 4):
@@ -90,7 +90,7 @@ def _kway_nb(v, tie, starts, members, rows=None):
     k = (k + 3) // 4
     if k <= 1:
         return out
-    P, P2 = out, np.empty(total, np.int64)
+    P, P2 = out, empty_i64(total)
     while k > 1:
         nb = np.zeros((k + 3) // 4 + 1, np.int64)
         for r in range(0, k, 4):
@@ -112,7 +112,7 @@ def _kway_values_nb(v, starts, members):
     total = 0
     for a in range(k):
         total += starts[members[a] + 1] - starts[members[a]]
-    out = np.empty(total, np.int64)
+    out = empty_i64(total)
     hb, he = np.zeros(4, np.int64), np.zeros(4, np.int64)
     bounds = np.zeros((k + 3) // 4 + 1, np.int64)
     for r in range(0, k, 4):
@@ -124,7 +124,7 @@ def _kway_values_nb(v, starts, members):
     k = (k + 3) // 4
     if k <= 1:
         return out
-    V, V2 = out, np.empty(total, np.int64)
+    V, V2 = out, empty_i64(total)
     while k > 1:
         nb = np.zeros((k + 3) // 4 + 1, np.int64)
         for r in range(0, k, 4):
@@ -202,7 +202,9 @@ def _gather_sorted_nb(x, order, starts):
             break
     if ident and _is_sorted_nb(x) and len(x) == n:
         return x
-    out = x[order]
+    out = empty_i64(n)
+    for k in range(n):
+        out[k] = x[order[k]]
     for g in range(len(starts) - 1):
         s, e = starts[g], starts[g + 1]
         for k in range(s + 1, e):
