@@ -1,0 +1,66 @@
+"""``ctl.analyze`` of one checkout against others, alternating, on the same
+synthetic Timelines (``bench_analyze.synthetic`` of this checkout).
+
+    git worktree add /tmp/before <commit>
+    python benchmarks/bench_analyze_versions.py /tmp/before . [--size 1e6]
+        [--streams 1] [--runs 5] [--reps 9]
+
+Each run is a fresh interpreter per checkout (its cutimeline first on the
+path, Numba kernels from its own cache, one warm-up), timing the median of
+``--reps`` analyses; the checkouts take turns ``--runs`` times, so the
+machine's drift falls on all of them alike. Prints each run, then the
+median of the runs per checkout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+ONE = """
+import sys, time, statistics
+sys.path.insert(0, {bench!r}); sys.path.insert(0, {tree!r})
+from bench_analyze import synthetic
+import cutimeline as ctl
+assert ctl.__file__.startswith({tree!r}), ctl.__file__
+tl = synthetic({size}, streams={streams})
+ctl.analyze(tl)
+r = []
+for _ in range({reps}):
+    t = time.perf_counter(); ctl.analyze(tl); r.append(time.perf_counter() - t)
+print(statistics.median(r))
+"""
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("trees", nargs="+", help="checkouts to compare (paths)")
+    ap.add_argument("--size", type=float, default=1e6)
+    ap.add_argument("--streams", type=int, default=1)
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--reps", type=int, default=9)
+    args = ap.parse_args()
+    trees = [os.path.abspath(t) for t in args.trees]
+    times: dict[str, list[float]] = {t: [] for t in trees}
+    for run in range(args.runs):
+        for t in trees:
+            code = ONE.format(bench=HERE, tree=t, size=int(args.size),
+                              streams=args.streams, reps=args.reps)
+            out = subprocess.run([sys.executable, "-c", code], check=True,
+                                 capture_output=True, text=True).stdout
+            times[t].append(float(out.split()[-1]))
+            print(f"run {run}: {t}: {times[t][-1] * 1e3:.1f} ms", flush=True)
+    print(f"\n| checkout | analyze of {int(args.size):,} ops, {args.streams} stream(s), "
+          f"median of {args.runs} runs | M ops/s |\n|---|---:|---:|")
+    for t, v in times.items():
+        m = statistics.median(v)
+        print(f"| {t} | {m * 1e3:.1f} ms | {args.size / m / 1e6:.1f} |")
+
+
+if __name__ == "__main__":
+    main()
