@@ -1,7 +1,8 @@
 """Dense ids: columns of keys (stream ids, device and stream pairs, string
-ids) numbered 0..k-1 in sorted key order. The Numba kernels keep a small
-table of the keys seen (traces have few streams), with a sort as the way
-out when there are many; the NumPy twin is ``np.unique``."""
+ids) numbered 0..k-1 in sorted key order. The Numba kernels number keys by
+an open-addressing hash (``dense_ids``) or a small table of the pairs
+seen (``pair_ids``: traces have few streams), with a sort as the way out
+when there are many; the NumPy twin is ``np.unique``."""
 
 from __future__ import annotations
 
@@ -13,10 +14,20 @@ from .intervals import _i64, empty_i64
 __all__ = ["dense_ids", "pair_ids"]
 
 
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing
+
+
 @njit(cache=True)
-def _dense_nb(keys):
+def _dense_nb(keys, bits):
+    """Ids in order of first appearance from an open-addressing hash of
+    2^bits slots (a scan of the keys seen cost up to one compare per
+    distinct key and op); past half full, ok False: the caller comes again
+    with more bits. Then renumbered in sorted key order."""
     n = len(keys)
-    seen = np.empty(64, np.int64)
+    mask = (1 << bits) - 1
+    slot_key = np.empty(1 << bits, np.int64)
+    slot_id = np.full(1 << bits, -1, np.int64)
+    uniq = np.empty(1 << (bits - 1), np.int64)
     ids = empty_i64(n)
     k = 0
     last_key, last_id = 0, -1
@@ -25,27 +36,23 @@ def _dense_nb(keys):
         if last_id >= 0 and x == last_key:
             ids[i] = last_id
             continue
-        j = -1
-        for m in range(k):
-            if seen[m] == x:
-                j = m
-                break
-        if j < 0:
-            if k == len(seen):  # many distinct keys: sort instead of scanning
-                u = np.unique(keys)
-                return np.searchsorted(u, keys), u
-            seen[k] = x
-            j = k
+        j = np.int64((np.uint64(x) * _GOLDEN) >> np.uint64(64 - bits))
+        while slot_id[j] >= 0 and slot_key[j] != x:
+            j = (j + 1) & mask
+        if slot_id[j] < 0:
+            if k == len(uniq):
+                return ids, uniq, False
+            slot_key[j], slot_id[j] = x, k
+            uniq[k] = x
             k += 1
-        ids[i] = j
-        last_key, last_id = x, j
-    uniq = seen[:k]
-    o = np.argsort(uniq)
+        ids[i] = last_id = slot_id[j]
+        last_key = x
+    o = np.argsort(uniq[:k])
     rank = np.empty(k, np.int64)
     rank[o] = np.arange(k)
     for i in range(n):
         ids[i] = rank[ids[i]]
-    return ids, uniq[o]
+    return ids, uniq[:k][o], True
 
 
 def _dense_np(keys):
@@ -57,7 +64,14 @@ def dense_ids(keys, engine: str = "numba") -> tuple[np.ndarray, np.ndarray]:
     """(ids, uniq): ``uniq`` the sorted distinct keys, ``ids`` each key's
     index into it."""
     keys = _i64(keys)
-    return (_dense_nb if engine == "numba" else _dense_np)(keys)
+    if engine == "numba":
+        bits = 7
+        while (1 << bits) <= 4 * len(keys) + 4:
+            ids, uniq, ok = _dense_nb(keys, bits)
+            if ok:
+                return ids, uniq
+            bits += 3
+    return _dense_np(keys)
 
 
 @njit(cache=True)

@@ -36,3 +36,13 @@ def test_few_keys_keep_first_seen_order_out():
     assert uniq.tolist() == [3, 7, 9] and ids.tolist() == [1, 1, 0, 2, 0]
     assert_same(dense_ids([7, 7, 3, 9, 3], engine="numpy"), (ids, uniq))
     assert [len(x) for x in pair_ids([], [])] == [0, 0, 0]
+
+
+@pytest.mark.parametrize("distinct", [1, 40, 300, 5000])
+def test_dense_ids_twins_agree_as_the_hash_grows(distinct):
+    # more distinct keys than the first hash holds: it is made again, larger
+    rng = np.random.default_rng(distinct)
+    keys = rng.choice(rng.integers(-2**62, 2**62, distinct), 20_000)
+    assert_same(dense_ids(keys), dense_ids(keys, engine="numpy"))
+    assert len(dense_ids(keys)[1]) == len(np.unique(keys))
+    assert [len(x) for x in dense_ids([])] == [0, 0]
