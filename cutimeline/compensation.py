@@ -35,7 +35,7 @@ import numpy as np
 from numba import njit
 
 from . import intervals as iv
-from .ids import dense_ids
+from .ids import dense_ids, hash_slot
 from .timeline import NONE, OpFlag, SpanKind, Timeline
 
 __all__ = ["replay", "held", "compensate", "costs", "op_costs", "mix_scale", "repeats",
@@ -233,19 +233,13 @@ def mix_scale(meta: dict) -> float:
     return float(np.median(c[:, 2]) / 1000) if len(c) else 1.0
 
 
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing
-
-
-@njit(cache=True)
-def _slot(key, bits):
-    return np.int64((np.uint64(key) * _GOLDEN) >> np.uint64(64 - bits))
-
-
 @njit(cache=True)
 def _op_costs_nb(name, shapes, grad_fn, thread, launched, tkeys, tns, per_op, backward_ns,
                  scale, per_launch, window, bits):
     # each distinct (name, shapes) key gets an id in an open-addressing hash
-    # of 2^bits slots (a binary search of the price table per op is a chain
+    # of 2^bits slots, as ``ids.dense_ids`` numbers keys, fused here with
+    # the pricing (apart, the two cost 3× as much; a binary search of the
+    # price table per op is a chain
     # of unpredictable loads: 120 ns an op), with its price and, per
     # thread, the position of its last op there: a repeat within
     # ``window`` is one subtraction. Past half full it gives up (ok False)
@@ -254,7 +248,6 @@ def _op_costs_nb(name, shapes, grad_fn, thread, launched, tkeys, tns, per_op, ba
     n_thread = 1
     for i in range(len(thread)):
         n_thread = max(n_thread, thread[i] + 1)
-    mask = (1 << bits) - 1
     cap = 1 << (bits - 1)
     slot_key = np.zeros(1 << bits, np.int64)
     slot_id = np.full(1 << bits, -1, np.int64)
@@ -264,9 +257,7 @@ def _op_costs_nb(name, shapes, grad_fn, thread, launched, tkeys, tns, per_op, ba
     out = iv.empty_i64(len(name))
     n_id = 0
     for r in range(len(tkeys)):  # sorted: a repeated key keeps its first row
-        j = _slot(tkeys[r], bits)
-        while slot_id[j] >= 0 and slot_key[j] != tkeys[r]:
-            j = (j + 1) & mask
+        j = hash_slot(slot_key, slot_id, tkeys[r], bits)
         if slot_id[j] < 0:
             if n_id == cap:
                 return out, False
@@ -275,9 +266,7 @@ def _op_costs_nb(name, shapes, grad_fn, thread, launched, tkeys, tns, per_op, ba
             n_id += 1
     for i in range(len(name)):
         key = (np.int64(name[i]) << 32) | (np.int64(shapes[i]) & 0xFFFFFFFF)
-        j = _slot(key, bits)
-        while slot_id[j] >= 0 and slot_key[j] != key:
-            j = (j + 1) & mask
+        j = hash_slot(slot_key, slot_id, key, bits)
         k = slot_id[j]
         if k < 0:  # a key the table does not price
             if n_id == cap:

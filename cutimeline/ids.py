@@ -11,10 +11,21 @@ from numba import njit
 
 from .intervals import _i64, empty_i64
 
-__all__ = ["dense_ids", "pair_ids"]
+__all__ = ["dense_ids", "pair_ids", "hash_slot"]
 
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing
+
+
+@njit(cache=True)
+def hash_slot(slot_key, slot_id, key, bits):
+    """The slot of ``key`` in an open-addressing hash of 2^bits slots
+    (``slot_id`` < 0: free), or of the free slot it goes in."""
+    mask = (1 << bits) - 1
+    j = np.int64((np.uint64(key) * _GOLDEN) >> np.uint64(64 - bits))
+    while slot_id[j] >= 0 and slot_key[j] != key:
+        j = (j + 1) & mask
+    return j
 
 
 @njit(cache=True)
@@ -24,7 +35,6 @@ def _dense_nb(keys, bits):
     distinct key and op); past half full, ok False: the caller comes again
     with more bits. Then renumbered in sorted key order."""
     n = len(keys)
-    mask = (1 << bits) - 1
     slot_key = np.empty(1 << bits, np.int64)
     slot_id = np.full(1 << bits, -1, np.int64)
     uniq = np.empty(1 << (bits - 1), np.int64)
@@ -36,9 +46,7 @@ def _dense_nb(keys, bits):
         if last_id >= 0 and x == last_key:
             ids[i] = last_id
             continue
-        j = np.int64((np.uint64(x) * _GOLDEN) >> np.uint64(64 - bits))
-        while slot_id[j] >= 0 and slot_key[j] != x:
-            j = (j + 1) & mask
+        j = hash_slot(slot_key, slot_id, x, bits)
         if slot_id[j] < 0:
             if k == len(uniq):
                 return ids, uniq, False
