@@ -52,15 +52,24 @@ _node = torch._C._current_autograd_node
 def graph_class() -> Any:
     """Inductor's ``CompiledFxGraph`` once the program has loaded Inductor;
     None before (importing it here would put ≈ 0.2 s of the recorder's own
-    work into the recording); False when there is nothing to wrap (a class
-    without its own ``__call__``)."""
+    work into the recording); False, with a warning, when there is nothing
+    to wrap (a half-imported or odd build, a class without its own
+    ``__call__``): the program goes on, its compiled graphs unrecorded."""
     if "torch._inductor.codecache" not in sys.modules:
         return None
     try:
         from torch._inductor.codecache import CompiledFxGraph
-    except Exception:  # a half-imported or odd build: the program goes on
-        return False
-    return CompiledFxGraph if "__call__" in CompiledFxGraph.__dict__ else False
+    except Exception as exc:
+        why = f"importing torch._inductor.codecache.CompiledFxGraph failed ({exc})"
+    else:
+        if "__call__" in CompiledFxGraph.__dict__:
+            return CompiledFxGraph
+        why = "CompiledFxGraph has no __call__ of its own to wrap"
+    warnings.warn(f"cutimeline cannot record torch.compile's graphs in torch "
+                  f"{torch.__version__}: {why}. Their calls are not ops of the "
+                  f"recording, and on a GPU their fused kernels' time is missing "
+                  f"from it (read as idle).", RuntimeWarning, stacklevel=2)
+    return False
 
 
 def wrap(s: Any, original: Callable) -> Callable:

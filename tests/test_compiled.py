@@ -175,6 +175,22 @@ def test_the_inductor_hook_waits_until_torch_compile_is_loaded(monkeypatch):
     assert CompiledFxGraph.__dict__["__call__"] is original
 
 
+def test_an_inductor_without_its_graph_class_is_said_and_the_program_goes_on(monkeypatch):
+    import types
+    from cutimeline.compiled import graph_class
+    odd = types.ModuleType("torch._inductor.codecache")  # loaded, but no CompiledFxGraph
+    monkeypatch.setitem(sys.modules, "torch._inductor.codecache", odd)
+    with pytest.warns(RuntimeWarning, match="cannot record torch.compile's graphs.*failed"):
+        assert graph_class() is False
+    odd.CompiledFxGraph = type("CompiledFxGraph", (), {})  # nothing of its own to wrap
+    with pytest.warns(RuntimeWarning, match="no __call__ of its own"):
+        assert graph_class() is False
+    s = Session(None, max_ops=10, steps="auto")
+    h = Hooks(s, modules=False, threads=False)
+    with pytest.warns(RuntimeWarning):
+        assert h._install_compiled() is True and h._patches == []  # not tried again
+
+
 def test_a_graph_compiled_while_recording_is_recorded_from_its_first_call_once_inductor_is_loaded():
     torch.manual_seed(0)
     net = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
