@@ -57,9 +57,10 @@ def test_aligned_times_match_the_truth_within_the_bound(seed):
         assert c.bound_ns[r] <= c.bound_max_ns[r]
 
 
-def test_the_stated_read_error_widens_the_bound_by_about_three_halves_of_it():
-    # lower points lowered by it widen the band by it (half-width + ½);
-    # the event's own reading adds it once more
+def test_the_stated_read_error_widens_the_bound_by_up_to_twice_it():
+    # lower points lowered and upper points raised by it widen the band by
+    # up to twice it (the half-width by up to once); the event's own
+    # reading adds it once more
     for seed in range(4):
         tl = trace(seed, streams=2)
         res = tl.meta["clock_resolution_ns"]["0"]

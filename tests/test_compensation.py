@@ -146,7 +146,7 @@ def test_op_costs_twins_agree(seed):
     name = rng.integers(-1, 9, n).astype(np.int32)  # NONE too
     shapes = rng.integers(-1, 5, n).astype(np.int32)
     grad_fn = np.where(rng.random(n) < 0.4, rng.integers(0, 3, n), -1)
-    # threads: few, far apart ids (a ring per thread, renumbered), or NONE
+    # threads: few, far apart ids (renumbered for the last positions), or NONE
     thread = rng.choice([[0], [0, 1, 2], [3, 70_000], [-1, 5]][seed % 4], n)
     launched = rng.random(n) < 0.7
     keys = np.unique(rng.integers(-1, 9, 20) << 32 | rng.integers(-1, 5, 20) & 0xFFFFFFFF)
