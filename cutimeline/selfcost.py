@@ -131,7 +131,9 @@ def _user_hooks_aside() -> Iterator[None]:
     each of these dicts from its module at call time, so empty ones are
     bound there meanwhile (and the user's handles still remove from their
     own); with none registered, nothing is touched. Modules called by other
-    threads in those few ms run without the user's global hooks."""
+    threads in those few ms run without the user's global hooks, and a
+    global hook another thread registers meanwhile is lost (torch has no
+    lock to hold them off)."""
     import torch.nn.modules.module as nn_module
     saved = {k: v for k, v in vars(nn_module).items()
              if k.startswith("_global_") and isinstance(v, dict)}
