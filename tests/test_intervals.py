@@ -102,3 +102,19 @@ def test_coverage_and_count_le():
 def test_unknown_engine_is_an_error():
     with pytest.raises(CutimelineError, match="engine='cuda' is not known"):
         iv.check_engine("cuda")
+
+
+def test_large_outputs_come_from_numpy_and_the_twins_still_agree():
+    # past _BIG rows the kernels allocate through NumPy (huge pages)
+    n = 2 * iv._BIG + 11
+    for f, dtype in ((iv.empty_i64, np.int64), (iv.empty_f64, np.float64),
+                     (iv.empty_bool, np.bool_)):
+        for k in (5, n):
+            a = f(k)
+            assert a.dtype == dtype and a.shape == (k,) and a.flags.writeable
+    group, begin, end, launch = random_rows(7, n=n)
+    order, starts = iv.group_order(group, begin, 4)
+    assert_same((order, starts), iv.group_order(group, begin, 4, engine="numpy"))
+    assert_same(*both(iv.merge, begin, end, launch, order, starts, 9_000, 40_000))
+    assert_same(*both(iv.union, np.sort(begin), end))
+
