@@ -5,7 +5,7 @@ no Numba, so compile nothing).
 
     python benchmarks/bench_align.py [--sizes 1e5,1e6,1e7] [--reps 5]
 
-Traces come from ``cutimeline.sim.synthetic_events`` (4 streams, 12.5 ppm
+Traces come from ``cutimeline.devices.sim.synthetic_events`` (4 streams, 12.5 ppm
 drift, a device-wide sync every 500 ops, pings at both ends): two events
 per op, so n events are n/2 ops and n/2 gpu rows. Times are medians of
 ``--reps`` runs after one warm-up run per backend (the warm-up loads or
@@ -62,8 +62,8 @@ def main(argv: list[str] | None = None) -> None:
     if numba_loaded:
         print("FAIL: import cutimeline imported numba")
 
-    from cutimeline.sim import synthetic_events
-    align_mod = importlib.import_module("cutimeline.aligner")
+    from cutimeline.devices.sim import synthetic_events
+    align_mod = importlib.import_module("cutimeline.alignment.aligner")
     print(f"{'events':>11} {'backend':>7} {'warm-up s':>9} {'align s':>8} "
           f"{'Mev/s':>7} {'event_host_ns s':>15} {'numba ×':>7}")
     for n in sizes:

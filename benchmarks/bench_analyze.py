@@ -27,8 +27,8 @@ import time
 import numpy as np
 
 import cutimeline as ctl
-from cutimeline.optable import op_table
-from cutimeline.timeline import GpuKind, OpFlag, SpanKind, Timeline
+from cutimeline.analysis.optable import op_table
+from cutimeline.timeline.timeline import GpuKind, OpFlag, SpanKind, Timeline
 
 
 def synthetic(n: int, *, streams: int = 1, per_step: int = 10_000, seed: int = 0) -> Timeline:

@@ -22,9 +22,9 @@ import statistics
 import numpy as np
 import torch
 
-from cutimeline.aligner import align, event_host_ns
-from cutimeline.recorder import record
-from cutimeline.sim import SimGPU, synthetic_events
+from cutimeline.alignment.aligner import align, event_host_ns
+from cutimeline.recording.recorder import record
+from cutimeline.devices.sim import SimGPU, synthetic_events
 
 
 def recorded(seed: int):

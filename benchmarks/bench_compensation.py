@@ -31,7 +31,7 @@ import numpy as np
 import torch
 
 import cutimeline as ctl
-from cutimeline.recorder import record
+from cutimeline.recording.recorder import record
 
 
 def tiny():

@@ -28,8 +28,8 @@ import numpy as np
 import torch
 
 from bench_compensation import mlp_parts, transformer_parts
-from cutimeline.compensation import costs
-from cutimeline.recorder import record
+from cutimeline.analysis.compensation import costs
+from cutimeline.recording.recorder import record
 
 PHASES = ("forward", "backward", "optimizer")
 
@@ -81,7 +81,7 @@ def evicted(size_kb: int, rounds: int = 15, n: int = 20) -> float:
     """What the mode adds to a tiny op (ns) with ``size_kb`` read between ops."""
     from torch.utils._python_dispatch import _pop_mode, _push_mode
 
-    from cutimeline.opstream import Mode, Session
+    from cutimeline.recording.opstream import Mode, Session
     s = Session(None, max_ops=2 ** 62, steps="manual")
     mode = Mode(s, s.writer())
     x, buf = torch.zeros(16), np.ones(size_kb * 128)

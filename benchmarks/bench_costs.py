@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 
 import cutimeline as ctl
-from cutimeline import compensation
+from cutimeline.analysis import compensation
 
 from bench_analyze import synthetic, timed
 

@@ -54,7 +54,7 @@ print(json.dumps({{"import_s": import_s, "first_s": first, "times": times,
 """
 
 OURS = _COMMON.format(
-    import_="from cutimeline.chrome import import_chrome",
+    import_="from cutimeline.formats.chrome import import_chrome",
     load="global tl; tl = import_chrome(path)",
     check="[len(tl.ops), len(tl.gpu)]")
 

@@ -39,8 +39,8 @@ import numpy as np
 
 def write_ranks(folder: str, ranks: int, ops: int, every: int, seed: int = 0) -> dict:
     """Write rank-<r>.ctl files; returns each rank's true clock (shift, drift)."""
-    from cutimeline.dist import ALL
-    from cutimeline.timeline import OpFlag, SpanKind, Timeline
+    from cutimeline.recording.ranks import ALL
+    from cutimeline.timeline.timeline import OpFlag, SpanKind, Timeline
     rng = np.random.default_rng(seed)
     n_coll = ops // every
     cols = np.arange(n_coll) * every + every - 1           # op index of each collective
@@ -116,9 +116,10 @@ def child(folder: str, what: str) -> None:
     """One timed run in this fresh interpreter; prints a JSON line."""
     import glob
     import cutimeline as ctl
-    from cutimeline import dist, merger  # noqa: F401  (imports are not what is measured)
-    from cutimeline import straggler  # noqa: F401
-    from cutimeline.aligner import fit_clock  # noqa: F401
+    from cutimeline.recording import ranks as dist
+    from cutimeline.dist import merger
+    from cutimeline.dist import straggler
+    from cutimeline.alignment.aligner import fit_clock
     base = _rss_kib()
     t = time.perf_counter()
     if what == "load":

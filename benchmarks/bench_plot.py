@@ -37,10 +37,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--streams", type=int, default=4)
     a = p.parse_args(argv)
 
-    from cutimeline.aligner import align
-    from cutimeline.analysis import analyze
-    from cutimeline.figure import plot
-    from cutimeline.simclock import synthetic_events
+    from cutimeline.alignment.aligner import align
+    from cutimeline.analysis.analysis import analyze
+    from cutimeline.rendering.figure import plot
+    from cutimeline.devices.simclock import synthetic_events
 
     print("| ops | gpu rows | `analyze` s | `plot` (no file) s | `plot` → PNG s | M ops/s to PNG |")
     print("|---:|---:|---:|---:|---:|---:|")

@@ -16,20 +16,20 @@ import importlib
 from typing import Any
 
 from .errors import CutimelineError
-from .timeline import Timeline, load
+from .timeline.timeline import Timeline, load
 
 __version__ = "0.1.0"
 
 # public name -> module that defines it; loaded on first attribute access
 _LAZY = {
-    "record": "recorder", "Recorder": "recorder", "span": "recorder",
-    "SimGPU": "sim",
-    "align": "aligner",
-    "analyze": "analysis", "Report": "analysis",
-    "plot": "figure", "plot_compare": "figure",
-    "export_chrome": "chrome", "import_chrome": "chrome",
-    "compare": "comparison", "Comparison": "comparison",
-    "merge": "merger",
+    "record": "recording.recorder", "Recorder": "recording.recorder", "span": "recording.recorder",
+    "SimGPU": "devices.sim",
+    "align": "alignment.aligner",
+    "analyze": "analysis.analysis", "Report": "analysis.analysis",
+    "plot": "rendering.figure", "plot_compare": "rendering.figure",
+    "export_chrome": "formats.chrome", "import_chrome": "formats.chrome",
+    "compare": "comparison.comparison", "Comparison": "comparison.comparison",
+    "merge": "dist.merger",
 }
 
 __all__ = ["CutimelineError", "Timeline", "load", "__version__", *_LAZY]

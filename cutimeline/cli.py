@@ -142,7 +142,7 @@ def _cmd_import(a: argparse.Namespace) -> int:
 
 def _cmd_merge(a: argparse.Namespace) -> int:
     import cutimeline as ctl
-    from .straggler import describe
+    from .dist.straggler import describe
     tl = ctl.merge(a.dir)
     tl.save(a.output)
     print(f"wrote {a.output}: {tl!r}")

@@ -21,8 +21,8 @@ from collections import defaultdict
 
 import torch
 
-from cutimeline.comparison import compare
-from cutimeline.opmatch import EXPLAINED
+from cutimeline.comparison.comparison import compare
+from cutimeline.comparison.opmatch import EXPLAINED
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(os.path.dirname(HERE), "benchmarks")
@@ -209,9 +209,9 @@ def notes(results: dict) -> list[str]:
 def figure(result, path: str) -> str | None:
     """The side-by-side figure, or why there is none."""
     try:
-        import cutimeline.figure  # noqa: F401
+        import cutimeline.rendering.figure
     except ImportError as exc:
-        return f"no figure: cutimeline.figure.plot_compare is not available ({exc})"
+        return f"no figure: cutimeline.rendering.figure.plot_compare is not available ({exc})"
     result.plot(path, title=f"One training step of the transformer on "
                             f"{result.meta['device']}")
     return None

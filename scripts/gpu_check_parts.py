@@ -17,7 +17,7 @@ import torch
 
 import cutimeline as ctl
 from cutimeline import CutimelineError
-from cutimeline.timeline import GpuKind
+from cutimeline.timeline.timeline import GpuKind
 
 ROOT = Path(__file__).resolve().parent.parent
 SPIN_OP = "ctlcheck::spin"
@@ -44,7 +44,7 @@ def stats(x) -> dict:
 def stamps_missing() -> str | None:
     """None when spins and stamps can run here, else why not (with what to
     install, from the kernel loader)."""
-    from cutimeline import kernels
+    from cutimeline.devices import kernels
     try:
         kernels._cupy()
         # CuPy can import without NVRTC (no CUDA toolkit libraries): compile
@@ -107,7 +107,7 @@ def _spin_op():
                                  schema="(Tensor(a!) x, int duration_ns, int slot) -> ()")
         def spin(x: torch.Tensor, duration_ns: int, slot: int) -> None:
             if x.is_cuda:
-                from cutimeline import kernels
+                from cutimeline.devices import kernels
                 kernels.spin(duration_ns, stamper=_truth[0], begin_slot=2 * slot,
                              end_slot=2 * slot + 1)
     return torch.ops.ctlcheck.spin
@@ -157,7 +157,7 @@ def part_b(part) -> str:
     why = stamps_missing()
     if why:
         raise Skip(f"spins and stamps need CuPy: {why}")
-    from cutimeline import kernels as K
+    from cutimeline.devices import kernels as K
     g = K.probe_granularity(1000)
     part.put("globaltimer_step_ns", {"min": g.min_step_ns, "typical": g.typical_step_ns,
                                      "max": g.max_step_ns, "reads_per_step": g.reads_per_step,
@@ -189,7 +189,7 @@ def part_b(part) -> str:
 def _score_both(part, tls: dict, gt_b, gt_e, durations) -> dict:
     """Spins recorded with timing="both" against their own globaltimer
     readings ``gt_b``/``gt_e`` (ns), per timing; every event both ways."""
-    from cutimeline.aligner import event_host_ns
+    from cutimeline.alignment.aligner import event_host_ns
     ev, st = tls["events"], tls["stamps"]
     for name, tl in (("events", ev), ("stamps", st)):
         if not len(tl.clocks):
@@ -243,7 +243,7 @@ def _stream_cost(K, n: int = 200) -> dict:
 
 def _aligner_sim(part, rng) -> str:
     """The dry run: a SimGPU whose true event times are known."""
-    from cutimeline.aligner import event_host_ns
+    from cutimeline.alignment.aligner import event_host_ns
     n, bursts = 60, 6
     durations = np.exp(rng.uniform(np.log(5e3), np.log(1e6), n)).astype(np.int64)
     cost = lambda name, args, kwargs, out: float(args[1]) if name.startswith(SPIN_OP) else 2e3
@@ -366,7 +366,7 @@ def part_c(part) -> str:
     tiny = (lambda: bench.workload(800)) if small else _tiny(dev, 2000)
     res = {}
     if dev.type == "cuda":  # host cost of the two points around one launch
-        from cutimeline.devices import TIMINGS, CudaDevice
+        from cutimeline.devices.cuda import TIMINGS, CudaDevice
         res["launch_points_ns"] = {t: CudaDevice(timing=t).measure_launch_ns(256)
                                    for t in (("events",) if why else TIMINGS)}
         part.put("launch_points_ns", res["launch_points_ns"])
@@ -402,7 +402,7 @@ def _big_ops():
 
 
 def part_d(part) -> str:
-    from cutimeline.comparison import compare
+    from cutimeline.comparison.comparison import compare
     if part.dry:
         cmp = compare(_tiny(torch.device("cpu"), 200), steps=2, warmup=1, device="cpu")
         print(cmp.table())
@@ -481,7 +481,7 @@ def _compiled_check(part, dev: torch.device) -> dict:
                 step()
             return {"compile_s": compile_s, "cutimeline": _compiled_rows(rec.timeline),
                     "profiler": "n/a: on a CPU torch.profiler sees no device work"}
-        from cutimeline.comparison import compare
+        from cutimeline.comparison.comparison import compare
         cmp = compare(step, steps=3, warmup=1, device=dev)
     ours, theirs = _compiled_rows(cmp.ours), cmp.theirs
     tg = theirs.gpu

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from cutimeline import dist as cdist
-from cutimeline.timeline import NONE, OpFlag, SpanKind, Timeline
+from cutimeline.recording import ranks as cdist
+from cutimeline.timeline.timeline import NONE, OpFlag, SpanKind, Timeline
 
 
 def fake_ranks(seed: int, world: int = 3, *, n: int = 60, slow: int | None = None,

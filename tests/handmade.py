@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from cutimeline.timeline import NONE, GpuKind, OpFlag, SpanKind, Strings, Timeline
+from cutimeline.timeline.timeline import NONE, GpuKind, OpFlag, SpanKind, Strings, Timeline
 
 
 def timeline(gpu=(), spans=(), syncs=(), ops=None, meta=None, steps=()):

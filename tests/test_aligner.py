@@ -6,9 +6,9 @@ import pytest
 
 import cutimeline as ctl
 from cutimeline import CutimelineError, Timeline
-from cutimeline.aligner import (MAX_DRIFT, align, event_host_ns, fit_clock,
-                              launch_delay_ns, ping_offset_ns)
-from cutimeline.timeline import NONE
+from cutimeline.alignment.aligner import (MAX_DRIFT, align, event_host_ns, fit_clock,
+                                      launch_delay_ns, ping_offset_ns)
+from cutimeline.timeline.timeline import NONE
 
 from synth import trace, true_host_ns
 
@@ -101,7 +101,7 @@ def test_a_stated_read_error_must_be_a_number_of_ns():
 
 
 def test_ten_minute_trace_with_50ppm_drift_fits_to_a_microsecond():
-    from cutimeline.sim import synthetic_events
+    from cutimeline.devices.sim import synthetic_events
     tl = synthetic_events(500_000, streams=4, drift_ppm=50.0, seed=3,
                           dispatch_ns=(1_000_000, 1_400_000),
                           cost_ns=(1_000, 2_000_000), sync_every=1000)
@@ -117,7 +117,7 @@ def test_ten_minute_trace_with_50ppm_drift_fits_to_a_microsecond():
 
 
 def test_simgpu_truth_is_matched():
-    from cutimeline.sim import synthetic_events
+    from cutimeline.devices.sim import synthetic_events
     for seed in range(4):
         rng = np.random.default_rng(seed)
         tl = synthetic_events(3000, streams=3, seed=seed,
@@ -134,8 +134,8 @@ def test_simgpu_truth_is_matched():
 
 def test_recording_through_simgpu_is_aligned():
     import torch
-    from cutimeline.recorder import record
-    from cutimeline.sim import SimGPU
+    from cutimeline.recording.recorder import record
+    from cutimeline.devices.sim import SimGPU
     with record(device=SimGPU(seed=1, drift_ppm=80.0)) as rec:
         x = torch.ones(64, 64)
         for _ in range(50):
@@ -297,5 +297,5 @@ def test_align_twins_agree():
 def test_import_cutimeline_compiles_nothing():
     code = ("import sys, cutimeline; "
             "assert 'numba' not in sys.modules, 'numba imported'; "
-            "assert 'cutimeline.aligner' not in sys.modules")
+            "assert 'cutimeline.alignment.aligner' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)

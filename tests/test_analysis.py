@@ -14,8 +14,8 @@ from torch.utils.data import DataLoader, Dataset
 
 import cutimeline as ctl
 from cutimeline.errors import CutimelineError
-from cutimeline.recorder import record
-from cutimeline.timeline import NONE
+from cutimeline.recording.recorder import record
+from cutimeline.timeline.timeline import NONE
 
 from handmade import random_timeline, timeline
 
@@ -372,7 +372,7 @@ def test_reports_keep_the_first_versions_numbers(case, engine):
 
 @pytest.mark.parametrize("seed", range(3))
 def test_extent_twins_agree(seed):
-    from cutimeline.analysis import _extent
+    from cutimeline.analysis.analysis import _extent
     tl = random_timeline(seed, n=200, streams=2)
     g = tl.gpu
     begin = np.asarray(g.begin_ns).copy()

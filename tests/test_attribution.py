@@ -4,10 +4,10 @@ window's amounts are exactly those of the gaps' parts inside it."""
 import numpy as np
 import pytest
 
-from cutimeline.attribution import attribute
-from cutimeline.gaps import classify, host_activity
-from cutimeline.lanes import lanes
-from cutimeline.timeline import NONE
+from cutimeline.analysis.attribution import attribute
+from cutimeline.analysis.gaps import classify, host_activity
+from cutimeline.analysis.lanes import lanes
+from cutimeline.timeline.timeline import NONE
 
 from handmade import random_timeline
 

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from cutimeline import CutimelineError, Timeline
-from cutimeline.chrome import export_chrome, import_chrome, queue_depth
-from cutimeline.timeline import NONE, GpuKind, OpFlag, SpanKind
+from cutimeline.formats.chrome import export_chrome, import_chrome, queue_depth
+from cutimeline.timeline.timeline import NONE, GpuKind, OpFlag, SpanKind
 
 from test_kineto import DATA, TRACES
 

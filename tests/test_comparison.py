@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 import torch
 
-from cutimeline.comparison import Comparison, _gpu_agreement, compare
+from cutimeline.comparison.comparison import Comparison, _gpu_agreement, compare
 from cutimeline.errors import CutimelineError
-from cutimeline.opmatch import SUBSTITUTES, match_ops, profiler_leaves
-from cutimeline.timeline import GpuKind, Strings, Timeline
+from cutimeline.comparison.opmatch import SUBSTITUTES, match_ops, profiler_leaves
+from cutimeline.timeline.timeline import GpuKind, Strings, Timeline
 
 from test_opmatch import kineto_like
 

@@ -11,11 +11,11 @@ import pytest
 import torch
 
 import cutimeline as ctl
-from cutimeline import recorder
-from cutimeline.compiled import cut, graph_device, launch
-from cutimeline.hooks import Hooks
-from cutimeline.opstream import Session
-from cutimeline.timeline import GpuKind, OpFlag
+from cutimeline.recording import recorder
+from cutimeline.recording.compiled import cut, graph_device, launch
+from cutimeline.recording.hooks import Hooks
+from cutimeline.recording.opstream import Session
+from cutimeline.timeline.timeline import GpuKind, OpFlag
 
 
 def quiet_sim():
@@ -63,7 +63,7 @@ def test_inductor_graphs_are_ops_over_the_ops_they_dispatch(inductor_mlp, device
     grad_fn = np.array(names(tl, "grad_fn"))
     assert grad_fn[graph].tolist() == ["", "CompiledFunctionBackward"]
     assert "f32[16,16]" in tl.decode(o.shapes[graph[0:1]])[0]
-    from cutimeline.nesting import parents, self_ns
+    from cutimeline.analysis.nesting import parents, self_ns
     par = parents(tl)
     for r in graph:  # the ops its code dispatched (extern mm/addmm) lie inside
         inner = np.flatnonzero(par == r)
@@ -177,7 +177,7 @@ def test_the_inductor_hook_waits_until_torch_compile_is_loaded(monkeypatch):
 
 def test_an_inductor_without_its_graph_class_is_said_and_the_program_goes_on(monkeypatch):
     import types
-    from cutimeline.compiled import graph_class
+    from cutimeline.recording.compiled import graph_class
     odd = types.ModuleType("torch._inductor.codecache")  # loaded, but no CompiledFxGraph
     monkeypatch.setitem(sys.modules, "torch._inductor.codecache", odd)
     with pytest.warns(RuntimeWarning, match="cannot record torch.compile's graphs.*failed"):
@@ -205,7 +205,7 @@ def test_a_graph_compiled_while_recording_is_recorded_from_its_first_call_once_i
     assert torch.allclose(first, net(x)) and torch.equal(second, first)
     got = names(rec.timeline)
     recompiled = any("recompiles a compiled graph" in str(w.message) for w in seen)
-    from cutimeline.compiled import _recompiles_under_modes
+    from cutimeline.recording.compiled import _recompiles_under_modes
     if _recompiles_under_modes():  # torch < 2.10: a new graph at each call, and said so
         assert recompiled and got.count("inductor::graph_0") == 1 and "inductor::graph_1" in got
     else:

@@ -23,12 +23,12 @@ import torch
 import torch.distributed as dist
 
 import cutimeline as ctl
-import cutimeline.fileformat  # noqa: F401  (imported before forking)
-import cutimeline.recorder  # noqa: F401
-from cutimeline import dist as cdist
+import cutimeline.timeline.fileformat
+import cutimeline.recording.recorder
+from cutimeline.recording import ranks as cdist
 from cutimeline.errors import CutimelineError
-from cutimeline.straggler import collectives, describe, rank_activity, stragglers
-from cutimeline.timeline import NONE, OpFlag, Timeline
+from cutimeline.dist.straggler import collectives, describe, rank_activity, stragglers
+from cutimeline.timeline.timeline import NONE, OpFlag, Timeline
 
 from fakeranks import fake_ranks
 

@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 
 from cutimeline.errors import CutimelineError
-from cutimeline.figure import plot, plot_compare
-from cutimeline.scene import CAUSE_COLORS, FLOW_COLOR, PHASE_COLORS
-from cutimeline.timeline import NONE, GpuKind, OpFlag, SpanKind, Timeline
+from cutimeline.rendering.figure import plot, plot_compare
+from cutimeline.rendering.scene import CAUSE_COLORS, FLOW_COLOR, PHASE_COLORS
+from cutimeline.timeline.timeline import NONE, GpuKind, OpFlag, SpanKind, Timeline
 
 T0 = 10**12
 KINETO = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "data", "kineto",
@@ -224,8 +224,8 @@ def test_draws_into_a_given_axes(tl, tmp_path):
 
 
 def test_title_says_simulated(tl):
-    from cutimeline.aligner import align
-    from cutimeline.simclock import synthetic_events
+    from cutimeline.alignment.aligner import align
+    from cutimeline.devices.simclock import synthetic_events
     sim = align(synthetic_events(3000, streams=3))
     fig = plot(sim)
     texts = [t.get_text() for t in fig.texts]
@@ -237,8 +237,8 @@ def test_title_says_simulated(tl):
 
 
 def test_every_lane_of_a_busy_timeline_has_work_drawn():
-    from cutimeline.aligner import align
-    from cutimeline.simclock import synthetic_events
+    from cutimeline.alignment.aligner import align
+    from cutimeline.devices.simclock import synthetic_events
     sim = align(synthetic_events(20_000, streams=3))
     fig = plot(sim, flows=0)
     img = render(fig)
@@ -251,7 +251,7 @@ def test_every_lane_of_a_busy_timeline_has_work_drawn():
 
 @pytest.mark.parametrize("path", KINETO, ids=[os.path.basename(p) for p in KINETO])
 def test_every_kineto_trace_plots(path):
-    from cutimeline.kineto import import_chrome
+    from cutimeline.formats.kineto import import_chrome
     tl = import_chrome(path)
     fig = plot(tl)
     img = render(fig)
@@ -309,7 +309,7 @@ def test_bad_arguments_are_sentences(tl, kwargs, words):
 
 
 def test_bad_timelines_are_refused():
-    from cutimeline.simclock import synthetic_events
+    from cutimeline.devices.simclock import synthetic_events
     with pytest.raises(CutimelineError, match="needs a Timeline"):
         plot("run.ctl")
     with pytest.raises(CutimelineError, match="empty"):
@@ -336,9 +336,9 @@ def test_backend_free(tmp_path):
     open a window."""
     import subprocess
     import sys
-    code = ("import sys; from cutimeline.aligner import align; "
-            "from cutimeline.simclock import synthetic_events; "
-            "from cutimeline.figure import plot; "
+    code = ("import sys; from cutimeline.alignment.aligner import align; "
+            "from cutimeline.devices.simclock import synthetic_events; "
+            "from cutimeline.rendering.figure import plot; "
             f"plot(align(synthetic_events(500)), {str(tmp_path / 'b.png')!r}); "
             "assert 'matplotlib.pyplot' not in sys.modules, 'pyplot imported'")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import cutimeline as ctl
-from cutimeline.timeline import Strings, Timeline
+from cutimeline.timeline.timeline import Strings, Timeline
 
 from test_timeline import assert_same, make_timeline
 

@@ -3,10 +3,10 @@
 import numpy as np
 import pytest
 
-from cutimeline import intervals as iv
-from cutimeline.gaps import classify, host_activity, subtract
-from cutimeline.lanes import idle_in, lanes as _lanes
-from cutimeline.timeline import NONE, OpFlag, SpanKind
+from cutimeline.numeric import intervals as iv
+from cutimeline.analysis.gaps import classify, host_activity, subtract
+from cutimeline.analysis.lanes import idle_in, lanes as _lanes
+from cutimeline.timeline.timeline import NONE, OpFlag, SpanKind
 
 from handmade import random_timeline, timeline
 

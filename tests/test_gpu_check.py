@@ -56,7 +56,7 @@ def test_dry_run_does_every_part_on_a_cpu(tmp_path):
     assert d["gpu_time"]["status"] == "n/a" and "CUDA" in d["gpu_time"]["reason"]
     # ... and the compiled MLP: forward and backward graphs, two steps, cut
     # rows (torch < 2.10 recompiles at each call under a mode: new graphs)
-    from cutimeline.compiled import _recompiles_under_modes
+    from cutimeline.recording.compiled import _recompiles_under_modes
     comp = d["compiled"]["cutimeline"]
     assert comp["graph_calls"] == 4
     assert len(comp["graphs"]) == (4 if _recompiles_under_modes() else 2)

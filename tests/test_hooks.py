@@ -4,8 +4,8 @@ import pytest
 import torch
 
 import cutimeline as ctl
-from cutimeline import devices
-from cutimeline.hooks import _cuda_index
+from cutimeline.devices import cuda as devices
+from cutimeline.recording.hooks import _cuda_index
 
 from test_devices import CpuAsCuda, FakeCuda
 
@@ -56,7 +56,7 @@ def test_a_graph_replay_is_a_launch_or_captured(fake, monkeypatch):
     tl = rec.timeline
     names = list(tl.decode(tl.ops["name"]))
     rows = [i for i, n in enumerate(names) if n == "cudagraph::replay"]
-    from cutimeline.timeline import GpuKind, OpFlag
+    from cutimeline.timeline.timeline import GpuKind, OpFlag
     assert [int(tl.ops.flags[i]) for i in rows] == [int(OpFlag.LAUNCH), int(OpFlag.CAPTURED)]
     assert tl.gpu.kind.tolist().count(int(GpuKind.GRAPH)) == 1
 
@@ -83,7 +83,7 @@ def test_no_event_is_queried_while_any_thread_captures_a_graph(fake, monkeypatch
 
 
 def test_boundary_retries_late_hooks_until_they_are_done():
-    from cutimeline.opstream import Session
+    from cutimeline.recording.opstream import Session
     s = Session(None, max_ops=10, steps="auto")
     calls = []
     s.at_boundary.append(lambda: calls.append(1) or len(calls) == 2)

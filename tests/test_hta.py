@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 import cutimeline as ctl
-from cutimeline import hta
-from cutimeline.timeline import NONE, GpuKind
+from cutimeline.analysis import hta
+from cutimeline.timeline.timeline import NONE, GpuKind
 
 from handmade import random_timeline, timeline
 
@@ -112,8 +112,8 @@ def test_kind_marks_memory_too():
 
 @pytest.mark.parametrize("seed", range(3))
 def test_measures_reusing_lanes_agree_with_their_own(seed):
-    from cutimeline.gaps import host_activity
-    from cutimeline.lanes import lanes
+    from cutimeline.analysis.gaps import host_activity
+    from cutimeline.analysis.lanes import lanes
     for streams in (1, 3):
         tl = random_timeline(seed, n=300, streams=streams, steps=1)
         ln = lanes(tl, host_activity(tl), [tl.start_ns], [tl.end_ns])

@@ -4,8 +4,8 @@ times of events) against their NumPy twins and against brute force."""
 import numpy as np
 import pytest
 
-from cutimeline import hull
-from cutimeline.timeline import NONE
+from cutimeline.alignment import hull
+from cutimeline.timeline.timeline import NONE
 
 BACKENDS = ("numba", "numpy")
 

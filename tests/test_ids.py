@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from cutimeline.ids import dense_ids, pair_ids
+from cutimeline.numeric.ids import dense_ids, pair_ids
 
 
 def assert_same(a, b):

@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from cutimeline import intervals as iv
+from cutimeline.numeric import intervals as iv
 from cutimeline.errors import CutimelineError
-from cutimeline.timeline import NONE
+from cutimeline.timeline.timeline import NONE
 
 
 def random_rows(seed, n=400, groups=4, ties=True, negative=False):

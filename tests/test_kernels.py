@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import torch
 
-import cutimeline.kernels as K
+import cutimeline.devices.kernels as K
 from cutimeline import CutimelineError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -158,7 +158,7 @@ def test_a_built_wheel_ships_the_sources_and_finds_them(tmp_path):
     # install's finder), the loader must find the packaged copy.
     probe = subprocess.run(
         [sys.executable, "-c",
-         "import cutimeline.kernels as k; print(k.__file__); "
+         "import cutimeline.devices.kernels as k; print(k.__file__); "
          "print(k.source_dir())"],
         cwd=tmp_path, env={"PYTHONPATH": str(tmp_path / "site")},
         capture_output=True, text=True, timeout=120)
@@ -172,7 +172,7 @@ def test_a_built_wheel_ships_the_sources_and_finds_them(tmp_path):
 def test_importing_the_module_loads_neither_cupy_nor_torch():
     run = subprocess.run(
         [sys.executable, "-c",
-         "import sys; import cutimeline.kernels; "
+         "import sys; import cutimeline.devices.kernels; "
          "print('cupy' in sys.modules, 'torch' in sys.modules)"],
         capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr

@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 
 from cutimeline import CutimelineError, Timeline
-from cutimeline.chrome import import_chrome
-from cutimeline.timeline import NONE, GpuKind, OpFlag, SpanKind
-from cutimeline.tracefile import to_ns
+from cutimeline.formats.chrome import import_chrome
+from cutimeline.timeline.timeline import NONE, GpuKind, OpFlag, SpanKind
+from cutimeline.formats.tracefile import to_ns
 
 DATA = pathlib.Path(__file__).parent / "data" / "kineto"
 TRACES = {

@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from cutimeline.gaps import host_activity
-from cutimeline.lanes import busy_in, idle_in, lanes, queue_depth
-from cutimeline.timeline import NONE
+from cutimeline.analysis.gaps import host_activity
+from cutimeline.analysis.lanes import busy_in, idle_in, lanes, queue_depth
+from cutimeline.timeline.timeline import NONE
 
 from handmade import random_timeline, timeline
 
@@ -61,7 +61,7 @@ def test_rows_ending_before_they_begin_are_clamped():
 
 @pytest.mark.parametrize("seed", range(3))
 def test_gap_rows_twins_agree(seed):
-    from cutimeline.lanes import _gap_rows, _gap_rows_np
+    from cutimeline.analysis.lanes import _gap_rows, _gap_rows_np
     rng = np.random.default_rng(seed)
     n = 200
     launch = np.where(rng.random(n) < 0.1, NONE, rng.integers(0, 10**6, n))

@@ -5,9 +5,9 @@ import pytest
 import torch
 
 import cutimeline as ctl
-from cutimeline.figure import plot
-from cutimeline.layout import lay_out
-from cutimeline.scene import STEP_COLORS, Scene
+from cutimeline.rendering.figure import plot
+from cutimeline.rendering.layout import lay_out
+from cutimeline.rendering.scene import STEP_COLORS, Scene
 
 from test_figure import column, known_gaps, lane_row, render, rgb
 

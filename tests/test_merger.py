@@ -9,10 +9,10 @@ import pytest
 import torch
 
 import cutimeline as ctl
-from cutimeline import dist as cdist
+from cutimeline.recording import ranks as cdist
 from cutimeline.errors import CutimelineError
-from cutimeline.straggler import collectives, stragglers
-from cutimeline.timeline import NONE, Timeline
+from cutimeline.dist.straggler import collectives, stragglers
+from cutimeline.timeline.timeline import NONE, Timeline
 
 from fakeranks import fake_ranks
 

@@ -5,9 +5,9 @@ import pathlib
 import numpy as np
 import pytest
 
-from cutimeline.chrome import import_chrome
-from cutimeline.nesting import parents, self_ns
-from cutimeline.timeline import Strings, Timeline
+from cutimeline.formats.chrome import import_chrome
+from cutimeline.analysis.nesting import parents, self_ns
+from cutimeline.timeline.timeline import Strings, Timeline
 
 KINETO = pathlib.Path(__file__).parent / "data" / "kineto"
 

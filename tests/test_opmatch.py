@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 
 from cutimeline.errors import CutimelineError
-from cutimeline.opmatch import (EXPLAINED, base_name, common_subsequence, decomposes,
-                                match_ops, profiler_leaves, recorded_ops)
-from cutimeline.timeline import NONE, GpuKind, Strings, Timeline
+from cutimeline.comparison.opmatch import (EXPLAINED, base_name, common_subsequence, decomposes,
+                                        match_ops, profiler_leaves, recorded_ops)
+from cutimeline.timeline.timeline import NONE, GpuKind, Strings, Timeline
 
 
 def test_matcher_finds_missing_and_extra_ops():

@@ -2,7 +2,7 @@
 
 import torch
 
-from cutimeline.opstream import _arg_kinds
+from cutimeline.recording.opstream import _arg_kinds
 
 
 def test_arg_kinds_count_tensors_floats_lists_and_others():
@@ -14,7 +14,7 @@ def test_arg_kinds_count_tensors_floats_lists_and_others():
 
 
 def test_first_device_of_ops_whose_first_argument_is_no_tensor():
-    from cutimeline.opstream import _first_device
+    from cutimeline.recording.opstream import _first_device
     x, m = torch.zeros(2), torch.zeros(2, device="meta")
     assert _first_device(([m, x], 0), {}) == m.device  # cat: the list's first
     assert _first_device((0,), {"other": m}) == m.device
@@ -38,9 +38,9 @@ def test_signature_keeps_shapes_of_every_tensor_and_one_device():
 
 def test_an_op_whose_first_argument_is_a_cpu_scalar_runs_where_the_others_are(monkeypatch):
     import cutimeline as ctl
-    from cutimeline import devices
-    from cutimeline.opstream import _work_device
-    from cutimeline.timeline import OpFlag
+    from cutimeline.devices import cuda as devices
+    from cutimeline.recording.opstream import _work_device
+    from cutimeline.timeline.timeline import OpFlag
 
     from test_devices import FakeCuda
     cpu, m = torch.tensor(2.0), torch.ones(3, device="meta")

@@ -2,8 +2,8 @@
 
 import numpy as np
 
-from cutimeline.optable import op_table
-from cutimeline.timeline import NONE, OpFlag, Strings, Timeline
+from cutimeline.analysis.optable import op_table
+from cutimeline.timeline.timeline import NONE, OpFlag, Strings, Timeline
 
 from handmade import random_timeline, timeline
 

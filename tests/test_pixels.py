@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from cutimeline import pixels as px
+from cutimeline.rendering import pixels as px
 
 
 def brute_cover(lane, begin, end, n_lanes, cols):

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from cutimeline.quantiles import group_quantiles, quantile_inplace, quantile_pair_inplace
+from cutimeline.numeric.quantiles import group_quantiles, quantile_inplace, quantile_pair_inplace
 
 
 @pytest.mark.parametrize("seed", range(5))

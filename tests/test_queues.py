@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from cutimeline import intervals as iv
-from cutimeline.queues import lead_stats, queue_series, sample_stats, window_stats
-from cutimeline.timeline import NONE
+from cutimeline.numeric import intervals as iv
+from cutimeline.analysis.queues import lead_stats, queue_series, sample_stats, window_stats
+from cutimeline.timeline.timeline import NONE
 
 
 def random_queue(seed, n=300, groups=3):

@@ -13,8 +13,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 import cutimeline as ctl
 from cutimeline import CutimelineError
-from cutimeline.devices import Device, Harvest
-from cutimeline.timeline import NONE, SCHEMA, EventKind, GpuKind, OpFlag, SpanKind
+from cutimeline.devices.cuda import Device, Harvest
+from cutimeline.timeline.timeline import NONE, SCHEMA, EventKind, GpuKind, OpFlag, SpanKind
 
 
 # -- models -----------------------------------------------------------------------
@@ -750,7 +750,7 @@ def test_save_load_round_trip(tmp_path):
 
 
 def test_meta_holds_the_cost_model_and_its_calibrations(monkeypatch):
-    import cutimeline.recorder as recorder
+    import cutimeline.recording.recorder as recorder
     monkeypatch.setattr(recorder, "CALIBRATE_EVERY_NS", 1)  # at each step boundary
     torch.manual_seed(2)
     state = torch.get_rng_state()
@@ -788,7 +788,7 @@ def test_measure_false_has_no_cost_model():
 
 
 def test_calibrations_leave_no_trace_in_the_recording(monkeypatch):
-    import cutimeline.recorder as recorder
+    import cutimeline.recording.recorder as recorder
     monkeypatch.setattr(recorder, "CALIBRATE_EVERY_NS", 1)  # at each step boundary
     net = torch.nn.Linear(4, 2)
     with ctl.record(device="cpu", steps="manual") as rec:
@@ -805,7 +805,7 @@ def test_calibrations_leave_no_trace_in_the_recording(monkeypatch):
 
 
 def test_calibrations_run_inside_optimizer_steps_and_inference_mode(monkeypatch):
-    import cutimeline.recorder as recorder
+    import cutimeline.recording.recorder as recorder
     monkeypatch.setattr(recorder, "CALIBRATE_EVERY_NS", 1)
     net = torch.nn.Linear(3, 1)
     opt = torch.optim.SGD(net.parameters(), lr=0.1)
@@ -820,7 +820,7 @@ def test_calibrations_run_inside_optimizer_steps_and_inference_mode(monkeypatch)
 
 
 def test_a_failing_calibration_warns_once_and_the_program_goes_on(monkeypatch):
-    import cutimeline.recorder as recorder
+    import cutimeline.recording.recorder as recorder
 
     def broken(model):
         def ratio(pairs):

@@ -7,8 +7,8 @@ import pytest
 
 import cutimeline as ctl
 from cutimeline.errors import CutimelineError
-from cutimeline.report import fmt_ns
-from cutimeline.timeline import SpanKind
+from cutimeline.analysis.report import fmt_ns
+from cutimeline.timeline.timeline import SpanKind
 
 from handmade import random_timeline, timeline
 
@@ -102,7 +102,7 @@ def test_launch_bound_advice_without_steps_counts_the_windows_ops():
 
 
 def test_launch_bound_on_compiled_graphs_advises_cuda_graphs_not_compiling():
-    from cutimeline.timeline import OpFlag
+    from cutimeline.timeline.timeline import OpFlag
     L = OpFlag.LAUNCH
     ops = [("inductor::graph_0" if k % 2 == 0 else "aten::mm", 100 * k + 10,
             100 * k + 50, L) for k in range(5)]
@@ -118,7 +118,7 @@ def test_launch_bound_on_compiled_graphs_advises_cuda_graphs_not_compiling():
 
 def test_offenders_on_a_profiler_trace_rank_ops_by_self_time():
     import os
-    from cutimeline.nesting import self_ns
+    from cutimeline.analysis.nesting import self_ns
     path = os.path.join(os.path.dirname(__file__), "data", "kineto",
                         "nccl_parser_config", "nccl_data.json.gz")
     tl = ctl.import_chrome(path)
@@ -149,8 +149,8 @@ def r_end(rep):
 
 @pytest.mark.parametrize("seed", range(5))
 def test_top_k_and_overlaps_match_brute_force(seed):
-    from cutimeline.summary import top_k
-    from cutimeline.verdict import Overlaps
+    from cutimeline.analysis.summary import top_k
+    from cutimeline.analysis.verdict import Overlaps
     rng = np.random.default_rng(seed)
     x = rng.integers(0, 20, int(rng.integers(0, 300)))     # many ties
     for k in (0, 1, 3, 500):

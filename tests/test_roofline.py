@@ -3,7 +3,7 @@ profile, TF32, bytes of expanded inputs, free views, convolution FLOPs."""
 
 import torch
 
-from cutimeline.roofline import PROFILES, OpModel
+from cutimeline.devices.roofline import PROFILES, OpModel
 
 aten = torch.ops.aten
 

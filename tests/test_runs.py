@@ -4,8 +4,8 @@ are right."""
 import numpy as np
 import pytest
 
-from cutimeline import intervals as iv
-from cutimeline import runs
+from cutimeline.numeric import intervals as iv
+from cutimeline.numeric import runs
 
 
 def assert_same(a, b):

@@ -5,8 +5,8 @@ import math
 import pytest
 import torch
 
-from cutimeline.opstream import Session
-from cutimeline.selfcost import Program, measure_module_hooks, measure_overhead, op_cost
+from cutimeline.recording.opstream import Session
+from cutimeline.recording.selfcost import Program, measure_module_hooks, measure_overhead, op_cost
 
 MODEL = {"op_ns": 100, "tensor_ns": 10, "float_ns": 50, "list_ns": 30,
          "other_ns": 2, "backward_ns": 7, "detach_ns": 40}

@@ -9,10 +9,10 @@ import torch
 
 import cutimeline as ctl
 from cutimeline import CutimelineError
-from cutimeline.roofline import PROFILES, GpuProfile, OpModel
-from cutimeline.sim import (FakeClock, SimGPU, chain_raw_ns, device_time_ns,
-                            elapsed_ms, read_device_clock, synthetic_events)
-from cutimeline.timeline import NONE, EventKind, Table
+from cutimeline.devices.roofline import PROFILES, GpuProfile, OpModel
+from cutimeline.devices.sim import (FakeClock, SimGPU, chain_raw_ns, device_time_ns,
+                                    elapsed_ms, read_device_clock, synthetic_events)
+from cutimeline.timeline.timeline import NONE, EventKind, Table
 
 aten = torch.ops.aten
 LAT, EV = 4_000, 2_000  # launch and event latency used below
@@ -552,7 +552,7 @@ def test_cost_function_must_return_a_duration(bad):
 # -- end to end under the recorder ---------------------------------------------------
 
 def _need_recorder():
-    from cutimeline.recorder import record
+    from cutimeline.recording.recorder import record
     return record
 
 

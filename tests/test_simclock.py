@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from cutimeline import CutimelineError
-from cutimeline.simclock import read_device_clock, synthetic_events
-from cutimeline.timeline import EventKind
+from cutimeline.devices.simclock import read_device_clock, synthetic_events
+from cutimeline.timeline.timeline import EventKind
 
 from test_sim import EV, LAT, make, truth
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 import cutimeline as ctl
-from cutimeline.straggler import _median_of_others, _union_ns, collectives
+from cutimeline.dist.straggler import _median_of_others, _union_ns, collectives
 
 from fakeranks import fake_ranks
 

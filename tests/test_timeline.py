@@ -6,8 +6,7 @@ import numpy as np
 import pytest
 
 import cutimeline as ctl
-from cutimeline.timeline import (NONE, SCHEMA, GpuKind, SpanKind, Strings,
-                                 Table, Timeline)
+from cutimeline.timeline.timeline import NONE, SCHEMA, GpuKind, SpanKind, Strings, Table, Timeline
 
 
 def make_timeline(n=50, seed=0):

@@ -3,9 +3,9 @@
 import numpy as np
 
 import cutimeline as ctl
-from cutimeline.gaps import Cause
-from cutimeline.timeline import OpFlag, SpanKind
-from cutimeline.verdict import offenders, verdicts
+from cutimeline.analysis.gaps import Cause
+from cutimeline.timeline.timeline import OpFlag, SpanKind
+from cutimeline.analysis.verdict import offenders, verdicts
 
 from handmade import timeline
 

@@ -9,8 +9,8 @@ import pytest
 import torch
 
 import cutimeline as ctl
-from cutimeline.nesting import parents
-from cutimeline.timeline import GpuKind, OpFlag
+from cutimeline.analysis.nesting import parents
+from cutimeline.timeline.timeline import GpuKind, OpFlag
 
 pytestmark = pytest.mark.gpu
 

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 import cutimeline as ctl
-from cutimeline.devices import CudaDevice
-from cutimeline.timeline import NONE, EventKind, GpuKind, OpFlag
+from cutimeline.devices.cuda import CudaDevice
+from cutimeline.timeline.timeline import NONE, EventKind, GpuKind, OpFlag
 
 pytestmark = pytest.mark.gpu
 CUDA = torch.device("cuda")

@@ -16,7 +16,7 @@ import torch
 
 pytest.importorskip("cupy")
 
-import cutimeline.kernels as K  # noqa: E402
+import cutimeline.devices.kernels as K
 
 pytestmark = pytest.mark.gpu
 

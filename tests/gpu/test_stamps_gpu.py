@@ -12,9 +12,9 @@ import torch
 pytest.importorskip("cupy")
 
 import cutimeline as ctl  # noqa: E402
-import cutimeline.kernels as K  # noqa: E402
-from cutimeline.devices import CudaDevice  # noqa: E402
-from cutimeline.timeline import EventKind, OpFlag  # noqa: E402
+import cutimeline.devices.kernels as K
+from cutimeline.devices.cuda import CudaDevice
+from cutimeline.timeline.timeline import EventKind, OpFlag
 
 pytestmark = pytest.mark.gpu
 CUDA = torch.device("cuda")

@@ -1,0 +1,164 @@
+"""``ctl.analyze(tl) -> Report``: why the GPU waits, as numbers.
+
+A pure function of a Timeline (recorded, simulated or imported): nothing is
+drawn and the Timeline is not changed. The stages, each in its module:
+
+* ``gaps.py`` — the host's activity and the rules that give every idle gap
+  its cause (data, sync, dispatch, dependency);
+* ``lanes.py`` — gpu rows grouped by stream and device: busy intervals,
+  gaps, and measures over windows (``attribution.py``: idle time by cause;
+  ``queues.py``: queue depth and CPU lead statistics);
+* ``verdict.py`` — per-step verdicts, evidence and top offenders;
+* ``compensation.py`` — the timeline replayed without the recorder's cost;
+* ``hta.py`` — HolisticTraceAnalysis-compatible measures;
+* ``optable.py`` — per-op counts and times;
+* ``report.py`` / ``summary.py`` — the ``Report``: tables, ``summary()``,
+  ``to_dict()``.
+
+Interval work runs in Numba kernels (``engine="numba"``; ``intervals.py``,
+``runs.py``, ``ids.py``, ``quantiles.py`` and the modules above) or in
+their NumPy twins (``engine="numpy"``), which give equal results. What a
+Report needs only for some tables (each gap's causes, HTA's measures, the
+verdicts' offenders) is computed on first use.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numba import njit
+
+from ..numeric import intervals as iv
+from .compensation import compensate
+from ..errors import CutimelineError
+from .gaps import CAUSES, Cause, host_activity
+from .lanes import Group, lanes
+from .report import Report
+from ..timeline.timeline import NONE, Timeline
+from .verdict import step_table, step_windows
+
+__all__ = ["analyze", "Report", "LANE_DTYPE"]
+
+LANE_DTYPE = [("device", np.int64), ("stream", np.int64), ("rows", np.int64),
+              ("busy_ns", np.int64), ("idle_ns", np.int64), ("busy_frac", np.float64)] + \
+    [(f"{c}_ns", np.int64) for c in CAUSES] + \
+    [("lead_mean_ns", np.float64), ("lead_p50_ns", np.float64),
+     ("lead_p95_ns", np.float64), ("lead_max_ns", np.int64),
+     ("queue_mean", np.float64), ("queue_p50", np.float64),
+     ("queue_p95", np.float64), ("queue_max", np.int64)]
+
+
+def analyze(tl: Timeline, *, window: Any = None, engine: str = "numba",
+            gpu_bound_at: float = 0.85, sync_slack_ns: int = 100_000,
+            top: int = 3) -> Report:
+    """Analyse a Timeline; see ``Report`` for what comes back.
+
+    ``window``: restrict the totals, tables and steps to a step (3), a
+    range of steps ((3, 5) or range(3, 6)) or seconds from the start
+    ((0.5, 0.75)); gaps keep the causes they have in the whole trace.
+    ``engine``: "numba" or "numpy" (the reference twin). ``gpu_bound_at``:
+    busy fraction from which a step is GPU-bound. ``sync_slack_ns``: how
+    soon after a sync returned a gap that begins still counts as the sync's
+    (absorbs clock alignment error). ``top``: offenders listed per verdict.
+    A Timeline without gpu rows gives a host-side report.
+    """
+    if not isinstance(tl, Timeline):
+        raise CutimelineError(f"analyze needs a Timeline (from ctl.record, "
+                              f"ctl.load or ctl.import_chrome), not "
+                              f"{type(tl).__name__}.")
+    iv.check_engine(engine)
+    if not (isinstance(gpu_bound_at, (int, float)) and 0 < gpu_bound_at <= 1):
+        raise CutimelineError(f"gpu_bound_at={gpu_bound_at!r} must be a busy "
+                              f"fraction above 0 and at most 1.")
+    has_gpu = len(tl.gpu) > 0
+    lo, hi, missing = _extent(tl, engine)
+    if has_gpu and not tl.aligned:
+        why = tl.meta.get("align_error")
+        raise CutimelineError(
+            "The Timeline's gpu rows are not on the host clock yet"
+            + (f" (aligning failed: {why})" if why else "")
+            + "; call ctl.align(tl) first, or analyze the timeline ctl.record "
+            "hands back, which is aligned at stop.")
+    if has_gpu and missing:
+        raise CutimelineError("Some gpu rows have no begin or end time (NONE); "
+                              "align the Timeline again with ctl.align(tl).")
+    w0, w1 = tl.window_bounds(window) if window is not None else (lo, hi)
+    w0, w1 = max(w0, lo), max(min(w1, hi), max(w0, lo))
+    numbers, sb, se = step_windows(tl)
+    inside = (se > w0) & (sb < w1)
+    numbers, sb, se = numbers[inside], sb[inside], se[inside]
+    act = host_activity(tl, sync_slack_ns, engine)
+    ln = lanes(tl, act, np.concatenate([[w0], sb]), np.concatenate([[w1], se]),
+               engine, bounds=(lo, hi)) if has_gpu else None
+    comp = compensate(tl, ln, engine)
+    streams = devices = None
+    primary = 0
+    if ln is not None:
+        streams = _lane_table(ln.streams, ln.stream_keys, w0, w1)
+        dev_keys = np.stack([ln.device_keys, np.full(len(ln.device_keys), NONE)], 1)
+        devices = streams.copy() if ln.devices is ln.streams else \
+            _lane_table(ln.devices, dev_keys, w0, w1)
+        devices["stream"] = NONE
+        primary = int(np.argmax(devices["busy_ns"])) if len(devices) else 0
+    settings = {"engine": engine, "gpu_bound_at": gpu_bound_at,
+                "sync_slack_ns": int(sync_slack_ns), "top": int(top)}
+    # window 0 is the report's, the others the steps inside it
+    rows = step_table(tl, ln, act, primary, comp, np.arange(len(sb) + 1),
+                      np.concatenate([[w0], sb]), np.concatenate([[w1], se]),
+                      np.concatenate([[NONE], numbers]), gpu_bound_at, engine)
+    return Report(tl=tl, window=(int(w0), int(w1)), lanes=ln, activity=act,
+                  streams=streams, devices=devices, primary=primary,
+                  steps=rows[1:], overall=rows[0], compensation=comp,
+                  settings=settings)
+
+
+@njit(cache=True)
+def _min_max_nb(a):
+    """(min, max, whether some value is NONE) of a non-empty array, in one pass."""
+    lo = hi = a[0]
+    none = False
+    for x in a:
+        lo, hi = min(lo, x), max(hi, x)
+        none |= x == NONE
+    return lo, hi, none
+
+
+def _extent(tl: Timeline, engine: str) -> tuple[int, int, bool]:
+    """(``tl.start_ns``, ``tl.end_ns``, whether a gpu row's begin or end is
+    NONE), each column read once (with Numba) instead of three times."""
+    g = tl.gpu
+    if engine == "numpy":
+        missing = bool(np.any(g.begin_ns == NONE) or np.any(g.end_ns == NONE))
+        return tl.start_ns, tl.end_ns, missing
+    gpu = [g.begin_ns, g.end_ns]
+    seen: dict[int, tuple] = {}
+    for a in tl._times() + gpu:
+        if len(a) and id(a) not in seen:
+            seen[id(a)] = _min_max_nb(iv._i64(a))
+    missing = any(seen[id(a)][2] for a in gpu if len(a))
+    span = [seen[id(a)][:2] for a in tl._times() if len(a)]
+    if not span:
+        return 0, 0, missing
+    return int(min(x for x, _ in span)), int(max(x for _, x in span)), missing
+
+
+def _lane_table(grp: Group, keys: np.ndarray, w0: int, w1: int) -> np.ndarray:
+    """Window 0 of each group: busy, idle by cause, CPU lead, queue."""
+    out = np.zeros(grp.n, LANE_DTYPE)
+    if grp.n == 0:
+        return out
+    out["device"], out["stream"] = keys[:, 0], keys[:, 1]
+    out["rows"] = np.diff(grp.starts)
+    idle = grp.idle[:, 0]
+    out["busy_ns"], out["idle_ns"] = grp.busy[:, 0], idle.sum(axis=1)
+    out["busy_frac"] = grp.busy[:, 0] / max(w1 - w0, 1)
+    for c in Cause:
+        out[f"{CAUSES[c]}_ns"] = idle[:, c]
+    out["lead_mean_ns"], out["lead_p50_ns"], out["lead_p95_ns"] = grp.lead[:, :3].T
+    out["lead_max_ns"] = np.where(np.isnan(grp.lead[:, 3]), NONE,
+                                  np.nan_to_num(grp.lead[:, 3]))
+    q = grp.queue
+    out["queue_mean"], out["queue_max"] = q["mean"][:, 0], q["max"][:, 0]
+    out["queue_p50"], out["queue_p95"] = q["p50"], q["p95"]
+    return out

@@ -1,0 +1,274 @@
+"""Per-step verdicts, the evidence behind them, and the top offenders.
+
+A step's verdict, from its primary device (the one with the most GPU time):
+
+* **GPU-bound** — the GPU was busy for at least ``gpu_bound_at`` (0.85) of
+  the step: the host keeps it fed; only faster GPU work shortens the step.
+* otherwise by the largest share of the step's idle GPU time (see
+  ``gaps.py``): data → **input-bound**, sync → **sync-bound**, dispatch →
+  **launch-bound**, dependency → **dependency-bound** (work queued but
+  waiting on other streams or events), unknown → **unknown**.
+* **host-only** — the Timeline has no GPU work (a CPU recording).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from ..numeric import intervals as iv
+from .gaps import CAUSES, Cause, HostActivity
+from .lanes import Lanes
+from ..numeric.runs import merge_rows, runs_sorted
+from ..timeline.timeline import NONE, OpFlag, SpanKind, Timeline
+
+__all__ = ["VERDICTS", "verdicts", "step_windows", "step_table", "offenders"]
+
+VERDICTS = ("GPU-bound", "input-bound", "sync-bound", "launch-bound",
+            "dependency-bound", "unknown", "host-only")
+_BY_CAUSE = {Cause.DATA: "input-bound", Cause.SYNC: "sync-bound",
+             Cause.DISPATCH: "launch-bound", Cause.DEPENDENCY: "dependency-bound",
+             Cause.UNKNOWN: "unknown"}
+
+STEP_DTYPE = [("number", np.int64), ("begin_ns", np.int64), ("end_ns", np.int64),
+              ("duration_ns", np.int64), ("verdict", object),
+              ("busy_ns", np.int64), ("busy_frac", np.float64),
+              ("idle_ns", np.int64)] + \
+    [(f"{c}_ns", np.int64) for c in CAUSES] + \
+    [("lead_first_ns", np.int64), ("lead_last_ns", np.int64),
+     ("lead_max_ns", np.int64), ("queue_mean", np.float64),
+     ("queue_min", np.int64), ("queue_max", np.int64), ("ops", np.int64),
+     ("launches", np.int64), ("host_data_ns", np.int64),
+     ("host_sync_ns", np.int64), ("predicted_ns", np.int64),
+     ("predicted_busy_frac", np.float64)]
+
+
+@njit(cache=True)
+def _count_flag(flags, bit, i0, i1):
+    """How many of flags[i0[w]:i1[w]] have ``bit``, per window w."""
+    out = np.zeros(len(i0), np.int64)
+    for w in range(len(i0)):
+        c = 0
+        for k in range(i0[w], i1[w]):
+            c += (flags[k] & bit) != 0
+        out[w] = c
+    return out
+
+
+def verdicts(busy_frac, idle_by_cause, gpu_bound_at: float = 0.85,
+             has_gpu: bool = True) -> np.ndarray:
+    """Verdict strings from busy fractions and (n, 5) idle ns by cause."""
+    n = len(busy_frac)
+    if not has_gpu:
+        return np.array(["host-only"] * n, dtype=object)
+    top = np.argmax(np.asarray(idle_by_cause).reshape(n, len(Cause)), axis=1)
+    out = np.array([_BY_CAUSE[Cause(c)] for c in top], dtype=object)
+    out[np.asarray(busy_frac) >= gpu_bound_at] = "GPU-bound"
+    return out
+
+
+def step_windows(tl: Timeline) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(number, begin_ns, end_ns) of the STEP spans, in time order."""
+    s = tl.spans
+    step = np.flatnonzero(s.kind == SpanKind.STEP)
+    step = step[np.argsort(s.begin_ns[step], kind="stable")]
+    return (np.asarray(s.number[step], np.int64), np.asarray(s.begin_ns[step], np.int64),
+            np.asarray(s.end_ns[step], np.int64))
+
+
+def step_table(tl: Timeline, ln: Lanes | None, act: HostActivity, primary: int,
+               comp: dict | None, idx, w0, w1, numbers, gpu_bound_at: float = 0.85,
+               engine: str = "numba") -> np.ndarray:
+    """One row per window (usually the steps) with the measures of
+    ``STEP_DTYPE`` on device group ``primary``; ``idx`` are the windows'
+    indices among those ``ln`` measured (see the module doc)."""
+    w0, w1 = np.asarray(w0, np.int64), np.asarray(w1, np.int64)
+    idx = np.asarray(idx, np.int64)
+    out = np.zeros(len(w0), STEP_DTYPE)
+    out["number"], out["begin_ns"], out["end_ns"] = numbers, w0, w1
+    out["duration_ns"] = w1 - w0
+    o = tl.ops
+    by_time = iv.sort_order(o.host_begin_ns, engine)  # ops come sorted, mostly
+    t_op = o.host_begin_ns if by_time is None else o.host_begin_ns[by_time]
+    flags = o.flags if by_time is None else o.flags[by_time]
+    i0, i1 = np.searchsorted(t_op, w0), np.searchsorted(t_op, w1)
+    out["ops"] = i1 - i0
+    out["launches"] = _count_flag(flags, int(OpFlag.LAUNCH), i0, i1)
+    out["host_data_ns"] = iv.coverage(*act.data, w0, w1, engine)
+    out["host_sync_ns"] = iv.coverage(*act.sync, w0, w1, engine)
+    for c in ("lead_first_ns", "lead_last_ns", "lead_max_ns"):
+        out[c] = NONE
+    out["predicted_ns"] = NONE
+    out["predicted_busy_frac"] = np.nan
+    if comp is not None:
+        from .compensation import shifted
+        p0, p1 = shifted(w0, comp, engine), shifted(w1, comp, engine)
+        out["predicted_ns"] = p1 - p0
+    if ln is None:
+        out["verdict"] = verdicts(np.zeros(len(w0)), np.zeros((len(w0), 5)),
+                                  has_gpu=False)
+        return out
+    dv = ln.devices
+    idle = dv.idle[primary, idx]
+    busy = dv.busy[primary, idx]
+    span = np.maximum(w1 - w0, 1)
+    out["busy_ns"], out["busy_frac"] = busy, busy / span
+    out["idle_ns"] = idle.sum(axis=1)
+    for c in Cause:
+        out[f"{CAUSES[c]}_ns"] = idle[:, c]
+    for k, c in (("mean", "queue_mean"), ("min", "queue_min"), ("max", "queue_max")):
+        out[c] = dv.queue[k][primary, idx]
+    # CPU lead of the work launched in each step, in launch order
+    launch, lead = ln.launch, ln.lead
+    in_order = dv.n == 1 and iv.sort_order(launch, engine) is None
+    if not in_order or (len(launch) and launch[0] == NONE):
+        mine = np.flatnonzero(ln.launch != NONE) if dv.n == 1 else \
+            np.flatnonzero((dv.of_row == primary) & (ln.launch != NONE))
+        o_l = iv.sort_order(ln.launch[mine], engine)
+        if o_l is not None:
+            mine = mine[o_l]
+        launch, lead = ln.launch[mine], ln.lead[mine]
+    a, b = np.searchsorted(launch, w0), np.searchsorted(launch, w1)
+    has = b > a
+    out["lead_first_ns"][has] = lead[a[has]]
+    out["lead_last_ns"][has] = lead[b[has] - 1]
+    out["lead_max_ns"][has] = [lead[i:j].max() for i, j in zip(a[has], b[has])]
+    if comp is not None:
+        ub, ue = _replayed_union(ln, primary, comp, engine)
+        pb = iv.coverage(ub, ue, p0, p1, engine)
+        out["predicted_busy_frac"] = pb / np.maximum(p1 - p0, 1)
+    out["verdict"] = verdicts(out["busy_frac"], idle, gpu_bound_at)
+    return out
+
+
+def _replayed_union(ln: Lanes, primary: int, comp: dict, engine: str):
+    """Union of device group ``primary``'s replayed gpu rows. A stream's
+    replayed rows keep its recorded order (the replay runs a stream's work
+    in launch order), so the device's are its streams' sorted runs merged
+    (ties by row, as a stable sort), not sorted again."""
+    b, e = comp["begin_ns"], comp["end_ns"]
+    if ln.streams.n == 1:  # one stream: all rows, in order
+        return iv.union(b, e, engine)
+    st = ln.streams
+    members = np.flatnonzero(ln.stream_device == primary)
+    if engine == "numba" and runs_sorted(b, st.order, st.starts, members, engine):
+        rows = merge_rows(b, st.order, st.starts, members, engine)
+    else:
+        rows = np.flatnonzero(ln.devices.of_row == primary)
+        rows = rows[np.argsort(b[rows], kind="stable")]
+    return iv.union(b, e, engine, rows=rows)
+
+
+def _top(names: np.ndarray, weights: np.ndarray, tl: Timeline, k: int,
+         decode: bool = True) -> list[tuple[str, int]]:
+    """The k names with the largest summed weight (string ids, or labels
+    with ``decode=False``), largest first, ties by id."""
+    if len(names) == 0:
+        return []
+    if decode:  # string ids: count straight into a table of all strings
+        ids = np.asarray(names, np.int64)
+        tot = np.bincount(ids + 1, weights=weights, minlength=len(tl.strings) + 1)
+        best = np.argsort(-tot, kind="stable")[:k]
+        labels = tl.decode(best - 1)
+    else:
+        u, inv = np.unique(names, return_inverse=True)
+        tot = np.bincount(inv.reshape(-1), weights=weights, minlength=len(u))
+        best = np.argsort(-tot, kind="stable")[:k]
+        labels = u[best]
+    return [(str(n) or "(none)", int(t)) for n, t in zip(labels, tot[best]) if t > 0]
+
+
+def _modules(ids: np.ndarray, weights: np.ndarray, tl: Timeline, k: int):
+    inside = ids != NONE  # ops outside every module have no path to name
+    return _top(ids[inside], weights[inside], tl, k)
+
+
+class Overlaps:
+    """Which intervals overlap a window, found by binary search instead of
+    a scan of them all (a report asks once per verdict range): sorted by
+    begin, an interval that overlaps [w0, w1) begins in [w0 − longest, w1)."""
+
+    def __init__(self, begin: np.ndarray, end: np.ndarray):
+        self.begin, self.end = np.asarray(begin), np.asarray(end)
+        order = iv.sort_order(self.begin)  # None: sorted already (recordings)
+        self.order = np.arange(len(self.begin)) if order is None else order
+        self.sorted = self.begin if order is None else self.begin[order]
+        dur = self.end - self.begin
+        self.longest = int(dur.max()) if len(dur) else 0
+
+    def rows(self, w0: int, w1: int) -> np.ndarray:
+        """Rows with end > w0 and begin < w1, ascending (as flatnonzero)."""
+        a = np.searchsorted(self.sorted, w0 - self.longest, side="left")
+        b = np.searchsorted(self.sorted, w1, side="left")
+        cand = self.order[a:b]
+        if self.sorted is not self.begin:
+            cand = np.sort(cand)
+        return cand[self.end[cand] > w0]
+
+
+def offenders(tl: Timeline, ln: Lanes | None, w0: int, w1: int, verdict: str,
+              k: int = 3, own: np.ndarray | None = None,
+              index: dict | None = None) -> dict:
+    """The top ops, module paths and spans behind a verdict in [w0, w1):
+    ops and modules by GPU time (GPU-bound), host self time (launch-bound
+    and host-only: an op's time less its nested ops', ``own``, default
+    ``nesting.self_ns``; prorated where an op crosses the window) or time
+    blocked in syncs (sync-bound); DataLoader spans by fetch time
+    (input-bound); streams by dependency wait. ``index``: a dict the
+    caller keeps between calls, where the ``Overlaps`` of ops and gpu rows
+    are made once."""
+    o, s, y = tl.ops, tl.spans, tl.syncs
+    out: dict = {"ops": [], "modules": [], "spans": []}
+    index = {} if index is None else index
+    if verdict == "GPU-bound" and ln is not None:
+        g = tl.gpu
+        if "gpu" not in index:
+            index["gpu"] = Overlaps(ln.begin, ln.end)
+        sel = index["gpu"].rows(w0, w1)
+        dur = np.minimum(ln.end[sel], w1) - np.maximum(ln.begin[sel], w0)
+        op = g.op[sel]
+        linked = op != NONE
+        names = np.where(linked, o["name"][np.maximum(op, 0)], g["name"][sel])
+        out["ops"] = _top(names, dur, tl, k)
+        out["modules"] = _modules(o.module[op[linked]], dur[linked], tl, k)
+    elif verdict == "sync-bound":
+        sel = np.flatnonzero((y.host_end_ns > w0) & (y.host_begin_ns < w1))
+        blocked = (y.host_end_ns - y.host_begin_ns)[sel]
+        op = y.op[sel]
+        linked = op != NONE
+        names = np.where(linked, o["name"][np.maximum(op, 0)], y.kind[sel])
+        out["ops"] = _top(names, blocked, tl, k)
+        out["modules"] = _modules(o.module[op[linked]], blocked[linked], tl, k)
+        out["count"] = int(len(sel))
+    elif verdict == "input-bound":
+        sel = np.flatnonzero((s.kind == SpanKind.DATA) & (s.end_ns > w0) &
+                             (s.begin_ns < w1))
+        dur = (s.end_ns - s.begin_ns)[sel]
+        out["spans"] = _top(s["name"][sel], dur, tl, k)
+        out["count"] = int(len(sel))
+        out["mean_ns"] = int(dur.mean()) if len(sel) else 0
+    elif verdict == "dependency-bound" and ln is not None:
+        st = ln.streams
+        mid = (st.gb < w1) & (st.ge > w0)
+        dep = np.where(mid, st.amounts[:, Cause.DEPENDENCY], 0)
+        key = ln.stream_keys[st.gg]
+        label = np.array([f"device {d} stream {x}" for d, x in key], dtype=object) \
+            if len(key) else np.zeros(0, object)
+        out["spans"] = _top(label, dep, tl, k, decode=False)
+    else:  # launch-bound, host-only, unknown: where the host's time went
+        if "ops" not in index:
+            index["ops"] = Overlaps(o.host_begin_ns, o.host_end_ns)
+        sel = index["ops"].rows(w0, w1)
+        dur = (np.minimum(o.host_end_ns[sel], w1) - np.maximum(o.host_begin_ns[sel], w0))
+        if own is None:
+            from .nesting import self_ns
+            own = self_ns(tl)
+        whole = o.host_end_ns[sel] - o.host_begin_ns[sel]
+        mine = own[sel] if np.array_equal(own[sel], whole) else \
+            np.round(own[sel] * np.divide(dur, whole, out=np.zeros(len(sel)),
+                                          where=whole > 0)).astype(np.int64)
+        out["ops"] = _top(o["name"][sel], mine, tl, k)
+        out["modules"] = _modules(o.module[sel], mine, tl, k)
+        out["count"] = int(len(sel))
+        out["mean_ns"] = int(dur.mean()) if len(sel) else 0
+    return out

@@ -1,0 +1,422 @@
+"""A workload side by side under cutimeline and under torch.profiler.
+
+    cmp = ctl.compare(train_step, steps=20, warmup=3)
+    print(cmp)                       # markdown tables
+    ctl.plot_compare(cmp.ours, cmp.theirs, "comparison.png")
+
+``compare`` calls ``fn`` (one training step) ``warmup + steps`` times in
+each of three passes, one after the other: uninstrumented, under
+``ctl.record`` and under ``torch.profiler`` (``rounds`` times, odd rounds
+in reverse order; overheads are per-round ratios, then their median). The
+passes are separate because a profiler running while a
+``TorchDispatchMode`` is active sees every op twice (once as dispatched,
+once from the mode's own call). Each pass has
+its own warm-up (its caches, the profiler's warmup phase); only the
+``steps`` after it are timed and compared. Each step is timed with
+``perf_counter_ns`` around ``fn()`` and, on CUDA, a
+``torch.cuda.synchronize`` — so a step's time includes its GPU work and
+steps do not overlap; the step boundaries (``rec.step()``,
+``prof.step()``) lie outside the timed region.
+
+From the three passes: the median step time of each and the overhead
+ratios; the op-stream match (``opmatch.py``); on CUDA the GPU time of each
+matched op on both sides (``GpuAgreement``); the size on disk of both
+traces of the compared steps; and both Timelines.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import re
+import tempfile
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from time import perf_counter_ns as _now
+from typing import Any
+
+import numpy as np
+
+from ..errors import CutimelineError
+from .opmatch import EXPLAINED, OpMatch, match_ops, profiler_leaves, recorded_ops
+from ..timeline.timeline import GpuKind, SpanKind, Timeline
+
+__all__ = ["compare", "Comparison", "GpuAgreement", "PASSES"]
+
+PASSES = ("none", "cutimeline", "profiler")
+_LABEL = {"none": "uninstrumented", "cutimeline": "cutimeline", "profiler": "torch.profiler"}
+TOLERANCE = 0.05   # GPU times agree when within 5 %
+
+
+def compare(fn: Callable[[], Any], *, steps: int = 20, warmup: int = 3,
+            device: Any = "auto", profiler_activities: Iterable[Any] | None = None,
+            record_shapes: bool = True, rounds: int = 1,
+            trace_dir: str | os.PathLike | None = None) -> Comparison:
+    """Run ``fn`` uninstrumented, under cutimeline and under torch.profiler
+    (see the module doc) and compare.
+
+    ``fn``: one training step, called with no arguments ``warmup + steps``
+    times per pass (3 passes), so it must be repeatable. ``steps``: timed,
+    compared steps per pass (≥ 1). ``warmup``: untimed steps before them
+    (≥ 0). ``device``: "auto" (CUDA when available), "cpu", "cuda",
+    "cuda:N" or a ``torch.device`` — what ``ctl.record`` records and what
+    is synchronized after each step. ``profiler_activities``: torch.profiler activities (default
+    CPU, plus CUDA on a CUDA device); CPU is required. ``record_shapes``:
+    passed to torch.profiler. ``rounds``: how many times the three passes
+    run (odd rounds in reverse order); every round is timed, the first
+    one's traces are compared. ``trace_dir``: a folder that keeps both traces
+    (``cutimeline.ctl``, ``kineto.json``); by default they are written to a
+    temporary folder and removed. An exception from ``fn`` propagates
+    unchanged.
+    """
+    import torch
+    if not callable(fn):
+        raise CutimelineError(f"compare(fn={fn!r}) needs a callable that runs one "
+                              f"training step with no arguments.")
+    for name, value, least in (("steps", steps, 1), ("warmup", warmup, 0),
+                               ("rounds", rounds, 1)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise CutimelineError(f"compare({name}={value!r}) must be a whole number "
+                                  f"≥ {least}.")
+    if not isinstance(record_shapes, bool):
+        raise CutimelineError(f"compare(record_shapes={record_shapes!r}) must be "
+                              f"True or False.")
+    if os.environ.get("CUTIMELINE_DISABLE", "").strip() not in ("", "0"):
+        raise CutimelineError("CUTIMELINE_DISABLE is set, so the cutimeline pass would "
+                              "record nothing; unset it to compare.")
+    dev = _device(device, torch)
+    activities = _activities(profiler_activities, dev, torch)
+    if trace_dir is not None and os.path.exists(trace_dir) and not os.path.isdir(trace_dir):
+        raise CutimelineError(f"compare(trace_dir={os.fspath(trace_dir)!r}) names a "
+                              f"file; give a folder (it is made if missing).")
+    sync = (lambda: torch.cuda.synchronize(dev)) if dev.type == "cuda" else (lambda: None)
+
+    with tempfile.TemporaryDirectory(prefix="cutimeline-compare-") as tmp:
+        folder = tmp if trace_dir is None else os.fspath(trace_dir)
+        os.makedirs(folder, exist_ok=True)
+        kineto = os.path.join(folder, "kineto.json")
+        times: dict[str, list[np.ndarray]] = {k: [] for k in PASSES}
+        kept: dict[str, Any] = {}
+        for r in range(rounds):
+            # odd rounds run backwards, so no pass always comes first
+            for name in PASSES if r % 2 == 0 else PASSES[::-1]:
+                times[name].append(_pass(name, fn, warmup, steps, sync, dev,
+                                         activities, record_shapes,
+                                         kineto if r == 0 else None, kept))
+        from ..formats.kineto import import_chrome
+        theirs = import_chrome(kineto)
+        recorded = kept["timeline"]
+        ours, match, rows = _match(recorded, theirs, warmup, steps)
+        ctl_path = os.path.join(folder, "cutimeline.ctl")
+        ours.save(ctl_path)
+        sizes = _sizes(ctl_path, kineto, len(match.theirs), len(ours.ops))
+    gpu, why = None, None
+    if dev.type == "cuda" and recorded.aligned:
+        gpu = _gpu_agreement(recorded, theirs, match, rows)
+    elif dev.type == "cuda":   # the recorder warned; say so in the table too
+        why = ("our GPU times are not on the host clock: "
+               f"{recorded.meta.get('align_error', 'the recording is not aligned')}")
+    meta = {"device": str(dev), "steps": steps, "warmup": warmup, "rounds": rounds,
+            "torch": torch.__version__, "threads": torch.get_num_threads(),
+            "activities": [str(a).split(".")[-1] for a in activities],
+            "record_shapes": record_shapes,
+            "trace_dir": None if trace_dir is None else os.fspath(trace_dir)}
+    if why:
+        meta["gpu_not_compared"] = why
+    if dev.type == "cuda":
+        meta["device_name"] = torch.cuda.get_device_name(dev)
+    return Comparison(step_ns={k: np.stack(v) for k, v in times.items()}, match=match,
+                      gpu=gpu, sizes=sizes, ours=ours, theirs=theirs, meta=meta)
+
+
+def _device(device: Any, torch: Any) -> Any:
+    if isinstance(device, torch.device):
+        device = str(device)
+    m = re.fullmatch(r"cuda(?::(\d+))?", device) if isinstance(device, str) else None
+    if not (m or device in ("auto", "cpu")):
+        raise CutimelineError(f"compare(device={device!r}) is not understood; give "
+                              f"'auto', 'cpu', 'cuda' or 'cuda:N'.")
+    if device == "cpu" or device == "auto" and not torch.cuda.is_available():
+        return torch.device("cpu")
+    if not torch.cuda.is_available():
+        raise CutimelineError(f"compare(device={device!r}) needs CUDA, but "
+                              f"torch.cuda.is_available() is False here; use "
+                              f"device='auto' or 'cpu'.")
+    index = int(m.group(1)) if m and m.group(1) else torch.cuda.current_device()
+    if index >= torch.cuda.device_count():
+        raise CutimelineError(f"compare(device={device!r}) names a GPU this machine "
+                              f"lacks; it has {torch.cuda.device_count()}.")
+    return torch.device("cuda", index)
+
+
+def _activities(given: Iterable[Any] | None, dev: Any, torch: Any) -> list[Any]:
+    A = torch.profiler.ProfilerActivity
+    if given is None:
+        return [A.CPU, A.CUDA] if dev.type == "cuda" else [A.CPU]
+    if isinstance(given, (str, bytes)) or not isinstance(given, Iterable):
+        raise CutimelineError(f"compare(profiler_activities={given!r}) must be a list "
+                              f"of torch.profiler.ProfilerActivity.")
+    given = list(given)
+    if not all(isinstance(a, A) for a in given) or A.CPU not in given:
+        raise CutimelineError(
+            f"compare(profiler_activities={given!r}) must be a list of "
+            f"torch.profiler.ProfilerActivity that includes CPU (the op stream "
+            f"is compared on the profiler's CPU ops).")
+    return given
+
+
+def _timed(fn: Callable[[], Any], warmup: int, steps: int, sync: Callable[[], None],
+           boundary: Callable[[], Any] | None = None) -> np.ndarray:
+    """Step times (ns) of the ``steps`` calls after ``warmup`` ones."""
+    out = np.empty(steps, np.int64)
+    sync()  # work queued before the pass is not its first step's
+    for i in range(warmup + steps):
+        t0 = _now()
+        fn()
+        sync()
+        t1 = _now()
+        if i >= warmup:
+            out[i - warmup] = t1 - t0
+        if boundary is not None:
+            boundary()
+    return out
+
+
+def _pass(name: str, fn: Callable[[], Any], warmup: int, steps: int,
+          sync: Callable[[], None], dev: Any, activities: list[Any],
+          record_shapes: bool, kineto: str | None, kept: dict[str, Any]) -> np.ndarray:
+    """One pass; its step times (ns). The cutimeline pass keeps its first
+    Timeline in ``kept``; the profiler pass exports its trace to ``kineto``
+    when given."""
+    if name == "none":
+        return _timed(fn, warmup, steps, sync)
+    if name == "cutimeline":
+        from ..recording.recorder import record
+        with record(device=str(dev), steps="manual") as rec:
+            times = _timed(fn, warmup, steps, sync, rec.step)
+        kept.setdefault("timeline", rec.timeline)
+        return times
+    from torch.profiler import profile, schedule
+    ready = None if kineto is None else (lambda p: p.export_chrome_trace(kineto))
+    with profile(activities=activities, record_shapes=record_shapes,
+                 schedule=schedule(wait=0, warmup=warmup, active=steps, repeat=1),
+                 on_trace_ready=ready) as prof:
+        times = _timed(fn, warmup, steps, sync, prof.step)
+    if kineto is not None and not os.path.exists(kineto):
+        raise CutimelineError("torch.profiler wrote no trace for the compared steps, "
+                              "so there is nothing to compare against; check that "
+                              "fn runs torch ops and that Kineto is available "
+                              "(torch.profiler.kineto_available()).")
+    return times
+
+
+def _match(recorded: Timeline, theirs: Timeline, warmup: int, steps: int):
+    """Our op rows and the profiler's leaf ops, step by step, aligned.
+
+    Returns our Timeline of the compared steps, the OpMatch, and the ops
+    rows behind its positions: (ours rows, theirs rows, profiler owner)."""
+    numbers = theirs.step_numbers()
+    if len(numbers) < steps:
+        raise CutimelineError(
+            f"The torch.profiler trace holds {len(numbers)} ProfilerStep ranges where "
+            f"{steps} were profiled, so its steps cannot be matched to ours.")
+    mine = recorded_ops(recorded)
+    leaf, owner = profiler_leaves(theirs)
+    o, p = recorded.ops, theirs.ops
+    our_rows, their_rows, our_step, their_step = [], [], [], []
+    for k in range(steps):
+        b, e = recorded.step_bounds(warmup + k)
+        rows = np.flatnonzero(mine & (o.host_begin_ns >= b) & (o.host_begin_ns < e))
+        our_rows.append(rows)
+        our_step.append(np.full(len(rows), k))
+        b, e = theirs.step_bounds(int(numbers[k]))
+        rows = np.flatnonzero(leaf & (p.host_begin_ns >= b) & (p.host_begin_ns < e))
+        their_rows.append(rows)
+        their_step.append(np.full(len(rows), k))
+    our_rows, their_rows = np.concatenate(our_rows), np.concatenate(their_rows)
+    match = match_ops(recorded.decode(o["name"][our_rows]).tolist(),
+                      theirs.decode(p["name"][their_rows]).tolist(),
+                      ours_step=np.concatenate(our_step),
+                      theirs_step=np.concatenate(their_step))
+    ours = recorded.slice_steps(warmup, warmup + steps - 1)
+    # A step's span ends a few ns after the next one begins (both are read
+    # at the boundary), so the slice holds the neighbours' STEP spans too.
+    sp = ours.spans
+    other = (sp.kind == SpanKind.STEP) & ((sp.number < warmup) | (sp.number >= warmup + steps))
+    ours = ours.replace(spans=sp.take(~other))
+    return ours, match, (our_rows, their_rows, owner)
+
+
+def _sizes(ctl_path: str, kineto_path: str, leaf_ops: int, our_ops: int) -> dict[str, Any]:
+    """Bytes on disk of both traces of the compared steps, and per op: per
+    profiler leaf aten op for all three (one denominator, so the ratios are
+    the files' ratios) and, for ours, per recorded ops row."""
+    with open(kineto_path, "rb") as f:
+        raw = f.read()
+    sizes = {"ctl_bytes": os.path.getsize(ctl_path), "kineto_json_bytes": len(raw),
+             # level 6: the zlib default, as np.savez_compressed uses for .ctl
+             "kineto_gz_bytes": len(gzip.compress(raw, compresslevel=6, mtime=0)),
+             "leaf_ops": leaf_ops, "ctl_ops": our_ops}
+    per = max(leaf_ops, 1)
+    for k in ("ctl", "kineto_json", "kineto_gz"):
+        sizes[f"{k}_bytes_per_op"] = sizes[f"{k}_bytes"] / per
+    sizes["ctl_bytes_per_row"] = sizes["ctl_bytes"] / max(our_ops, 1)
+    return sizes
+
+
+def _gpu_agreement(recorded: Timeline, theirs: Timeline, match: OpMatch,
+                   rows: tuple[np.ndarray, np.ndarray, np.ndarray]) -> GpuAgreement:
+    """Per matched op: our event span(s) against the profiler's device work
+    launched from inside its leaf op (kernels of nested ops included)."""
+    our_rows, their_rows, owner = rows
+
+    def per_op(tl: Timeline, op_of_row: np.ndarray, kinds: tuple[int, ...]):
+        g = tl.gpu
+        keep = np.isin(g.kind, kinds) & (g.op >= 0)
+        op = op_of_row[g.op[keep]]
+        ok = op >= 0
+        dur = (g.end_ns - g.begin_ns)[keep][ok]
+        n = len(tl.ops)
+        return (np.bincount(op[ok], weights=dur, minlength=n).round().astype(np.int64),
+                np.bincount(op[ok], minlength=n))
+    ours_ns, _ = per_op(recorded, np.arange(len(recorded.ops)),
+                        (int(GpuKind.OP), int(GpuKind.GRAPH)))
+    theirs_ns, count = per_op(theirs, owner, (int(GpuKind.KERNEL), int(GpuKind.MEMCPY),
+                                              int(GpuKind.MEMSET)))
+    i, j = match.pairs[:, 0], match.pairs[:, 1]
+    a, b, k = ours_ns[our_rows[i]], theirs_ns[their_rows[j]], count[their_rows[j]]
+    busy = (a > 0) | (b > 0)
+    return GpuAgreement(names=tuple(np.asarray(match.ours, object)[i[busy]].tolist()),
+                        ours_ns=a[busy], theirs_ns=b[busy], kernels=k[busy])
+
+
+@dataclass(frozen=True, eq=False)
+class GpuAgreement:
+    """GPU time per matched op that has device work on either side (ns):
+    ``ours_ns`` (our BEGIN→END event span), ``theirs_ns`` (the profiler's
+    kernels, memcpys and memsets of that op), ``kernels`` (how many)."""
+
+    names: tuple[str, ...]
+    ours_ns: np.ndarray
+    theirs_ns: np.ndarray
+    kernels: np.ndarray
+
+    @property
+    def error(self) -> np.ndarray:
+        """ours ÷ theirs − 1 per op (NaN where the profiler saw no work)."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(self.theirs_ns > 0, self.ours_ns / self.theirs_ns - 1, np.nan)
+
+    def summary(self, tolerance: float = TOLERANCE) -> dict[str, Any]:
+        """Over ops with exactly one kernel on the profiler's side: how many,
+        the median |error|, the fraction within ``tolerance``; and totals."""
+        one = (self.kernels == 1) & (self.ours_ns > 0)
+        err = np.abs(self.error[one])
+        return {"ops": len(self.names), "single_kernel_ops": int(one.sum()),
+                "median_abs_error": float(np.median(err)) if len(err) else float("nan"),
+                "within_tolerance": float((err <= tolerance).mean()) if len(err)
+                else float("nan"), "tolerance": tolerance,
+                "ours_total_ns": int(self.ours_ns.sum()),
+                "theirs_total_ns": int(self.theirs_ns.sum()),
+                "only_ours": int(((self.ours_ns > 0) & (self.theirs_ns == 0)).sum()),
+                "only_theirs": int(((self.ours_ns == 0) & (self.theirs_ns > 0)).sum())}
+
+
+@dataclass(frozen=True, eq=False)
+class Comparison:
+    """What ``compare`` found. ``step_ns``: per pass ("none", "cutimeline",
+    "profiler") the timed step times (ns), one row per round; ``match``: the op-stream
+    ``OpMatch``; ``gpu``: a ``GpuAgreement`` on CUDA, else None; ``sizes``:
+    bytes on disk (see ``_sizes``); ``ours``: our Timeline of the compared
+    steps; ``theirs``: the imported profiler trace; ``meta``: the settings."""
+
+    step_ns: dict[str, np.ndarray]
+    match: OpMatch
+    gpu: GpuAgreement | None
+    sizes: dict[str, Any]
+    ours: Timeline
+    theirs: Timeline
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def median_ns(self) -> dict[str, float]:
+        """Median step time of each pass over all rounds (ns)."""
+        return {k: float(np.median(v)) for k, v in self.step_ns.items()}
+
+    @property
+    def overhead(self) -> dict[str, float]:
+        """Median step time ÷ the uninstrumented one, per instrumented pass:
+        per round, then the median over rounds (drift between rounds, as on
+        a shared machine, cancels within each)."""
+        none = np.median(self.step_ns["none"], axis=1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return {k: float(np.median(np.median(self.step_ns[k], axis=1) / none))
+                    for k in ("cutimeline", "profiler")}
+
+    def plot(self, path: Any = None, **kwargs: Any) -> Any:
+        """Both Timelines side by side (``plot_compare``), by default the
+        first compared step (both number the steps alike); returns the
+        Figure. ``kwargs`` go to ``plot_compare``."""
+        from ..rendering.figure import plot_compare
+        steps = self.ours.step_numbers()
+        kwargs.setdefault("window", int(steps[0]) if len(steps) else None)
+        kwargs.setdefault("labels", ("cutimeline", "torch.profiler, imported"))
+        return plot_compare(self.ours, self.theirs, path, **kwargs)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready numbers (times in ns)."""
+        return {"meta": dict(self.meta),
+                "step_ns": {k: v.tolist() for k, v in self.step_ns.items()},
+                "median_ns": self.median_ns, "overhead": self.overhead,
+                "match": self.match.to_dict(), "sizes": dict(self.sizes),
+                "gpu": None if self.gpu is None else self.gpu.summary()}
+
+    def table(self) -> str:
+        """Markdown: step times, trace sizes, op-stream differences, GPU time."""
+        m, over, s, mt = self.median_ns, self.overhead, self.sizes, self.match
+        lines = [f"cutimeline vs torch.profiler on {self.meta.get('device', '?')}: "
+                 f"{self.meta.get('steps', '?')} steps after "
+                 f"{self.meta.get('warmup', '?')} warm-up per pass, "
+                 f"{self.meta.get('rounds', 1)} round(s)", "",
+                 "| pass | median step ms | × uninstrumented |", "|---|---:|---:|"]
+        for k in PASSES:
+            ratio = "1.00" if k == "none" else f"{over[k]:.2f}"
+            lines.append(f"| {_LABEL[k]} | {m[k] / 1e6:.3f} | {ratio} |")
+        lines += ["", f"| trace of the compared steps | bytes | bytes / leaf op "
+                      f"({s['leaf_ops']:,}) |", "|---|---:|---:|"]
+        for k, label in (("ctl", "cutimeline .ctl"), ("kineto_json", "Kineto JSON"),
+                         ("kineto_gz", "Kineto JSON, gzip -6")):
+            lines.append(f"| {label} | {s[f'{k}_bytes']:,} | {s[f'{k}_bytes_per_op']:.1f} |")
+        lines += ["", f"Op stream: {mt.matched:,} of {len(mt.theirs):,} profiler leaf "
+                      f"aten ops matched ({100 * mt.fraction:.2f} %); cutimeline "
+                      f"saw {len(mt.ours):,}.", ""]
+        diffs = [(f"{a} for {b}", c, "", EXPLAINED.get((a, b), "UNEXPLAINED"))
+                 for (a, b), c in mt.substituted().most_common()]
+        diffs += [(f"missing {n}", c, mt.example("theirs", n), EXPLAINED.get(n, "UNEXPLAINED"))
+                  for n, c in mt.missing_names().most_common()]
+        diffs += [(f"extra {n}", c, mt.example("ours", n), EXPLAINED.get(n, "UNEXPLAINED"))
+                  for n, c in mt.extra_names().most_common()]
+        if diffs:
+            lines += ["| difference | count | example | why |", "|---|---:|---|---|"]
+            lines += [f"| {d} | {c:,} | {e} | {w} |" for d, c, e, w in diffs]
+        if "gpu_not_compared" in self.meta:
+            lines += ["", f"GPU time not compared: {self.meta['gpu_not_compared']}."]
+        if self.gpu is not None:
+            g = self.gpu.summary()
+            lines += ["", f"GPU time: {g['ops']:,} matched ops with device work; on the "
+                          f"{g['single_kernel_ops']:,} with one kernel, median |error| "
+                          f"{100 * g['median_abs_error']:.2f} %, "
+                          f"{100 * g['within_tolerance']:.1f} % within "
+                          f"{100 * g['tolerance']:.0f} %. Summed: cutimeline "
+                          f"{g['ours_total_ns'] / 1e6:.3f} ms, torch.profiler "
+                          f"{g['theirs_total_ns'] / 1e6:.3f} ms."]
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.table()
+
+    def __repr__(self) -> str:
+        over = self.overhead
+        return (f"<Comparison {self.meta.get('device', '?')}: cutimeline "
+                f"×{over['cutimeline']:.2f}, torch.profiler ×{over['profiler']:.2f}, "
+                f"op match {100 * self.match.fraction:.1f} %>")

@@ -1,0 +1,509 @@
+"""The device interface the recorder talks to, and its CUDA implementation.
+
+The recorder never calls ``torch.cuda`` itself. For every op that launches
+device work it asks the device for the current stream and to record a BEGIN
+event before the launch and an END event after it; around host-blocking
+points it notes a sync. At stop, ``harvest()`` turns the device's events into
+raw device-clock times (chained from segment anchors) and hands back the
+calibration pings and syncs, as plain columns for the Timeline's tables.
+
+Implementations: ``CudaDevice`` here, ``SimGPU`` in ``sim.py``.
+
+``begin`` may return ``NONE`` (-1): the device records no event now (a CUDA
+stream is capturing a graph). The recorder then flags the op CAPTURED and
+calls neither ``end`` nor ``wait``/``note_sync`` for it.
+"""
+
+from __future__ import annotations
+
+import abc
+import itertools
+import threading
+import weakref
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..errors import CutimelineError
+from ..timeline.timeline import NONE, EventKind
+
+__all__ = ["Device", "Harvest", "CudaDevice", "TIMINGS"]
+
+#: how CudaDevice times device work (see its docstring)
+TIMINGS = ("events", "stamps", "both")
+#: the tick of CUDA's event clock: cudaEventElapsedTime has "a resolution
+#: of around 0.5 microseconds" (CUDA runtime API reference)
+EVENT_TICK_NS = 500
+#: the update step of %globaltimer: 1 µs on the GPUs reported so far (32 ns
+#: while some profilers run); an upper bound, kernels.probe_granularity
+#: measures it (scripts/gpu_check.py part b)
+GLOBALTIMER_STEP_NS = 1000
+
+
+@dataclass
+class Harvest:
+    """What a device hands the recorder at stop.
+
+    ``events`` and ``syncs`` are dicts of columns for the Timeline tables of
+    those names. In ``events`` the ``op`` column holds the recorder's op
+    *sequence number* (or -1): the recorder maps it to a row. In ``syncs`` the
+    ``op`` column likewise holds a sequence number (or -1) and ``last_event``
+    an index into these events; its ``kind`` column holds str (the recorder
+    interns them), and an optional ``ident`` column the
+    ``threading.get_ident()`` of the thread that waited (the recorder maps
+    it to the syncs' ``thread``). ``truth`` (simulators only) holds the
+    true host-clock time of each event. ``meta`` is merged into the
+    Timeline's meta (device names, clock truth for simulators, ...).
+    ``meta["clock_resolution_ns"]`` (``{"<device index>": ns}``) says how
+    far a raw reading may lie from the instant it marks (see ``aligner``).
+    ``alternates`` maps a timing name to a second ``raw_ns`` column for the
+    same event rows, read from another clock (``timing="both"``: the
+    globaltimer stamps beside the events), and ``alternate_resolution_ns``
+    that clock's resolution.
+    """
+    events: dict[str, np.ndarray]
+    syncs: dict[str, np.ndarray]
+    meta: dict[str, Any] = field(default_factory=dict)
+    truth: dict[str, np.ndarray] | None = None
+    alternates: dict[str, np.ndarray] = field(default_factory=dict)
+    alternate_resolution_ns: dict[str, int] = field(default_factory=dict)
+
+
+class Device(abc.ABC):
+    """One accelerator as the recorder sees it. Methods called per op must
+    be cheap; all may be called from several threads at once."""
+
+    #: "cuda" or "sim"
+    kind: str = ""
+    #: device index written to the Timeline's ``device`` columns
+    index: int = 0
+
+    @abc.abstractmethod
+    def owns(self, device: Any) -> bool:
+        """Whether an op on tensors of this torch.device runs on this device."""
+
+    @abc.abstractmethod
+    def start(self) -> None:
+        """Begin a recording: calibration pings, the first segment anchor."""
+
+    @abc.abstractmethod
+    def current_stream(self) -> int:
+        """Id of the stream ops launched now go to."""
+
+    @abc.abstractmethod
+    def begin(self, stream: int, seq: int) -> int:
+        """Record a BEGIN event on ``stream`` for op ``seq``; its index."""
+
+    @abc.abstractmethod
+    def end(self, stream: int, seq: int, func: Any, args: tuple, kwargs: dict,
+            out: Any) -> int:
+        """Record an END event after op ``seq`` was launched; its index.
+        A simulator enqueues the op's work here (it sees func and tensors)."""
+
+    @abc.abstractmethod
+    def wait(self, stream: int | None) -> None:
+        """Called inside a host-blocking op, before it returns. A real device
+        needs nothing (the op blocked already); a simulator makes the host
+        wait until ``stream`` (None: every stream) has drained."""
+
+    @abc.abstractmethod
+    def note_sync(self, kind: str, stream: int | None, seq: int,
+                  host_begin_ns: int, host_end_ns: int) -> None:
+        """Remember that the host was blocked from host_begin_ns to
+        host_end_ns until ``stream`` (None: the whole device) drained; the
+        sync covers every event recorded on it so far."""
+
+    @abc.abstractmethod
+    def harvest(self) -> Harvest:
+        """End the recording (closing pings, synchronize) and return raw
+        event times and syncs. Called once, after the last op."""
+
+
+def _cuda_api() -> Any:
+    """The torch.cuda calls CudaDevice makes; CPU tests stand a fake in."""
+    from .cudaapi import TorchCuda
+    return TorchCuda()
+
+
+class _Newest(threading.local):
+    """Per thread: the newest event it recorded, overall and per stream. A
+    sync covers what its own thread recorded before it blocked; events other
+    threads record meanwhile may be enqueued after the sync began."""
+
+    def __init__(self) -> None:
+        self.last = NONE
+        self.on: dict[int, int] = {}
+
+
+class CudaDevice(Device):
+    """One CUDA GPU through ``torch.cuda.Event(enable_timing=True)``.
+
+    Events come from a pool grown in chunks of ``chunk`` (completed events
+    are read and reused before it grows), never created per op, and are
+    recorded on the op's current stream. ``cudaEventElapsedTime`` gives
+    float32 milliseconds, whose resolution coarsens with distance (61 ns at
+    1 s, 1 µs at 16 s), so every event is read against the newest *segment
+    anchor*, an event laid down every ``anchor_interval_ns`` of host time
+    (no device sync), and anchors are chained: anchor 0 has raw 0, anchor k
+    raw = raw(k-1) + elapsed(k-1, k), an event's raw = raw(its anchor) +
+    elapsed(anchor, event), in ns. Anchors are laid when ops come, so a
+    quiet spell of T with no op (a checkpoint save, CPU-side evaluation) is
+    one link read over T: up to half a float32 step of error there (2 µs at
+    60 s, 31 µs at 10 min); the aligner absorbs it as relaxation where it
+    contradicts the bounds (``relax_ns``). ``timing="stamps"`` has no such
+    limit. ``pings`` calibration pings at start and
+    at stop (synchronize, host time t0, record, synchronize, host time t1)
+    give PING events with host_record_ns = t0 and "ping" syncs [t0, t1].
+    No event is recorded while this device's current stream captures a CUDA
+    graph.
+
+    ``timing`` says what marks each point (BEGIN, END, PING):
+
+    * "events" — the CUDA events above.
+    * "stamps" — a launch of the one-thread stamp kernel (``kernels.Stamper``,
+      needs CuPy) that writes ``%globaltimer`` into the point's slot of a
+      device buffer, read once at harvest. raw_ns is then the globaltimer
+      itself: 64-bit ns, no anchors, no float32 rounding; like the event
+      clock it drifts against the host clock, and the same hull fit aligns
+      it. The buffer holds ``stamp_slots`` points (24 B each) per chunk;
+      a full one gets a new chunk, allocated on a side stream of ours and
+      waited for there only (``meta["cuda"]["stamp_chunks"]``).
+    * "both" — events and stamps at every point (anchors too). The events
+      time the Timeline; the stamps come back as ``Harvest.alternates
+      ["stamps"]``, a raw_ns column for the same event rows, from which the
+      recorder makes a second Timeline (``Recorder.timelines``).
+
+    What stamps cost: a stamp is a kernel launch through CuPy, several µs of
+    host time where an event record is about one (``measure_launch_ns``
+    says how much), and the kernel occupies its stream for its launch and
+    run, ~1–3 µs when the stream is idle (hidden when work is queued before
+    it). So on an idle stream an op's gpu row, BEGIN stamp to END stamp,
+    includes that much more than its work, and the program runs slower
+    than under events.
+    """
+
+    kind = "cuda"
+
+    def __init__(self, index: int | None = None, *,
+                 anchor_interval_ns: int = 1_000_000_000, chunk: int = 1024,
+                 pings: int = 3, timing: str = "events", stamp_slots: int = 1 << 16):
+        for name, value, low in (("anchor_interval_ns", anchor_interval_ns, 1),
+                                 ("chunk", chunk, 2), ("pings", pings, 1),
+                                 ("stamp_slots", stamp_slots, 2)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise CutimelineError(f"CudaDevice({name}={value!r}) must be an "
+                                      f"integer ≥ {low}.")
+        if timing not in TIMINGS:
+            raise CutimelineError(f"CudaDevice(timing={timing!r}) is not understood; "
+                                  f"give one of {', '.join(map(repr, TIMINGS))}.")
+        api = self._api = _cuda_api()
+        self.index = api.current_device() if index is None else int(index)
+        self.name = api.device_name(self.index)
+        import torch
+        self._device = torch.device("cuda", self.index)
+        self.anchor_interval_ns, self.chunk, self.pings = anchor_interval_ns, chunk, pings
+        self.timing, self.stamp_slots = timing, stamp_slots
+        self._events = timing != "stamps"
+        self._stamps = timing != "events"
+        if self._stamps:  # fail here, with what to install, not at the first op
+            api.check_stamps(self.index)
+        self._now = api.now
+        # re-entrant: an anchor (lock held) may stamp into a new chunk (lock)
+        self._lock = threading.RLock()
+        self._free: list[Any] = []
+        self._created = 0
+        self._started = False
+        # graphs being captured now, on any thread (hooks.py counts them):
+        # no event may be queried meanwhile, so the pool grows instead
+        self.captures = 0
+
+    def __repr__(self) -> str:
+        timing = "" if self.timing == "events" else f", timing={self.timing!r}"
+        return f"CudaDevice({self.index}, {self.name!r}{timing})"
+
+    # -- the Device interface ------------------------------------------------
+    def owns(self, device: Any) -> bool:
+        if getattr(device, "type", None) != "cuda":
+            return False
+        index = device.index
+        if index is None:  # torch.zeros(..., device="cuda"): the current device
+            index = self._api.current_device()
+        return index == self.index
+
+    def current_stream(self) -> int:
+        return self._api.current_stream(self.index)
+
+    def start(self) -> None:
+        with self._lock:
+            if self._started:
+                raise CutimelineError(f"{self!r} is already recording; stop that "
+                                      f"recording before starting another.")
+            self._started = True
+            self._ids = itertools.count()
+            self._rows: list[tuple] = []        # (index, stream, kind, seq, host_ns, anchor)
+            self._pending: dict[int, tuple] = {}  # index -> (event, anchor) unread
+            self._read: dict[int, float] = {}   # index -> ms after its anchor
+            self._anchors: list[tuple[int, Any]] = []  # (index, event)
+            self._syncs: list[tuple] = []
+            self._newest = _Newest()
+            self._user_events: Any = weakref.WeakKeyDictionary()
+            if self._events:
+                self._grow(max(self.chunk, 4 * self.pings))
+            self._stampers: list[Any] = []
+            self._stamp_wait_ns = 0
+            if self._stamps:
+                self._stampers.append(self._api.new_stamper(self.stamp_slots, self.index))
+        if self._events:
+            self._anchor(self.current_stream(), self._now())
+        self._ping()
+
+    def begin(self, stream: int, seq: int) -> int:
+        if self._api.capturing(self.index):
+            return NONE
+        return self._record(stream, EventKind.BEGIN, seq, self._fresh(stream))
+
+    def end(self, stream: int, seq: int, func: Any, args: tuple, kwargs: dict,
+            out: Any) -> int:
+        return self._record(stream, EventKind.END, seq, self._now())
+
+    def wait(self, stream: int | None) -> None:
+        """Nothing to do: the op blocked already."""
+
+    def note_sync(self, kind: str, stream: int | None, seq: int,
+                  host_begin_ns: int, host_end_ns: int) -> None:
+        n = self._newest
+        last = n.last if stream is None else n.on.get(stream, NONE)
+        self._syncs.append((seq, kind, NONE if stream is None else stream, last,
+                            host_begin_ns, host_end_ns, threading.get_ident()))
+
+    def harvest(self) -> Harvest:
+        if not self._started:
+            raise CutimelineError(f"{self!r}: harvest() was called while not "
+                                  f"recording; call start() first.")
+        try:
+            self._ping()
+            self._api.synchronize(self.index)
+            return self._harvest()
+        finally:
+            with self._lock:
+                self._free.extend(e for e, _ in self._pending.values())
+                self._free.extend(e for _, e in self._anchors)
+                self._pending, self._anchors, self._stampers = {}, [], []
+                self._started = False
+
+    # -- CUDA-only: user events, and what the recorder measures ---------------------
+    def note_user_event(self, event: Any, stream: Any) -> None:
+        """A ``torch.cuda.Event`` was recorded on ``stream`` (a torch Stream,
+        None: current): remember the newest of our events before it there.
+        An event on another GPU is not ours to bound anything with."""
+        if stream is None:
+            if self._api.current_device() != self.index:
+                return
+        elif getattr(stream, "device_index", self.index) != self.index:
+            return
+        sid = self._api.stream_id(stream, self.index)
+        try:
+            self._user_events[event] = (sid, self._newest.on.get(sid, NONE))
+        except TypeError:  # an event type without weak references
+            pass
+
+    def note_event_sync(self, event: Any, host_begin_ns: int, host_end_ns: int) -> None:
+        """``event.synchronize()`` returned: it covers what was on the event's
+        stream when it was recorded, if we saw that; else it bounds nothing."""
+        try:
+            sid, last = self._user_events.get(event, (NONE, NONE))
+        except TypeError:
+            sid, last = NONE, NONE
+        self._syncs.append((NONE, "event_synchronize", sid, last,
+                            host_begin_ns, host_end_ns, threading.get_ident()))
+
+    def measure_launch_ns(self, n: int = 64) -> int:
+        """Host cost (ns) of the two points around one launch: median of
+        ``n`` timed pairs of ``current_stream`` + capture check + event
+        record and/or stamp (as ``timing`` has it)."""
+        api = self._api
+        a, b = api.new_event(), api.new_event()
+        scratch = api.new_stamper(2, self.index) if self._stamps else None
+        times = []
+        for _ in range(n):
+            t0 = self._now()
+            for slot, ev in enumerate((a, b)):
+                s = api.current_stream(self.index)
+                api.capturing(self.index)
+                if self._events:
+                    api.record(ev, s, self.index)
+                if scratch is not None:
+                    api.stamp(scratch, slot, s, self.index)
+            times.append(self._now() - t0)
+        api.synchronize(self.index)
+        return int(sorted(times)[n // 2])
+
+    # -- internals -------------------------------------------------------------------
+    def _grow(self, n: int) -> None:
+        """Add ``n`` events to the pool (the lock is held)."""
+        new = self._api.new_event
+        self._free.extend(new() for _ in range(n))
+        self._created += n
+
+    def _take(self) -> Any:
+        while True:  # other threads pop without the lock: retry until one is ours
+            try:
+                return self._free.pop()
+            except IndexError:
+                with self._lock:
+                    if not self._free and not self.captures:
+                        self._reap()
+                    if len(self._free) < self.chunk // 4:
+                        self._grow(self.chunk)
+
+    def _reap(self) -> None:
+        """Read the completed events among the oldest unread ones and return
+        them to the pool (the lock is held)."""
+        api, anchors, read = self._api, self._anchors, self._read
+        done_anchor: dict[int, bool] = {}
+        for i, (ev, k) in list(itertools.islice(self._pending.items(), 4 * self.chunk)):
+            a = anchors[k][1]
+            if k not in done_anchor:
+                done_anchor[k] = api.query(a)
+            if done_anchor[k] and api.query(ev):
+                read[i] = api.elapsed_ms(a, ev)
+                del self._pending[i]
+                self._free.append(ev)
+
+    def _fresh(self, stream: int) -> int:
+        """Now, after laying a new anchor if the newest is too old."""
+        now = self._now()
+        if self._events and now - self._anchor_ns >= self.anchor_interval_ns:
+            self._anchor(stream, now)
+        return now
+
+    def _record(self, stream: int, kind: int, seq: int, now: int) -> int:
+        k = len(self._anchors) - 1
+        if self._events:
+            ev = self._take()
+            self._api.record(ev, stream, self.index)
+        if self._stamps:
+            # A sync covers every point whose id is at most the newest one's,
+            # so ids must follow the order stamps are enqueued in: take the
+            # id and stamp as one step. The row goes in first, so a failed
+            # stamp leaves a row (named at harvest), not a gap in the ids.
+            with self._lock:
+                i = next(self._ids)
+                if self._events:
+                    self._pending[i] = (ev, k)
+                self._rows.append((i, stream, kind, seq, now, k))
+                self._stamp(i, stream)
+        else:
+            i = next(self._ids)
+            self._pending[i] = (ev, k)
+            self._rows.append((i, stream, kind, seq, now, k))
+        n = self._newest
+        n.last = i
+        n.on[stream] = i
+        return i
+
+    def _anchor(self, stream: int, now: int) -> None:
+        with self._lock:
+            if self._anchors and now - self._anchor_ns < self.anchor_interval_ns:
+                return  # another thread laid it
+            ev = self._take()
+            self._api.record(ev, stream, self.index)
+            i = next(self._ids)
+            self._anchors.append((i, ev))
+            self._rows.append((i, stream, EventKind.ANCHOR, NONE, now, len(self._anchors) - 1))
+            self._anchor_ns = now
+            if self._stamps:
+                self._stamp(i, stream)
+
+    def _stamp(self, i: int, stream: int) -> None:
+        """Stamp point ``i`` into its slot, adding a chunk if it is the
+        first point past the buffer."""
+        chunk, slot = divmod(i, self.stamp_slots)
+        if chunk >= len(self._stampers):
+            with self._lock:
+                while chunk >= len(self._stampers):
+                    t0 = self._now()
+                    self._stampers.append(self._api.new_stamper(self.stamp_slots,
+                                                                self.index))
+                    self._stamp_wait_ns += self._now() - t0
+        self._api.stamp(self._stampers[chunk], slot, stream, self.index)
+
+    def _ping(self) -> None:
+        api = self._api
+        stream = self.current_stream()
+        for _ in range(self.pings):
+            api.synchronize(self.index)
+            t0 = self._now()
+            i = self._record(stream, EventKind.PING, NONE, t0)
+            api.synchronize(self.index)
+            self._syncs.append((NONE, "ping", NONE, i, t0, self._now(),
+                                threading.get_ident()))
+
+    def _harvest(self) -> Harvest:
+        rows = np.array(sorted(self._rows), np.int64).reshape(-1, 6)
+        index, stream, kind, seq, host, anchor_of = rows.T
+        stamps = self._read_stamps(index) if self._stamps else None
+        raw = self._read_events(rows, anchor_of) if self._events else stamps
+        events = {"device": np.full(len(rows), self.index, np.int16), "stream": stream,
+                  "kind": kind.astype(np.uint8), "op": seq, "raw_ns": raw,
+                  "host_record_ns": host}
+        cols = list(zip(*self._syncs)) or [()] * 7
+        syncs = {"op": np.array(cols[0], np.int64), "kind": np.array(cols[1], object),
+                 "device": np.full(len(self._syncs), self.index, np.int16),
+                 "stream": np.array(cols[2], np.int64),
+                 "last_event": np.array(cols[3], np.int64),
+                 "host_begin_ns": np.array(cols[4], np.int64),
+                 "host_end_ns": np.array(cols[5], np.int64),
+                 "ident": np.array(cols[6], np.uint64)}
+        meta = {"device_name": self.name, "device_names": {str(self.index): self.name},
+                "timing": "stamps" if self.timing == "stamps" else "events",
+                "cuda": {"anchors": len(self._anchors), "events_created": self._created,
+                         "anchor_interval_ns": self.anchor_interval_ns,
+                         "timing": self.timing}}
+        if self._stamps:
+            meta["cuda"].update(stamp_chunks=len(self._stampers),
+                                stamp_slots=self.stamp_slots,
+                                stamp_chunk_wait_ns=self._stamp_wait_ns)
+        res = self.resolution_ns()
+        meta["clock_resolution_ns"] = {str(self.index): res[meta["timing"]]}
+        alternates = {"stamps": stamps} if self.timing == "both" else {}
+        return Harvest(events, syncs, meta, alternates=alternates,
+                       alternate_resolution_ns={k: res[k] for k in alternates})
+
+    def resolution_ns(self) -> dict[str, int]:
+        """How far a raw reading may lie from its instant, per timing (ns):
+        events, the event clock's tick plus half a float32 step of a link
+        as long as the anchor interval (a quiet spell makes one longer);
+        stamps, globaltimer's update step (64-bit ns, no float32)."""
+        from .simclock import read_error_ns
+        return {"events": read_error_ns(EVENT_TICK_NS, self.anchor_interval_ns),
+                "stamps": read_error_ns(GLOBALTIMER_STEP_NS)}
+
+    def _read_stamps(self, index: np.ndarray) -> np.ndarray:
+        """Globaltimer ns of the points ``index`` (read after the device was
+        synchronized); point i's stamp is in slot i of the chunked buffer."""
+        got = np.concatenate([self._api.read_stamps(s) for s in self._stampers])
+        got = got[index].astype(np.int64)
+        missing = np.flatnonzero(got < 0)
+        if len(missing):
+            raise CutimelineError(
+                f"{len(missing):,} of {len(got):,} globaltimer stamps were never written "
+                f"(the first is point {index[missing[0]]}), so the recording cannot be "
+                f"timed by stamps; record with timing='events', and report this.")
+        return got
+
+    def _read_events(self, rows: np.ndarray, anchor_of: np.ndarray) -> np.ndarray:
+        """Raw ns of every point from its event, chained from the anchors."""
+        api = self._api
+        # chain the anchors: each link is read over ~anchor_interval_ns only
+        chain = np.zeros(len(self._anchors), np.int64)
+        for k in range(1, len(self._anchors)):
+            ms = api.elapsed_ms(self._anchors[k - 1][1], self._anchors[k][1])
+            chain[k] = chain[k - 1] + round(ms * 1e6)
+        rel = np.zeros(len(rows), np.int64)
+        for i, (ev, k) in self._pending.items():
+            self._read[i] = api.elapsed_ms(self._anchors[k][1], ev)
+        for i, ms in self._read.items():
+            rel[i] = round(ms * 1e6)
+        return chain[anchor_of] + rel

@@ -1,0 +1,294 @@
+"""The simulated GPU's cost model: GPU profiles and a roofline per aten op.
+
+The time an op takes on a simulated GPU is
+
+    min_kernel_ns + max(FLOPs / peak FLOP/s, bytes / memory bandwidth)
+
+FLOPs come from the formulas torch registers for ``FlopCounterMode``
+(``torch.utils.flop_counter.flop_registry``: matmuls, convolutions,
+attention); every other op counts no FLOPs and is bound by memory traffic.
+Bytes are the sizes of the op's input and output tensors: an elementwise add
+of two n-element fp32 tensors moves 12·n bytes. Views and allocations
+launch no kernel and cost nothing.
+
+All ops with a FLOP formula run on tensor cores, so the peak is chosen by
+the compute dtype: bf16/fp16 tensor-core peak, fp64 tensor-core peak, and for
+fp32 the TF32 tensor-core peak when torch allows TF32 for that op (matmuls:
+``torch.backends.cuda.matmul.allow_tf32``, False by default; convolutions:
+``torch.backends.cudnn.allow_tf32``, True by default) and the plain fp32
+(non-tensor) peak otherwise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+
+from ..errors import CutimelineError
+
+__all__ = ["GpuProfile", "PROFILES", "profile_named", "op_name", "OpModel",
+           "tensor_bytes"]
+
+
+@dataclass(frozen=True)
+class GpuProfile:
+    """The numbers the simulator needs about one GPU.
+
+    ``peak_flops`` maps a precision ("fp64", "fp32", "tf32", "bf16", "fp16",
+    "fp8", "int8") to dense FLOP/s (tensor-core peak where the GPU has one,
+    except "fp32", which is the non-tensor peak). ``bandwidth`` is memory
+    bandwidth in bytes/s. Latencies are host-to-device delays in ns; they are
+    not datasheet figures but typical measurements of a launch on an idle
+    GPU (kernel: a few µs; an event record: about half of that).
+    """
+    name: str
+    peak_flops: dict[str, float]
+    bandwidth: float
+    launch_latency_ns: int = 4_000
+    event_latency_ns: int = 2_000
+    min_kernel_ns: int = 2_000
+    notes: str = field(default="", compare=False)
+
+
+# Datasheet figures, dense (the datasheets print tensor-core numbers "with
+# sparsity", twice the dense rate; these are the halves).
+PROFILES: dict[str, GpuProfile] = {
+    # NVIDIA H100 SXM5 80 GB datasheet: FP64 TC 67 TF, FP32 67 TF, TF32 TC
+    # 989 TF*, BF16/FP16 TC 1,979 TF*, FP8/INT8 3,958*, HBM3 3.35 TB/s.
+    "h100": GpuProfile(
+        "h100",
+        {"fp64": 67e12, "fp32": 67e12, "tf32": 494.5e12, "bf16": 989.5e12,
+         "fp16": 989.5e12, "fp8": 1979e12, "int8": 1979e12},
+        3.35e12, notes="NVIDIA H100 SXM5 80GB"),
+    # NVIDIA A100 SXM4 80 GB datasheet: FP64 TC 19.5 TF, FP32 19.5 TF, TF32
+    # TC 312 TF*, BF16/FP16 TC 624 TF*, INT8 1,248 TOPS*, HBM2e 2,039 GB/s.
+    "a100": GpuProfile(
+        "a100",
+        {"fp64": 19.5e12, "fp32": 19.5e12, "tf32": 156e12, "bf16": 312e12,
+         "fp16": 312e12, "fp8": 312e12, "int8": 624e12},  # no fp8 units
+        2.039e12, launch_latency_ns=5_000, event_latency_ns=2_500,
+        min_kernel_ns=2_500, notes="NVIDIA A100 SXM4 80GB"),
+    # NVIDIA H200 SXM 141 GB datasheet: compute as H100 SXM, HBM3e 4.8 TB/s.
+    "h200": GpuProfile(
+        "h200",
+        {"fp64": 67e12, "fp32": 67e12, "tf32": 494.5e12, "bf16": 989.5e12,
+         "fp16": 989.5e12, "fp8": 1979e12, "int8": 1979e12},
+        4.8e12, notes="NVIDIA H200 SXM 141GB"),
+}
+
+# Ops that run no kernel: allocations and metadata changes (views are found
+# by their schema, these are not marked as views).
+NO_KERNEL = frozenset({
+    "aten::empty", "aten::empty_strided", "aten::empty_like",
+    "aten::new_empty", "aten::new_empty_strided", "aten::resize_",
+    "aten::resize_as_", "aten::set_", "aten::detach", "aten::alias",
+    "aten::lift_fresh", "aten::_unsafe_view", "aten::_reshape_alias",
+    "aten::record_stream",
+})
+
+PRECISIONS = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8")
+
+_DTYPE_PRECISION = {
+    "torch.float64": "fp64", "torch.float32": "fp32", "torch.bfloat16": "bf16",
+    "torch.float16": "fp16", "torch.float8_e4m3fn": "fp8",
+    "torch.float8_e5m2": "fp8", "torch.float8_e4m3fnuz": "fp8",
+    "torch.float8_e5m2fnuz": "fp8", "torch.int8": "int8", "torch.uint8": "int8",
+}
+
+
+def profile_named(profile: str | GpuProfile) -> GpuProfile:
+    """A profile by name ("h100", "a100", "h200") or a GpuProfile as is."""
+    if isinstance(profile, GpuProfile):
+        missing = [p for p in PRECISIONS
+                   if not profile.peak_flops.get(p, 0) > 0]
+        if missing or not profile.bandwidth > 0:
+            raise CutimelineError(
+                f"GpuProfile {profile.name!r} needs a positive peak_flops for "
+                f"each of {', '.join(PRECISIONS)} and a positive bandwidth "
+                f"(bytes/s); {'peak_flops ' + repr(missing[0]) if missing else 'bandwidth'}"
+                f" is missing or not positive.")
+        return profile
+    if isinstance(profile, str) and profile.lower() in PROFILES:
+        return PROFILES[profile.lower()]
+    raise CutimelineError(
+        f"There is no GPU profile {profile!r}; use one of "
+        f"{', '.join(map(repr, PROFILES))} or pass a "
+        f"cutimeline.devices.roofline.GpuProfile.")
+
+
+def op_name(func: Any) -> str:
+    """The op's schema name with overload, as "aten::add.Tensor" ("aten::mm"
+    for a default overload); a plain callable's ``__name__`` otherwise."""
+    name = getattr(func, "name", None)
+    if callable(name):
+        try:
+            return str(name())
+        except Exception:  # not an OpOverload after all
+            pass
+    return str(getattr(func, "__name__", func))
+
+
+def _nbytes(t: torch.Tensor) -> int:
+    """Bytes a kernel touches in ``t``: its elements, a broadcast (stride-0)
+    dimension counted once."""
+    if t.is_contiguous():
+        return t.nbytes
+    try:
+        n = t.element_size()
+        for size, stride in zip(t.shape, t.stride()):
+            if stride:
+                n *= size
+        return n
+    except (RuntimeError, NotImplementedError):  # sparse, nested: no strides
+        return t.nbytes
+
+
+def tensor_bytes(obj: Any, skip: Any = None) -> int:
+    """Bytes of every tensor in obj (nested tuples, lists, dicts) except
+    ``skip``, by ``_nbytes``."""
+    if isinstance(obj, torch.Tensor):
+        return 0 if obj is skip else _nbytes(obj)
+    if isinstance(obj, dict):
+        obj = tuple(obj.values())
+    elif not isinstance(obj, (tuple, list)):
+        return 0
+    n = 0
+    for o in obj:
+        if isinstance(o, torch.Tensor):
+            if o is not skip:
+                n += _nbytes(o)
+        elif isinstance(o, (tuple, list, dict)):
+            n += tensor_bytes(o, skip)
+    return n
+
+
+def _shapes(obj: Any) -> Any:
+    """Tensors replaced by their shapes, as flop_counter's shape_wrapper does
+    (without its pytree walk, which costs tens of µs per op)."""
+    if isinstance(obj, torch.Tensor):
+        return obj.shape
+    if isinstance(obj, (tuple, list)):
+        return type(obj)(_shapes(o) for o in obj)
+    return obj
+
+
+def _key(obj: Any, scalars: bool) -> Any:
+    """A hashable summary of op arguments that fixes their cost: tensors by
+    shape, dtype and (when not contiguous) strides; other values only when
+    ``scalars`` (FLOP formulas read them: a convolution's stride; an output
+    scalar does not matter)."""
+    if isinstance(obj, torch.Tensor):
+        if obj.is_contiguous():
+            return (obj.shape, obj.dtype)
+        return (obj.shape, obj.dtype, obj.stride())
+    if isinstance(obj, (tuple, list)):
+        return tuple([_key(o, scalars) for o in obj])
+    if isinstance(obj, dict):
+        return tuple([(k, _key(v, scalars)) for k, v in obj.items()])
+    return obj if scalars else None
+
+
+def _first_dtype(obj: Any) -> Any:
+    if isinstance(obj, torch.Tensor):
+        return obj.dtype
+    if isinstance(obj, (tuple, list)):
+        for o in obj:
+            d = _first_dtype(o)
+            if d is not None:
+                return d
+    return None
+
+
+class OpModel:
+    """Roofline cost of aten ops on one GPU profile, in ns.
+
+    ``tf32``: None follows torch's TF32 switches at each op; True/False force
+    fp32 matmuls and convolutions onto (or off) the TF32 tensor cores.
+    """
+
+    #: distinct (op, shapes) remembered before the cache starts over
+    CACHE_SIZE = 100_000
+
+    def __init__(self, profile: GpuProfile, tf32: bool | None = None):
+        self.profile = profile
+        self.tf32 = tf32
+        # func -> (no_kernel, flop formula or None, is_conv)
+        self._ops: dict[Any, tuple[bool, Callable | None, bool]] = {}
+        # (func, argument summary) -> (bytes, flops): a training loop
+        # repeats its shapes, and torch's formulas cost tens of µs per call
+        self._work: dict[tuple, tuple[int, int]] = {}
+
+    def _describe(self, func: Any) -> tuple[bool, Callable | None, bool]:
+        info = self._ops.get(func)
+        if info is None:
+            from torch.utils.flop_counter import flop_registry
+            schema = getattr(func, "_schema", None)
+            base = schema.name if schema is not None else op_name(func)
+            no_kernel = bool(getattr(func, "is_view", False)) or base in NO_KERNEL
+            formula = flop_registry.get(getattr(func, "overloadpacket", None))
+            info = (no_kernel, formula, "conv" in base)
+            self._ops[func] = info
+        return info
+
+    def work(self, func: Any, args: tuple, kwargs: dict, out: Any) -> tuple[int, int]:
+        """(bytes, FLOPs) of one op. Bytes: input tensors (an ``out=``
+        tensor is not read) plus output tensors; FLOPs by torch's registered
+        formula, 0 without one; both 0 for views and allocations."""
+        no_kernel, formula, _ = self._ops.get(func) or self._describe(func)
+        if no_kernel:
+            return 0, 0
+        key = None
+        if formula is not None:  # cached: bytes alone are cheaper than a key
+            try:
+                key = (func, _key(args, True), _key(kwargs, True),
+                       _key(out, False))
+                found = self._work.get(key)
+            except TypeError:  # an unhashable argument: not cached
+                key = found = None
+            if found is not None:
+                return found
+        n = tensor_bytes(args) + tensor_bytes(out)
+        if kwargs:
+            n += tensor_bytes(kwargs, skip=kwargs.get("out"))
+        flops = 0
+        if formula is not None:
+            raw = getattr(formula, "__wrapped__", None)  # formula on shapes
+            if raw is None:
+                flops = int(formula(*args, **kwargs, out_val=out))
+            else:
+                flops = int(raw(*_shapes(args), out_shape=_shapes(out),
+                                **{k: _shapes(v) for k, v in kwargs.items()}))
+        if key is not None:
+            if len(self._work) >= self.CACHE_SIZE:
+                self._work.clear()
+            self._work[key] = (n, flops)
+        return n, flops
+
+    def bytes(self, func: Any, args: tuple, kwargs: dict, out: Any) -> int:
+        return self.work(func, args, kwargs, out)[0]
+
+    def flops(self, func: Any, args: tuple, kwargs: dict, out: Any) -> int:
+        return self.work(func, args, kwargs, out)[1]
+
+    def peak(self, func: Any, args: tuple) -> float:
+        """The FLOP/s that bound this op: tensor-core peak of its dtype."""
+        precision = _DTYPE_PRECISION.get(str(_first_dtype(args)), "fp32")
+        if precision == "fp32":
+            tf32 = self.tf32
+            if tf32 is None:
+                tf32 = (torch.backends.cudnn.allow_tf32 if self._describe(func)[2]
+                        else torch.backends.cuda.matmul.allow_tf32)
+            precision = "tf32" if tf32 else "fp32"
+        return self.profile.peak_flops[precision]
+
+    def cost_ns(self, func: Any, args: tuple, kwargs: dict, out: Any) -> int:
+        """Simulated duration of one op in ns (0 for ops with no kernel)."""
+        n, flops = self.work(func, args, kwargs, out)
+        if not n and not flops and self._describe(func)[0]:
+            return 0
+        t = n / self.profile.bandwidth
+        if flops:
+            t = max(t, flops / self.peak(func, args))
+        return self.profile.min_kernel_ns + int(round(t * 1e9))

@@ -1,0 +1,465 @@
+"""A simulated GPU behind the recorder's Device interface.
+
+``SimGPU`` owns CPU and ``meta`` tensors: every op on them (outside a
+DataLoader fetch or a ``with gpu.host():`` block) is treated as work for a
+virtual GPU. The real op still runs on the CPU (or on meta tensors, which
+cost only dispatch); the simulator enqueues its roofline cost (see
+``roofline.py``) on a virtual stream that keeps its own ``free_at`` on the
+true host timeline:
+
+* an op launched (its END call) at host time h starts at
+  ``max(free_at, h + launch_latency)`` and lasts ``cost(op)``;
+* a BEGIN event recorded at h executes at ``max(free_at, h + event_latency)``,
+  an END event at ``max(op end, h + event_latency)``;
+* a sync makes the host really wait until the stream (or every stream) has
+  drained.
+
+The recorder sees what it would see from CUDA: a device clock with its own
+offset and drift, quantised to 0.5 µs, read only as float32-millisecond
+elapsed times relative to segment anchors laid down every ~1 s and chained
+(see ``chain_raw_ns``). The true host time of every event goes to
+``Harvest.truth`` and the true clock to ``Harvest.meta["sim"]``, so the
+aligner can be scored. Everything is labelled a simulation.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import threading
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from .cuda import Device, Harvest
+from ..errors import CutimelineError
+from .roofline import GpuProfile, OpModel, op_name, profile_named
+from .simclock import (FakeClock, HostClock, chain_raw_ns, device_time_ns, elapsed_ms,
+                       read_device_clock, read_error_ns, synthetic_events)
+from ..timeline.timeline import NONE, EventKind
+
+__all__ = ["SimGPU", "SimEvent", "HostClock", "FakeClock", "device_time_ns",
+           "elapsed_ms", "chain_raw_ns", "read_device_clock", "synthetic_events"]
+
+@dataclass(frozen=True)
+class SimEvent:
+    """A simulated ``torch.cuda.Event``: done when its stream reaches it."""
+    stream: int
+    done_ns: int  # true host time at which the stream passes the event
+
+
+def _check_int(name: str, value: Any, low: int, unit: str = "ns") -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) \
+            or value < low:
+        raise CutimelineError(
+            f"SimGPU option {name}={value!r} must be an integer ≥ {low}"
+            f"{' ' + unit if unit else ''}.")
+    return int(value)
+
+
+def _check_stream(stream: Any) -> int:
+    if isinstance(stream, bool) or not isinstance(stream, (int, np.integer)) \
+            or stream < 0:
+        raise CutimelineError(f"Simulated stream {stream!r} is not valid; "
+                              f"streams are integers ≥ 0 (0 is the default).")
+    return int(stream)
+
+
+class SimGPU(Device):
+    """A virtual GPU for ``ctl.record(device=ctl.SimGPU(...))``.
+
+    ``profile``: "h100", "a100", "h200" or a ``roofline.GpuProfile``.
+    Keyword options (times in ns): ``offset_ns`` (device clock at start;
+    None: drawn from ``seed``), ``drift_ppm`` (device clock rate error;
+    None: drawn from ``seed``, within ±20 ppm), ``quantum_ns`` (clock
+    resolution, 500), ``launch_latency_ns`` / ``event_latency_ns`` (None:
+    the profile's), ``cost`` (None: roofline; a dict ``{op_name: ns}``, names
+    like "aten::mm" or "aten::add.Tensor", other ops by roofline; or a
+    callable ``(op_name, args, kwargs, out) -> ns``), ``jitter`` (relative
+    log-normal spread of op costs, 0), ``seed``, ``tf32`` (None follows
+    torch's TF32 switches), ``owns`` (tensor device types that are device
+    work), ``index`` (device index in the Timeline), ``anchor_interval_ns``
+    (1 s), ``pings`` (calibration pings at start and at stop), ``clock``
+    (host clock with ``now()`` and ``wait_until(ns)``; default the real one,
+    ``FakeClock`` for tests that drive the device by hand), ``bracket``
+    (when a BEGIN event executes, below).
+
+    ``bracket="kernel"``: an op's BEGIN event executes right before its work
+    (at its launch, when the op returned to the recorder), so a gpu row is
+    the op's simulated work alone, and its launch time is that enqueue. That is what a simulation on CPU tensors
+    needs: there the real op computes on the CPU inside the brackets, time a
+    GPU program would not spend, and CUDA semantics would paint all of it as
+    GPU work. ``bracket="cuda"``: BEGIN executes when recorded, like a real
+    ``cudaEventRecord`` — on an idle stream the row then also covers the op's
+    host time below the dispatcher (as on CUDA, where that is the launch path).
+    """
+
+    kind = "sim"
+
+    def __init__(self, profile: str | GpuProfile = "h100", *,
+                 offset_ns: int | None = None, drift_ppm: float | None = None,
+                 quantum_ns: int = 500, launch_latency_ns: int | None = None,
+                 event_latency_ns: int | None = None,
+                 cost: Mapping[str, int] | Callable[..., float] | None = None,
+                 jitter: float = 0.0, seed: int = 0, tf32: bool | None = None,
+                 owns: tuple[str, ...] = ("cpu", "meta"), index: int = 0,
+                 anchor_interval_ns: int = 1_000_000_000, pings: int = 3,
+                 clock: Any = None, bracket: str = "kernel"):
+        self.profile = profile_named(profile)
+        seed = _check_int("seed", seed, 0, "")
+        rng = np.random.default_rng(seed)
+        if offset_ns is None:
+            offset_ns = int(rng.integers(10**9, 10**12))
+        if drift_ppm is None:
+            drift_ppm = float(rng.uniform(-20, 20))
+        self.offset_ns = _check_int("offset_ns", offset_ns, 0)
+        if isinstance(drift_ppm, bool) or not isinstance(drift_ppm, (int, float)) \
+                or not math.isfinite(drift_ppm) or abs(drift_ppm) >= 1e5:
+            raise CutimelineError(f"SimGPU option drift_ppm={drift_ppm!r} must be "
+                                  f"a finite number of ppm below 100000 in size.")
+        self.drift_ppm = float(drift_ppm)
+        self.quantum_ns = _check_int("quantum_ns", quantum_ns, 1)
+        p = self.profile
+        self.launch_latency_ns = _check_int(
+            "launch_latency_ns", p.launch_latency_ns if launch_latency_ns is None
+            else launch_latency_ns, 0)
+        self.event_latency_ns = _check_int(
+            "event_latency_ns", p.event_latency_ns if event_latency_ns is None
+            else event_latency_ns, 0)
+        if not (cost is None or callable(cost) or isinstance(cost, Mapping)):
+            raise CutimelineError(
+                f"SimGPU option cost={cost!r} must be None (roofline), a dict "
+                f"{{op_name: ns}} or a callable (op_name, args, kwargs, out) -> ns.")
+        if isinstance(cost, Mapping):
+            cost = {str(k): _check_int(f"cost[{k!r}]", v, 0)
+                    for k, v in cost.items()}
+        self.cost = cost
+        if isinstance(jitter, bool) or not isinstance(jitter, (int, float)) \
+                or not 0 <= jitter <= 2:
+            raise CutimelineError(f"SimGPU option jitter={jitter!r} must be a "
+                                  f"number from 0 to 2 (relative spread).")
+        self.jitter = float(jitter)
+        if tf32 not in (None, True, False):
+            raise CutimelineError(f"SimGPU option tf32={tf32!r} must be None "
+                                  f"(follow torch), True or False.")
+        if isinstance(owns, str):
+            owns = (owns,)
+        if not isinstance(owns, (tuple, list, set, frozenset)) or not owns or \
+                not all(isinstance(o, str) and o for o in owns):
+            raise CutimelineError(f"SimGPU option owns={owns!r} must name tensor "
+                                  f"device types, such as ('cpu', 'meta').")
+        self._owns = frozenset(owns)
+        if bracket not in ("kernel", "cuda"):
+            raise CutimelineError(f"SimGPU option bracket={bracket!r} must be "
+                                  f"'kernel' (rows are the simulated work) or "
+                                  f"'cuda' (BEGIN executes when recorded).")
+        self.bracket = bracket
+        self.index = _check_int("index", index, 0, "")
+        self.anchor_interval_ns = _check_int("anchor_interval_ns",
+                                             anchor_interval_ns, 1)
+        self.pings = _check_int("pings", pings, 1, "")
+        if clock is None:
+            clock = HostClock()
+        elif not (callable(getattr(clock, "now", None))
+                  and callable(getattr(clock, "wait_until", None))):
+            raise CutimelineError(f"SimGPU option clock={clock!r} must have "
+                                  f"now() -> ns and wait_until(ns) methods.")
+        self._clock = clock
+        self.seed = seed
+        self._rng = rng
+        self._model = OpModel(self.profile, tf32)
+        self.name = f"SimGPU {self.profile.name} (simulated)"
+        self._lock = threading.Lock()
+        self._local = threading.local()
+        self._free_at: dict[int, int] = {}
+        self._started = False
+        self._start_ns = 0
+
+    def __repr__(self) -> str:
+        return (f"SimGPU({self.profile.name!r}, offset_ns={self.offset_ns}, "
+                f"drift_ppm={self.drift_ppm:.3f}, quantum_ns={self.quantum_ns})")
+
+    # -- user controls -------------------------------------------------------
+    @contextlib.contextmanager
+    def stream(self, stream: int) -> Iterator[int]:
+        """Make ``stream`` this thread's current stream inside the block."""
+        stream = _check_stream(stream)
+        before = getattr(self._local, "stream", 0)
+        self._local.stream = stream
+        try:
+            yield stream
+        finally:
+            self._local.stream = before
+
+    @contextlib.contextmanager
+    def host(self) -> Iterator[None]:
+        """Ops dispatched by this thread inside the block are host work."""
+        self._local.host = getattr(self._local, "host", 0) + 1
+        try:
+            yield
+        finally:
+            self._local.host -= 1
+
+    def record_event(self, stream: int | None = None) -> SimEvent:
+        """An event after the work enqueued so far on ``stream`` (default:
+        the current stream), like ``torch.cuda.Event.record``."""
+        s = self.current_stream() if stream is None else _check_stream(stream)
+        with self._lock:
+            return SimEvent(s, self._free_at.get(s, 0))
+
+    def wait_event(self, event: SimEvent, stream: int | None = None) -> None:
+        """Work enqueued on ``stream`` from now on starts after ``event``."""
+        if not isinstance(event, SimEvent):
+            raise CutimelineError(f"wait_event needs a SimEvent from "
+                                  f"SimGPU.record_event, not {event!r}.")
+        s = self.current_stream() if stream is None else _check_stream(stream)
+        with self._lock:
+            self._free_at[s] = max(self._free_at.get(s, 0), event.done_ns)
+
+    def wait_stream(self, waiting: int, on: int) -> None:
+        """Stream ``waiting``'s next work starts no earlier than the end of
+        the work already enqueued on stream ``on``."""
+        self.wait_event(self.record_event(_check_stream(on)),
+                        _check_stream(waiting))
+
+    def synchronize(self, stream: int | None = None) -> None:
+        """Block the host until ``stream`` (None: every stream) drains, and
+        note the sync while recording, like ``torch.cuda.synchronize`` (kind
+        "synchronize") or ``Stream.synchronize`` ("stream_synchronize")."""
+        s = None if stream is None else _check_stream(stream)
+        t0 = self._clock.now()
+        self.wait(s)
+        if self._started:
+            self.note_sync("synchronize" if s is None else "stream_synchronize",
+                           s, NONE, t0, self._clock.now())
+
+    def drained_at(self, stream: int | None = None) -> int:
+        """True host time (ns) at which ``stream`` (None: every stream)
+        finishes the work enqueued so far."""
+        with self._lock:
+            if stream is None:
+                return max(self._free_at.values(), default=0)
+            return self._free_at.get(_check_stream(stream), 0)
+
+    # -- the Device interface ------------------------------------------------
+    def owns(self, device: Any) -> bool:
+        if getattr(self._local, "host", 0):
+            return False
+        return getattr(device, "type", str(device).split(":")[0]) in self._owns
+
+    def current_stream(self) -> int:
+        return getattr(self._local, "stream", 0)
+
+    def start(self) -> None:
+        with self._lock:
+            if self._started:
+                raise CutimelineError(f"{self.name} is already recording; stop "
+                                      f"that recording before starting another.")
+            self._started = True
+            # one tuple per event: stream, kind, seq, host_record, true, anchor
+            self._ev: list[tuple[int, ...]] = []
+            self._anchors: list[int] = []
+            # one tuple per sync: seq, kind, stream, last_event, begin, end, thread ident
+            self._sy: list[tuple[Any, ...]] = []
+            self._last_on: dict[int, int] = {}
+            self._start_ns = now = self._clock.now()
+            self._anchor(0, now)
+        self._ping()
+
+    def begin(self, stream: int, seq: int) -> int:
+        now = self._clock.now()
+        with self._lock:
+            self._require("begin")
+            if now - self._anchor_host_ns >= self.anchor_interval_ns:
+                self._anchor(stream, now)
+            i = self._record(stream, EventKind.BEGIN, seq, now,
+                             now + self.event_latency_ns,
+                             advance=self.bracket == "cuda")
+        if self.bracket == "kernel":  # executes at the launch: end() or wait()
+            # a list: a compiled region's BEGIN waits for its first work, which
+            # may be an op launched inside it
+            pending = getattr(self._local, "pending", None)
+            if pending is None:
+                pending = self._local.pending = []
+            pending.append(i)
+        return i
+
+    def end(self, stream: int, seq: int, func: Any, args: tuple, kwargs: dict,
+            out: Any) -> int:
+        now = self._clock.now()  # the launch was done when func returned
+        cost = self._cost_ns(func, args, kwargs, out)
+        with self._lock:
+            self._require("end")
+            if self.jitter and cost:
+                cost = int(round(cost * math.exp(
+                    self.jitter * self._rng.standard_normal())))
+            start = max(self._free_at.get(stream, 0), now + self.launch_latency_ns)
+            self._settle(stream, start, now)
+            finish = start + cost
+            self._free_at[stream] = finish
+            return self._record(stream, EventKind.END, seq, now,
+                                now + self.event_latency_ns)
+
+    def wait(self, stream: int | None) -> None:
+        with self._lock:
+            # a host-blocking op launched its work before it blocked
+            now = self._clock.now()
+            for s in {self._ev[i][0] for i in getattr(self._local, "pending", None) or ()}:
+                self._settle(s, max(self._free_at.get(s, 0),
+                                    now + self.event_latency_ns), now)
+            if stream is None:
+                target = max(self._free_at.values(), default=0)
+            else:
+                target = self._free_at.get(stream, 0)
+            if self._started:  # what this wait covers, for note_sync
+                self._local.waited = (stream, self._last_event(stream))
+        self._clock.wait_until(target)
+
+    def note_sync(self, kind: str, stream: int | None, seq: int,
+                  host_begin_ns: int, host_end_ns: int) -> None:
+        with self._lock:
+            self._require("note_sync")
+            waited = getattr(self._local, "waited", None)
+            self._local.waited = None
+            # Events other threads recorded after our wait began are not
+            # covered: use the newest event as of the wait when we have it.
+            last = waited[1] if waited and waited[0] == stream \
+                else self._last_event(stream)
+            self._sy.append((seq, kind, NONE if stream is None else stream,
+                             last, host_begin_ns, host_end_ns, threading.get_ident()))
+
+    def harvest(self) -> Harvest:
+        with self._lock:
+            self._require("harvest")
+        self._ping()
+        with self._lock:
+            self._started = False
+            return self._harvest()
+
+    # -- internals (the lock is held where noted) ------------------------------
+    def _require(self, what: str) -> None:
+        if not self._started:
+            raise CutimelineError(f"{self.name}: {what}() was called while not "
+                                  f"recording; call start() first.")
+
+    def _record(self, stream: int, kind: int, seq: int, now: int,
+                ready_ns: int, advance: bool = True) -> int:
+        """Append one event (lock held); it executes when its stream gets to
+        it, and no earlier than ``ready_ns``. ``advance=False``: a BEGIN whose
+        time ``_settle`` fixes later (bracket="kernel")."""
+        true = max(self._free_at.get(stream, 0), ready_ns)
+        if advance:
+            self._free_at[stream] = true
+        i = len(self._ev)
+        self._ev.append((stream, kind, seq, now, true, len(self._anchors) - 1))
+        self._last_on[stream] = i
+        return i
+
+    def _settle(self, stream: int, true_ns: int, launch_ns: int) -> None:
+        """Fix this thread's pending BEGINs on ``stream`` (bracket="kernel")
+        to execute at ``true_ns``, right before the first work after them, and
+        to count as recorded at ``launch_ns``, when the host enqueued that
+        work (lock held): an op's launch is then the enqueue, as a kernel's
+        launch call would say, not the start of its dispatch."""
+        pending = getattr(self._local, "pending", None)
+        if not pending:
+            return
+        left = []
+        for i in pending:
+            s, kind, seq, _, _, anchor = self._ev[i]
+            if s == stream:
+                self._ev[i] = (s, kind, seq, launch_ns, true_ns, anchor)
+            else:
+                left.append(i)
+        self._local.pending = left
+        if len(left) < len(pending):
+            self._free_at[stream] = max(self._free_at.get(stream, 0), true_ns)
+
+    def _anchor(self, stream: int, now: int) -> None:
+        """Lay down a segment anchor (lock held)."""
+        self._anchors.append(len(self._ev))  # read against itself
+        self._anchor_host_ns = now
+        self._record(stream, EventKind.ANCHOR, NONE, now,
+                     now + self.event_latency_ns)
+
+    def _last_event(self, stream: int | None) -> int:
+        if stream is None:
+            return len(self._ev) - 1
+        return self._last_on.get(stream, NONE)
+
+    def _ping(self) -> None:
+        """Calibration pings as the CUDA device does them: synchronize, host
+        time, record, synchronize, host time; each a "ping" sync row."""
+        for _ in range(self.pings):
+            self.wait(None)
+            self._local.waited = None  # this sync is noted here, not by note_sync
+            before = self._clock.now()
+            with self._lock:
+                i = self._record(0, EventKind.PING, NONE, before,
+                                 before + self.event_latency_ns)
+                target = self._ev[i][4]
+            self._clock.wait_until(target)
+            after = self._clock.now()
+            with self._lock:
+                self._sy.append((NONE, "ping", NONE, i, before, after,
+                                 threading.get_ident()))
+
+    def _cost_ns(self, func: Any, args: tuple, kwargs: dict, out: Any) -> int:
+        cost = self.cost
+        if cost is None:
+            return self._model.cost_ns(func, args, kwargs, out)
+        name = op_name(func)
+        if isinstance(cost, dict):
+            ns = cost.get(name)
+            if ns is None:
+                ns = cost.get(name.split(".")[0])
+            return self._model.cost_ns(func, args, kwargs, out) if ns is None else ns
+        ns = cost(name, args, kwargs, out)
+        if isinstance(ns, bool) or not isinstance(ns, (int, float, np.number)) \
+                or not math.isfinite(ns) or ns < 0:
+            raise CutimelineError(f"The SimGPU cost function returned {ns!r} for "
+                                  f"{name}; it must return a duration ≥ 0 in ns.")
+        return int(round(ns))
+
+    def _harvest(self) -> Harvest:
+        ev = np.asarray(self._ev, np.int64).reshape(-1, 6)
+        stream, kind, op, host, true, anchor_of = ev.T.copy()
+        raw, dev = read_device_clock(
+            true, np.asarray(self._anchors, np.int64), anchor_of,
+            start_ns=self._start_ns, offset_ns=self.offset_ns,
+            drift_ppm=self.drift_ppm, quantum_ns=self.quantum_ns)
+        n = len(raw)
+        events = {"device": np.full(n, self.index, np.int16), "stream": stream,
+                  "kind": kind.astype(np.uint8), "op": op, "raw_ns": raw,
+                  "host_record_ns": host}
+        s_op, s_kind, s_stream, s_last, s_b, s_e, s_ident = (
+            list(c) for c in zip(*self._sy)) if self._sy else ([],) * 7
+        syncs = {"op": np.asarray(s_op, np.int64),
+                 "kind": np.asarray(s_kind, dtype=object),
+                 "device": np.full(len(s_op), self.index, np.int16),
+                 "stream": np.asarray(s_stream, np.int64),
+                 "last_event": np.asarray(s_last, np.int64),
+                 "host_begin_ns": np.asarray(s_b, np.int64),
+                 "host_end_ns": np.asarray(s_e, np.int64),
+                 "ident": np.asarray(s_ident, np.uint64)}
+        p = self.profile
+        meta = {"simulated": True, "device_name": self.name,
+                "device_names": {str(self.index): self.name},
+                "clock_resolution_ns": {str(self.index): read_error_ns(
+                    self.quantum_ns, self.anchor_interval_ns)},
+                "sim": {"profile": p.name, "peak_flops": dict(p.peak_flops),
+                        "bandwidth": p.bandwidth, "min_kernel_ns": p.min_kernel_ns,
+                        "offset_ns": self.offset_ns, "drift_ppm": self.drift_ppm,
+                        "start_host_ns": self._start_ns,
+                        "quantum_ns": self.quantum_ns,
+                        "launch_latency_ns": self.launch_latency_ns,
+                        "event_latency_ns": self.event_latency_ns,
+                        "anchor_interval_ns": self.anchor_interval_ns,
+                        "anchor0_device_ns": int(dev[0]) if n else None,
+                        "jitter": self.jitter, "seed": self.seed,
+                        "bracket": self.bracket,
+                        "cost": "roofline" if self.cost is None else "override"}}
+        return Harvest(events, syncs, meta,
+                       {"event": np.arange(n, dtype=np.int64), "host_ns": true})

@@ -1,0 +1,2 @@
+"""Other files: Chrome-trace/Perfetto export (``chrome``), torch.profiler
+(Kineto) import (``kineto``), and reading Chrome-trace JSON (``tracefile``)."""

@@ -1,0 +1,367 @@
+"""Host spans and the hooks that make them, installed only while recording.
+
+The recorder (``recorder.py``) owns the op stream; this module owns what it
+learns around the ops: the module stack (``encoder.layers.0.self_attn``),
+steps, DataLoader fetches, forward/backward/optimizer phases, threads
+started while recording, calls of Inductor's compiled graphs (recorded by
+``compiled.py``), and on CUDA the host-blocking calls and graph replays
+that are not aten ops. ``Hooks.install()`` at start and
+``Hooks.remove()`` at stop tie every hook to one recording; every patched
+attribute is restored exactly.
+
+Spans are tuples ``(kind, name_id, thread, depth, number, begin_ns,
+end_ns)`` appended to the calling thread's ``Writer``. ``depth`` is the
+nesting among spans of that kind on that thread (for MODULE the module
+depth, 0 for the root module); ``number`` is the step number of STEP spans.
+
+Where the spans come from:
+
+* MODULE / FORWARD — global module forward pre/post hooks (the post hook
+  with ``always_call``, so a forward that raises still pops its module);
+  FORWARD spans the forward of each root module (one entered with an empty
+  module stack).
+* BACKWARD — a wrapper around ``torch.autograd._engine_run_backward``, which
+  ``Tensor.backward``, ``torch.autograd.backward`` and ``torch.autograd.grad``
+  all call; one span per backward pass, on the thread that asked for it.
+  While one runs, the op stream reads each op's autograd node (grad_fn);
+  a backward pass started any other way (the engine called directly) is
+  recorded without grad_fn.
+* OPTIMIZER — global optimizer step pre/post hooks; the post hook also ends
+  a step (see ``steps`` in ``record``).
+* DATA — wrappers around ``DataLoader.__iter__`` and the iterators'
+  ``__next__``; they only time the call and mark the thread as fetching
+  (threads started meanwhile, such as the pin-memory thread, fetch for
+  good).
+* SYNC (CUDA) — wrappers around ``torch.cuda.synchronize``,
+  ``Stream.synchronize`` and ``Event.synchronize`` (and ``Event.record``,
+  to know what an event covers); the op stream adds SYNC spans for
+  host-blocking ops.
+
+While the session is paused (``Session.calibrate`` runs its own small
+training step) the module and backward hooks do nothing. While
+torch.compile traces (Dynamo runs the Python of hooks it meets), every
+hook does nothing, so compiled regions have no MODULE spans inside
+and their ops carry the module that called into them. torch warns about
+global module hooks when a module is compiled; that warning is expected.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from time import perf_counter_ns as _now
+from typing import Any, Callable
+
+from ..timeline.timeline import NONE, SpanKind
+
+try:  # torch.compile traces into global hooks; they must do nothing there
+    from torch.compiler import is_compiling as _compiling
+except ImportError:  # torch < 2.3
+    from torch._dynamo import is_compiling as _compiling
+
+__all__ = ["Hooks"]
+
+_MODULE, _FORWARD, _BACKWARD = int(SpanKind.MODULE), int(SpanKind.FORWARD), int(SpanKind.BACKWARD)
+_DATA, _OPTIMIZER, _SYNC = int(SpanKind.DATA), int(SpanKind.OPTIMIZER), int(SpanKind.SYNC)
+
+
+class Hooks:
+    """The global hooks and patches of one recording (see the module doc)."""
+
+    def __init__(self, session: Any, *, modules: bool, threads: bool):
+        self.s = session
+        self.modules, self.threads = modules, threads
+        self._handles: list[Any] = []
+        self._patches: list[tuple[Any, str, Any]] = []
+        self._removed = False
+        # id(root module) -> (root, {id(module): path string id})
+        self._paths: dict[int, tuple[Any, dict[int, int]]] = {}
+
+    # -- lifetime --------------------------------------------------------------
+    def install(self) -> None:
+        import torch
+        import torch.nn.modules.module as nn_module
+        import torch.optim.optimizer as optim
+        import torch.utils.data.dataloader as dl
+        try:
+            if self.modules:
+                self._handles.append(nn_module.register_module_forward_pre_hook(self._pre))
+                self._handles.append(nn_module.register_module_forward_hook(
+                    self._post, always_call=True))
+            self._handles.append(optim.register_optimizer_step_pre_hook(self._opt_pre))
+            self._handles.append(optim.register_optimizer_step_post_hook(self._opt_post))
+            self._patch(dl._BaseDataLoaderIter, "__next__", self._data("next(DataLoader)"))
+            self._patch(dl.DataLoader, "__iter__", self._data("iter(DataLoader)"))
+            self._patch(torch.autograd, "_engine_run_backward", self._backward)
+            if self.threads:
+                self._patch(threading.Thread, "start", self._start)
+            if getattr(self.s.device, "kind", "") == "cuda":
+                self._install_cuda(torch)
+            if not self._install_compiled():
+                self.s.at_boundary.append(self._install_compiled)
+        except BaseException:
+            self.remove()
+            raise
+
+    def remove(self) -> None:
+        self._removed = True  # a late patch (_install_compiled) comes no more
+        for h in reversed(self._handles):
+            h.remove()
+        for owner, name, original in reversed(self._patches):
+            setattr(owner, name, original)
+        self._handles.clear()
+        self._patches.clear()
+        self._paths.clear()  # drop the references to root modules
+
+    def _patch(self, owner: Any, name: str, make: Callable[[Any], Any]) -> None:
+        original = owner.__dict__[name] if isinstance(owner, type) else getattr(owner, name)
+        setattr(owner, name, make(original))
+        self._patches.append((owner, name, original))
+
+    # -- module stack ----------------------------------------------------------
+    def _path(self, root: Any, module: Any, parent: int) -> int:
+        """String id of ``module``'s path relative to ``root``, as
+        ``root.named_modules()`` names it (the root itself: its class name).
+        A module outside root's tree: its parent's path and its class name."""
+        entry = self._paths.get(id(root))
+        if entry is None or entry[0] is not root:
+            intern = self.s.intern
+            names = {id(m): intern(n or type(root).__name__)
+                     for n, m in root.named_modules()}
+            entry = self._paths[id(root)] = (root, names)
+        sid = entry[1].get(id(module))
+        if sid is None:  # not cached: a transient module's id may be reused
+            s = self.s
+            sid = s.intern(f"{s.strings.values[parent]}.{type(module).__name__}")
+        return sid
+
+    def _pre(self, module: Any, args: Any) -> None:
+        if _compiling() or self.s.paused:
+            return
+        w = self.s.writer()
+        st = w.stack
+        sid = self._path(st[0][0], module, st[-1][1]) if st else \
+            self._path(module, module, NONE)
+        st.append((module, sid, _now(), w.ctx))
+        w.ctx = self.s.context(sid, len(st) - 1)
+
+    def _post(self, module: Any, args: Any, output: Any) -> None:
+        if _compiling() or self.s.paused:
+            return
+        w = self.s.writer()
+        st = w.stack
+        for i in range(len(st) - 1, -1, -1):
+            if st[i][0] is module:
+                break
+        else:
+            return  # its forward began before the recording did
+        _, sid, t0, ctx = st[i]
+        del st[i:]
+        w.ctx = ctx
+        w.span(_MODULE, sid, i, t0)
+        if i == 0:
+            w.span(_FORWARD, sid, 0, t0)
+
+    # -- optimizer and steps -----------------------------------------------------
+    def _opt_pre(self, opt: Any, args: Any, kwargs: Any) -> None:
+        if not _compiling():
+            self.s.writer().optimizers.append(_now())
+
+    def _opt_post(self, opt: Any, args: Any, kwargs: Any) -> None:
+        if _compiling():
+            return
+        w = self.s.writer()
+        if w.optimizers:
+            t0 = w.optimizers.pop()
+            w.span(_OPTIMIZER, self.s.intern(f"{type(opt).__name__}.step"),
+                   len(w.optimizers), t0)
+        self.s.boundary(w, manual=False)
+
+    # -- wrappers ------------------------------------------------------------------
+    def _data(self, name: str) -> Callable[[Any], Any]:
+        s, sid = self.s, self.s.intern(name)
+
+        def make(original: Any) -> Any:
+            def fetch(loader: Any, *args: Any, **kwargs: Any) -> Any:
+                if _compiling():
+                    return original(loader, *args, **kwargs)
+                w = s.writer()
+                w.data += 1
+                t0 = _now()
+                try:
+                    return original(loader, *args, **kwargs)
+                finally:
+                    w.data -= 1
+                    w.span(_DATA, sid, w.data, t0)
+            return fetch
+        return make
+
+    def _backward(self, original: Any) -> Any:
+        s, sid = self.s, self.s.intern("backward")
+
+        def run_backward(*args: Any, **kwargs: Any) -> Any:
+            if _compiling() or s.paused:
+                return original(*args, **kwargs)
+            w = s.writer()
+            t0 = _now()
+            with s.lock:
+                s.backward += 1
+            try:
+                return original(*args, **kwargs)
+            finally:
+                with s.lock:
+                    s.backward -= 1
+                w.span(_BACKWARD, sid, 0, t0)
+        return run_backward
+
+    def _start(self, original: Any) -> Any:
+        s = self.s
+
+        def start(thread: Any, *args: Any, **kwargs: Any) -> Any:
+            if not s.off and not _compiling():
+                _record_thread(s, thread, s.writer().data > 0)
+            return original(thread, *args, **kwargs)
+        return start
+
+    # -- torch.compile: calls of Inductor's compiled graphs (compiled.py) -----------
+    def _install_compiled(self) -> bool:
+        """Wrap ``CompiledFxGraph.__call__`` once the program has loaded
+        Inductor; False while it has not (retried at every step boundary)."""
+        if self.s.off or self._removed:
+            return True
+        from . import compiled
+        cls = compiled.graph_class()
+        if cls is None:
+            return False
+        if cls and all(o is not cls for o, _, _ in self._patches):
+            self._patch(cls, "__call__", lambda original: compiled.wrap(self.s, original))
+        return True
+
+    # -- CUDA: host-blocking calls and graph replays that are not aten ops --------
+    def _install_cuda(self, torch: Any) -> None:
+        s, dev = self.s, self.s.device
+
+        def device_wide(args: tuple, kwargs: dict, t0: int, t1: int) -> None:
+            # torch.cuda.synchronize(device=None) waits for the current device
+            d = args[0] if args else kwargs.get("device")
+            if _cuda_index(torch, d) == dev.index:
+                dev.note_sync("synchronize", None, NONE, t0, t1)
+
+        def stream_wide(args: tuple, kwargs: dict, t0: int, t1: int) -> None:
+            if args[0].device_index == dev.index:
+                dev.note_sync("stream_synchronize", args[0].stream_id, NONE, t0, t1)
+
+        def event(args: tuple, kwargs: dict, t0: int, t1: int) -> None:
+            dev.note_event_sync(args[0], t0, t1)
+
+        self._patch(torch.cuda, "synchronize", _synced(s, "synchronize", device_wide))
+        self._patch(torch.cuda.Stream, "synchronize",
+                    _synced(s, "stream_synchronize", stream_wide))
+        self._patch(torch.cuda.Event, "synchronize",
+                    _synced(s, "event_synchronize", event))
+        self._patch(torch.cuda.Event, "record", lambda original: _event_record(s, original))
+        self._patch(torch.cuda.CUDAGraph, "replay",
+                    lambda original: _graph_replay(s, original))
+        # While any thread captures a graph (torch's default capture mode is
+        # global), querying an event from another thread would invalidate
+        # the capture: the device grows its pool instead of reaping then.
+        if hasattr(dev, "captures") and all(
+                n in torch.cuda.CUDAGraph.__dict__ for n in ("capture_begin", "capture_end")):
+            self._patch(torch.cuda.CUDAGraph, "capture_begin",
+                        lambda original: _capture_begin(dev, original))
+            self._patch(torch.cuda.CUDAGraph, "capture_end",
+                        lambda original: _capture_end(dev, original))
+
+
+def _capture_begin(dev: Any, original: Any) -> Any:
+    def capture_begin(graph: Any, *args: Any, **kwargs: Any) -> Any:
+        dev.captures += 1
+        try:
+            return original(graph, *args, **kwargs)
+        except BaseException:
+            dev.captures -= 1
+            raise
+    return capture_begin
+
+
+def _capture_end(dev: Any, original: Any) -> Any:
+    def capture_end(graph: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return original(graph, *args, **kwargs)
+        finally:
+            dev.captures = max(dev.captures - 1, 0)
+    return capture_end
+
+
+def _synced(s: Any, kind: str,
+            note: Callable[[tuple, dict, int, int], None]) -> Callable[[Any], Any]:
+    """Wrap a host-blocking CUDA call: note the sync and a SYNC span."""
+    sid = s.intern(kind)
+
+    def make(original: Any) -> Any:
+        def blocking(*args: Any, **kwargs: Any) -> Any:
+            t0 = _now()
+            out = original(*args, **kwargs)
+            t1 = _now()
+            if not s.off:
+                note(args, kwargs, t0, t1)
+                w = s.writer()
+                w.spans.append((_SYNC, sid, w.thread, 0, NONE, t0, t1))
+            return out
+        return blocking
+    return make
+
+
+def _cuda_index(torch: Any, d: Any) -> int:
+    """The device index ``torch.cuda`` calls mean by ``d`` (None, an int, a
+    string or a torch.device; unindexed: the current device)."""
+    if d is None:
+        return torch.cuda.current_device()
+    if isinstance(d, int):
+        return d
+    d = torch.device(d)
+    return torch.cuda.current_device() if d.index is None else d.index
+
+
+def _event_record(s: Any, original: Any) -> Any:
+    def record(event: Any, stream: Any = None) -> Any:
+        out = original(event, stream)
+        if not s.off:
+            s.device.note_user_event(event, stream)
+        return out
+    return record
+
+
+def _graph_replay(s: Any, original: Any) -> Any:
+    def replay(graph: Any, *args: Any, **kwargs: Any) -> Any:
+        if s.off:
+            return original(graph, *args, **kwargs)
+        return s.launch_graph(original, graph, args, kwargs)
+    return replay
+
+
+def _record_thread(s: Any, thread: Any, data: bool) -> None:
+    """Make ``thread`` record its ops: the dispatch-mode stack is
+    thread-local, so its run() pushes a mode of its own and pops it at the
+    end. The push bypasses ``TorchDispatchMode.__enter__``, whose
+    process-wide flags would be restored out of order by threads."""
+    import torch
+    from torch.utils._python_dispatch import _pop_mode, _push_mode
+    run = thread.run
+    ref = weakref.ref(s)
+
+    def run_recorded() -> Any:
+        session = ref()
+        if session is None or session.off:
+            return run()
+        w = session.writer()
+        w.data += data  # a thread started by a DataLoader does its work
+        mode = session.mode_for(w)
+        _push_mode(mode)
+        try:
+            return run()
+        finally:
+            n = torch._C._len_torch_dispatch_stack()
+            if n and torch._C._get_dispatch_stack_at(n - 1) is mode:
+                _pop_mode()
+    thread.run = run_recorded

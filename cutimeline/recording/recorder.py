@@ -1,0 +1,504 @@
+"""The recorder: every aten op the CPU dispatches, and the device work it
+launches, collected into a ``Timeline``.
+
+    with ctl.record(device="auto") as rec:
+        train()
+    tl = rec.timeline                # aligned at stop when it has device events
+
+A private ``TorchDispatchMode`` (``opstream.py``) sees each op below
+autograd and below the ``CompositeImplicitAutograd`` decompositions
+(``aten::linear`` arrives as ``aten::t`` and ``aten::addmm``), but not the
+ops that kernels call inside. Against torch.profiler (``record_shapes=True``,
+run separately): the ops seen are the profiler's aten events that do not
+decompose at CompositeImplicitAutograd and have no such event above them,
+plus ``profiler::_record_function_*`` ops for its named ranges; an active
+mode itself makes autograd save op outputs as ``aten::detach`` aliases (one
+more detach at unpacking), and makes composite code pick out-of-place
+variants (``aten::add`` for ``add_``, ``aten::view`` for ``_reshape_alias``);
+``tests/test_recorder.py`` checks this on three models.
+
+An op whose tensors live on a device the recorder's ``Device`` owns, that is
+not metadata-only (flag VIEW: views, ``empty``, profiler ops) and that is
+not a CPU op inside a DataLoader fetch, is bracketed by BEGIN/END events on
+its stream (flag LAUNCH) and gets one gpu row.
+
+What else is seen, precisely:
+
+* Backward ops run by the autograd engine, with their autograd node
+  (``AddmmBackward0``) in ``grad_fn``, for backward passes started through
+  ``torch.autograd`` (``Tensor.backward``, ``backward``, ``grad``); forward
+  ops with their innermost module path and its depth (root 0; ``depth`` is
+  NONE outside modules). On CUDA the engine runs backward on its device
+  threads, which inherit the dispatch mode; those ops get those threads' rows.
+* Threads started while recording (``threading.Thread.start``) record their
+  ops. Threads that were running before start are not recorded, nor are
+  DataLoader worker processes (their fetch is one DATA span in the parent).
+* ``torch.compile``: compiled code stays compiled; the recorder sees the
+  ops the compiled artifact dispatches at run time (with ``aot_eager``
+  every aten op), and each call of an Inductor graph is an op
+  ``inductor::graph_<n>`` over them, with gpu rows of kind COMPILED for
+  its fused kernels (``compiled.py``). Host spans are not made inside
+  compiled regions (see ``hooks.py``).
+* While a CUDA stream captures a graph no events are recorded (flag
+  CAPTURED); each graph replay is one gpu row of kind GRAPH, with an ops
+  row ``cudagraph::replay``.
+* Host-blocking ops (flag SYNC, a syncs row and a SYNC span): ``.item()``,
+  ``nonzero``, ``equal``, ``masked_select``, ``unique``, ``bincount``,
+  boolean-mask indexing, ``repeat_interleave`` without ``output_size``, and
+  copies between the host and an owned device that block (device→host unless
+  non-blocking into pinned memory, host→device unless non-blocking); only
+  when the device side is owned by the recorder's Device. On CUDA also
+  ``torch.cuda.synchronize`` and ``Stream``/``Event.synchronize``.
+* Steps: a STEP span runs from the previous boundary (or the start) to the
+  next; ops after the last boundary belong to no step.
+* One device per recording: with ``device="cuda:0"`` ops on other GPUs get
+  host rows (their ``device`` column says which GPU).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import socket
+import threading
+import time
+import warnings
+from time import perf_counter_ns as _now
+from typing import Any, Callable
+
+import numpy as np
+import torch
+
+from .compiled import cut
+from ..devices.cuda import Device, Harvest
+from ..errors import CutimelineError
+from .hooks import Hooks, _compiling
+from .opstream import Mode, Session
+from .selfcost import calibrator, measure, priced, refine
+from ..timeline.timeline import NONE, SpanKind, Timeline
+
+__all__ = ["record", "Recorder", "span"]
+
+# -- the public surface ------------------------------------------------------------
+
+_STEPS = ("auto", "optimizer", "manual")
+_USER, _SYNC_SPAN = int(SpanKind.USER), int(SpanKind.SYNC)
+_ACTIVE: Session | None = None  # the recording in progress, for span()
+_ACTIVE_LOCK = threading.Lock()
+# how often (at most) a real mix of ops is priced again between steps
+# (Session.calibrate; 0: only at stop). Off by default: each run is a few ms
+# of the recorder's own host work inside the user's loop, GPU idle time that
+# analyze would read as dispatch (it flipped the demo's step verdicts); the
+# one at stop prices the mix without touching the recorded run.
+CALIBRATE_EVERY_NS = 0
+
+
+def record(*, device: str | Device = "auto", max_ops: int = 10_000_000,
+           modules: bool = True, threads: bool = True, steps: str = "auto",
+           measure: bool = True, timing: str = "events",
+           out_dir: str | os.PathLike | None = None) -> "Recorder":
+    """A recorder of the aten op stream and the device work it launches.
+
+    ``device``: "auto" (CUDA when available, else "cpu"), "cuda", "cuda:N",
+    "cpu" (host rows only) or a ``Device`` such as ``ctl.SimGPU(...)``.
+    ``max_ops``: past this many ops one warning is given and recording of
+    ops stops (``Timeline.truncated``); the program goes on. ``modules``:
+    module paths and MODULE/FORWARD spans (global module hooks). ``threads``:
+    record threads started while recording. ``steps``: what ends a STEP span
+    — "optimizer" (every ``optimizer.step()``), "manual" (``rec.step()``
+    only) or "auto" (optimizer steps until ``rec.step()`` is first called,
+    then only ``rec.step()``). ``measure``: measure the recorder's own cost
+    per op at start (about 5 ms; ``selfcost.py``) into meta:
+    ``overhead_model`` (ns per op and per kind of argument, per module
+    call), ``overhead_ns_by_signature`` (each recorded op name and shapes
+    priced by it) and ``overhead_ns_per_op`` (their mean), which
+    ``ctl.analyze`` replays away (``compensation.py``).
+    ``timing``: how the CUDA device record() makes times work — "events"
+    (CUDA events), "stamps" (globaltimer stamp kernels, needs CuPy) or
+    "both", when ``rec.timelines`` holds a Timeline for each (see
+    ``CudaDevice``); other devices take only "events" ("auto" without
+    CUDA records no device, so there it is moot). ``out_dir``: under
+    torch.distributed, write this rank's Timeline to ``out_dir/rank-<r>.ctl``
+    at stop, also when the recorded block raises; ``ctl.merge(out_dir)``
+    joins the ranks (see ``dist.py``).
+
+    With ``CUTIMELINE_DISABLE=1`` in the environment the recorder does
+    nothing and its timeline is empty.
+    """
+    disabled = os.environ.get("CUTIMELINE_DISABLE", "").strip() not in ("", "0")
+    if isinstance(max_ops, bool) or not isinstance(max_ops, int) or max_ops < 1:
+        raise CutimelineError(f"record(max_ops={max_ops!r}) must be a whole "
+                              f"number of ops ≥ 1.")
+    for name, value in (("modules", modules), ("threads", threads), ("measure", measure)):
+        if not isinstance(value, bool):
+            raise CutimelineError(f"record({name}={value!r}) must be True or False.")
+    if steps not in _STEPS:
+        raise CutimelineError(f"record(steps={steps!r}) is not understood; give "
+                              f"one of {', '.join(map(repr, _STEPS))}.")
+    from ..devices.cuda import TIMINGS
+    if timing not in TIMINGS:
+        raise CutimelineError(f"record(timing={timing!r}) is not understood; give "
+                              f"one of {', '.join(map(repr, TIMINGS))}.")
+    if out_dir is not None:
+        if not isinstance(out_dir, (str, os.PathLike)) or not os.fspath(out_dir):
+            raise CutimelineError(f"record(out_dir={out_dir!r}) must name a folder "
+                                  f"(a str or path).")
+        out_dir = os.fspath(out_dir)
+        if not disabled:
+            os.makedirs(out_dir, exist_ok=True)
+    dev = _device(device, resolve=not disabled, timing=timing)
+    return Recorder(dev, disabled=disabled, max_ops=max_ops, modules=modules,
+                    threads=threads, steps=steps, measure=measure, timing=timing,
+                    out_dir=out_dir)
+
+
+def _device(device: Any, *, resolve: bool, timing: str = "events") -> Device | None:
+    if timing != "events" and (device == "cpu" or isinstance(device, Device)
+                               and getattr(device, "timing", "events") != timing):
+        raise CutimelineError(
+            f"record(timing={timing!r}) applies to the CUDA device record() makes, "
+            f"not to device={device!r}; give device='cuda' (or 'auto'), or a "
+            f"CudaDevice(timing={timing!r}).")
+    if isinstance(device, Device):
+        return device
+    import re
+    m = re.fullmatch(r"cuda(?::(\d+))?", device) if isinstance(device, str) else None
+    if not (m or device in ("auto", "cpu")):
+        raise CutimelineError(
+            f"record(device={device!r}) is not understood; give 'auto', 'cpu', "
+            f"'cuda', 'cuda:N' or a Device such as ctl.SimGPU().")
+    if not resolve or device == "cpu":
+        return None
+    from ..devices.cuda import CudaDevice
+    if device == "auto":
+        return CudaDevice(timing=timing) if torch.cuda.is_available() else None
+    if not torch.cuda.is_available():
+        raise CutimelineError(
+            f"record(device={device!r}) needs CUDA, but torch.cuda.is_available() "
+            f"is False here; use device='auto', 'cpu' or a ctl.SimGPU().")
+    index = int(m.group(1)) if m.group(1) else torch.cuda.current_device()
+    if index >= torch.cuda.device_count():
+        raise CutimelineError(
+            f"record(device={device!r}) names a GPU this machine lacks; it has "
+            f"{torch.cuda.device_count()} (cuda:0..cuda:{torch.cuda.device_count() - 1}).")
+    return CudaDevice(index, timing=timing)
+
+
+class Recorder:
+    """One recording: ``start()``/``stop()`` or ``with``; ``timeline`` after
+    stop. Made by ``record()``."""
+
+    def __init__(self, device: Device | None, *, disabled: bool, **options: Any):
+        self.device, self.disabled, self.options = device, disabled, options
+        self._state = "new"
+        self._session: Session | None = None
+        self._mode: Mode | None = None
+        self._hooks: Hooks | None = None
+        self._timeline: Timeline | None = None
+        self._timelines: dict[str, Timeline] = {}
+        self._meta: dict[str, Any] = {}
+        self._error: BaseException | None = None  # what the recorded block raised
+
+    def __repr__(self) -> str:
+        dev = "cpu" if self.device is None else getattr(self.device, "name", self.device)
+        return f"<cutimeline.Recorder {self._state} device={dev}>"
+
+    def __enter__(self) -> "Recorder":
+        self.start()
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+        if exc_type is None:
+            self.stop()
+            return False
+        self._error = exc
+        try:  # the user's exception must come out unchanged
+            self.stop()
+        except Exception as stop_error:
+            warnings.warn(f"cutimeline could not stop cleanly after an exception "
+                          f"in the recorded block: {stop_error}", RuntimeWarning, 2)
+        return False
+
+    def start(self) -> "Recorder":
+        """Begin recording in the calling thread."""
+        global _ACTIVE
+        if self._state == "recording":
+            raise CutimelineError("This recorder is already recording; call stop() "
+                                  "before starting it again.")
+        if self._state == "stopped":
+            raise CutimelineError("This recorder has already recorded; make a new "
+                                  "one with ctl.record() to record again.")
+        if self.disabled:
+            self._state = "recording"
+            return self
+        with _ACTIVE_LOCK:
+            if _ACTIVE is not None:
+                raise CutimelineError(
+                    "Another cutimeline recorder is already recording, and "
+                    "recordings do not nest; stop it first.")
+            o = self.options
+            if o.get("out_dir"):  # rank, world size, host (dist.py)
+                from .ranks import rank_meta
+                self._meta = rank_meta()
+            model = measure(o["modules"]) if o["measure"] else None
+            per_launch = getattr(self.device, "measure_launch_ns", None)
+            s = Session(self.device, max_ops=o["max_ops"], steps=o["steps"])
+            if model is not None:
+                s.calibrate_every(CALIBRATE_EVERY_NS)
+                s.calibrator = calibrator(model)
+            self._meta = {
+                **self._meta, "source": "record", "start_epoch_ns": time.time_ns(),
+                "start_host_ns": _now(),
+                # the cost of an op with one tensor; at stop, the mean over
+                # the ops recorded (overhead_ns_by_signature prices each)
+                "overhead_ns_per_op": None if model is None else model["op_ns"],
+                "overhead_model": model,
+                "overhead_ns_per_launch": per_launch() if o["measure"] and per_launch else None}
+            hooks = Hooks(s, modules=o["modules"], threads=o["threads"])
+            if self.device is not None:
+                self.device.start()
+            try:
+                hooks.install()
+                mode = s.mode_for(s.writer())
+                mode.__enter__()
+            except BaseException:
+                hooks.remove()
+                if self.device is not None:
+                    self.device.harvest()
+                raise
+            self._session, self._hooks, self._mode = s, hooks, mode
+            self._thread = threading.get_ident()
+            _ACTIVE = s
+            self._state = "recording"
+        return self
+
+    def stop(self) -> "Recorder":
+        """End the recording; ``timeline`` holds it (aligned if it has device
+        events). Call it from the thread that called start()."""
+        global _ACTIVE
+        if self._state != "recording":
+            raise CutimelineError(
+                "stop() was called on a recorder that is not recording" +
+                ("; it has stopped already and rec.timeline holds its Timeline."
+                 if self._state == "stopped" else
+                 "; call start() first, or use it as `with ctl.record() as rec:`."))
+        if self.disabled:
+            self._state = "stopped"
+            self._timeline = Timeline(meta={"source": "record", "disabled": True})
+            return self
+        if threading.get_ident() != self._thread:
+            raise CutimelineError("stop() must be called from the thread that "
+                                  "called start(); the recording goes on.")
+        n = torch._C._len_torch_dispatch_stack()
+        if not n or torch._C._get_dispatch_stack_at(n - 1) is not self._mode:
+            raise CutimelineError(
+                "stop() found another TorchDispatchMode entered inside the recording "
+                "and still active; exit it first. The recording goes on.")
+        s = self._session
+        s.off = True
+        try:
+            self._mode.__exit__(None, None, None)
+            self._hooks.remove()
+            # the closing pings first: the Timeline ends there, not after
+            # the recorder's own measurements below
+            harvest = self.device.harvest() if self.device is not None else None
+            if self._meta.get("overhead_model"):  # after the last op: not timed
+                refine(self._meta["overhead_model"])
+                s.calibrate()  # at least one price of a real mix
+            tl = _assemble(s, harvest, self._meta_at_stop(s, harvest))
+            self._timeline = _align(tl)
+            if self.options.get("out_dir"):  # this rank's file (dist.py)
+                from .ranks import write_rank
+                self._timeline = write_rank(self._timeline, self.options["out_dir"],
+                                            self._error)
+            # timing="both": the same rows timed by the other clock's raw_ns
+            self._timelines = {tl.meta.get("timing", "events"): self._timeline}
+            for name, raw in (harvest.alternates if harvest else {}).items():
+                res = {str(self.device.index): harvest.alternate_resolution_ns.get(name, 0)}
+                self._timelines[name] = _align(tl.replace(
+                    events=tl.events.replace(raw_ns=raw),
+                    meta={**tl.meta, "timing": name, "clock_resolution_ns": res}))
+        finally:
+            self._state = "stopped"
+            with _ACTIVE_LOCK:
+                _ACTIVE = None
+            # drop the session (modes left in other threads see it is off) and
+            # free its buffers now, not when the last recorded thread ends
+            self._session = self._mode = self._hooks = None
+            for w in s.writers:
+                w.ops, w.launches, w.spans, w.users = [], [], [], []
+        return self
+
+    def step(self) -> None:
+        """End the current step here (see ``steps`` in ``record``)."""
+        if self._state != "recording":
+            raise CutimelineError("rec.step() was called while the recorder is "
+                                  "not recording; call it inside the `with` block.")
+        if not self.disabled:
+            self._session.boundary(self._session.writer(), manual=True)
+
+    @property
+    def timeline(self) -> Timeline:
+        """The recorded Timeline (after stop)."""
+        if self._timeline is None:
+            raise CutimelineError("The timeline is ready after stop(); read "
+                                  "rec.timeline after the `with ctl.record()` block.")
+        return self._timeline
+
+    @property
+    def timelines(self) -> dict[str, Timeline]:
+        """The recording as each clock timed it, by timing name: one entry,
+        or with ``timing="both"`` "events" (``timeline``) and "stamps". They
+        share ops, spans and syncs; events.raw_ns, clocks and gpu times differ."""
+        tl = self.timeline
+        return dict(self._timelines) or {tl.meta.get("timing", "events"): tl}
+
+    def _meta_at_stop(self, s: Session, harvest: Any) -> dict[str, Any]:
+        import cutimeline
+        meta = dict(self._meta)
+        if harvest is not None:
+            meta.update(harvest.meta)
+        dev = self.device
+        o = dict(self.options)
+        o["device"] = "cpu" if dev is None else repr(dev)
+        meta.update({
+            "versions": {"cutimeline": cutimeline.__version__, "torch": torch.__version__,
+                         "python": platform.python_version()},
+            "host": socket.gethostname(), "options": o, "aligned": False,
+            "devices": [] if dev is None else [{
+                "index": dev.index, "kind": dev.kind,
+                "name": meta.get("device_name", getattr(dev, "name", repr(dev)))}],
+            "threads": [w.name for w in s.writers],
+            "overhead_calibrations": [list(c) for c in s.calibrations],
+            "truncated": next(s.count) > s.max_ops})
+        if s.collectives is not None:
+            meta.update(s.collectives.meta())
+        if self.options.get("out_dir"):
+            from .ranks import rank_meta
+            meta.update(rank_meta(self._meta))
+        return meta
+
+
+class span:
+    """A USER span: ``with ctl.span("eval"):`` or ``@ctl.span("load")``.
+    Costs one global read when no recorder is active."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str):
+        if not isinstance(name, str) or not name:
+            raise CutimelineError(f"span({name!r}) needs a name: a non-empty str.")
+        self.name = name
+
+    def __enter__(self) -> "span":
+        s = _ACTIVE
+        if s is not None and not _compiling():
+            s.writer().users.append((s, s.intern(self.name), _now()))
+        return self
+
+    def __exit__(self, *exc: Any) -> bool:
+        s = _ACTIVE
+        if s is not None and not _compiling():
+            w = s.writer()
+            if w.users:
+                owner, name, t0 = w.users.pop()
+                if owner is s:
+                    w.span(_USER, name, len(w.users), t0)
+        return False
+
+    def __call__(self, fn: Callable) -> Callable:
+        import functools
+
+        @functools.wraps(fn)
+        def spanned(*args: Any, **kwargs: Any) -> Any:
+            with self:
+                return fn(*args, **kwargs)
+        return spanned
+
+
+def _align(tl: Timeline) -> Timeline:
+    if not len(tl.gpu):
+        return tl.replace(meta={**tl.meta, "aligned": True})
+    from ..alignment.aligner import align
+    try:
+        return align(tl)
+    except CutimelineError as exc:
+        warnings.warn(f"cutimeline could not align the recorded clocks ({exc}); "
+                      f"the Timeline is kept unaligned, meta['align_error'] says why.",
+                      RuntimeWarning, 3)
+        return tl.replace(meta={**tl.meta, "align_error": str(exc)})
+
+
+def _rows(lists: list[list[tuple]], width: int) -> np.ndarray:
+    import itertools
+    return np.array(list(itertools.chain.from_iterable(lists)),
+                    np.int64).reshape(-1, width)
+
+
+def _row_of(seq: np.ndarray, wanted: Any) -> np.ndarray:
+    """Rows of ``seq`` (sorted) holding the sequence numbers ``wanted``;
+    NONE where none does (pings, anchors, ops past max_ops)."""
+    wanted = np.asarray(wanted, np.int64)
+    i = np.minimum(np.searchsorted(seq, wanted), max(len(seq) - 1, 0))
+    hit = (wanted >= 0) & (len(seq) > 0)
+    hit[hit] = seq[i[hit]] == wanted[hit]
+    return np.where(hit, i, NONE)
+
+
+def _sync_threads(ident: Any, op: np.ndarray, op_thread: np.ndarray,
+                  writers: list) -> np.ndarray:
+    """The thread of each sync: its op's, else the writer of the thread
+    that waited (``ident``, from the device; a thread id reused by a later
+    thread goes to the later writer), else NONE."""
+    out = np.full(len(op), NONE, np.int32)
+    if ident is not None and len(op):
+        of = {w.ident: w.thread for w in writers}
+        out[:] = [of.get(int(i), NONE) for i in np.asarray(ident).tolist()]
+    has = op >= 0
+    out[has] = op_thread[op[has]]
+    return out
+
+
+def _assemble(s: Session, harvest: Harvest | None, meta: dict[str, Any]) -> Timeline:
+    """The Timeline of a finished session: ops sorted by seq; events, syncs
+    and gpu rows mapped from seq to ops rows; every thread's spans."""
+    from ..timeline.timeline import OpFlag
+    ws = s.writers
+    ops = _rows([w.ops for w in ws], 7)
+    thread = np.repeat(np.array([w.thread for w in ws], np.int32),
+                       [len(w.ops) for w in ws])
+    order = np.argsort(ops[:, 0], kind="stable")
+    ops, thread = ops[order], thread[order]
+    seq, sig_of, ctx_of, flags = ops[:, 0], ops[:, 3], ops[:, 4], ops[:, 6]
+    sig = np.array(s.sig_table, np.int64).reshape(-1, 3)
+    meta = priced(s, ops, sig, meta)
+    ctx = np.array(s.ctx_table, np.int64).reshape(-1, 2)
+    index = NONE if s.device is None else s.device.index
+    launches = _rows([w.launches for w in ws], 5)
+    launches = cut(launches[np.argsort(launches[:, 0], kind="stable")])
+    row = _row_of(seq, launches[:, 0])
+    stream = np.full(len(ops), NONE, np.int64)
+    stream[row] = launches[:, 1]
+    names = sig[sig_of, 0]
+    on_device = (flags & (OpFlag.LAUNCH | OpFlag.CAPTURED)) != 0
+    tables: dict[str, Any] = {"ops": {
+        "seq": seq, "thread": thread, "name": names, "shapes": sig[sig_of, 1],
+        "module": ctx[ctx_of, 0], "depth": ctx[ctx_of, 1], "grad_fn": ops[:, 5],
+        "device": np.where(on_device, index, sig[sig_of, 2]), "stream": stream,
+        "flags": flags, "host_begin_ns": ops[:, 1], "host_end_ns": ops[:, 2]}}
+    spans = _rows([w.spans for w in ws], 7)
+    spans = spans[np.argsort(spans[:, 5], kind="stable")]
+    tables["spans"] = dict(zip(("kind", "name", "thread", "depth", "number",
+                                "begin_ns", "end_ns"), spans.T))
+    if harvest is not None:
+        events = dict(harvest.events, op=_row_of(seq, harvest.events["op"]))
+        syncs = dict(harvest.syncs, op=_row_of(seq, harvest.syncs["op"]))
+        syncs["kind"] = np.array([s.intern(str(k)) for k in syncs["kind"]], np.int32)
+        syncs["thread"] = _sync_threads(syncs.pop("ident", None), syncs["op"], thread, ws)
+        record_ns = np.asarray(events["host_record_ns"], np.int64)
+        tables.update(events=events, syncs=syncs, truth=harvest.truth, gpu={
+            "op": row, "device": np.full(len(row), index, np.int16),
+            "stream": launches[:, 1], "name": names[row], "kind": launches[:, 4],
+            "begin_event": launches[:, 2], "end_event": launches[:, 3],
+            "launch_ns": record_ns[launches[:, 2]]})
+    return Timeline({k: v for k, v in tables.items() if v is not None}, s.strings, meta)

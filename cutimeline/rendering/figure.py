@@ -1,0 +1,350 @@
+"""``ctl.plot`` and ``ctl.plot_compare``: the dual-execution timeline.
+
+    fig = ctl.plot(tl, "timeline.png", window=3)     # step 3
+
+What is drawn where (``plot`` without ``ax``; ``fig.axes`` in this order):
+
+* ``fig.axes[0]`` — the lanes, top to bottom: *host spans* (steps as
+  alternating grey boxes in the upper half, labelled "step N" where wide
+  enough; DataLoader fetches in purple and user spans in teal in the lower
+  half); one lane per CPU thread ("CPU thread 0 (MainThread)") with its
+  ops coloured by phase — forward / other, backward (ops with a
+  ``grad_fn`` or in a backward span), optimizer, data (in a DataLoader
+  fetch), sync (host-blocking); one lane per GPU stream ("GPU0 stream 7"),
+  grouped by device (dashed lines between devices), its work coloured by
+  the phase of the op that launched it, grey when that op is unknown.
+  Idle time on GPU lanes is shaded by its cause from ``analyze`` (waiting
+  for data, after a sync, waiting for dispatch, dependency / latency,
+  unknown). A red line joins each launch (on the launching thread's lane)
+  to the start of its work (on the stream's lane), drawn under the work
+  boxes so it never hides work; when the window holds more than ``flows``
+  such launches, ``flows`` of them, evenly spread over the rows, are drawn
+  (rows whose launch time or launching op is unknown get none). Faint dashed lines mark step starts. Legend at the
+  right.
+* ``fig.axes[1]`` — queue depth per stream: work launched and not yet
+  finished, the largest value in each pixel column.
+* ``fig.axes[2]`` — CPU lead per stream in ms: GPU begin − host launch of
+  each piece of work, placed at its GPU begin; the band is the range in
+  each pixel column, the line its top.
+
+The time axis is milliseconds from the window's start (the x label says
+where that start lies in the recording). The title names the source; a
+simulated Timeline says SIMULATED.
+
+With ``ax=``, only the lanes are drawn, into that Axes (its title, its x
+label, and a legend just right of it, outside: leave room, or save with
+``bbox_inches="tight"`` as ``plot`` does when given a path); the figure is
+``ax.figure``. Work is merged at the
+pixel resolution of the lanes' Axes before drawing (``pixels.py``), so 10^6
+ops draw in a few rectangles per lane and pixel column, in collections;
+no artist per op. Figures are ``matplotlib.figure.Figure`` on the Agg
+canvas: nothing here touches pyplot or the user's backend.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Sequence
+
+import numpy as np
+
+from . import pixels as px
+from ..errors import CutimelineError
+from .scene import (CAUSE_COLORS, CAUSE_LABELS, COMPILED_EDGE, COMPILED_HATCH, FLOW_COLOR,
+                    PHASE_COLORS, PHASES, STEP_COLORS, USER_COLOR, Scene)
+from ..analysis.gaps import CAUSES
+from ..timeline.timeline import Timeline
+
+__all__ = ["plot", "plot_compare"]
+
+FORMATS = {".png": "png", ".svg": "svg", ".pdf": "pdf"}
+FONT = 8.5
+LANE_IN = 0.42        # inches per lane
+PANEL_IN = 1.0        # inches per lower panel
+LEGEND_IN = 2.35      # right margin that holds the legends
+MIN_MAIN_IN = 2.6     # the lanes' legend must fit beside the lanes
+
+
+def plot(tl: Timeline, path: str | os.PathLike | None = None, *, window: Any = None,
+         ax: Any = None, width: float = 14.0, dpi: int = 100, flows: int = 500,
+         title: str | None = None):
+    """Draw a Timeline; returns the matplotlib ``Figure``.
+
+    ``path``: write the figure, as PNG, SVG or PDF by its extension (None:
+    don't save). ``window``: a step (3), a range of steps ((3, 5) or
+    range(3, 6)) or seconds from the start ((0.5, 0.75)); default the whole
+    Timeline. ``ax``: draw only the lanes into this Axes. ``width``: figure
+    width in inches (ignored with ``ax``); ``dpi``: pixels per inch of the
+    figure and of the saved PNG. ``flows``: at most this many launch lines
+    (0: none). ``title``: replaces the generated title.
+    """
+    fmt = _check_path(path)
+    _check_options(width, dpi, flows, title)
+    scene = Scene(tl, window)
+    if ax is not None:
+        fig = _figure_of(ax)
+        cols = px.Columns(scene.w0, scene.w1, int(round(ax.bbox.width)))
+        used = scene.draw_lanes(ax, cols, flows)
+        _style(ax)
+        ax.set_title(title or _title(scene), loc="left", fontsize=FONT + 1)
+        ax.set_xlabel(_xlabel(scene), fontsize=FONT)
+        ax.legend(handles=_lane_handles(used), loc="upper left", fontsize=FONT - 1,
+                  bbox_to_anchor=(1.005, 1.0), borderaxespad=0, frameon=False)
+    else:
+        fig, axes = _layout([scene.labels], width, dpi, panels=True)
+        cols = px.Columns(scene.w0, scene.w1, _px_width(axes[0]))
+        used = scene.draw_lanes(axes[0], cols, flows)
+        _panels(axes[1:], [scene], cols)
+        _legends(fig, axes, [used], [scene])
+        axes[-1].set_xlabel(_xlabel(scene), fontsize=FONT)
+        _titles(fig, axes[0], title or _title(scene), _subtitle(scene))
+    if fmt:
+        # into a given Axes the lane labels and the legend stick out of it:
+        # a tight bounding box keeps them in the file
+        fig.savefig(os.fspath(path), format=fmt, dpi=fig.dpi,
+                    bbox_inches="tight" if ax is not None else None)
+    return fig
+
+
+def plot_compare(a: Timeline, b: Timeline, path: str | os.PathLike | None = None, *,
+                 labels: Sequence[str] | None = None, window: Any = None,
+                 width: float = 14.0, dpi: int = 100, flows: int = 500,
+                 title: str | None = None):
+    """Two Timelines stacked on one time axis; returns the ``Figure``.
+
+    Each is drawn from its own window start (time 0 is where each window
+    begins: the first op of each recording, or the step given), so a run
+    with ``num_workers=0`` and one with 4, or cutimeline against a
+    torch.profiler import of the same work, line up step for step. The
+    same ``window`` applies to both. ``labels``: the two names (default
+    from each Timeline's source). Axes: a's lanes, b's lanes, queue depth
+    (a solid, b dashed), CPU lead. Other options as for ``plot``.
+    """
+    fmt = _check_path(path)
+    _check_options(width, dpi, flows, title)
+    if labels is not None and (isinstance(labels, str) or len(labels) != 2
+                               or not all(isinstance(s, str) for s in labels)):
+        raise CutimelineError(f"labels={labels!r} must be two strings, one per "
+                              f"Timeline, such as ('num_workers=0', 'num_workers=4').")
+    scenes = [Scene(t, window, what="plot_compare") for t in (a, b)]
+    if labels is None:
+        labels = (_title(scenes[0]), _title(scenes[1]))
+    # room above the first lanes for their own title under the figure's
+    fig, axes = _layout([s.labels for s in scenes], width, dpi, panels=True, top=0.95)
+    span = max(s.span_ms for s in scenes)
+    used = []
+    for scene, ax, label in zip(scenes, axes[:2], labels):
+        # one pixel grid for both: columns of the longer window
+        cols = px.Columns(scene.w0, scene.w0 + int(round(span * 1e6)), _px_width(ax))
+        used.append(scene.draw_lanes(ax, cols, flows))
+        ax.set_xlim(0, span)
+        ax.set_title(f"{'ab'[len(used) - 1]}: {label}", loc="left",
+                     fontsize=FONT + 0.5, pad=3)
+    for i, scene in enumerate(scenes):
+        cols = px.Columns(scene.w0, scene.w0 + int(round(span * 1e6)), _px_width(axes[2]))
+        _panels(axes[2:], [scene], cols, prefix=f"{'ab'[i]}: ", ls=("-", "--")[i])
+    _legends(fig, axes, used, scenes, lanes_axes=2)
+    axes[-1].set_xlabel("time (ms) from the start of each window", fontsize=FONT)
+    where = _subtitle(scenes[0]).split("   ·   ")[0]
+    _titles(fig, axes[0], title or "cutimeline comparison",
+            f"{where}, each Timeline from the start of its own window   ·   "
+            f"queue depth and CPU lead: a solid, b dashed")
+    if fmt:
+        fig.savefig(os.fspath(path), format=fmt, dpi=fig.dpi)
+    return fig
+
+
+# -- arguments ---------------------------------------------------------------
+
+def _check_path(path: Any) -> str | None:
+    if path is None:
+        return None
+    if not isinstance(path, (str, os.PathLike)):
+        raise CutimelineError(f"path={path!r} must be a file name ending in "
+                              f".png, .svg or .pdf, or None to not save.")
+    p = os.fspath(path)
+    ext = os.path.splitext(p)[1].lower()
+    if ext not in FORMATS:
+        raise CutimelineError(f"Cannot tell the format of {p!r} from its extension; "
+                              f"end the file name in .png, .svg or .pdf.")
+    folder = os.path.dirname(os.path.abspath(p))
+    if not os.path.isdir(folder):
+        raise CutimelineError(f"The folder {folder!r} for {p!r} does not exist; "
+                              f"create it first.")
+    return FORMATS[ext]
+
+
+def _check_options(width: Any, dpi: Any, flows: Any, title: Any) -> None:
+    def number(v):
+        return isinstance(v, (int, float, np.number)) and not isinstance(v, bool)
+
+    if not (number(width) and 4 <= width <= 60):
+        raise CutimelineError(f"width={width!r} must be the figure width in "
+                              f"inches, from 4 to 60.")
+    if not (number(dpi) and 20 <= dpi <= 1200):
+        raise CutimelineError(f"dpi={dpi!r} must be a number of pixels per "
+                              f"inch from 20 to 1200.")
+    if not (isinstance(flows, (int, np.integer)) and not isinstance(flows, bool)
+            and flows >= 0):
+        raise CutimelineError(f"flows={flows!r} must be the largest number of "
+                              f"launch lines to draw, a whole number ≥ 0 (0: none).")
+    if title is not None and not isinstance(title, str):
+        raise CutimelineError(f"title={title!r} must be a string or None.")
+
+
+def _figure_of(ax: Any):
+    fig = getattr(ax, "figure", None)
+    if fig is None or not hasattr(ax, "add_collection"):
+        raise CutimelineError(f"ax={ax!r} must be a matplotlib Axes (from "
+                              f"fig.add_subplot() or plt.subplots()).")
+    return fig
+
+
+# -- layout --------------------------------------------------------------------
+
+def _layout(lane_labels: list[list[str]], width: float, dpi: float, panels: bool,
+            top: float = 0.72):
+    """A Figure on the Agg canvas with the lanes' Axes (one per Timeline)
+    over the queue-depth and CPU-lead panels, placed in inches so that the
+    lanes' pixel width is known before anything is drawn."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    chars = max((len(s) for labels in lane_labels for s in labels), default=10)
+    left = 0.3 + 0.062 * chars
+    bottom, gap, title_gap = 0.5, 0.14, 0.32
+    n = len(lane_labels)
+    mains = [max(LANE_IN * len(labels), MIN_MAIN_IN / n, 0.8) for labels in lane_labels]
+    heights = mains + ([PANEL_IN, PANEL_IN] if panels else [])
+    gaps = [title_gap if i else 0 for i in range(n)] + ([0.3, gap] if panels else [])
+    height = top + bottom + sum(heights) + sum(gaps)
+    fig = Figure(figsize=(width, height), dpi=dpi)
+    FigureCanvasAgg(fig)
+    w = width - left - LEGEND_IN
+    if w < 1:
+        raise CutimelineError(f"width={width!r} inches leaves no room for the "
+                              f"lanes beside their labels; use a width of at "
+                              f"least {left + LEGEND_IN + 1:.0f}.")
+    axes, y = [], height - top
+    for h, g in zip(heights, gaps):
+        y -= g + h
+        ax = fig.add_axes([left / width, y / height, w / width, h / height],
+                          sharex=axes[0] if axes else None)
+        axes.append(ax)
+    for ax in axes[:-1]:
+        ax.tick_params(labelbottom=False)
+    for ax in axes:
+        _style(ax)
+    return fig, axes
+
+
+def _px_width(ax) -> int:
+    return max(int(round(ax.bbox.width)), 1)
+
+
+def _style(ax) -> None:
+    ax.tick_params(labelsize=FONT)
+    ax.set_axisbelow(True)
+
+
+def _panels(axes, scenes, cols, prefix: str = "", ls: str = "-") -> None:
+    q, lead = axes
+    for scene in scenes:
+        scene.draw_queue(q, cols, prefix=prefix, ls=ls)
+        scene.draw_lead(lead, cols, ls=ls)
+    for ax, label in ((q, "queue depth"), (lead, "CPU lead (ms)")):
+        ax.set_ylabel(label, fontsize=FONT)
+        ax.grid(True, axis="y", color="#e6e6e6", lw=0.6)
+        for side in ("top", "right"):
+            ax.spines[side].set_visible(False)
+    q.set_ylim(bottom=0)
+    q.yaxis.get_major_locator().set_params(integer=True)
+    lead.set_ylim(bottom=0)
+    if all(s.lanes is None for s in scenes):
+        for ax in axes:
+            ax.text(0.5, 0.5, "no GPU work in this Timeline", transform=ax.transAxes,
+                    ha="center", va="center", fontsize=FONT, color="#666666")
+
+
+def _lane_handles(used: dict) -> list:
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+    hs = [Patch(color=c, label=p) for p, c in zip(PHASES, PHASE_COLORS)
+          if p in used["phases"]]
+    hs += [Patch(color=CAUSE_COLORS[c], label=f"GPU idle: {CAUSE_LABELS[c]}")
+           for c in CAUSES if c in used["causes"]]
+    if used["flows"]:
+        hs.append(Line2D([], [], color=FLOW_COLOR, lw=1.2,
+                         label="launch → start of GPU work"))
+    if used.get("compiled"):
+        hs.append(Patch(facecolor="#9a9a9a", edgecolor=COMPILED_EDGE, hatch=COMPILED_HATCH,
+                        lw=0, label="torch.compile region"))
+    spans = {"step": Patch(color=STEP_COLORS[0], label="step"),
+             "data": Patch(color=PHASE_COLORS[3], label="DataLoader fetch"),
+             "user": Patch(color=USER_COLOR, label="user span")}
+    hs += [spans[k] for k in ("step", "data", "user") if k in used["spans"]
+           and not (k == "data" and "data" in used["phases"])]
+    return hs
+
+
+def _legends(fig, axes, used: list[dict], scenes, lanes_axes: int = 1) -> None:
+    merged = {k: set().union(*(u[k] for u in used)) for k in ("phases", "causes", "spans")}
+    merged["flows"] = sum(u["flows"] for u in used)
+    merged["compiled"] = any(u.get("compiled") for u in used)
+    x = axes[0].get_position().x1 + 0.12 / fig.get_figwidth()
+    fig.legend(handles=_lane_handles(merged), loc="upper left", fontsize=FONT - 0.5,
+               bbox_to_anchor=(x, axes[0].get_position().y1), frameon=False,
+               borderaxespad=0, handlelength=1.6)
+    q = axes[lanes_axes]
+    handles, names = q.get_legend_handles_labels()
+    if handles:
+        from matplotlib.lines import Line2D
+        lines = [Line2D([], [], color=h.get_color(), ls=h.get_linestyle(), lw=1.2)
+                 for h in handles]
+        fig.legend(handles=lines, labels=names, loc="upper left", fontsize=FONT - 0.5,
+                   bbox_to_anchor=(x, q.get_position().y1), frameon=False,
+                   borderaxespad=0, title="streams", title_fontsize=FONT - 0.5)
+
+
+def _titles(fig, ax, title: str, subtitle: str) -> None:
+    x = ax.get_position().x0
+    h = fig.get_figheight()
+    fig.text(x, 1 - 0.2 / h, title, ha="left", va="top", fontsize=FONT + 3,
+             fontweight="bold")
+    fig.text(x, 1 - 0.47 / h, subtitle, ha="left", va="top", fontsize=FONT,
+             color="#444444")
+
+
+def _title(scene: Scene) -> str:
+    m = scene.tl.meta
+    src = m.get("source", "")
+    what = {"record": "recorded by cutimeline", "kineto": "torch.profiler trace",
+            "synthetic": "synthetic Timeline"}.get(src, src or "Timeline")
+    if m.get("file"):
+        what += f" {os.path.basename(str(m['file']))}"
+    device = m.get("device_name")
+    if device:
+        what += f" on {device}"
+    return ("SIMULATED — " if m.get("simulated") else "") + what
+
+
+def _subtitle(scene: Scene) -> str:
+    tl, w = scene.tl, scene.window
+    if w is None:
+        where = "whole Timeline"
+    elif isinstance(w, (int, np.integer)):
+        where = f"step {w}"
+    elif isinstance(w, range) or all(isinstance(v, (int, np.integer)) for v in w):
+        a, b = (w[0], w[-1]) if isinstance(w, range) else w
+        where = f"steps {a}–{b}"
+    else:
+        where = f"{w[0]:g}–{w[1]:g} s"
+    n_steps = len(tl.step_numbers())
+    parts = [where, f"{scene.span_ms:,.3f} ms shown", f"{len(tl.ops):,} ops",
+             f"{len(tl.gpu):,} GPU rows", f"{n_steps} step{'s' * (n_steps != 1)}"]
+    return "   ·   ".join(parts)
+
+
+def _xlabel(scene: Scene) -> str:
+    off = (scene.w0 - scene.tl.start_ns) / 1e6
+    where = f"{off:,.3f} ms" if off < 10_000 else f"{off / 1e3:,.3f} s"
+    return f"time (ms) from the start of the window, {where} into the Timeline"

@@ -1,0 +1,487 @@
+"""The Timeline: columnar tables of one recording, and its file format.
+
+Every stage after recording is a function of a Timeline. A Timeline is
+immutable: its columns are read-only numpy arrays, and stages that add
+information (alignment, slicing) return a new Timeline that shares the
+untouched columns.
+
+Tables and their columns are fixed by ``SCHEMA``. Times are integer
+nanoseconds (``_ns``). Columns that name a string hold an int32 id into
+``Timeline.strings``; columns that name a row of another table hold that
+row's index. In both, ``NONE`` (-1) means "absent": an op in forward has
+``grad_fn == NONE``, a host-only op has ``device == NONE`` (the CPU), a GPU
+row whose launching op is unknown has ``op == NONE``, a device-wide sync has
+``stream == NONE``.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import numpy as np
+
+from ..errors import CutimelineError
+
+__all__ = [
+    "NONE", "SCHEMA", "FORMAT_VERSION", "OpFlag", "SpanKind", "GpuKind",
+    "EventKind", "Table", "Strings", "Timeline", "load",
+]
+
+NONE = -1
+FORMAT = "cutimeline"
+# 2: syncs.thread (files of version 1 read with it NONE)
+FORMAT_VERSION = 2
+
+i8, i16, i32, i64, u8, f64 = (np.dtype(t) for t in
+                              ("i1", "i2", "i4", "i8", "u1", "f8"))
+
+
+class OpFlag(enum.IntFlag):
+    """Bits of ``ops.flags``."""
+    VIEW = 1         # metadata-only op (view, reshape): launches no work
+    SYNC = 2         # blocks the host until device work completes (.item())
+    COLLECTIVE = 4   # torch.distributed collective
+    LAUNCH = 8       # enqueued device work (bracketed by events)
+    CAPTURED = 16    # dispatched while a stream captured a CUDA graph
+    TRUNCATED = 32   # first op past max_ops (the row is kept, none after)
+
+
+class SpanKind(enum.IntEnum):
+    """``spans.kind``."""
+    STEP = 0
+    DATA = 1
+    FORWARD = 2
+    BACKWARD = 3
+    OPTIMIZER = 4
+    USER = 5
+    MODULE = 6
+    SYNC = 7
+
+
+class GpuKind(enum.IntEnum):
+    """``gpu.kind``."""
+    OP = 0          # all work one dispatched op launched (recorder)
+    KERNEL = 1
+    MEMCPY = 2
+    MEMSET = 3
+    GRAPH = 4       # a CUDA graph replay
+    COMPILED = 5    # a torch.compile region
+    COLLECTIVE = 6  # a communication kernel (NCCL)
+
+
+class EventKind(enum.IntEnum):
+    """``events.kind``."""
+    BEGIN = 0   # recorded on the stream just before an op's launch
+    END = 1     # recorded just after it
+    ANCHOR = 2  # segment anchor: elapsed times are read relative to these
+    PING = 3    # calibration ping (the host waited for it; see syncs)
+
+
+SCHEMA: dict[str, tuple[tuple[str, np.dtype], ...]] = {
+    # One row per dispatched aten op (host side), in dispatch order.
+    "ops": (("seq", i64), ("thread", i32), ("name", i32), ("shapes", i32),
+            ("module", i32), ("grad_fn", i32), ("device", i16),
+            ("stream", i64), ("flags", u8), ("depth", i16),
+            ("host_begin_ns", i64), ("host_end_ns", i64)),
+    # Raw device events; raw_ns is the device clock (chained from anchors).
+    "events": (("device", i16), ("stream", i64), ("kind", u8), ("op", i64),
+               ("raw_ns", i64), ("host_record_ns", i64)),
+    # One row per interval of device work; begin/end on the host clock.
+    "gpu": (("op", i64), ("device", i16), ("stream", i64), ("name", i32),
+            ("kind", u8), ("begin_event", i64), ("end_event", i64),
+            ("launch_ns", i64), ("begin_ns", i64), ("end_ns", i64)),
+    # Host-blocking points; last_event is the newest event the wait covered,
+    # thread the host thread that waited (NONE: unknown).
+    "syncs": (("op", i64), ("kind", i32), ("device", i16), ("stream", i64),
+              ("last_event", i64), ("host_begin_ns", i64),
+              ("host_end_ns", i64), ("thread", i32)),
+    # Host ranges; number is the step number of STEP spans, NONE otherwise.
+    "spans": (("kind", u8), ("name", i32), ("thread", i32), ("depth", i16),
+              ("number", i64), ("begin_ns", i64), ("end_ns", i64)),
+    # Per device: host_ns = offset_ns + slope * (raw_ns - ref_raw_ns).
+    "clocks": (("device", i16), ("ref_raw_ns", i64), ("offset_ns", i64),
+               ("slope", f64), ("bound_ns", f64), ("bound_max_ns", f64),
+               ("relax_ns", f64), ("n_lower", i64), ("n_upper", i64),
+               ("ping_offset_ns", i64)),
+    # Simulated runs only: the true host-clock time of each event.
+    "truth": (("event", i64), ("host_ns", i64)),
+}
+
+# Columns holding string ids, decoded by to_pandas.
+STRING_COLUMNS = {("ops", "name"), ("ops", "shapes"), ("ops", "module"),
+                  ("ops", "grad_fn"), ("gpu", "name"), ("syncs", "kind"),
+                  ("spans", "name")}
+ENUM_COLUMNS = {("spans", "kind"): SpanKind, ("gpu", "kind"): GpuKind,
+                ("events", "kind"): EventKind}
+# Columns holding a row index of another table.
+REFERENCES = {("gpu", "op"): "ops", ("events", "op"): "ops",
+              ("syncs", "op"): "ops", ("syncs", "last_event"): "events",
+              ("gpu", "begin_event"): "events", ("gpu", "end_event"): "events",
+              ("truth", "event"): "events"}
+# On disk, sorted-ish int64 columns are stored as differences, which
+# deflate compresses to a byte or two: ("delta",) from the previous row,
+# ("minus", col) from another column of the same row.
+ENCODING = {("ops", "seq"): ("delta",), ("ops", "host_begin_ns"): ("delta",),
+             ("ops", "host_end_ns"): ("minus", "host_begin_ns"),
+             ("events", "op"): ("delta",), ("events", "raw_ns"): ("delta",),
+             ("events", "host_record_ns"): ("delta",),
+             ("gpu", "op"): ("delta",), ("gpu", "begin_event"): ("delta",),
+             ("gpu", "end_event"): ("minus", "begin_event"),
+             ("gpu", "launch_ns"): ("delta",), ("gpu", "begin_ns"): ("delta",),
+             ("gpu", "end_ns"): ("minus", "begin_ns"),
+             ("truth", "event"): ("delta",), ("truth", "host_ns"): ("delta",)}
+
+
+class Table:
+    """Equal-length, read-only numpy columns; ``t["col"]`` or ``t.col``."""
+
+    __slots__ = ("name", "_cols", "_len")
+
+    def __init__(self, name: str, columns: Mapping[str, Any] | None = None):
+        if name not in SCHEMA:
+            raise CutimelineError(f"There is no table {name!r}; the tables "
+                                  f"are {', '.join(SCHEMA)}.")
+        columns = dict(columns or {})
+        unknown = set(columns) - {c for c, _ in SCHEMA[name]}
+        if unknown:
+            raise CutimelineError(
+                f"Table {name!r} has no column {sorted(unknown)[0]!r}; its "
+                f"columns are {', '.join(c for c, _ in SCHEMA[name])}.")
+        lengths = {len(np.asarray(v).reshape(-1)) for v in columns.values()}
+        if len(lengths) > 1:
+            raise CutimelineError(f"The columns of table {name!r} differ in "
+                                  f"length ({sorted(lengths)}).")
+        n = lengths.pop() if lengths else 0
+        cols = {}
+        for col, dtype in SCHEMA[name]:
+            if col in columns:
+                arr = np.ascontiguousarray(columns[col]).reshape(-1)
+                if arr.dtype != dtype:
+                    arr = _cast(name, col, arr, dtype)
+            else:
+                arr = np.full(n, NONE, dtype) if dtype.kind == "i" else \
+                    np.zeros(n, dtype)
+            if arr.flags.writeable:
+                arr = arr.view()
+                arr.flags.writeable = False
+            cols[col] = arr
+        self.name, self._cols, self._len = name, cols, n
+
+    def __getitem__(self, col: str) -> np.ndarray:
+        try:
+            return self._cols[col]
+        except KeyError:
+            raise CutimelineError(
+                f"Table {self.name!r} has no column {col!r}; its columns "
+                f"are {', '.join(self._cols)}.") from None
+
+    def __getattr__(self, col: str) -> np.ndarray:
+        if col.startswith("_"):
+            raise AttributeError(col)
+        return self[col]
+
+    def __len__(self) -> int:
+        return self._len
+
+    @property
+    def columns(self) -> dict[str, np.ndarray]:
+        return dict(self._cols)
+
+    def take(self, index: np.ndarray) -> Table:
+        """The rows at ``index`` (integer indices or a boolean mask)."""
+        return Table(self.name, {c: a[index] for c, a in self._cols.items()})
+
+    def replace(self, **columns: Any) -> Table:
+        """A copy with some columns replaced (same length required)."""
+        return Table(self.name, {**self._cols, **columns})
+
+    def __repr__(self) -> str:
+        return f"<Table {self.name}: {self._len:,} rows × {len(self._cols)} columns>"
+
+
+def _cast(table: str, col: str, arr: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    if arr.size and dtype.kind in "iu" and arr.dtype.kind in "iub":
+        info = np.iinfo(dtype)
+        if arr.min() < info.min or arr.max() > info.max:
+            raise CutimelineError(
+                f"Column {table}.{col} holds values outside {dtype} "
+                f"({arr.min()}..{arr.max()}).")
+    elif arr.size and dtype.kind in "iu" and arr.dtype.kind == "f":
+        if not np.all(np.isfinite(arr)) or np.any(arr != np.round(arr)):
+            raise CutimelineError(f"Column {table}.{col} must hold integers "
+                                  f"(nanoseconds), not fractions or NaN.")
+    elif arr.dtype.kind not in "iubf":
+        raise CutimelineError(f"Column {table}.{col} must be numeric, "
+                              f"not {arr.dtype}.")
+    return arr.astype(dtype)
+
+
+class Strings:
+    """Interns strings to int32 ids while a Timeline is built."""
+
+    __slots__ = ("ids", "values")
+
+    def __init__(self, values: Iterable[str] = ()):
+        self.values: list[str] = []
+        self.ids: dict[str, int] = {}
+        for v in values:
+            self.intern(v)
+
+    def intern(self, s: str) -> int:
+        i = self.ids.get(s)
+        if i is None:
+            i = self.ids[s] = len(self.values)
+            self.values.append(s)
+        return i
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+
+class Timeline:
+    """One recording: the tables of ``SCHEMA``, a string table and meta."""
+
+    def __init__(self, tables: Mapping[str, Table | Mapping[str, Any]] | None = None,
+                 strings: Iterable[str] | Strings = (), meta: Mapping[str, Any] | None = None):
+        tables = dict(tables or {})
+        unknown = set(tables) - set(SCHEMA)
+        if unknown:
+            raise CutimelineError(f"There is no table {sorted(unknown)[0]!r}; "
+                                  f"the tables are {', '.join(SCHEMA)}.")
+        self._tables = {}
+        for name in SCHEMA:
+            t = tables.get(name)
+            self._tables[name] = t if isinstance(t, Table) else Table(name, t)
+        values = strings.values if isinstance(strings, Strings) else strings
+        self.strings: tuple[str, ...] = tuple(values)
+        self.meta: dict[str, Any] = dict(meta or {})
+        self._check()
+
+    # -- access ------------------------------------------------------------
+    ops = property(lambda self: self._tables["ops"])
+    events = property(lambda self: self._tables["events"])
+    gpu = property(lambda self: self._tables["gpu"])
+    syncs = property(lambda self: self._tables["syncs"])
+    spans = property(lambda self: self._tables["spans"])
+    clocks = property(lambda self: self._tables["clocks"])
+    truth = property(lambda self: self._tables["truth"])
+
+    def table(self, name: str) -> Table:
+        if name not in self._tables:
+            raise CutimelineError(f"There is no table {name!r}; the tables "
+                                  f"are {', '.join(SCHEMA)}.")
+        return self._tables[name]
+
+    def string(self, i: int) -> str:
+        """The string with id ``i`` ("" for NONE)."""
+        return "" if i == NONE else self.strings[i]
+
+    def decode(self, ids: np.ndarray) -> np.ndarray:
+        """String ids → an object array of str ("" for NONE)."""
+        lut = np.array(list(self.strings) + [""], dtype=object)
+        ids = np.asarray(ids)
+        return lut[np.where(ids == NONE, len(self.strings), ids)]
+
+    def string_id(self, s: str) -> int:
+        """The id of ``s``, or NONE if the Timeline has no such string."""
+        try:
+            return self.strings.index(s)
+        except ValueError:
+            return NONE
+
+    def replace(self, *, meta: Mapping[str, Any] | None = None, **tables: Any) -> Timeline:
+        """A new Timeline with some tables (and optionally meta) replaced."""
+        merged = {**self._tables, **tables}
+        return Timeline(merged, self.strings, self.meta if meta is None else meta)
+
+    @property
+    def start_ns(self) -> int:
+        """Earliest host-clock time in the Timeline (0 if empty)."""
+        lo = [a.min() for a in self._times() if len(a)]
+        return int(min(lo)) if lo else 0
+
+    @property
+    def end_ns(self) -> int:
+        hi = [a.max() for a in self._times() if len(a)]
+        return int(max(hi)) if hi else 0
+
+    def _times(self) -> list[np.ndarray]:
+        o, g, s, y = self.ops, self.gpu, self.spans, self.syncs
+        times = [o.host_begin_ns, o.host_end_ns, s.begin_ns, s.end_ns,
+                 y.host_begin_ns, y.host_end_ns]
+        if self.aligned:
+            times += [g.begin_ns, g.end_ns]
+        return times
+
+    @property
+    def aligned(self) -> bool:
+        """True when gpu.begin_ns/end_ns hold host-clock times."""
+        return bool(self.meta.get("aligned", len(self.gpu) == 0))
+
+    @property
+    def truncated(self) -> bool:
+        return bool(self.meta.get("truncated", False))
+
+    # -- steps and windows ---------------------------------------------------
+    def step_numbers(self) -> np.ndarray:
+        """Step numbers in time order."""
+        s = self.spans
+        step = s.kind == SpanKind.STEP
+        order = np.argsort(s.begin_ns[step], kind="stable")
+        return s.number[step][order]
+
+    def step_bounds(self, first: int, last: int | None = None) -> tuple[int, int]:
+        """Host-clock (begin_ns, end_ns) of steps first..last (inclusive)."""
+        last = first if last is None else last
+        s = self.spans
+        step = (s.kind == SpanKind.STEP) & (s.number >= first) & (s.number <= last)
+        if not step.any():
+            have = self.step_numbers()
+            have_s = (f"steps {have.min()}–{have.max()}" if len(have)
+                      else "no steps")
+            raise CutimelineError(
+                f"The Timeline has no step {first}" +
+                (f"–{last}" if last != first else "") + f"; it has {have_s}.")
+        return int(s.begin_ns[step].min()), int(s.end_ns[step].max())
+
+    def window_bounds(self, window: Any) -> tuple[int, int]:
+        """Resolve a window: an int step, a (first, last) pair of int steps,
+        or a (begin_s, end_s) pair of floats in seconds from the start."""
+        if isinstance(window, (int, np.integer)) and not isinstance(window, bool):
+            return self.step_bounds(int(window))
+        if isinstance(window, range) and len(window):
+            return self.step_bounds(window[0], window[-1])
+        if isinstance(window, tuple) and len(window) == 2:
+            a, b = window
+            if all(isinstance(v, (int, np.integer)) for v in window):
+                return self.step_bounds(int(a), int(b))
+            if all(isinstance(v, (int, float, np.number)) for v in window) and a < b:
+                t0 = self.start_ns
+                return t0 + int(round(a * 1e9)), t0 + int(round(b * 1e9))
+        raise CutimelineError(
+            f"Window {window!r} is not understood: give a step number (3), "
+            f"a step range ((3, 5) or range(3, 6)), or seconds from the "
+            f"start as floats ((0.5, 0.75)).")
+
+    def slice_time(self, begin_ns: int, end_ns: int) -> Timeline:
+        """The rows that overlap [begin_ns, end_ns) on the host clock;
+        references between tables are renumbered; clocks are kept."""
+        if end_ns <= begin_ns:
+            raise CutimelineError(f"The window's end ({end_ns} ns) must lie "
+                                  f"after its begin ({begin_ns} ns).")
+        o, g, y, s = self.ops, self.gpu, self.syncs, self.spans
+
+        def overlaps(b: np.ndarray, e: np.ndarray) -> np.ndarray:
+            return (b < end_ns) & (e >= begin_ns)
+
+        keep_ops = overlaps(o.host_begin_ns, o.host_end_ns)
+        if self.aligned:
+            keep_gpu = overlaps(g.begin_ns, g.end_ns)
+        else:
+            keep_gpu = (g.op >= 0) & keep_ops[np.maximum(g.op, 0)]
+        keep_syncs = overlaps(y.host_begin_ns, y.host_end_ns)
+        ev = self.events
+        keep_ev = np.zeros(len(ev), bool)
+        ref = ev.op >= 0
+        keep_ev[ref] = keep_ops[ev.op[ref]]
+        keep_ev[~ref] = overlaps(ev.host_record_ns[~ref], ev.host_record_ns[~ref])
+        for col in ("begin_event", "end_event"):
+            r = g[col][keep_gpu]
+            keep_ev[r[r >= 0]] = True
+        r = y.last_event[keep_syncs]
+        keep_ev[r[r >= 0]] = True
+        keep_truth = keep_ev[self.truth.event] if len(self.truth) else \
+            np.zeros(0, bool)
+        keep = {"ops": keep_ops, "gpu": keep_gpu, "syncs": keep_syncs,
+                "spans": overlaps(s.begin_ns, s.end_ns), "events": keep_ev,
+                "truth": keep_truth}
+        meta = dict(self.meta, window=[int(begin_ns), int(end_ns)])
+        return self._take(keep, meta)
+
+    def slice_steps(self, first: int, last: int | None = None) -> Timeline:
+        return self.slice_time(*self.step_bounds(first, last))
+
+    def _take(self, keep: Mapping[str, np.ndarray], meta: dict) -> Timeline:
+        remap = {}
+        for name, mask in keep.items():
+            m = np.full(len(mask) + 1, NONE, np.int64)  # slot -1 maps NONE
+            m[:-1][mask] = np.arange(int(mask.sum()))
+            remap[name] = m
+        tables = {}
+        for name, table in self._tables.items():
+            t = table.take(keep[name]) if name in keep else table
+            fixed = {}
+            for (tn, col), target in REFERENCES.items():
+                if tn == name and target in remap:
+                    fixed[col] = remap[target][t[col]]
+            tables[name] = t.replace(**fixed) if fixed else t
+        return Timeline(tables, self.strings, meta)
+
+    # -- export ----------------------------------------------------------------
+    def to_pandas(self, table: str):
+        """One table as a pandas DataFrame, string ids and kinds decoded."""
+        try:
+            import pandas as pd
+        except ImportError:
+            raise CutimelineError("Timeline.to_pandas needs pandas: "
+                                  "pip install pandas.") from None
+        t = self.table(table)
+        data = {}
+        for col, arr in t.columns.items():
+            if (table, col) in STRING_COLUMNS:
+                data[col] = self.decode(arr)
+            elif (table, col) in ENUM_COLUMNS:
+                names = {int(k): k.name.lower() for k in ENUM_COLUMNS[table, col]}
+                data[col] = np.array([names.get(int(v), str(v)) for v in arr],
+                                     dtype=object)
+            else:
+                data[col] = arr
+        return pd.DataFrame(data)
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Write the Timeline to one compressed ``.npz`` (no pickle)."""
+        from . import fileformat
+        fileformat.save(self, path)
+
+    def __repr__(self) -> str:
+        o, g = self.ops, self.gpu
+        streams = len(set(zip(g.device.tolist(), g.stream.tolist())))
+        steps = int((self.spans.kind == SpanKind.STEP).sum())
+        dur = (self.end_ns - self.start_ns) / 1e9
+        parts = [f"source={self.meta.get('source', '?')}",
+                 f"{len(o):,} ops", f"{len(g):,} gpu rows on {streams} "
+                 f"stream{'s' * (streams != 1)}", f"{steps} steps",
+                 f"{dur:.3f} s"]
+        if len(self.clocks):
+            parts.append(f"aligned ±{self.clocks.bound_max_ns.max() / 1e3:.2g} µs")
+        elif len(g) and not self.aligned:
+            parts.append("not aligned")
+        if self.truncated:
+            parts.append("TRUNCATED")
+        if self.meta.get("simulated"):
+            parts.append("SIMULATED")
+        return f"Timeline({', '.join(parts)})"
+
+    # -- integrity -------------------------------------------------------------
+    def _check(self) -> None:
+        n_str = len(self.strings)
+        for table, col in STRING_COLUMNS:
+            a = self._tables[table][col]
+            if len(a) and (a.min() < NONE or a.max() >= n_str):
+                raise CutimelineError(f"Column {table}.{col} refers to string "
+                                      f"ids outside the string table (0..{n_str - 1}).")
+        for (table, col), target in REFERENCES.items():
+            a = self._tables[table][col]
+            n = len(self._tables[target])
+            if len(a) and (a.min() < NONE or a.max() >= n):
+                raise CutimelineError(f"Column {table}.{col} refers to rows "
+                                      f"outside table {target!r} (0..{n - 1}).")
+
+
+def load(path: str | os.PathLike) -> Timeline:
+    """Read a Timeline written by ``Timeline.save``."""
+    from . import fileformat
+    return fileformat.load(path)
