@@ -28,7 +28,8 @@ import numpy as np
 
 import cutimeline as ctl
 from cutimeline.analysis.optable import op_table
-from cutimeline.timeline.timeline import GpuKind, OpFlag, SpanKind, Timeline
+from cutimeline.timeline.schema import GpuKind, OpFlag, SpanKind
+from cutimeline.timeline.timeline import Timeline
 
 
 def synthetic(n: int, *, streams: int = 1, per_step: int = 10_000, seed: int = 0) -> Timeline:

@@ -40,7 +40,8 @@ import numpy as np
 def write_ranks(folder: str, ranks: int, ops: int, every: int, seed: int = 0) -> dict:
     """Write rank-<r>.ctl files; returns each rank's true clock (shift, drift)."""
     from cutimeline.recording.ranks import ALL
-    from cutimeline.timeline.timeline import OpFlag, SpanKind, Timeline
+    from cutimeline.timeline.schema import OpFlag, SpanKind
+    from cutimeline.timeline.timeline import Timeline
     rng = np.random.default_rng(seed)
     n_coll = ops // every
     cols = np.arange(n_coll) * every + every - 1           # op index of each collective

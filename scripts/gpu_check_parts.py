@@ -17,7 +17,7 @@ import torch
 
 import cutimeline as ctl
 from cutimeline import CutimelineError
-from cutimeline.timeline.timeline import GpuKind
+from cutimeline.timeline.schema import GpuKind
 
 ROOT = Path(__file__).resolve().parent.parent
 SPIN_OP = "ctlcheck::spin"

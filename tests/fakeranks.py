@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from cutimeline.recording import ranks as cdist
-from cutimeline.timeline.timeline import NONE, OpFlag, SpanKind, Timeline
+from cutimeline.timeline.schema import NONE, OpFlag, SpanKind
+from cutimeline.timeline.timeline import Timeline
 
 
 def fake_ranks(seed: int, world: int = 3, *, n: int = 60, slow: int | None = None,

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from cutimeline.timeline.timeline import NONE, GpuKind, OpFlag, SpanKind, Strings, Timeline
+from cutimeline.timeline.schema import NONE, GpuKind, OpFlag, SpanKind
+from cutimeline.timeline.table import Strings
+from cutimeline.timeline.timeline import Timeline
 
 
 def timeline(gpu=(), spans=(), syncs=(), ops=None, meta=None, steps=()):

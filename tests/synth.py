@@ -22,7 +22,8 @@ from __future__ import annotations
 import numpy as np
 
 from cutimeline.devices.simclock import read_error_ns
-from cutimeline.timeline.timeline import NONE, EventKind, GpuKind, Timeline
+from cutimeline.timeline.schema import NONE, EventKind, GpuKind
+from cutimeline.timeline.timeline import Timeline
 
 EV_DTYPE = [("device", "i8"), ("stream", "i8"), ("kind", "i8"), ("op", "i8"),
             ("host", "i8"), ("true", "i8"), ("anchor", "i8")]

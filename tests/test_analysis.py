@@ -15,7 +15,7 @@ from torch.utils.data import DataLoader, Dataset
 import cutimeline as ctl
 from cutimeline.errors import CutimelineError
 from cutimeline.recording.recorder import record
-from cutimeline.timeline.timeline import NONE
+from cutimeline.timeline.schema import NONE
 
 from handmade import random_timeline, timeline
 

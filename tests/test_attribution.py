@@ -7,7 +7,7 @@ import pytest
 from cutimeline.analysis.attribution import attribute
 from cutimeline.analysis.gaps import classify, host_activity
 from cutimeline.analysis.lanes import lanes
-from cutimeline.timeline.timeline import NONE
+from cutimeline.timeline.schema import NONE
 
 from handmade import random_timeline
 

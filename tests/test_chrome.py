@@ -13,7 +13,7 @@ import pytest
 
 from cutimeline import CutimelineError, Timeline
 from cutimeline.formats.chrome import export_chrome, import_chrome, queue_depth
-from cutimeline.timeline.timeline import NONE, GpuKind, OpFlag, SpanKind
+from cutimeline.timeline.schema import NONE, GpuKind, OpFlag, SpanKind
 
 from test_kineto import DATA, TRACES
 

@@ -13,7 +13,9 @@ import torch
 from cutimeline.comparison.comparison import Comparison, _gpu_agreement, compare
 from cutimeline.errors import CutimelineError
 from cutimeline.comparison.opmatch import SUBSTITUTES, match_ops, profiler_leaves
-from cutimeline.timeline.timeline import GpuKind, Strings, Timeline
+from cutimeline.timeline.schema import GpuKind
+from cutimeline.timeline.table import Strings
+from cutimeline.timeline.timeline import Timeline
 
 from test_opmatch import kineto_like
 

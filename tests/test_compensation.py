@@ -5,7 +5,7 @@ import pytest
 
 import cutimeline as ctl
 from cutimeline.analysis.compensation import held, replay, shifted
-from cutimeline.timeline.timeline import OpFlag, SpanKind
+from cutimeline.timeline.schema import OpFlag, SpanKind
 
 from handmade import random_timeline, timeline
 

@@ -15,7 +15,7 @@ from cutimeline.recording import recorder
 from cutimeline.recording.compiled import cut, graph_device, launch
 from cutimeline.recording.hooks import Hooks
 from cutimeline.recording.opstream import Session
-from cutimeline.timeline.timeline import GpuKind, OpFlag
+from cutimeline.timeline.schema import GpuKind, OpFlag
 
 
 def quiet_sim():

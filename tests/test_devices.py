@@ -14,7 +14,7 @@ import cutimeline as ctl
 from cutimeline import CutimelineError
 from cutimeline.devices import cuda as devices
 from cutimeline.devices.cuda import EVENT_TICK_NS, GLOBALTIMER_STEP_NS, CudaDevice
-from cutimeline.timeline.timeline import NONE, EventKind, OpFlag
+from cutimeline.timeline.schema import NONE, EventKind, OpFlag
 
 OFFSET, DRIFT_PPM = 3_000_000_000_000, 40.0
 

@@ -28,7 +28,8 @@ import cutimeline.recording.recorder
 from cutimeline.recording import ranks as cdist
 from cutimeline.errors import CutimelineError
 from cutimeline.dist.straggler import collectives, describe, rank_activity, stragglers
-from cutimeline.timeline.timeline import NONE, OpFlag, Timeline
+from cutimeline.timeline.schema import NONE, OpFlag
+from cutimeline.timeline.timeline import Timeline
 
 from fakeranks import fake_ranks
 

@@ -17,7 +17,8 @@ import pytest
 from cutimeline.errors import CutimelineError
 from cutimeline.rendering.figure import plot, plot_compare
 from cutimeline.rendering.scene import CAUSE_COLORS, FLOW_COLOR, PHASE_COLORS
-from cutimeline.timeline.timeline import NONE, GpuKind, OpFlag, SpanKind, Timeline
+from cutimeline.timeline.schema import NONE, GpuKind, OpFlag, SpanKind
+from cutimeline.timeline.timeline import Timeline
 
 T0 = 10**12
 KINETO = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "data", "kineto",

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 import cutimeline as ctl
-from cutimeline.timeline.timeline import Strings, Timeline
+from cutimeline.timeline.table import Strings
+from cutimeline.timeline.timeline import Timeline
 
 from test_timeline import assert_same, make_timeline
 

@@ -6,7 +6,7 @@ import pytest
 from cutimeline.numeric import intervals as iv
 from cutimeline.analysis.gaps import classify, host_activity, subtract
 from cutimeline.analysis.lanes import idle_in, lanes as _lanes
-from cutimeline.timeline.timeline import NONE, OpFlag, SpanKind
+from cutimeline.timeline.schema import NONE, OpFlag, SpanKind
 
 from handmade import random_timeline, timeline
 

@@ -56,7 +56,7 @@ def test_a_graph_replay_is_a_launch_or_captured(fake, monkeypatch):
     tl = rec.timeline
     names = list(tl.decode(tl.ops["name"]))
     rows = [i for i, n in enumerate(names) if n == "cudagraph::replay"]
-    from cutimeline.timeline.timeline import GpuKind, OpFlag
+    from cutimeline.timeline.schema import GpuKind, OpFlag
     assert [int(tl.ops.flags[i]) for i in rows] == [int(OpFlag.LAUNCH), int(OpFlag.CAPTURED)]
     assert tl.gpu.kind.tolist().count(int(GpuKind.GRAPH)) == 1
 

@@ -8,7 +8,7 @@ import pytest
 
 import cutimeline as ctl
 from cutimeline.analysis import hta
-from cutimeline.timeline.timeline import NONE, GpuKind
+from cutimeline.timeline.schema import NONE, GpuKind
 
 from handmade import random_timeline, timeline
 

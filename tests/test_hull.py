@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from cutimeline.alignment import hull
-from cutimeline.timeline.timeline import NONE
+from cutimeline.timeline.schema import NONE
 
 BACKENDS = ("numba", "numpy")
 

@@ -5,7 +5,7 @@ import pytest
 
 from cutimeline.numeric import intervals as iv
 from cutimeline.errors import CutimelineError
-from cutimeline.timeline.timeline import NONE
+from cutimeline.timeline.schema import NONE
 
 
 def random_rows(seed, n=400, groups=4, ties=True, negative=False):

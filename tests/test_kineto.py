@@ -18,7 +18,7 @@ import pytest
 
 from cutimeline import CutimelineError, Timeline
 from cutimeline.formats.chrome import import_chrome
-from cutimeline.timeline.timeline import NONE, GpuKind, OpFlag, SpanKind
+from cutimeline.timeline.schema import NONE, GpuKind, OpFlag, SpanKind
 from cutimeline.formats.tracefile import to_ns
 
 DATA = pathlib.Path(__file__).parent / "data" / "kineto"

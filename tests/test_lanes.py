@@ -5,7 +5,7 @@ import pytest
 
 from cutimeline.analysis.gaps import host_activity
 from cutimeline.analysis.lanes import busy_in, idle_in, lanes, queue_depth
-from cutimeline.timeline.timeline import NONE
+from cutimeline.timeline.schema import NONE
 
 from handmade import random_timeline, timeline
 

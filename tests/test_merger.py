@@ -12,7 +12,8 @@ import cutimeline as ctl
 from cutimeline.recording import ranks as cdist
 from cutimeline.errors import CutimelineError
 from cutimeline.dist.straggler import collectives, stragglers
-from cutimeline.timeline.timeline import NONE, Timeline
+from cutimeline.timeline.schema import NONE
+from cutimeline.timeline.timeline import Timeline
 
 from fakeranks import fake_ranks
 

@@ -7,7 +7,8 @@ import pytest
 
 from cutimeline.formats.chrome import import_chrome
 from cutimeline.analysis.nesting import parents, self_ns
-from cutimeline.timeline.timeline import Strings, Timeline
+from cutimeline.timeline.table import Strings
+from cutimeline.timeline.timeline import Timeline
 
 KINETO = pathlib.Path(__file__).parent / "data" / "kineto"
 

@@ -5,9 +5,12 @@ import numpy as np
 import pytest
 
 from cutimeline.errors import CutimelineError
-from cutimeline.comparison.opmatch import (EXPLAINED, base_name, common_subsequence, decomposes,
-                                        match_ops, profiler_leaves, recorded_ops)
-from cutimeline.timeline.timeline import NONE, GpuKind, Strings, Timeline
+from cutimeline.comparison.opmatch import (EXPLAINED, base_name, common_subsequence,
+                                           decomposes, match_ops, profiler_leaves,
+                                           recorded_ops)
+from cutimeline.timeline.schema import NONE, GpuKind
+from cutimeline.timeline.table import Strings
+from cutimeline.timeline.timeline import Timeline
 
 
 def test_matcher_finds_missing_and_extra_ops():

@@ -40,7 +40,7 @@ def test_an_op_whose_first_argument_is_a_cpu_scalar_runs_where_the_others_are(mo
     import cutimeline as ctl
     from cutimeline.devices import cuda as devices
     from cutimeline.recording.opstream import _work_device
-    from cutimeline.timeline.timeline import OpFlag
+    from cutimeline.timeline.schema import OpFlag
 
     from test_devices import FakeCuda
     cpu, m = torch.tensor(2.0), torch.ones(3, device="meta")

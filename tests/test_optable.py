@@ -3,7 +3,9 @@
 import numpy as np
 
 from cutimeline.analysis.optable import op_table
-from cutimeline.timeline.timeline import NONE, OpFlag, Strings, Timeline
+from cutimeline.timeline.schema import NONE, OpFlag
+from cutimeline.timeline.table import Strings
+from cutimeline.timeline.timeline import Timeline
 
 from handmade import random_timeline, timeline
 

@@ -40,3 +40,27 @@ def test_unknown_attribute_is_an_attribute_error():
     import pytest
     with pytest.raises(AttributeError, match="no attribute 'recrod'"):
         ctl.recrod
+
+
+ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
+STAGES = ("recording", "devices", "timeline", "alignment", "numeric", "analysis",
+          "rendering", "formats", "comparison", "dist")
+
+
+def test_the_stages_import_one_way_with_no_circles(capsys):
+    # pyproject.toml's import-linter contracts: the layers of DESIGN.md and
+    # no circle between sibling modules or packages at any depth.
+    from importlinter.cli import lint_imports
+    rc = lint_imports(config_filename=str(ROOT / "pyproject.toml"), no_cache=True)
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "2 kept, 0 broken" in out
+
+
+def test_the_listing_is_the_pipeline():
+    pkg = ROOT / "cutimeline"
+    folders = {p.name for p in pkg.iterdir() if (p / "__init__.py").exists()}
+    assert folders == set(STAGES)
+    top = {p.name for p in pkg.glob("*.py")}
+    assert top == {"__init__.py", "__main__.py", "cli.py", "demo.py", "errors.py"}
+

@@ -5,7 +5,7 @@ import pytest
 
 from cutimeline.numeric import intervals as iv
 from cutimeline.analysis.queues import lead_stats, queue_series, sample_stats, window_stats
-from cutimeline.timeline.timeline import NONE
+from cutimeline.timeline.schema import NONE
 
 
 def random_queue(seed, n=300, groups=3):

@@ -7,8 +7,8 @@ import pytest
 
 import cutimeline as ctl
 from cutimeline.errors import CutimelineError
-from cutimeline.analysis.report import fmt_ns
-from cutimeline.timeline.timeline import SpanKind
+from cutimeline.analysis.summary import fmt_ns
+from cutimeline.timeline.schema import SpanKind
 
 from handmade import random_timeline, timeline
 
@@ -102,7 +102,7 @@ def test_launch_bound_advice_without_steps_counts_the_windows_ops():
 
 
 def test_launch_bound_on_compiled_graphs_advises_cuda_graphs_not_compiling():
-    from cutimeline.timeline.timeline import OpFlag
+    from cutimeline.timeline.schema import OpFlag
     L = OpFlag.LAUNCH
     ops = [("inductor::graph_0" if k % 2 == 0 else "aten::mm", 100 * k + 10,
             100 * k + 50, L) for k in range(5)]

@@ -12,7 +12,8 @@ from cutimeline import CutimelineError
 from cutimeline.devices.roofline import PROFILES, GpuProfile, OpModel
 from cutimeline.devices.sim import (FakeClock, SimGPU, chain_raw_ns, device_time_ns,
                                     elapsed_ms, read_device_clock, synthetic_events)
-from cutimeline.timeline.timeline import NONE, EventKind, Table
+from cutimeline.timeline.schema import NONE, EventKind
+from cutimeline.timeline.table import Table
 
 aten = torch.ops.aten
 LAT, EV = 4_000, 2_000  # launch and event latency used below

@@ -5,7 +5,7 @@ import pytest
 
 from cutimeline import CutimelineError
 from cutimeline.devices.simclock import read_device_clock, synthetic_events
-from cutimeline.timeline.timeline import EventKind
+from cutimeline.timeline.schema import EventKind
 
 from test_sim import EV, LAT, make, truth
 

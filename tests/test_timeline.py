@@ -6,7 +6,9 @@ import numpy as np
 import pytest
 
 import cutimeline as ctl
-from cutimeline.timeline.timeline import NONE, SCHEMA, GpuKind, SpanKind, Strings, Table, Timeline
+from cutimeline.timeline.schema import NONE, SCHEMA, GpuKind, SpanKind
+from cutimeline.timeline.table import Strings, Table
+from cutimeline.timeline.timeline import Timeline
 
 
 def make_timeline(n=50, seed=0):

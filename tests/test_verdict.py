@@ -4,7 +4,7 @@ import numpy as np
 
 import cutimeline as ctl
 from cutimeline.analysis.gaps import Cause
-from cutimeline.timeline.timeline import OpFlag, SpanKind
+from cutimeline.timeline.schema import OpFlag, SpanKind
 from cutimeline.analysis.verdict import offenders, verdicts
 
 from handmade import timeline

@@ -57,7 +57,9 @@ import numpy as np
 
 from . import hull
 from ..errors import CutimelineError
-from ..timeline.timeline import NONE, Table, Timeline
+from ..timeline.schema import NONE
+from ..timeline.table import Table
+from ..timeline.timeline import Timeline
 
 __all__ = ["MAX_DRIFT", "ClockFit", "fit_clock", "align", "event_host_ns",
            "ping_offset_ns", "launch_delay_ns", "resolution_ns"]

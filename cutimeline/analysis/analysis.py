@@ -35,7 +35,8 @@ from ..errors import CutimelineError
 from .gaps import CAUSES, Cause, host_activity
 from .lanes import Group, lanes
 from .report import Report
-from ..timeline.timeline import NONE, Timeline
+from ..timeline.schema import NONE
+from ..timeline.timeline import Timeline
 from .verdict import step_table, step_windows
 
 __all__ = ["analyze", "Report", "LANE_DTYPE"]

@@ -18,7 +18,7 @@ from numba import njit
 
 from ..numeric import intervals as iv
 from .gaps import HostActivity, classify
-from ..timeline.timeline import NONE
+from ..timeline.schema import NONE
 
 __all__ = ["attribute"]
 

@@ -36,7 +36,8 @@ from numba import njit
 
 from ..numeric import intervals as iv
 from ..numeric.ids import dense_ids, hash_slot
-from ..timeline.timeline import NONE, OpFlag, SpanKind, Timeline
+from ..timeline.schema import NONE, OpFlag, SpanKind
+from ..timeline.timeline import Timeline
 
 __all__ = ["replay", "held", "compensate", "costs", "op_costs", "mix_scale", "repeats",
            "shifted"]

@@ -42,7 +42,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..numeric import intervals as iv
-from ..timeline.timeline import NONE, OpFlag, SpanKind, Timeline
+from ..timeline.schema import NONE, OpFlag, SpanKind
+from ..timeline.timeline import Timeline
 
 __all__ = ["Cause", "CAUSES", "HostActivity", "host_activity", "classify"]
 

@@ -47,7 +47,8 @@ from numba import njit
 from ..numeric import intervals as iv
 from ..numeric.ids import dense_ids
 from .queues import SAMPLE_FIELDS, sample_stats
-from ..timeline.timeline import NONE, GpuKind, SpanKind, Timeline
+from ..timeline.schema import NONE, GpuKind, SpanKind
+from ..timeline.timeline import Timeline
 
 __all__ = ["hta_window", "temporal_breakdown", "idle_breakdown", "queue_length",
            "hta_times", "measures"]

@@ -24,7 +24,8 @@ from .attribution import attribute
 from .gaps import HostActivity
 from .queues import lead_stats, queue_series, window_stats_sorted
 from ..numeric.runs import gather_sorted, merge_rows, merge_values
-from ..timeline.timeline import NONE, OpFlag, Timeline
+from ..timeline.schema import NONE, OpFlag
+from ..timeline.timeline import Timeline
 
 __all__ = ["Group", "Lanes", "lanes", "busy_in", "idle_in", "queue_depth"]
 

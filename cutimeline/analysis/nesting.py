@@ -24,14 +24,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..timeline.schema import COMPILED_PREFIX
 from ..timeline.timeline import Timeline
 
 __all__ = ["self_ns", "parents", "op_depth", "nested"]
 
 #: meta["source"] of Timelines whose ops.depth is the module depth
 RECORDED = frozenset({"record", "merge"})
-#: the name of a compiled graph's op in recordings (compiled.launch)
-COMPILED_PREFIX = "inductor::graph_"
 
 
 def op_depth(tl: Timeline) -> np.ndarray:

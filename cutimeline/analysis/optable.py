@@ -19,7 +19,8 @@ import numpy as np
 
 from ..numeric.ids import dense_ids
 from ..numeric.quantiles import group_quantiles
-from ..timeline.timeline import NONE, Timeline
+from ..timeline.schema import NONE
+from ..timeline.timeline import Timeline
 
 __all__ = ["op_table", "OP_TABLE_DTYPE"]
 

@@ -22,7 +22,7 @@ from numba import njit
 from ..numeric import intervals as iv
 from ..numeric.quantiles import group_quantiles, quantile_pair_inplace
 from ..numeric.runs import gather_sorted
-from ..timeline.timeline import NONE
+from ..timeline.schema import NONE
 
 __all__ = ["queue_series", "window_stats", "window_stats_sorted", "sample_stats",
            "lead_stats", "SAMPLE_FIELDS"]

@@ -15,9 +15,11 @@ import numpy as np
 
 from ..errors import CutimelineError
 from .gaps import CAUSES, Cause
-from ..timeline.timeline import NONE, Timeline
+from .summary import fmt_ns, report_dict, summary_text
+from ..timeline.schema import NONE
+from ..timeline.timeline import Timeline
 
-__all__ = ["Report", "fmt_ns"]
+__all__ = ["Report"]
 
 GAP_DTYPE = [("device", np.int64), ("stream", np.int64), ("begin_ns", np.int64),
              ("end_ns", np.int64), ("next_row", np.int64), ("launch_ns", np.int64)] + \
@@ -38,16 +40,6 @@ _ADVICE = {
     "unknown": "the trace lacks launch times for the work that ended the gaps",
     "host-only": "record on a GPU (or ctl.SimGPU()) to see the device side",
 }
-
-
-def fmt_ns(ns: float) -> str:
-    """ns as a short human duration: 850 ns, 12.3 µs, 4.56 ms, 1.23 s."""
-    ns = float(ns)
-    for unit, scale in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
-        if abs(ns) >= scale:
-            v = ns / scale
-            return f"{v:.3g} {unit}" if abs(v) < 100 else f"{v:.0f} {unit}"
-    return f"{ns:.0f} ns"
 
 
 def _pct(x: float) -> str:
@@ -227,12 +219,10 @@ class Report:
 
     def summary(self) -> str:
         """A short text to read first (see the module docs for the terms)."""
-        from .summary import summary_text
         return summary_text(self)
 
     def to_dict(self) -> dict:
         """Everything but per-row arrays, as JSON-serialisable values."""
-        from .summary import report_dict
         return report_dict(self)
 
     def __repr__(self) -> str:

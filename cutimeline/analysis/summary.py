@@ -3,14 +3,26 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .gaps import CAUSES
-from .report import Report, fmt_ns
 
-__all__ = ["summary_text", "report_dict"]
+if TYPE_CHECKING:
+    from .report import Report
+
+__all__ = ["summary_text", "report_dict", "fmt_ns"]
+
+
+def fmt_ns(ns: float) -> str:
+    """ns as a short human duration: 850 ns, 12.3 µs, 4.56 ms, 1.23 s."""
+    ns = float(ns)
+    for unit, scale in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
+        if abs(ns) >= scale:
+            v = ns / scale
+            return f"{v:.3g} {unit}" if abs(v) < 100 else f"{v:.0f} {unit}"
+    return f"{ns:.0f} ns"
 
 
 def _pct(x: float) -> str:

@@ -20,7 +20,8 @@ from ..numeric import intervals as iv
 from .gaps import CAUSES, Cause, HostActivity
 from .lanes import Lanes
 from ..numeric.runs import merge_rows, runs_sorted
-from ..timeline.timeline import NONE, OpFlag, SpanKind, Timeline
+from ..timeline.schema import NONE, OpFlag, SpanKind
+from ..timeline.timeline import Timeline
 
 __all__ = ["VERDICTS", "verdicts", "step_windows", "step_table", "offenders"]
 

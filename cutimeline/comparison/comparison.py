@@ -39,7 +39,8 @@ import numpy as np
 
 from ..errors import CutimelineError
 from .opmatch import EXPLAINED, OpMatch, match_ops, profiler_leaves, recorded_ops
-from ..timeline.timeline import GpuKind, SpanKind, Timeline
+from ..timeline.schema import GpuKind, SpanKind
+from ..timeline.timeline import Timeline
 
 __all__ = ["compare", "Comparison", "GpuAgreement", "PASSES"]
 

@@ -40,7 +40,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import CutimelineError
-from ..timeline.timeline import NONE, Timeline
+from ..timeline.schema import NONE
+from ..timeline.timeline import Timeline
 
 __all__ = ["OpMatch", "match_ops", "common_subsequence", "recorded_ops",
            "profiler_leaves", "decomposes", "base_name", "SUBSTITUTES", "EXPLAINED"]

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import CutimelineError
-from ..timeline.timeline import NONE, EventKind
+from ..timeline.schema import NONE, EventKind
 
 __all__ = ["Device", "Harvest", "CudaDevice", "TIMINGS"]
 

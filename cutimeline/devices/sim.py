@@ -38,7 +38,7 @@ from ..errors import CutimelineError
 from .roofline import GpuProfile, OpModel, op_name, profile_named
 from .simclock import (FakeClock, HostClock, chain_raw_ns, device_time_ns, elapsed_ms,
                        read_device_clock, read_error_ns, synthetic_events)
-from ..timeline.timeline import NONE, EventKind
+from ..timeline.schema import NONE, EventKind
 
 __all__ = ["SimGPU", "SimEvent", "HostClock", "FakeClock", "device_time_ns",
            "elapsed_ms", "chain_raw_ns", "read_device_clock", "synthetic_events"]

@@ -16,7 +16,9 @@ import numpy as np
 
 from ..recording.ranks import _COLUMNS, _HOST_COLUMNS, _apply
 from ..errors import CutimelineError
-from ..timeline.timeline import NONE, REFERENCES, SCHEMA, STRING_COLUMNS, Strings, Timeline
+from ..timeline.schema import NONE, REFERENCES, SCHEMA, STRING_COLUMNS
+from ..timeline.table import Strings
+from ..timeline.timeline import Timeline
 
 __all__ = ["merge"]
 

@@ -30,7 +30,8 @@ import numpy as np
 
 from ..recording.ranks import ALL, FROM_ROOT, KINDS, RECV, SEND, TO_ROOT, rank_of_thread
 from ..errors import CutimelineError
-from ..timeline.timeline import NONE, SpanKind, Timeline
+from ..timeline.schema import NONE, SpanKind
+from ..timeline.timeline import Timeline
 
 __all__ = ["collectives", "stragglers", "rank_activity", "describe",
            "fit_rank_clocks", "COLLECTIVE_DTYPE", "STRAGGLER_DTYPE", "ACTIVITY_DTYPE"]
@@ -376,7 +377,7 @@ def _union_ns(b: np.ndarray, e: np.ndarray) -> int:
 def describe(tl: Timeline) -> str:
     """A few lines on a merged Timeline: each rank's clock and its bound,
     and the worst straggler over the whole run."""
-    from ..analysis.report import fmt_ns
+    from ..analysis.summary import fmt_ns
     lines = []
     for r in tl.meta.get("ranks") or []:
         c = r.get("clock") or {}

@@ -33,7 +33,8 @@ import numpy as np
 
 from ..errors import CutimelineError
 from .kineto import EXPORTER, KIND_ARG, SHIFT_KEY, import_chrome
-from ..timeline.timeline import NONE, GpuKind, OpFlag, SpanKind, Timeline
+from ..timeline.schema import NONE, GpuKind, OpFlag, SpanKind
+from ..timeline.timeline import Timeline
 
 __all__ = ["export_chrome", "import_chrome", "queue_depth"]
 

@@ -29,7 +29,9 @@ import numpy as np
 
 from ..errors import CutimelineError
 from .tracefile import bucket_events, columns, concat, read_trace, take, to_ns
-from ..timeline.timeline import NONE, GpuKind, OpFlag, SpanKind, Strings, Timeline
+from ..timeline.schema import NONE, GpuKind, OpFlag, SpanKind
+from ..timeline.table import Strings
+from ..timeline.timeline import Timeline
 
 __all__ = ["import_chrome"]
 

@@ -17,7 +17,7 @@ import numpy as np
 from numba import njit, objmode
 
 from ..errors import CutimelineError
-from ..timeline.timeline import NONE
+from ..timeline.schema import NONE
 
 __all__ = ["ENGINES", "check_engine", "group_order", "merge", "merge_lean", "union",
            "coverage", "count_le", "is_sorted", "sort_order", "sorted_copy"]

@@ -38,9 +38,9 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from ..analysis.nesting import COMPILED_PREFIX
+from ..timeline.schema import COMPILED_PREFIX
 from .opstream import _dtype_shape, _Named, _shape
-from ..timeline.timeline import NONE, GpuKind, OpFlag
+from ..timeline.schema import NONE, GpuKind, OpFlag
 
 __all__ = ["graph_class", "wrap", "launch", "graph_device", "cut"]
 

@@ -52,7 +52,7 @@ import weakref
 from time import perf_counter_ns as _now
 from typing import Any, Callable
 
-from ..timeline.timeline import NONE, SpanKind
+from ..timeline.schema import NONE, SpanKind
 
 try:  # torch.compile traces into global hooks; they must do nothing there
     from torch.compiler import is_compiling as _compiling

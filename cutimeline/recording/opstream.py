@@ -34,7 +34,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..devices.cuda import Device
-from ..timeline.timeline import NONE, GpuKind, OpFlag, SpanKind, Strings
+from ..timeline.schema import NONE, GpuKind, OpFlag, SpanKind
+from ..timeline.table import Strings
 
 __all__ = ["Writer", "Session", "Mode"]
 

@@ -57,7 +57,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import CutimelineError
-from ..timeline.timeline import NONE, Timeline
+from ..timeline.schema import NONE
+from ..timeline.timeline import Timeline
 
 __all__ = ["KINDS", "OPS", "rank_meta", "write_rank", "shift_host",
            "rank_of_thread", "rank_of_device", "RANK_FILE"]

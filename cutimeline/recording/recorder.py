@@ -75,7 +75,8 @@ from ..errors import CutimelineError
 from .hooks import Hooks, _compiling
 from .opstream import Mode, Session
 from .selfcost import calibrator, measure, priced, refine
-from ..timeline.timeline import NONE, SpanKind, Timeline
+from ..timeline.schema import NONE, SpanKind
+from ..timeline.timeline import Timeline
 
 __all__ = ["record", "Recorder", "span"]
 
@@ -462,7 +463,7 @@ def _sync_threads(ident: Any, op: np.ndarray, op_thread: np.ndarray,
 def _assemble(s: Session, harvest: Harvest | None, meta: dict[str, Any]) -> Timeline:
     """The Timeline of a finished session: ops sorted by seq; events, syncs
     and gpu rows mapped from seq to ops rows; every thread's spans."""
-    from ..timeline.timeline import OpFlag
+    from ..timeline.schema import OpFlag
     ws = s.writers
     ops = _rows([w.ops for w in ws], 7)
     thread = np.repeat(np.array([w.thread for w in ws], np.int32),

@@ -28,7 +28,7 @@ import torch
 
 from .hooks import _MODULE, Hooks
 from .opstream import Mode, Session
-from ..timeline.timeline import NONE
+from ..timeline.schema import NONE
 
 __all__ = ["measure_overhead", "measure_module_hooks", "op_cost", "Program", "measure",
            "refine", "calibrator", "priced"]

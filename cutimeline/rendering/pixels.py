@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..numeric import intervals as iv
-from ..timeline.timeline import NONE
+from ..timeline.schema import NONE
 
 __all__ = ["Columns", "runs", "step_max", "envelope", "even_sample"]
 

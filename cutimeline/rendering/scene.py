@@ -23,7 +23,8 @@ from . import pixels as px
 from ..errors import CutimelineError
 from ..analysis.gaps import CAUSES, classify
 from .layout import lay_out
-from ..timeline.timeline import NONE, GpuKind, OpFlag, SpanKind, Timeline
+from ..timeline.schema import NONE, GpuKind, OpFlag, SpanKind
+from ..timeline.timeline import Timeline
 
 __all__ = ["PHASES", "PHASE_COLORS", "CAUSE_COLORS", "FLOW_COLOR", "Scene"]
 

@@ -1,10 +1,11 @@
 """The ``.ctl`` file: one compressed ``.npz`` archive, no pickle.
 
 Members: ``<table>.<column>`` arrays (sorted int64 columns stored as
-differences, see ``timeline.ENCODING``), ``strings.blob`` (UTF-8 bytes of all
+differences, see ``schema.ENCODING``), ``strings.blob`` (UTF-8 bytes of all
 strings) with ``strings.offsets`` (int64, one more than strings), and
 ``meta.json`` (UTF-8 JSON with ``format``, ``format_version`` and the
-Timeline's meta).
+Timeline's meta). ``save`` writes a Timeline; ``read`` returns its parts,
+which ``timeline.load`` makes into one.
 """
 
 from __future__ import annotations
@@ -13,13 +14,18 @@ import json
 import os
 import tempfile
 import zipfile
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..errors import CutimelineError
-from .timeline import ENCODING, FORMAT, FORMAT_VERSION, SCHEMA, Table, Timeline
+from .schema import ENCODING, FORMAT, FORMAT_VERSION, SCHEMA
+from .table import Table
 
-__all__ = ["save", "load"]
+if TYPE_CHECKING:
+    from .timeline import Timeline
+
+__all__ = ["save", "read"]
 
 
 def _encode(table: str, col: str, cols: dict[str, np.ndarray]) -> np.ndarray:
@@ -82,9 +88,9 @@ def save(tl: Timeline, path: str | os.PathLike) -> None:
 _ADDED = {("syncs", "thread"): 2}
 
 
-def load(path: str | os.PathLike) -> Timeline:
-    """Read a ``.ctl`` file; a damaged, foreign or newer file raises
-    CutimelineError naming the file and the problem."""
+def read(path: str | os.PathLike) -> tuple[dict[str, Table], list[str], dict[str, Any]]:
+    """The tables, strings and meta of a ``.ctl`` file; a damaged, foreign or
+    newer file raises CutimelineError naming the file and the problem."""
     path = os.fspath(path)
     if not os.path.exists(path):
         raise CutimelineError(f"{path} does not exist.")
@@ -134,7 +140,7 @@ def load(path: str | os.PathLike) -> Timeline:
             UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise CutimelineError(f"{path} is damaged and cannot be read "
                               f"({type(exc).__name__}: {exc}).") from None
-    return Timeline(tables, strings, head["meta"])
+    return tables, strings, head["meta"]
 
 
 def _check_head(path: str, head: object) -> None:

@@ -1,22 +1,14 @@
-"""The Timeline: columnar tables of one recording, and its file format.
+"""The Timeline: the tables of one recording, its string table and meta.
 
 Every stage after recording is a function of a Timeline. A Timeline is
 immutable: its columns are read-only numpy arrays, and stages that add
 information (alignment, slicing) return a new Timeline that shares the
-untouched columns.
-
-Tables and their columns are fixed by ``SCHEMA``. Times are integer
-nanoseconds (``_ns``). Columns that name a string hold an int32 id into
-``Timeline.strings``; columns that name a row of another table hold that
-row's index. In both, ``NONE`` (-1) means "absent": an op in forward has
-``grad_fn == NONE``, a host-only op has ``device == NONE`` (the CPU), a GPU
-row whose launching op is unknown has ``op == NONE``, a device-wide sync has
-``stream == NONE``.
+untouched columns. The tables and their columns are fixed by
+``schema.SCHEMA``; the file format is ``fileformat``.
 """
 
 from __future__ import annotations
 
-import enum
 import os
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -24,221 +16,11 @@ from typing import Any
 import numpy as np
 
 from ..errors import CutimelineError
+from . import fileformat
+from .schema import ENUM_COLUMNS, NONE, REFERENCES, SCHEMA, STRING_COLUMNS, SpanKind
+from .table import Strings, Table
 
-__all__ = [
-    "NONE", "SCHEMA", "FORMAT_VERSION", "OpFlag", "SpanKind", "GpuKind",
-    "EventKind", "Table", "Strings", "Timeline", "load",
-]
-
-NONE = -1
-FORMAT = "cutimeline"
-# 2: syncs.thread (files of version 1 read with it NONE)
-FORMAT_VERSION = 2
-
-i8, i16, i32, i64, u8, f64 = (np.dtype(t) for t in
-                              ("i1", "i2", "i4", "i8", "u1", "f8"))
-
-
-class OpFlag(enum.IntFlag):
-    """Bits of ``ops.flags``."""
-    VIEW = 1         # metadata-only op (view, reshape): launches no work
-    SYNC = 2         # blocks the host until device work completes (.item())
-    COLLECTIVE = 4   # torch.distributed collective
-    LAUNCH = 8       # enqueued device work (bracketed by events)
-    CAPTURED = 16    # dispatched while a stream captured a CUDA graph
-    TRUNCATED = 32   # first op past max_ops (the row is kept, none after)
-
-
-class SpanKind(enum.IntEnum):
-    """``spans.kind``."""
-    STEP = 0
-    DATA = 1
-    FORWARD = 2
-    BACKWARD = 3
-    OPTIMIZER = 4
-    USER = 5
-    MODULE = 6
-    SYNC = 7
-
-
-class GpuKind(enum.IntEnum):
-    """``gpu.kind``."""
-    OP = 0          # all work one dispatched op launched (recorder)
-    KERNEL = 1
-    MEMCPY = 2
-    MEMSET = 3
-    GRAPH = 4       # a CUDA graph replay
-    COMPILED = 5    # a torch.compile region
-    COLLECTIVE = 6  # a communication kernel (NCCL)
-
-
-class EventKind(enum.IntEnum):
-    """``events.kind``."""
-    BEGIN = 0   # recorded on the stream just before an op's launch
-    END = 1     # recorded just after it
-    ANCHOR = 2  # segment anchor: elapsed times are read relative to these
-    PING = 3    # calibration ping (the host waited for it; see syncs)
-
-
-SCHEMA: dict[str, tuple[tuple[str, np.dtype], ...]] = {
-    # One row per dispatched aten op (host side), in dispatch order.
-    "ops": (("seq", i64), ("thread", i32), ("name", i32), ("shapes", i32),
-            ("module", i32), ("grad_fn", i32), ("device", i16),
-            ("stream", i64), ("flags", u8), ("depth", i16),
-            ("host_begin_ns", i64), ("host_end_ns", i64)),
-    # Raw device events; raw_ns is the device clock (chained from anchors).
-    "events": (("device", i16), ("stream", i64), ("kind", u8), ("op", i64),
-               ("raw_ns", i64), ("host_record_ns", i64)),
-    # One row per interval of device work; begin/end on the host clock.
-    "gpu": (("op", i64), ("device", i16), ("stream", i64), ("name", i32),
-            ("kind", u8), ("begin_event", i64), ("end_event", i64),
-            ("launch_ns", i64), ("begin_ns", i64), ("end_ns", i64)),
-    # Host-blocking points; last_event is the newest event the wait covered,
-    # thread the host thread that waited (NONE: unknown).
-    "syncs": (("op", i64), ("kind", i32), ("device", i16), ("stream", i64),
-              ("last_event", i64), ("host_begin_ns", i64),
-              ("host_end_ns", i64), ("thread", i32)),
-    # Host ranges; number is the step number of STEP spans, NONE otherwise.
-    "spans": (("kind", u8), ("name", i32), ("thread", i32), ("depth", i16),
-              ("number", i64), ("begin_ns", i64), ("end_ns", i64)),
-    # Per device: host_ns = offset_ns + slope * (raw_ns - ref_raw_ns).
-    "clocks": (("device", i16), ("ref_raw_ns", i64), ("offset_ns", i64),
-               ("slope", f64), ("bound_ns", f64), ("bound_max_ns", f64),
-               ("relax_ns", f64), ("n_lower", i64), ("n_upper", i64),
-               ("ping_offset_ns", i64)),
-    # Simulated runs only: the true host-clock time of each event.
-    "truth": (("event", i64), ("host_ns", i64)),
-}
-
-# Columns holding string ids, decoded by to_pandas.
-STRING_COLUMNS = {("ops", "name"), ("ops", "shapes"), ("ops", "module"),
-                  ("ops", "grad_fn"), ("gpu", "name"), ("syncs", "kind"),
-                  ("spans", "name")}
-ENUM_COLUMNS = {("spans", "kind"): SpanKind, ("gpu", "kind"): GpuKind,
-                ("events", "kind"): EventKind}
-# Columns holding a row index of another table.
-REFERENCES = {("gpu", "op"): "ops", ("events", "op"): "ops",
-              ("syncs", "op"): "ops", ("syncs", "last_event"): "events",
-              ("gpu", "begin_event"): "events", ("gpu", "end_event"): "events",
-              ("truth", "event"): "events"}
-# On disk, sorted-ish int64 columns are stored as differences, which
-# deflate compresses to a byte or two: ("delta",) from the previous row,
-# ("minus", col) from another column of the same row.
-ENCODING = {("ops", "seq"): ("delta",), ("ops", "host_begin_ns"): ("delta",),
-             ("ops", "host_end_ns"): ("minus", "host_begin_ns"),
-             ("events", "op"): ("delta",), ("events", "raw_ns"): ("delta",),
-             ("events", "host_record_ns"): ("delta",),
-             ("gpu", "op"): ("delta",), ("gpu", "begin_event"): ("delta",),
-             ("gpu", "end_event"): ("minus", "begin_event"),
-             ("gpu", "launch_ns"): ("delta",), ("gpu", "begin_ns"): ("delta",),
-             ("gpu", "end_ns"): ("minus", "begin_ns"),
-             ("truth", "event"): ("delta",), ("truth", "host_ns"): ("delta",)}
-
-
-class Table:
-    """Equal-length, read-only numpy columns; ``t["col"]`` or ``t.col``."""
-
-    __slots__ = ("name", "_cols", "_len")
-
-    def __init__(self, name: str, columns: Mapping[str, Any] | None = None):
-        if name not in SCHEMA:
-            raise CutimelineError(f"There is no table {name!r}; the tables "
-                                  f"are {', '.join(SCHEMA)}.")
-        columns = dict(columns or {})
-        unknown = set(columns) - {c for c, _ in SCHEMA[name]}
-        if unknown:
-            raise CutimelineError(
-                f"Table {name!r} has no column {sorted(unknown)[0]!r}; its "
-                f"columns are {', '.join(c for c, _ in SCHEMA[name])}.")
-        lengths = {len(np.asarray(v).reshape(-1)) for v in columns.values()}
-        if len(lengths) > 1:
-            raise CutimelineError(f"The columns of table {name!r} differ in "
-                                  f"length ({sorted(lengths)}).")
-        n = lengths.pop() if lengths else 0
-        cols = {}
-        for col, dtype in SCHEMA[name]:
-            if col in columns:
-                arr = np.ascontiguousarray(columns[col]).reshape(-1)
-                if arr.dtype != dtype:
-                    arr = _cast(name, col, arr, dtype)
-            else:
-                arr = np.full(n, NONE, dtype) if dtype.kind == "i" else \
-                    np.zeros(n, dtype)
-            if arr.flags.writeable:
-                arr = arr.view()
-                arr.flags.writeable = False
-            cols[col] = arr
-        self.name, self._cols, self._len = name, cols, n
-
-    def __getitem__(self, col: str) -> np.ndarray:
-        try:
-            return self._cols[col]
-        except KeyError:
-            raise CutimelineError(
-                f"Table {self.name!r} has no column {col!r}; its columns "
-                f"are {', '.join(self._cols)}.") from None
-
-    def __getattr__(self, col: str) -> np.ndarray:
-        if col.startswith("_"):
-            raise AttributeError(col)
-        return self[col]
-
-    def __len__(self) -> int:
-        return self._len
-
-    @property
-    def columns(self) -> dict[str, np.ndarray]:
-        return dict(self._cols)
-
-    def take(self, index: np.ndarray) -> Table:
-        """The rows at ``index`` (integer indices or a boolean mask)."""
-        return Table(self.name, {c: a[index] for c, a in self._cols.items()})
-
-    def replace(self, **columns: Any) -> Table:
-        """A copy with some columns replaced (same length required)."""
-        return Table(self.name, {**self._cols, **columns})
-
-    def __repr__(self) -> str:
-        return f"<Table {self.name}: {self._len:,} rows × {len(self._cols)} columns>"
-
-
-def _cast(table: str, col: str, arr: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    if arr.size and dtype.kind in "iu" and arr.dtype.kind in "iub":
-        info = np.iinfo(dtype)
-        if arr.min() < info.min or arr.max() > info.max:
-            raise CutimelineError(
-                f"Column {table}.{col} holds values outside {dtype} "
-                f"({arr.min()}..{arr.max()}).")
-    elif arr.size and dtype.kind in "iu" and arr.dtype.kind == "f":
-        if not np.all(np.isfinite(arr)) or np.any(arr != np.round(arr)):
-            raise CutimelineError(f"Column {table}.{col} must hold integers "
-                                  f"(nanoseconds), not fractions or NaN.")
-    elif arr.dtype.kind not in "iubf":
-        raise CutimelineError(f"Column {table}.{col} must be numeric, "
-                              f"not {arr.dtype}.")
-    return arr.astype(dtype)
-
-
-class Strings:
-    """Interns strings to int32 ids while a Timeline is built."""
-
-    __slots__ = ("ids", "values")
-
-    def __init__(self, values: Iterable[str] = ()):
-        self.values: list[str] = []
-        self.ids: dict[str, int] = {}
-        for v in values:
-            self.intern(v)
-
-    def intern(self, s: str) -> int:
-        i = self.ids.get(s)
-        if i is None:
-            i = self.ids[s] = len(self.values)
-            self.values.append(s)
-        return i
-
-    def __len__(self) -> int:
-        return len(self.values)
+__all__ = ["Timeline", "load"]
 
 
 class Timeline:
@@ -443,7 +225,6 @@ class Timeline:
 
     def save(self, path: str | os.PathLike) -> None:
         """Write the Timeline to one compressed ``.npz`` (no pickle)."""
-        from . import fileformat
         fileformat.save(self, path)
 
     def __repr__(self) -> str:
@@ -483,5 +264,5 @@ class Timeline:
 
 def load(path: str | os.PathLike) -> Timeline:
     """Read a Timeline written by ``Timeline.save``."""
-    from . import fileformat
-    return fileformat.load(path)
+    tables, strings, meta = fileformat.read(path)
+    return Timeline(tables, strings, meta)

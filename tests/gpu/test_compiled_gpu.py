@@ -10,7 +10,7 @@ import torch
 
 import cutimeline as ctl
 from cutimeline.analysis.nesting import parents
-from cutimeline.timeline.timeline import GpuKind, OpFlag
+from cutimeline.timeline.schema import GpuKind, OpFlag
 
 pytestmark = pytest.mark.gpu
 

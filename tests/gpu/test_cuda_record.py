@@ -11,7 +11,7 @@ import torch
 
 import cutimeline as ctl
 from cutimeline.devices.cuda import CudaDevice
-from cutimeline.timeline.timeline import NONE, EventKind, GpuKind, OpFlag
+from cutimeline.timeline.schema import NONE, EventKind, GpuKind, OpFlag
 
 pytestmark = pytest.mark.gpu
 CUDA = torch.device("cuda")

@@ -14,7 +14,7 @@ pytest.importorskip("cupy")
 import cutimeline as ctl  # noqa: E402
 import cutimeline.devices.kernels as K
 from cutimeline.devices.cuda import CudaDevice
-from cutimeline.timeline.timeline import EventKind, OpFlag
+from cutimeline.timeline.schema import EventKind, OpFlag
 
 pytestmark = pytest.mark.gpu
 CUDA = torch.device("cuda")

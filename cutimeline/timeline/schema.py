@@ -1,0 +1,130 @@
+"""The data model's constants: the tables and their columns (``SCHEMA``),
+their enums and flags, and how columns relate and are stored.
+
+Times are integer nanoseconds (``_ns``). Columns that name a string hold an
+int32 id into ``Timeline.strings``; columns that name a row of another table
+hold that row's index. In both, ``NONE`` (-1) means "absent": an op in
+forward has ``grad_fn == NONE``, a host-only op has ``device == NONE`` (the
+CPU), a GPU row whose launching op is unknown has ``op == NONE``, a
+device-wide sync has ``stream == NONE``.
+"""
+
+from __future__ import annotations
+
+import enum
+
+import numpy as np
+
+__all__ = [
+    "NONE", "SCHEMA", "FORMAT", "FORMAT_VERSION", "OpFlag", "SpanKind", "GpuKind",
+    "EventKind", "STRING_COLUMNS", "ENUM_COLUMNS", "REFERENCES", "ENCODING",
+    "COMPILED_PREFIX",
+]
+
+NONE = -1
+FORMAT = "cutimeline"
+# 2: syncs.thread (files of version 1 read with it NONE)
+FORMAT_VERSION = 2
+
+i8, i16, i32, i64, u8, f64 = (np.dtype(t) for t in
+                              ("i1", "i2", "i4", "i8", "u1", "f8"))
+
+
+class OpFlag(enum.IntFlag):
+    """Bits of ``ops.flags``."""
+    VIEW = 1         # metadata-only op (view, reshape): launches no work
+    SYNC = 2         # blocks the host until device work completes (.item())
+    COLLECTIVE = 4   # torch.distributed collective
+    LAUNCH = 8       # enqueued device work (bracketed by events)
+    CAPTURED = 16    # dispatched while a stream captured a CUDA graph
+    TRUNCATED = 32   # first op past max_ops (the row is kept, none after)
+
+
+class SpanKind(enum.IntEnum):
+    """``spans.kind``."""
+    STEP = 0
+    DATA = 1
+    FORWARD = 2
+    BACKWARD = 3
+    OPTIMIZER = 4
+    USER = 5
+    MODULE = 6
+    SYNC = 7
+
+
+class GpuKind(enum.IntEnum):
+    """``gpu.kind``."""
+    OP = 0          # all work one dispatched op launched (recorder)
+    KERNEL = 1
+    MEMCPY = 2
+    MEMSET = 3
+    GRAPH = 4       # a CUDA graph replay
+    COMPILED = 5    # a torch.compile region
+    COLLECTIVE = 6  # a communication kernel (NCCL)
+
+
+class EventKind(enum.IntEnum):
+    """``events.kind``."""
+    BEGIN = 0   # recorded on the stream just before an op's launch
+    END = 1     # recorded just after it
+    ANCHOR = 2  # segment anchor: elapsed times are read relative to these
+    PING = 3    # calibration ping (the host waited for it; see syncs)
+
+
+SCHEMA: dict[str, tuple[tuple[str, np.dtype], ...]] = {
+    # One row per dispatched aten op (host side), in dispatch order.
+    "ops": (("seq", i64), ("thread", i32), ("name", i32), ("shapes", i32),
+            ("module", i32), ("grad_fn", i32), ("device", i16),
+            ("stream", i64), ("flags", u8), ("depth", i16),
+            ("host_begin_ns", i64), ("host_end_ns", i64)),
+    # Raw device events; raw_ns is the device clock (chained from anchors).
+    "events": (("device", i16), ("stream", i64), ("kind", u8), ("op", i64),
+               ("raw_ns", i64), ("host_record_ns", i64)),
+    # One row per interval of device work; begin/end on the host clock.
+    "gpu": (("op", i64), ("device", i16), ("stream", i64), ("name", i32),
+            ("kind", u8), ("begin_event", i64), ("end_event", i64),
+            ("launch_ns", i64), ("begin_ns", i64), ("end_ns", i64)),
+    # Host-blocking points; last_event is the newest event the wait covered,
+    # thread the host thread that waited (NONE: unknown).
+    "syncs": (("op", i64), ("kind", i32), ("device", i16), ("stream", i64),
+              ("last_event", i64), ("host_begin_ns", i64),
+              ("host_end_ns", i64), ("thread", i32)),
+    # Host ranges; number is the step number of STEP spans, NONE otherwise.
+    "spans": (("kind", u8), ("name", i32), ("thread", i32), ("depth", i16),
+              ("number", i64), ("begin_ns", i64), ("end_ns", i64)),
+    # Per device: host_ns = offset_ns + slope * (raw_ns - ref_raw_ns).
+    "clocks": (("device", i16), ("ref_raw_ns", i64), ("offset_ns", i64),
+               ("slope", f64), ("bound_ns", f64), ("bound_max_ns", f64),
+               ("relax_ns", f64), ("n_lower", i64), ("n_upper", i64),
+               ("ping_offset_ns", i64)),
+    # Simulated runs only: the true host-clock time of each event.
+    "truth": (("event", i64), ("host_ns", i64)),
+}
+
+# Columns holding string ids, decoded by to_pandas.
+STRING_COLUMNS = {("ops", "name"), ("ops", "shapes"), ("ops", "module"),
+                  ("ops", "grad_fn"), ("gpu", "name"), ("syncs", "kind"),
+                  ("spans", "name")}
+ENUM_COLUMNS = {("spans", "kind"): SpanKind, ("gpu", "kind"): GpuKind,
+                ("events", "kind"): EventKind}
+# Columns holding a row index of another table.
+REFERENCES = {("gpu", "op"): "ops", ("events", "op"): "ops",
+              ("syncs", "op"): "ops", ("syncs", "last_event"): "events",
+              ("gpu", "begin_event"): "events", ("gpu", "end_event"): "events",
+              ("truth", "event"): "events"}
+# On disk, sorted-ish int64 columns are stored as differences, which
+# deflate compresses to a byte or two: ("delta",) from the previous row,
+# ("minus", col) from another column of the same row.
+ENCODING = {("ops", "seq"): ("delta",), ("ops", "host_begin_ns"): ("delta",),
+             ("ops", "host_end_ns"): ("minus", "host_begin_ns"),
+             ("events", "op"): ("delta",), ("events", "raw_ns"): ("delta",),
+             ("events", "host_record_ns"): ("delta",),
+             ("gpu", "op"): ("delta",), ("gpu", "begin_event"): ("delta",),
+             ("gpu", "end_event"): ("minus", "begin_event"),
+             ("gpu", "launch_ns"): ("delta",), ("gpu", "begin_ns"): ("delta",),
+             ("gpu", "end_ns"): ("minus", "begin_ns"),
+             ("truth", "event"): ("delta",), ("truth", "host_ns"): ("delta",)}
+
+# The op name of a torch.compile graph's call: COMPILED_PREFIX + its number
+# (the recorder names them so; nesting and the plot recognise them by it).
+COMPILED_PREFIX = "inductor::graph_"
