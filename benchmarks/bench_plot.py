@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
 
     from cutimeline.alignment.aligner import align
-    from cutimeline.analysis.analysis import analyze
+    from cutimeline.analysis.analyzer import analyze
     from cutimeline.rendering.figure import plot
     from cutimeline.devices.simclock import synthetic_events
 

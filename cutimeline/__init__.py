@@ -25,7 +25,7 @@ _LAZY = {
     "record": "recording.recorder", "Recorder": "recording.recorder", "span": "recording.recorder",
     "SimGPU": "devices.sim",
     "align": "alignment.aligner",
-    "analyze": "analysis.analysis", "Report": "analysis.analysis",
+    "analyze": "analysis.analyzer", "Report": "analysis.analyzer",
     "plot": "rendering.figure", "plot_compare": "rendering.figure",
     "export_chrome": "formats.chrome", "import_chrome": "formats.chrome",
     "compare": "comparison.comparison", "Comparison": "comparison.comparison",

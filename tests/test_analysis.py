@@ -372,7 +372,7 @@ def test_reports_keep_the_first_versions_numbers(case, engine):
 
 @pytest.mark.parametrize("seed", range(3))
 def test_extent_twins_agree(seed):
-    from cutimeline.analysis.analysis import _extent
+    from cutimeline.analysis.analyzer import _extent
     tl = random_timeline(seed, n=200, streams=2)
     g = tl.gpu
     begin = np.asarray(g.begin_ns).copy()

@@ -63,7 +63,7 @@ class Scene:
             raise CutimelineError("The Timeline is empty (no ops, gpu rows or "
                                   "spans), so there is nothing to plot; was "
                                   "recording disabled (CUTIMELINE_DISABLE)?")
-        from ..analysis.analysis import analyze
+        from ..analysis.analyzer import analyze
         self.tl = tl
         self.report = analyze(tl)  # raises for unaligned gpu rows
         self.lanes, self.act = self.report.lanes, self.report.activity
