@@ -6,7 +6,7 @@ backward, optimizer step) timed by hand with and without the recorder.
     python benchmarks/bench_compensation_phases.py [--steps 20] [--rounds 5]
 
 "added" is the recorded phase minus the uninstrumented one (medians over
-steps, then over rounds); "removed" is what ``compensation.costs`` prices
+steps, then over rounds); "removed" is what ``costs.costs`` prices
 the recorder's work inside that phase at (ops, module hooks), the same
 medians. If the model of its own cost were right, the two would match in
 every phase.
@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from bench_compensation import mlp_parts, transformer_parts
-from cutimeline.analysis.compensation import costs
+from cutimeline.analysis.costs import costs
 from cutimeline.recording.recorder import record
 
 PHASES = ("forward", "backward", "optimizer")
@@ -81,7 +81,8 @@ def evicted(size_kb: int, rounds: int = 15, n: int = 20) -> float:
     """What the mode adds to a tiny op (ns) with ``size_kb`` read between ops."""
     from torch.utils._python_dispatch import _pop_mode, _push_mode
 
-    from cutimeline.recording.opstream import Mode, Session
+    from cutimeline.recording.opstream import Mode
+    from cutimeline.recording.session import Session
     s = Session(None, max_ops=2 ** 62, steps="manual")
     mode = Mode(s, s.writer())
     x, buf = torch.zeros(16), np.ones(size_kb * 128)

@@ -1,4 +1,4 @@
-"""What the overhead replay's price of each op (``compensation.costs``)
+"""What the overhead replay's price of each op (``costs.costs``)
 takes, the Numba kernel against its NumPy twin (the previous
 implementation: a binary search of the price table per op, then a pass
 per earlier op for ``repeats``) in one run, on ``bench_analyze``'s
@@ -16,6 +16,7 @@ import argparse
 
 import cutimeline as ctl
 from cutimeline.analysis import compensation
+from cutimeline.analysis.costs import costs
 
 from bench_analyze import synthetic, timed
 
@@ -28,7 +29,7 @@ def main() -> None:
     print("| ops | costs, Numba ms | costs, NumPy twin ms | NumPy ÷ Numba | "
           "analyze, costs by Numba s | analyze, costs by NumPy s |")
     print("|---:|---:|---:|---:|---:|---:|")
-    original = compensation.costs
+    original = costs
     for size in args.sizes:
         n = int(size)
         tl = synthetic(n)

@@ -39,7 +39,7 @@ import numpy as np
 
 def write_ranks(folder: str, ranks: int, ops: int, every: int, seed: int = 0) -> dict:
     """Write rank-<r>.ctl files; returns each rank's true clock (shift, drift)."""
-    from cutimeline.recording.ranks import ALL
+    from cutimeline.recording.collectives import ALL
     from cutimeline.timeline.schema import OpFlag, SpanKind
     from cutimeline.timeline.timeline import Timeline
     rng = np.random.default_rng(seed)
@@ -119,8 +119,8 @@ def child(folder: str, what: str) -> None:
     import cutimeline as ctl
     from cutimeline.recording import ranks as dist
     from cutimeline.dist import merger
-    from cutimeline.dist import straggler
-    from cutimeline.alignment.aligner import fit_clock
+    from cutimeline.dist import rankclock
+    from cutimeline.alignment.clockfit import fit_clock
     base = _rss_kib()
     t = time.perf_counter()
     if what == "load":

@@ -28,7 +28,7 @@ _LAZY = {
     "analyze": "analysis.analyzer", "Report": "analysis.analyzer",
     "plot": "rendering.figure", "plot_compare": "rendering.figure",
     "export_chrome": "formats.chrome", "import_chrome": "formats.chrome",
-    "compare": "comparison.comparison", "Comparison": "comparison.comparison",
+    "compare": "comparison.runner", "Comparison": "comparison.result",
     "merge": "dist.merger",
 }
 

@@ -21,7 +21,7 @@ from collections import defaultdict
 
 import torch
 
-from cutimeline.comparison.comparison import compare
+from cutimeline.comparison.runner import compare
 from cutimeline.comparison.opmatch import EXPLAINED
 
 HERE = os.path.dirname(os.path.abspath(__file__))

@@ -44,12 +44,12 @@ def stats(x) -> dict:
 def stamps_missing() -> str | None:
     """None when spins and stamps can run here, else why not (with what to
     install, from the kernel loader)."""
-    from cutimeline.devices import kernels
+    from cutimeline.devices import kernelloader
     try:
-        kernels._cupy()
+        kernelloader._cupy()
         # CuPy can import without NVRTC (no CUDA toolkit libraries): compile
         if torch.cuda.is_available():
-            kernels._kernel("stamp", torch.cuda.current_device())
+            kernelloader._kernel("stamp", torch.cuda.current_device())
     except CutimelineError as exc:
         return str(exc)
     return None
@@ -402,7 +402,7 @@ def _big_ops():
 
 
 def part_d(part) -> str:
-    from cutimeline.comparison.comparison import compare
+    from cutimeline.comparison.runner import compare
     if part.dry:
         cmp = compare(_tiny(torch.device("cpu"), 200), steps=2, warmup=1, device="cpu")
         print(cmp.table())
@@ -481,7 +481,7 @@ def _compiled_check(part, dev: torch.device) -> dict:
                 step()
             return {"compile_s": compile_s, "cutimeline": _compiled_rows(rec.timeline),
                     "profiler": "n/a: on a CPU torch.profiler sees no device work"}
-        from cutimeline.comparison.comparison import compare
+        from cutimeline.comparison.runner import compare
         cmp = compare(step, steps=3, warmup=1, device=dev)
     ours, theirs = _compiled_rows(cmp.ours), cmp.theirs
     tg = theirs.gpu

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from cutimeline.recording import ranks as cdist
+from cutimeline.recording.collectives import ALL, FROM_ROOT, KINDS, TO_ROOT
 from cutimeline.timeline.schema import NONE, OpFlag, SpanKind
 from cutimeline.timeline.timeline import Timeline
 
@@ -23,7 +23,7 @@ def fake_ranks(seed: int, world: int = 3, *, n: int = 60, slow: int | None = Non
     drift = np.zeros(world) if drift_ppm is None else np.asarray(drift_ppm, float)
     err = np.zeros(world, np.int64) if epoch_error_ns is None else np.asarray(epoch_error_ns)
     t0 = 10 ** 12
-    kind = np.array([cdist.KINDS.index(kinds[k % len(kinds)]) for k in range(n)])
+    kind = np.array([KINDS.index(kinds[k % len(kinds)]) for k in range(n)])
     root = rng.integers(0, world, n)
     arrive = np.zeros((world, n), np.int64)
     done = np.zeros((world, n), np.int64)
@@ -33,9 +33,9 @@ def fake_ranks(seed: int, world: int = 3, *, n: int = 60, slow: int | None = Non
         if slow is not None:
             a[slow] += delay_ns
         lat = rng.integers(5_000, 60_000, world)
-        if kind[k] == cdist.FROM_ROOT:
+        if kind[k] == FROM_ROOT:
             d = np.maximum(a, a[root[k]]) + lat
-        elif kind[k] == cdist.TO_ROOT:
+        elif kind[k] == TO_ROOT:
             d = a + lat
             d[root[k]] = a.max() + lat[root[k]]
         else:
@@ -61,7 +61,7 @@ def fake_ranks(seed: int, world: int = 3, *, n: int = 60, slow: int | None = Non
                 "collectives": {"seq": list(range(1, 2 * n, 2)), "group": [0] * n,
                                 "kind": kind.tolist(),
                                 "number": list(range(n)),
-                                "peer": np.where(kind == cdist.ALL, NONE, root).tolist(),
+                                "peer": np.where(kind == ALL, NONE, root).tolist(),
                                 "done_ns": clock(r, done[r]).tolist()},
                 "true_clock": [int(shift[r]), float(drift[r]), t0]}
         out.append(Timeline({

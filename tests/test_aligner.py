@@ -6,8 +6,8 @@ import pytest
 
 import cutimeline as ctl
 from cutimeline import CutimelineError, Timeline
-from cutimeline.alignment.aligner import (MAX_DRIFT, align, event_host_ns, fit_clock,
-                                          launch_delay_ns, ping_offset_ns)
+from cutimeline.alignment.aligner import align, event_host_ns, launch_delay_ns, ping_offset_ns
+from cutimeline.alignment.clockfit import MAX_DRIFT, fit_clock
 from cutimeline.timeline.schema import NONE
 
 from synth import trace, true_host_ns

@@ -207,7 +207,7 @@ def test_every_imported_trace_analyses(path):
 
 @pytest.mark.parametrize("seed, n", [(0, 400), (1, 400), (2, 400), (3, 70_000)])
 def test_engines_give_the_same_report(seed, n):
-    # 70,000 rows: past intervals._BIG, the kernels' outputs come from NumPy;
+    # 70,000 rows: past engines._BIG, the kernels' outputs come from NumPy;
     # priced as a recording prices itself, so the replay's pricing runs too
     tl = random_timeline(seed, n=n, streams=3)
     tl = tl.replace(meta={**tl.meta, "overhead_ns_per_op": 900,

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 import torch
 
-from cutimeline.comparison.comparison import Comparison, _gpu_agreement, compare
+from cutimeline.comparison.result import Comparison
+from cutimeline.comparison.runner import _gpu_agreement, compare
 from cutimeline.errors import CutimelineError
 from cutimeline.comparison.opmatch import SUBSTITUTES, match_ops, profiler_leaves
 from cutimeline.timeline.schema import GpuKind

@@ -128,7 +128,7 @@ def test_replayed_gpu_follows_the_faster_host():
 
 def test_repeats_twins_agree():
     from cutimeline.recording.selfcost import _repeats
-    from cutimeline.analysis.compensation import repeats
+    from cutimeline.analysis.costs import repeats
     rng = np.random.default_rng(5)
     keys = rng.integers(0, 12, 400)
     assert repeats(keys).tolist() == _repeats(keys.tolist())
@@ -140,7 +140,7 @@ def test_repeats_twins_agree():
 
 @pytest.mark.parametrize("seed", range(6))
 def test_op_costs_twins_agree(seed):
-    from cutimeline.analysis.compensation import op_costs
+    from cutimeline.analysis.costs import op_costs
     rng = np.random.default_rng(seed)
     n = int(rng.integers(1, 3000))
     name = rng.integers(-1, 9, n).astype(np.int32)  # NONE too
@@ -166,7 +166,7 @@ def test_op_costs_twins_agree(seed):
 
 @pytest.mark.parametrize("seed", range(4))
 def test_costs_twins_agree_with_module_hooks_and_calibrations(seed):
-    from cutimeline.analysis.compensation import costs
+    from cutimeline.analysis.costs import costs
     rng = np.random.default_rng(seed)
     tl = random_timeline(seed)
     o = tl.ops
@@ -188,7 +188,7 @@ def test_costs_twins_agree_with_module_hooks_and_calibrations(seed):
 
 
 def test_costs_of_several_threads_are_sorted_by_time():
-    from cutimeline.analysis.compensation import costs
+    from cutimeline.analysis.costs import costs
     tl = timeline(ops=[("a", 100, 110, 0), ("b", 300, 310, 0), ("a", 200, 210, 0),
                        ("c", 400, 410, 0)], steps=[(0, 50, 500)],
                   spans=[(SpanKind.MODULE, "net", 150, 350)],
@@ -208,7 +208,7 @@ def priced_timeline(meta, spans=()):
 
 
 def test_costs_price_each_signature_and_scale_the_cold_ops():
-    from cutimeline.analysis.compensation import costs
+    from cutimeline.analysis.costs import costs
     tl = priced_timeline({"overhead_ns_per_op": 7})
     a, b = tl.string_id("a"), tl.string_id("b")
     table = {"name": [a, b], "shapes": [-1, -1], "ns": [10, 20]}
@@ -224,7 +224,7 @@ def test_costs_price_each_signature_and_scale_the_cold_ops():
 
 
 def test_costs_add_backward_and_module_hooks():
-    from cutimeline.analysis.compensation import costs
+    from cutimeline.analysis.costs import costs
     tl = priced_timeline({"overhead_ns_per_op": 5,
                           "overhead_model": {"backward_ns": 3, "module_ns": 8}},
                          spans=[(SpanKind.MODULE, "net", 150, 350)])

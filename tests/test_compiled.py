@@ -14,7 +14,7 @@ import cutimeline as ctl
 from cutimeline.recording import recorder
 from cutimeline.recording.compiled import cut, graph_device, launch
 from cutimeline.recording.hooks import Hooks
-from cutimeline.recording.opstream import Session
+from cutimeline.recording.session import Session
 from cutimeline.timeline.schema import GpuKind, OpFlag
 
 

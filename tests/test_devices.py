@@ -13,7 +13,9 @@ import torch
 import cutimeline as ctl
 from cutimeline import CutimelineError
 from cutimeline.devices import cuda as devices
-from cutimeline.devices.cuda import EVENT_TICK_NS, GLOBALTIMER_STEP_NS, CudaDevice
+from cutimeline.devices.cuda import CudaDevice
+from cutimeline.devices.eventclock import EVENT_TICK_NS
+from cutimeline.devices.stampclock import GLOBALTIMER_STEP_NS
 from cutimeline.timeline.schema import NONE, EventKind, OpFlag
 
 OFFSET, DRIFT_PPM = 3_000_000_000_000, 40.0

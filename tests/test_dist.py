@@ -26,8 +26,10 @@ import cutimeline as ctl
 import cutimeline.timeline.fileformat
 import cutimeline.recording.recorder
 from cutimeline.recording import ranks as cdist
+from cutimeline.recording.collectives import FROM_ROOT, CollectiveLog
 from cutimeline.errors import CutimelineError
 from cutimeline.dist.straggler import collectives, describe, rank_activity, stragglers
+from cutimeline.timeline.ranks import rank_of_thread, shift_host
 from cutimeline.timeline.schema import NONE, OpFlag
 from cutimeline.timeline.timeline import Timeline
 
@@ -164,7 +166,7 @@ def test_four_ranks_straggler_and_skewed_clock(tmp_path):
     assert np.all(act["busy_ns"] > 0) and np.all(act["idle_ns"] >= 0)
     assert act["wait_ns"][2] < act["wait_ns"][0]  # the straggler waits least
     # ranks as thread groups: every rank's ops and steps on its own thread ids
-    rot = cdist.rank_of_thread(tl)
+    rot = rank_of_thread(tl)
     o = tl.ops
     assert sorted(set(rot[o.thread].tolist())) == [0, 1, 2, 3]
     assert tl.meta["threads"][tl.meta["ranks"][3]["threads"][0]].startswith("rank 3 · ")
@@ -242,7 +244,7 @@ def test_recorder_flags_collectives_with_group_number_and_completion(world_of_on
     assert groups == [[0]] * len(groups) and len(tl.meta["groups"]) == 2
     world = [i for i, g in enumerate(c["group"]) if tl.meta["groups"][g]["name"] == "0"]
     assert [c["number"][i] for i in world] == list(range(len(world)))
-    assert c["kind"][1] == cdist.FROM_ROOT and c["peer"][1] == 0
+    assert c["kind"][1] == FROM_ROOT and c["peer"][1] == 0
     row = np.searchsorted(tl.ops.seq, c["seq"])
     done = np.array(c["done_ns"])
     # gloo's list reduce_scatter has no future, so its completion is unknown
@@ -287,17 +289,17 @@ def test_without_process_group_rank_comes_from_environment(tmp_path, monkeypatch
 
 def test_shift_host_moves_every_host_time_and_back():
     tl = fake_ranks(4, 2)[1]
-    moved = cdist.shift_host(tl, 123, epoch=True)
+    moved = shift_host(tl, 123, epoch=True)
     assert np.array_equal(moved.ops.host_begin_ns, tl.ops.host_begin_ns + 123)
     assert np.array_equal(moved.spans.end_ns, tl.spans.end_ns + 123)
     assert moved.meta["start_epoch_ns"] == tl.meta["start_epoch_ns"] + 123
     assert moved.meta["collectives"]["done_ns"][0] == tl.meta["collectives"]["done_ns"][0] + 123
-    back = cdist.shift_host(moved, -123, epoch=True)
+    back = shift_host(moved, -123, epoch=True)
     assert np.array_equal(back.ops.host_end_ns, tl.ops.host_end_ns) and back.meta == tl.meta
 
 
 def test_a_collective_the_log_cannot_read_warns_once_and_never_raises():
-    log = cdist.CollectiveLog()
+    log = CollectiveLog()
 
     class Odd:  # an op whose arguments hold no process group
         namespace = "c10d"

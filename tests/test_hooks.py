@@ -83,7 +83,7 @@ def test_no_event_is_queried_while_any_thread_captures_a_graph(fake, monkeypatch
 
 
 def test_boundary_retries_late_hooks_until_they_are_done():
-    from cutimeline.recording.opstream import Session
+    from cutimeline.recording.session import Session
     s = Session(None, max_ops=10, steps="auto")
     calls = []
     s.at_boundary.append(lambda: calls.append(1) or len(calls) == 2)

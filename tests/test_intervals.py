@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from cutimeline.numeric import intervals as iv
+from cutimeline.numeric import engines, intervals as iv, ordering
 from cutimeline.errors import CutimelineError
 from cutimeline.timeline.schema import NONE
 
@@ -38,8 +38,8 @@ def assert_same(a, b):
 @pytest.mark.parametrize("seed", range(6))
 def test_twins_agree_on_random_rows(seed):
     group, begin, end, launch = random_rows(seed, negative=seed % 2 == 1)
-    order, starts = iv.group_order(group, begin, 4)
-    assert_same((order, starts), iv.group_order(group, begin, 4, engine="numpy"))
+    order, starts = ordering.group_order(group, begin, 4)
+    assert_same((order, starts), ordering.group_order(group, begin, 4, engine="numpy"))
     assert_same(*both(iv.merge, begin, end, launch, order, starts, 9_000, 40_000))
     lean = both(iv.merge_lean, begin, end, launch, order, starts, 9_000, 40_000)
     assert_same(*lean)
@@ -65,8 +65,8 @@ def test_merge_by_hand():
     end = np.array([10, 12, 20, 40, 150])
     launch = np.array([-1, 1, 2, 25, 90])
     group = np.array([0, 0, 0, 0, 1])
-    order, starts = iv.group_order(group, begin, 3)
-    for engine in iv.ENGINES:
+    order, starts = ordering.group_order(group, begin, 3)
+    for engine in engines.ENGINES:
         ig, ib, ie, first, gg, gb, ge, gn, gp, lam = iv.merge(
             begin, end, launch, order, starts, -5, 200, engine=engine)
         assert ib.tolist() == [0, 30, 100] and ie.tolist() == [20, 40, 150]
@@ -83,15 +83,15 @@ def test_merge_tie_prefers_earliest_launch():
     begin = np.array([10, 10, 10])
     end = np.array([20, 15, 30])
     launch = np.array([8, 3, NONE])
-    order, starts = iv.group_order(np.zeros(3), begin, 1)
-    for engine in iv.ENGINES:
+    order, starts = ordering.group_order(np.zeros(3), begin, 1)
+    for engine in engines.ENGINES:
         r = iv.merge(begin, end, launch, order, starts, 0, 30, engine=engine)
         assert r[3].tolist() == [1] and r[2].tolist() == [30]
 
 
 def test_coverage_and_count_le():
     sb, se = np.array([10, 30]), np.array([20, 35])
-    for engine in iv.ENGINES:
+    for engine in engines.ENGINES:
         assert iv.coverage(sb, se, [0, 15, 21, 0], [12, 32, 29, 100],
                            engine=engine).tolist() == [2, 7, 0, 15]
         assert iv.count_le(sb, [9, 10, 31, 5, 40], engine=engine).tolist() == \
@@ -101,20 +101,20 @@ def test_coverage_and_count_le():
 
 def test_unknown_engine_is_an_error():
     with pytest.raises(CutimelineError, match="engine='cuda' is not known"):
-        iv.check_engine("cuda")
+        engines.check_engine("cuda")
 
 
 def test_large_outputs_come_from_numpy_and_the_twins_still_agree():
     # past _BIG rows the kernels allocate through NumPy (huge pages)
-    n = 2 * iv._BIG + 11
-    for f, dtype in ((iv.empty_i64, np.int64), (iv.empty_f64, np.float64),
-                     (iv.empty_bool, np.bool_)):
+    n = 2 * engines._BIG + 11
+    for f, dtype in ((engines.empty_i64, np.int64), (engines.empty_f64, np.float64),
+                     (engines.empty_bool, np.bool_)):
         for k in (5, n):
             a = f(k)
             assert a.dtype == dtype and a.shape == (k,) and a.flags.writeable
     group, begin, end, launch = random_rows(7, n=n)
-    order, starts = iv.group_order(group, begin, 4)
-    assert_same((order, starts), iv.group_order(group, begin, 4, engine="numpy"))
+    order, starts = ordering.group_order(group, begin, 4)
+    assert_same((order, starts), ordering.group_order(group, begin, 4, engine="numpy"))
     assert_same(*both(iv.merge, begin, end, launch, order, starts, 9_000, 40_000))
     assert_same(*both(iv.union, np.sort(begin), end))
 

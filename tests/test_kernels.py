@@ -16,6 +16,8 @@ import numpy as np
 import pytest
 import torch
 
+import cutimeline.devices.kernellauncher as launcher
+import cutimeline.devices.kernelloader as loader
 import cutimeline.devices.kernels as K
 from cutimeline import CutimelineError
 
@@ -26,7 +28,7 @@ NVCC = shutil.which("nvcc")
 @pytest.fixture(autouse=True)
 def _fresh_loader():
     """Loader caches are per process; each test starts and ends clean."""
-    caches = (K._cupy, K._module, K._kernel, K._launcher)
+    caches = (loader._cupy, loader._module, loader._kernel, launcher._launcher)
     for cache in caches:
         cache.cache_clear()
     yield
@@ -76,7 +78,7 @@ def fake_cupy(kernel_error=None, device_error=None):
 # ---------------------------------------------------------------- sources --
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc is not on PATH")
-@pytest.mark.parametrize("stem", sorted(K.KERNELS))
+@pytest.mark.parametrize("stem", sorted(loader.KERNELS))
 def test_every_source_compiles_to_ptx_that_reads_globaltimer(stem, tmp_path):
     ptx = tmp_path / f"{stem}.ptx"
     run = subprocess.run(
@@ -86,7 +88,7 @@ def test_every_source_compiles_to_ptx_that_reads_globaltimer(stem, tmp_path):
     text = ptx.read_text()
     assert "%globaltimer" in text
     # extern "C": the entry keeps its plain name, which RawModule looks up
-    assert f".entry {K.KERNELS[stem]}(" in text
+    assert f".entry {loader.KERNELS[stem]}(" in text
     assert text.count(".entry ") == 1
     if stem == "stamp":
         assert "%clock64" in text and "%smid" in text
@@ -97,28 +99,28 @@ def test_every_source_compiles_to_ptx_that_reads_globaltimer(stem, tmp_path):
 
 
 def test_sources_are_found_in_the_source_tree():
-    assert K.source_dir() == ROOT / "kernels"
-    assert "ctl_stamp" in K.source("stamp")
+    assert loader.source_dir() == ROOT / "kernels"
+    assert "ctl_stamp" in loader.source("stamp")
 
 
 def test_unknown_source_names_the_choices():
     with pytest.raises(CutimelineError, match=r"'probe', 'spin', 'stamp'"):
-        K.source("stamps")
+        loader.source("stamps")
 
 
 def test_missing_sources_say_where_they_were_looked_for(monkeypatch, tmp_path):
     empty = (tmp_path / "a", tmp_path / "b")
-    monkeypatch.setattr(K, "_SEARCH_PATH", empty)
+    monkeypatch.setattr(loader, "_SEARCH_PATH", empty)
     with pytest.raises(CutimelineError, match="reinstall cutimeline") as err:
-        K.source_dir()
+        loader.source_dir()
     assert str(empty[0]) in str(err.value) and "stamp.cu" in str(err.value)
 
 
 def test_packaged_sources_come_first(monkeypatch, tmp_path):
-    for stem in K.KERNELS:
+    for stem in loader.KERNELS:
         (tmp_path / f"{stem}.cu").write_text("// packaged\n")
-    monkeypatch.setattr(K, "_SEARCH_PATH", (tmp_path, ROOT / "kernels"))
-    assert K.source_dir() == tmp_path
+    monkeypatch.setattr(loader, "_SEARCH_PATH", (tmp_path, ROOT / "kernels"))
+    assert loader.source_dir() == tmp_path
 
 
 def _setuptools_at_least(floor: tuple[int, ...]) -> bool:
@@ -152,13 +154,13 @@ def test_a_built_wheel_ships_the_sources_and_finds_them(tmp_path):
     with zipfile.ZipFile(wheel) as zf:
         names = set(zf.namelist())
         zf.extractall(tmp_path / "site")
-    for stem in K.KERNELS:
+    for stem in loader.KERNELS:
         assert f"cutimeline/_cuda/{stem}.cu" in names
     # Imported from the unpacked wheel (PYTHONPATH wins over the editable
     # install's finder), the loader must find the packaged copy.
     probe = subprocess.run(
         [sys.executable, "-c",
-         "import cutimeline.devices.kernels as k; print(k.__file__); "
+         "import cutimeline.devices.kernelloader as k; print(k.__file__); "
          "print(k.source_dir())"],
         cwd=tmp_path, env={"PYTHONPATH": str(tmp_path / "site")},
         capture_output=True, text=True, timeout=120)
@@ -236,10 +238,10 @@ def test_a_cupy_that_cannot_see_the_gpu_is_reported(cuda_present, monkeypatch):
 def test_each_source_is_compiled_once_per_process(cuda_present, monkeypatch):
     cupy, made = fake_cupy()
     monkeypatch.setitem(sys.modules, "cupy", cupy)
-    first = K._kernel("stamp", 0)
-    assert K._kernel("stamp", 0) is first
-    K._kernel("stamp", 1)  # another device: CuPy loads it there itself
-    assert made == [(K.source("stamp"), K._NVRTC_OPTIONS)]
+    first = loader._kernel("stamp", 0)
+    assert loader._kernel("stamp", 0) is first
+    loader._kernel("stamp", 1)  # another device: CuPy loads it there itself
+    assert made == [(loader.source("stamp"), loader._NVRTC_OPTIONS)]
 
 
 class Recorded:
@@ -282,7 +284,7 @@ def test_launches_go_to_the_callers_device_and_stream(
     def kernel(grid, block, args):
         launches.append((grid, block, args, list(Recorded.active)))
 
-    launch = K._launcher(1)
+    launch = launcher._launcher(1)
     launch(kernel, (np.int32(5),), None)       # torch's current stream
     launch(kernel, (np.int32(6),), None)       # its wrapper is reused
     launch(kernel, (np.int32(7),), 0xDEF)      # a raw handle
@@ -305,7 +307,7 @@ def test_a_failed_compile_names_the_file_and_the_cause(
     monkeypatch.setitem(sys.modules, "cupy", cupy)
     with pytest.raises(CutimelineError, match="spin.cu with CuPy failed") \
             as err:
-        K._kernel("spin", 0)
+        loader._kernel("spin", 0)
     assert "bad PTX" in str(err.value)
     assert isinstance(err.value.__cause__, RuntimeError)
 
@@ -354,19 +356,19 @@ def test_minus_one_means_no_slot_only_where_allowed():
 
 
 def test_device_resolution(cuda_present):
-    assert K._device_index(None) == 0
-    assert K._device_index(1) == 1
-    assert K._device_index("cuda") == 0
-    assert K._device_index(torch.device("cuda", 1)) == 1
+    assert launcher._device_index(None) == 0
+    assert launcher._device_index(1) == 1
+    assert launcher._device_index("cuda") == 0
+    assert launcher._device_index(torch.device("cuda", 1)) == 1
     for bad, words in [("cpu", "not a CUDA device"), ("cuda:2", "does not"),
                        (True, "not a CUDA device"), (1.0, "not a CUDA")]:
         with pytest.raises(CutimelineError, match=words):
-            K._device_index(bad)
+            launcher._device_index(bad)
 
 
 def test_stream_resolution():
-    assert K._stream_handle(12345, 0) == 12345
-    assert K._stream_handle(types.SimpleNamespace(cuda_stream=7), 0) == 7
-    assert K._stream_handle(types.SimpleNamespace(ptr=9), 0) == 9  # cupy
+    assert launcher._stream_handle(12345, 0) == 12345
+    assert launcher._stream_handle(types.SimpleNamespace(cuda_stream=7), 0) == 7
+    assert launcher._stream_handle(types.SimpleNamespace(ptr=9), 0) == 9  # cupy
     with pytest.raises(CutimelineError, match="not a CUDA stream"):
-        K._stream_handle("default", 0)
+        launcher._stream_handle("default", 0)

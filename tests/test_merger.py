@@ -9,9 +9,9 @@ import pytest
 import torch
 
 import cutimeline as ctl
-from cutimeline.recording import ranks as cdist
 from cutimeline.errors import CutimelineError
 from cutimeline.dist.straggler import collectives, stragglers
+from cutimeline.timeline.ranks import rank_of_device, rank_of_thread
 from cutimeline.timeline.schema import NONE
 from cutimeline.timeline.timeline import Timeline
 
@@ -81,7 +81,7 @@ def test_merge_keeps_devices_apart_and_serves_analyze_and_slicing():
     assert tl.meta["device_rank"] == [0, 1]
     assert [d["local_index"] for d in tl.meta["devices"]] == [tls[0].gpu.device[0]] * 2
     assert len(tl.gpu) == sum(len(t.gpu) for t in tls)
-    assert set(cdist.rank_of_device(tl)[tl.gpu.device].tolist()) == {0, 1}
+    assert set(rank_of_device(tl)[tl.gpu.device].tolist()) == {0, 1}
     assert np.all(tl.gpu.op[len(tls[0].gpu):] >= len(tls[0].ops))  # references moved
     assert tl.string(tl.ops["name"][tl.gpu.op[-1]]) == tls[1].string(
         tls[1].ops["name"][tls[1].gpu.op[-1]])
@@ -89,7 +89,7 @@ def test_merge_keeps_devices_apart_and_serves_analyze_and_slicing():
     rep = ctl.analyze(tl)
     assert len(rep.devices) == 2
     sliced = tl.slice_steps(1)
-    assert set(cdist.rank_of_thread(sliced)[sliced.ops.thread].tolist()) == {0, 1}
+    assert set(rank_of_thread(sliced)[sliced.ops.thread].tolist()) == {0, 1}
     # syncs keep the thread that waited, moved with its rank; unknown stays so
     y0 = tls[0].syncs
     assert (y0.thread[y0.op >= 0] >= 0).all()
@@ -152,7 +152,7 @@ def test_kineto_ranks_merge_by_epoch_and_plot_one_group_per_rank(tmp_path):
     assert rank == ["rank 0"] * 8 + ["rank 1"] * 8
     assert what == ["host", "CPU", "CPU", "GPU0", "GPU0", "GPU0", "GPU0", "GPU0"] + \
         ["host", "CPU", "CPU", "GPU1", "GPU1", "GPU1", "GPU1", "GPU1"]
-    assert cdist.rank_of_device(tl).tolist() == [0, 1]
+    assert rank_of_device(tl).tolist() == [0, 1]
 
 
 def test_bad_rank_numbers_and_unalignable_gpu_rows_are_refused():

@@ -2,7 +2,7 @@
 
 import torch
 
-from cutimeline.recording.opstream import _arg_kinds
+from cutimeline.recording.signatures import _arg_kinds
 
 
 def test_arg_kinds_count_tensors_floats_lists_and_others():

@@ -64,3 +64,13 @@ def test_the_listing_is_the_pipeline():
     top = {p.name for p in pkg.glob("*.py")}
     assert top == {"__init__.py", "__main__.py", "cli.py", "demo.py", "errors.py"}
 
+
+
+def test_every_module_is_small_and_says_its_job():
+    import ast
+    for path in sorted((ROOT / "cutimeline").rglob("*.py")):
+        text = path.read_text()
+        lines = text.count("\n")
+        assert lines <= 400, f"{path.relative_to(ROOT)} has {lines} lines"
+        if path.name != "__main__.py":
+            assert ast.get_docstring(ast.parse(text)), f"{path.relative_to(ROOT)}: no docstring"

@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from cutimeline.numeric import intervals as iv
+from cutimeline.numeric.engines import ENGINES
+from cutimeline.numeric.ordering import group_order
 from cutimeline.analysis.queues import lead_stats, queue_series, sample_stats, window_stats
 from cutimeline.timeline.schema import NONE
 
@@ -14,7 +15,7 @@ def random_queue(seed, n=300, groups=3):
     launch = rng.integers(0, 20_000, n) * 3  # a coarse grid: ties
     begin = launch + rng.integers(0, 600, n) * 3
     end = begin + rng.integers(0, 300, n) * 3
-    order, starts = iv.group_order(group, begin, groups + 1)  # one group empty
+    order, starts = group_order(group, begin, groups + 1)  # one group empty
     return launch, begin, end, order, starts
 
 
@@ -26,13 +27,13 @@ def same(a, b):
 def test_queue_series_by_hand():
     # launched at 0, 1, 2; finished at 5, 6, 7: depth 1,2,3 then 2,1,0
     plus, minus = np.array([0, 1, 2]), np.array([5, 6, 7])
-    order, starts = iv.group_order(np.zeros(3), plus, 1)
-    for engine in iv.ENGINES:
+    order, starts = group_order(np.zeros(3), plus, 1)
+    for engine in ENGINES:
         t, q = queue_series(plus, minus, order, starts, engine=engine)
         assert t.tolist() == [0, 1, 2, 5, 6, 7]
         assert q.tolist() == [1, 2, 3, 2, 1, 0]
     # a tie: the +1 comes first
-    t, q = queue_series([0, 5], [5, 9], *iv.group_order([0, 0], [0, 5], 1))
+    t, q = queue_series([0, 5], [5, 9], *group_order([0, 0], [0, 5], 1))
     assert q.tolist() == [1, 2, 1, 0]
 
 
@@ -66,8 +67,8 @@ def test_twins_agree(seed):
 def test_window_stats_by_hand():
     # depth 1 on [0,10), 2 on [10,20), 1 on [20,30), 0 after
     plus, minus = np.array([0, 10]), np.array([20, 30])
-    order, starts = iv.group_order(np.zeros(2), plus, 1)
-    for engine in iv.ENGINES:
+    order, starts = group_order(np.zeros(2), plus, 1)
+    for engine in ENGINES:
         mean, lo, hi, q = window_stats(plus, minus, order, starts, [0, 0, 15],
                                        [40, 15, 25], engine=engine)
         assert mean[0].tolist() == [40 / 40, 20 / 15, 15 / 10]
@@ -78,7 +79,7 @@ def test_window_stats_by_hand():
 
 def test_overlapping_steps_fall_back_to_the_twin():
     plus, minus = np.array([0, 10]), np.array([20, 30])
-    order, starts = iv.group_order(np.zeros(2), plus, 1)
+    order, starts = group_order(np.zeros(2), plus, 1)
     a = window_stats(plus, minus, order, starts, [0, 0, 5], [40, 15, 25])
     b = window_stats(plus, minus, order, starts, [0, 0, 5], [40, 15, 25], engine="numpy")
     same(a, b)
@@ -97,7 +98,7 @@ def test_sample_stats_match_pandas_describe():
 def test_lead_stats_by_hand():
     lead = np.array([10, 20, 30, NONE, 1000])
     begin = np.array([1, 2, 3, 4, 99])
-    order, starts = iv.group_order(np.zeros(5), begin, 1)
-    for engine in iv.ENGINES:
+    order, starts = group_order(np.zeros(5), begin, 1)
+    for engine in ENGINES:
         out = lead_stats(lead, begin, order, starts, 0, 50, engine=engine)
         np.testing.assert_allclose(out[0], [20, 20, 29, 30])

@@ -13,7 +13,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 import cutimeline as ctl
 from cutimeline import CutimelineError
-from cutimeline.devices.cuda import Device, Harvest
+from cutimeline.devices.device import Device, Harvest
 from cutimeline.timeline.schema import NONE, SCHEMA, EventKind, GpuKind, OpFlag, SpanKind
 
 

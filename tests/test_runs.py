@@ -4,7 +4,7 @@ are right."""
 import numpy as np
 import pytest
 
-from cutimeline.numeric import intervals as iv
+from cutimeline.numeric.ordering import group_order
 from cutimeline.numeric import runs
 
 
@@ -17,7 +17,7 @@ def test_merge_runs_and_gather_sorted(seed):
     rng = np.random.default_rng(seed)
     group = rng.integers(0, 4, 300)
     key = rng.integers(0, 50, 300)  # ties across runs
-    order, starts = iv.group_order(group, key, 4)
+    order, starts = group_order(group, key, 4)
     v = key[order]
     for members in ([0, 2, 3], [1], []):
         a = runs.merge_runs(v, order, starts, members)
@@ -32,7 +32,7 @@ def test_merge_runs_and_gather_sorted(seed):
     # many runs (merged four at a time, on several levels), some empty
     group2 = rng.integers(0, 23, 2_000)
     key2 = rng.integers(0, 300, 2_000)
-    order2, starts2 = iv.group_order(group2, key2, 25)
+    order2, starts2 = group_order(group2, key2, 25)
     v2 = key2[order2]
     for members in (np.arange(25), np.arange(0, 25, 3)[::-1], [24, 3, 7, 0, 1, 2]):
         a = runs.merge_runs(v2, order2, starts2, members)

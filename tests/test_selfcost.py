@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from cutimeline.recording.opstream import Session
+from cutimeline.recording.session import Session
 from cutimeline.recording.selfcost import Program, measure_module_hooks, measure_overhead, op_cost
 
 MODEL = {"op_ns": 100, "tensor_ns": 10, "float_ns": 50, "list_ns": 30,

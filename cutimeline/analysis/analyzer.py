@@ -9,17 +9,18 @@ drawn and the Timeline is not changed. The stages, each in its module:
   gaps, and measures over windows (``attribution.py``: idle time by cause;
   ``queues.py``: queue depth and CPU lead statistics);
 * ``verdict.py`` — per-step verdicts, evidence and top offenders;
-* ``compensation.py`` — the timeline replayed without the recorder's cost;
+* ``compensation.py`` — the timeline replayed without the recorder's cost
+  (``costs.py``: what the recorder spent, per op);
 * ``hta.py`` — HolisticTraceAnalysis-compatible measures;
 * ``optable.py`` — per-op counts and times;
 * ``report.py`` / ``summary.py`` — the ``Report``: tables, ``summary()``,
   ``to_dict()``.
 
-Interval work runs in Numba kernels (``engine="numba"``; ``intervals.py``,
-``runs.py``, ``ids.py``, ``quantiles.py`` and the modules above) or in
-their NumPy twins (``engine="numpy"``), which give equal results. What a
-Report needs only for some tables (each gap's causes, HTA's measures, the
-verdicts' offenders) is computed on first use.
+Interval work runs in Numba kernels (``engine="numba"``; ``numeric/``:
+``intervals.py``, ``ordering.py``, ``runs.py``, ``ids.py``, ``quantiles.py``;
+and the modules above) or in their NumPy twins (``engine="numpy"``), which
+give equal results. What a Report needs only for some tables (each gap's
+causes, HTA's measures, the verdicts' offenders) is computed on first use.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-from ..numeric import intervals as iv
+from ..numeric.engines import _i64, check_engine
 from .compensation import compensate
 from ..errors import CutimelineError
 from .gaps import CAUSES, Cause, host_activity
@@ -68,7 +69,7 @@ def analyze(tl: Timeline, *, window: Any = None, engine: str = "numba",
         raise CutimelineError(f"analyze needs a Timeline (from ctl.record, "
                               f"ctl.load or ctl.import_chrome), not "
                               f"{type(tl).__name__}.")
-    iv.check_engine(engine)
+    check_engine(engine)
     if not (isinstance(gpu_bound_at, (int, float)) and 0 < gpu_bound_at <= 1):
         raise CutimelineError(f"gpu_bound_at={gpu_bound_at!r} must be a busy "
                               f"fraction above 0 and at most 1.")
@@ -136,7 +137,7 @@ def _extent(tl: Timeline, engine: str) -> tuple[int, int, bool]:
     seen: dict[int, tuple] = {}
     for a in tl._times() + gpu:
         if len(a) and id(a) not in seen:
-            seen[id(a)] = _min_max_nb(iv._i64(a))
+            seen[id(a)] = _min_max_nb(_i64(a))
     missing = any(seen[id(a)][2] for a in gpu if len(a))
     span = [seen[id(a)][:2] for a in tl._times() if len(a)]
     if not span:

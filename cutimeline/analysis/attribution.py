@@ -16,13 +16,13 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ..numeric import intervals as iv
+from ..numeric.engines import I64_MAX, _i64
 from .gaps import HostActivity, classify
 from ..timeline.schema import NONE
 
 __all__ = ["attribute"]
 
-_MAX = iv.I64_MAX
+_MAX = I64_MAX
 
 
 @njit(cache=True)
@@ -240,7 +240,7 @@ def attribute(gb, ge, nl, has_next, lam, gstart, act: HostActivity, w0, w1,
     windows are [w0, w1) in any order. ``amounts=False``: the per-gap table
     may be left out (None), which spares the kernel writing it.
     """
-    i64 = iv._i64
+    i64 = _i64
     gb, ge, nl, lam, gstart = (i64(x) for x in (gb, ge, nl, lam, gstart))
     has_next = np.ascontiguousarray(has_next, bool)
     after = np.zeros(len(gb), bool) if after_sync is None else \

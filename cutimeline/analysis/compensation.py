@@ -1,13 +1,8 @@
 """Overhead compensation: the timeline replayed without the recorder's cost.
 
-The recorder measures at start what it costs the host (``selfcost.py``):
-per op, from its kinds of arguments, priced per recorded op name and shapes
-(``meta["overhead_ns_by_signature"]``, their mean in
-``meta["overhead_ns_per_op"]``, the only figure in older files), more in
-backward and per module call (``meta["overhead_model"]``), and on a device
-per launch for the two events around it (``meta["overhead_ns_per_launch"]``;
-``costs`` puts them together). The replay removes that cost from the host
-side and lets the GPU work follow:
+The recorder measures at start what it costs the host (``selfcost.py``);
+``costs.py`` prices each op and module call by it. The replay removes that
+cost from the host side and lets the GPU work follow:
 
 * host time shrinks by the recorder's cost spent so far (all threads, in
   time order): a host time t maps to t + Δ(t);
@@ -34,17 +29,16 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ..numeric import intervals as iv
-from ..numeric.ids import dense_ids, hash_slot
-from ..timeline.schema import NONE, OpFlag, SpanKind
+from ..numeric.engines import I64_MAX, _i64, empty_i64
+from ..numeric.ordering import sort_order
+from ..timeline.schema import NONE
 from ..timeline.timeline import Timeline
+from .costs import costs, mix_scale
 
-__all__ = ["replay", "held", "compensate", "costs", "op_costs", "mix_scale", "repeats",
-           "shifted"]
+__all__ = ["replay", "held", "compensate", "shifted"]
 
 _FAR_PAST = -(2 ** 62)
-_FAR_FUTURE = iv.I64_MAX
-_LAUNCH = int(OpFlag.LAUNCH)
+_FAR_FUTURE = I64_MAX
 
 
 @njit(cache=True)
@@ -54,7 +48,7 @@ def _replay_nb(cost_t, cost, sb, se, s_grp, g_launch, g_grp, g_begin, g_end, lam
     S = len(lam)
     free_r = np.full(S, _FAR_PAST, np.int64)
     free_o = np.full(S, _FAR_PAST, np.int64)
-    b_r = iv.empty_i64(n_g)
+    b_r = empty_i64(n_g)
     jumps = np.zeros(n_sy + 1, np.int64)
     i = j = 0
     removed = jump = 0  # Δ = jump − removed
@@ -146,7 +140,7 @@ def replay(cost_t, cost, sb, se, s_grp, g_launch, g_grp, g_begin, g_end, lam, co
     recorded begin and end; ``lam``: latency per stream. Returns (replayed
     begin of each gpu row, the jump J_k after each sync: see ``shifted``).
     """
-    i64 = iv._i64
+    i64 = _i64
     args = (i64(cost_t), i64(cost), i64(sb), i64(se), i64(s_grp), i64(g_launch),
             i64(g_grp), i64(g_begin), i64(g_end), i64(lam),
             np.ascontiguousarray(covers, bool))
@@ -156,7 +150,7 @@ def replay(cost_t, cost, sb, se, s_grp, g_launch, g_grp, g_begin, g_end, lam, co
 
 @njit(cache=True)
 def _held_nb(g_launch, g_grp, g_begin, g_end, lam):
-    hold = iv.empty_i64(len(g_launch))
+    hold = empty_i64(len(g_launch))
     prev = np.full(len(lam), _FAR_PAST, np.int64)
     for j in range(len(g_launch)):
         hold[j] = _FAR_PAST
@@ -172,7 +166,7 @@ def held(g_launch, g_grp, g_begin, g_end, lam, engine: str = "numba") -> np.ndar
     something besides its stream and its launch (it began after both its
     stream's previous work ended and launch + λ), else far in the past:
     the replay keeps such a row no earlier than this, shifted."""
-    g_launch, g_grp, g_begin, g_end, lam = (iv._i64(a) for a in
+    g_launch, g_grp, g_begin, g_end, lam = (_i64(a) for a in
                                             (g_launch, g_grp, g_begin, g_end, lam))
     if engine == "numba":
         return _held_nb(g_launch, g_grp, g_begin, g_end, lam)
@@ -195,218 +189,6 @@ def shifted(t, comp: dict, engine: str = "numba") -> np.ndarray:
     i = np.searchsorted(comp["cost_t"], t, side="left")
     k = np.searchsorted(comp["sync_t"], t, side="left")
     return t + comp["jumps"][k] - comp["cost_cum"][i]
-
-
-REPEAT_WINDOW = 8
-
-
-def _pair(name, shapes) -> np.ndarray:
-    """One int64 key per (name, shapes) pair of string ids (NONE allowed)."""
-    return np.asarray(name, np.int64) << 32 | (np.asarray(shapes, np.int64) & 0xFFFFFFFF)
-
-
-def repeats(keys: np.ndarray, thread: np.ndarray | None = None,
-            window: int = REPEAT_WINDOW) -> np.ndarray:
-    """Which ops (in dispatch order) have the key (op name and shapes) of
-    one of the ``window`` ops before them on their thread: those run the
-    recorder's code while the CPU caches still hold it, and cost what the
-    start-up model prices; the others cost ``mix_scale`` times that. The
-    pure-Python twin is ``selfcost._repeats``."""
-    keys = np.asarray(keys, np.int64)
-    out = np.zeros(len(keys), bool)
-    if thread is not None and len(np.unique(thread)) > 1:
-        for t in np.unique(thread):
-            sel = np.flatnonzero(thread == t)
-            out[sel] = repeats(keys[sel], None, window)
-        return out
-    for k in range(1, window + 1):
-        out[k:] |= keys[k:] == keys[:-k]
-    return out
-
-
-def mix_scale(meta: dict) -> float:
-    """What the ops of a real mix that do not ``repeats`` cost over what the
-    start-up model prices them at (``selfcost.Program``), measured while recording and at stop
-    (``meta["overhead_calibrations"]``, ratios in 1/1000): their median,
-    against preemption spikes. 1 when none was measured (files saved
-    before the calibrations)."""
-    c = np.asarray(meta.get("overhead_calibrations") or [], np.int64).reshape(-1, 3)
-    return float(np.median(c[:, 2]) / 1000) if len(c) else 1.0
-
-
-@njit(cache=True)
-def _op_costs_nb(name, shapes, grad_fn, thread, launched, tkeys, tns, per_op, backward_ns,
-                 scale, per_launch, window, bits):
-    # each distinct (name, shapes) key gets an id in an open-addressing hash
-    # of 2^bits slots, as ``ids.dense_ids`` numbers keys, fused here with
-    # the pricing (apart, the two cost 3× as much; a binary search of the
-    # price table per op is a chain
-    # of unpredictable loads: 120 ns an op), with its price and, per
-    # thread, the position of its last op there: a repeat within
-    # ``window`` is one subtraction. Past half full it gives up (ok False)
-    # and the caller comes again with more bits: arrays reassigned inside
-    # the loop would cost reference counting at every op.
-    n_thread = 1
-    for i in range(len(thread)):
-        n_thread = max(n_thread, thread[i] + 1)
-    cap = 1 << (bits - 1)
-    slot_key = np.zeros(1 << bits, np.int64)
-    slot_id = np.full(1 << bits, -1, np.int64)
-    price = np.empty(cap, np.float64)
-    last = np.full((cap, n_thread), -1, np.int64)
-    seen = np.zeros(n_thread, np.int64)
-    out = iv.empty_i64(len(name))
-    n_id = 0
-    for r in range(len(tkeys)):  # sorted: a repeated key keeps its first row
-        j = hash_slot(slot_key, slot_id, tkeys[r], bits)
-        if slot_id[j] < 0:
-            if n_id == cap:
-                return out, False
-            slot_key[j], slot_id[j] = tkeys[r], n_id
-            price[n_id] = tns[r]
-            n_id += 1
-    for i in range(len(name)):
-        key = (np.int64(name[i]) << 32) | (np.int64(shapes[i]) & 0xFFFFFFFF)
-        j = hash_slot(slot_key, slot_id, key, bits)
-        k = slot_id[j]
-        if k < 0:  # a key the table does not price
-            if n_id == cap:
-                return out, False
-            k = n_id
-            slot_key[j], slot_id[j] = key, k
-            price[k] = per_op
-            n_id += 1
-        c = price[k]
-        if grad_fn[i] != NONE:
-            c += backward_ns
-        th = thread[i]
-        p = last[k, th]
-        if p < 0 or seen[th] - p > window:  # not among the last ``window``
-            c *= scale
-        last[k, th] = seen[th]
-        seen[th] += 1
-        out[i] = np.int64(np.rint(c)) + (per_launch if launched[i] else 0)
-    return out, True
-
-
-def _op_costs_np(name, shapes, grad_fn, thread, launched, tkeys, tns, per_op, backward_ns,
-                 scale, per_launch, window):
-    pair = _pair(name, shapes)
-    cost = np.full(len(name), per_op)
-    if len(tkeys):
-        at = np.minimum(np.searchsorted(tkeys, pair), len(tkeys) - 1)
-        hit = tkeys[at] == pair
-        cost[hit] = tns[at[hit]]
-    cost += np.where(grad_fn != NONE, backward_ns, 0.0)
-    cost *= np.where(repeats(pair, thread, window), 1.0, scale)
-    return np.rint(cost).astype(np.int64) + np.where(launched, per_launch, 0)
-
-
-def op_costs(name, shapes, grad_fn, thread, launched, table: dict | None, per_op: float,
-             backward_ns: float = 0.0, scale: float = 1.0, per_launch: int = 0,
-             window: int = REPEAT_WINDOW, engine: str = "numba") -> np.ndarray:
-    """What the recorder spent on each op (int64 ns): its (name, shapes)
-    priced by ``table`` (``{"name", "shapes", "ns"}`` lists; else
-    ``per_op``), plus ``backward_ns`` in backward (a grad_fn), times
-    ``scale`` unless it ``repeats`` one of the ``window`` ops before it on
-    its thread, rounded half to even, plus ``per_launch`` if it launched."""
-    def ints(a):  # the kernel reads the columns' own widths (int32): no copies
-        a = np.ascontiguousarray(a)
-        return a if engine == "numba" and a.dtype.kind in "iu" else iv._i64(a)
-    tkeys = _pair(table["name"], table["shapes"]) if table and len(table["ns"]) else \
-        np.zeros(0, np.int64)
-    tns = np.asarray(table["ns"], np.float64) if len(tkeys) else np.zeros(0)
-    order = np.argsort(tkeys, kind="stable")
-    tkeys, tns = tkeys[order], tns[order]
-    thread = ints(thread)
-    args = [ints(name), ints(shapes), ints(grad_fn), thread,
-            np.ascontiguousarray(launched, np.bool_), tkeys, tns, float(per_op),
-            float(backward_ns), float(scale), int(per_launch), int(window)]
-    if engine == "numba":
-        if len(thread) and (thread.min() < 0 or thread.max() >= 1 << 12):
-            args[3] = thread = dense_ids(thread, engine)[0]  # a last position per thread
-        threads = int(thread.max()) + 1 if len(thread) else 1
-        bits = max(8, int(4 * len(tkeys)).bit_length())
-        # keys × threads last positions: past 2^25 (256 MB) the twin does it
-        while threads << (bits - 1) <= 1 << 25:
-            out, ok = _op_costs_nb(*args, bits)
-            if ok:
-                return out
-            bits += 2
-    return _op_costs_np(*args)
-
-
-@njit(cache=True)
-def _merge2_nb(ta, ca, tb, cb):
-    """Two runs sorted by time merged, ties: a first. The runs of a between
-    b's few entries are copied in tight loops (a select per row between
-    the two runs ran at 12 ns a row)."""
-    n, m = len(ta), len(tb)
-    t = iv.empty_i64(n + m)
-    c = iv.empty_i64(n + m)
-    i = o = 0
-    for j in range(m):
-        while i < n and ta[i] <= tb[j]:
-            t[o], c[o] = ta[i], ca[i]
-            i += 1
-            o += 1
-        t[o], c[o] = tb[j], cb[j]
-        o += 1
-    while i < n:
-        t[o], c[o] = ta[i], ca[i]
-        i += 1
-        o += 1
-    return t, c
-
-
-def costs(tl: Timeline, engine: str = "numba") -> tuple[np.ndarray, np.ndarray] | None:
-    """When and how much host time the recorder spent (ns), sorted by time
-    (ties in this order): each op at its begin, priced by ``op_costs`` with
-    ``meta["overhead_ns_by_signature"]`` (its name and shapes) or else
-    ``meta["overhead_ns_per_op"]``, ``overhead_model["backward_ns"]`` in
-    backward and ``overhead_ns_per_launch`` if it launched; each module
-    call half of ``overhead_model["module_ns"]`` at its MODULE span's begin
-    (the pre hook) and half at its end (the post hook). None without a
-    measured cost. The model's prices of ops that do not ``repeats`` (and
-    of module calls) are multiplied by ``mix_scale``; the time the
-    recorder spent re-measuring between steps (``overhead_calibrations``)
-    is removed as it was. Timelines saved before the model only have the
-    per-op figure."""
-    m = tl.meta
-    per_op = m.get("overhead_ns_per_op")
-    if per_op is None:
-        return None
-    iv.check_engine(engine)
-    o = tl.ops
-    model = m.get("overhead_model") or {}
-    calibrations = np.asarray(m.get("overhead_calibrations") or [], np.int64).reshape(-1, 3)
-    scale = mix_scale(m)
-    cost = op_costs(o["name"], o["shapes"], o.grad_fn, o.thread,
-                    (o.flags & _LAUNCH) != 0, m.get("overhead_ns_by_signature"),
-                    float(per_op), float(model.get("backward_ns") or 0), scale,
-                    int(m.get("overhead_ns_per_launch") or 0), engine=engine)
-    t = np.asarray(o.host_begin_ns, np.int64)
-    more_t, more_c = [], []
-    if model.get("module_ns") and len(tl.spans):
-        sp = tl.spans
-        mod = sp.kind == int(SpanKind.MODULE)
-        half = round(model["module_ns"] * scale / 2)
-        more_t += [sp.begin_ns[mod], sp.end_ns[mod]]
-        more_c.append(np.full(2 * int(mod.sum()), half, np.int64))
-    if len(calibrations):  # the re-measurements' own time, all of it
-        more_t.append(calibrations[:, 0])
-        more_c.append(calibrations[:, 1] - calibrations[:, 0])
-    if not more_t:
-        order = iv.sort_order(t, engine)
-        return (t, cost) if order is None else (t[order], cost[order])
-    tb = np.concatenate(more_t).astype(np.int64)
-    cb = np.concatenate(more_c).astype(np.int64)
-    if engine == "numba" and iv.is_sorted(t, engine):  # one thread: merge the few others in
-        order = np.argsort(tb, kind="stable")
-        return _merge2_nb(t, cost, tb[order], cb[order])
-    t, cost = np.concatenate([t, tb]), np.concatenate([cost, cb])
-    order = np.argsort(t, kind="stable")  # ties: ops before module hooks
-    return t[order], cost[order]
 
 
 def compensate(tl: Timeline, ln=None, engine: str = "numba") -> dict | None:
@@ -438,7 +220,7 @@ def compensate(tl: Timeline, ln=None, engine: str = "numba") -> dict | None:
         sid = ln.streams.of_row
         launch = ln.launch if (ln.launch != NONE).all() else \
             np.where(ln.launch != NONE, ln.launch, ln.begin - lam[sid])
-        rows = iv.sort_order(launch, engine)
+        rows = sort_order(launch, engine)
         if rows is None:
             g = dict(g_launch=launch, g_grp=sid, g_begin=ln.begin, g_end=ln.end, lam=lam)
         else:

@@ -42,6 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..numeric import intervals as iv
+from ..numeric.engines import I64_MAX
 from ..timeline.schema import NONE, OpFlag, SpanKind
 from ..timeline.timeline import Timeline
 
@@ -151,10 +152,10 @@ def classify(g0, g1, launch, has_next, lam, act: HostActivity,
     if len(db):
         i = iv.count_le(db, g0, engine)
         in_data = (i > 0) & (g0 < de[np.maximum(i - 1, 0)])
-        nxt = np.where(i < len(db), db[np.minimum(i, len(db) - 1)], iv.I64_MAX)
+        nxt = np.where(i < len(db), db[np.minimum(i, len(db) - 1)], I64_MAX)
     else:
         in_data = np.zeros(len(g0), bool)
-        nxt = np.full(len(g0), iv.I64_MAX, np.int64)
+        nxt = np.full(len(g0), I64_MAX, np.int64)
     cut = np.where(near & ~in_data, np.minimum(nxt, h), g0)
     hb = np.minimum(qb, h)
     out[:, Cause.SYNC] = np.maximum(np.minimum(cut, hb) - qa, 0)

@@ -46,6 +46,7 @@ from numba import njit
 
 from ..numeric import intervals as iv
 from ..numeric.ids import dense_ids
+from ..numeric.ordering import group_order, sort_order
 from .queues import SAMPLE_FIELDS, sample_stats
 from ..timeline.schema import NONE, GpuKind, SpanKind
 from ..timeline.timeline import Timeline
@@ -151,7 +152,7 @@ def _temporal(tl, keep, b, e, engine) -> dict:
         return _temporal_from(0, 0, 0, 0)
     comp = _is_compute(tl, keep)
     if engine == "numba":
-        order = iv.sort_order(b, engine)
+        order = sort_order(b, engine)
         order = np.arange(len(b)) if order is None else order
         span, busy, compute = _unions_nb(b, e, order, comp)
     else:
@@ -223,7 +224,7 @@ def _queue(b, la, pair, dev, st, engine) -> dict:
     known = la != NONE
     every = bool(known.all())
     kb, kl, kp = (b, la, pair) if every else (b[known], la[known], pair[known])
-    order, starts = iv.group_order(kp, kb, len(dev), engine)
+    order, starts = group_order(kp, kb, len(dev), engine)
     stats = sample_stats(kl, kb, order, starts, engine)
     return {"device": dev, "stream": st,
             **{f: stats[:, k] for k, f in enumerate(SAMPLE_FIELDS)}}
@@ -235,7 +236,7 @@ def idle_breakdown(tl: Timeline, consecutive_kernel_delay_ns: int = 30_000,
     other idle (ns), and their shares of each stream's idle time."""
     keep, b, e, la = hta_times(tl, round_us)
     pair, dev, st = _streams(tl, keep, engine)
-    order, starts = iv.group_order(pair, b, len(dev), engine)
+    order, starts = group_order(pair, b, len(dev), engine)
     return _idle(b, e, la, pair, dev, st, order, starts,
                  consecutive_kernel_delay_ns, engine)
 
@@ -265,7 +266,7 @@ def measures(tl: Timeline, round_us: bool | None = None,
         dev, st = ln.stream_keys[:, 0], ln.stream_keys[:, 1]
     else:
         pair, dev, st = _streams(tl, keep, engine)
-        order, starts = iv.group_order(pair, b, len(dev), engine)
+        order, starts = group_order(pair, b, len(dev), engine)
     temporal = None
     if same and ln.devices.n == 1 and len(b):
         comp = _is_compute(tl, keep)

@@ -19,7 +19,9 @@ import numpy as np
 from numba import njit
 
 from ..numeric import intervals as iv
+from ..numeric.engines import empty_bool, empty_i64
 from ..numeric.ids import pair_ids
+from ..numeric.ordering import group_order, is_sorted
 from .attribution import attribute
 from .gaps import HostActivity
 from .queues import lead_stats, queue_series, window_stats_sorted
@@ -125,7 +127,7 @@ def lanes(tl: Timeline, act: HostActivity, w0, w1, engine: str = "numba",
 def _group(of_row, n, begin, end, launch, lead, unknown, sync_row, lo, hi, w0, w1,
            act, engine, runs=None) -> Group:
     if runs is None:
-        order, starts = iv.group_order(of_row, begin, n, engine)
+        order, starts = group_order(of_row, begin, n, engine)
     else:  # merge the sorted runs of the member groups instead of sorting
         sub, member_of = runs
         parts = [merge_rows(begin, sub.order, sub.starts,
@@ -155,7 +157,7 @@ def _group(of_row, n, begin, end, launch, lead, unknown, sync_row, lo, hi, w0, w
         sub, member_of = runs
 
         def merged(x, col):
-            if n == 1 and not unknown and iv.is_sorted(col, engine):
+            if n == 1 and not unknown and is_sorted(col, engine):
                 return col  # one group, its rows in time order already (launches, usually)
             parts = [merge_values(x, sub.q_starts, np.flatnonzero(member_of == k), engine)
                      for k in range(n)]
@@ -174,9 +176,9 @@ def _gap_rows(gnext, gprev, launch, sync_row):
     """Per gap, in one pass: whether work ends it, that work's launch time
     (NONE: none or unknown), whether it follows a sync op's own row."""
     n = len(gnext)
-    has_next = iv.empty_bool(n)
-    nl = iv.empty_i64(n)
-    after = iv.empty_bool(n)
+    has_next = empty_bool(n)
+    nl = empty_i64(n)
+    after = empty_bool(n)
     for k in range(n):
         r = gnext[k]
         has_next[k] = r != NONE
@@ -198,7 +200,7 @@ def _prepare(begin, end, launch):
     """(end clamped to ≥ begin — the input itself when no row needs it —,
     CPU lead begin − launch (NONE where unknown), whether any launch is
     unknown), in one pass."""
-    lead = iv.empty_i64(len(begin))
+    lead = empty_i64(len(begin))
     unknown = False
     clamp = False
     for i in range(len(begin)):

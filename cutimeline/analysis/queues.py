@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ..numeric import intervals as iv
+from ..numeric.engines import _i64, empty_f64, empty_i64
 from ..numeric.quantiles import group_quantiles, quantile_pair_inplace
 from ..numeric.runs import gather_sorted
 from ..timeline.schema import NONE
@@ -42,8 +42,8 @@ def _sorted(x):
 def _merge_counts(p, m):
     """For sorted p and m: how many m come before each p (m < p: at equal
     times the +1 goes first) and how many p before each m (p ≤ m)."""
-    before_p = iv.empty_i64(len(p))
-    before_m = iv.empty_i64(len(m))
+    before_p = empty_i64(len(p))
+    before_m = empty_i64(len(m))
     j = 0
     for i in range(len(p)):  # pointer walks: no data-dependent branch per event
         while j < len(m) and m[j] < p[i]:
@@ -60,8 +60,8 @@ def _merge_counts(p, m):
 @njit(cache=True)
 def _queue_nb(plus, minus, order, starts):
     n = len(order)
-    t = iv.empty_i64(2 * n)
-    q = iv.empty_i64(2 * n)
+    t = empty_i64(2 * n)
+    q = empty_i64(2 * n)
     for g in range(len(starts) - 1):
         s, e = starts[g], starts[g + 1]
         p = _sorted(plus[order[s:e]])
@@ -92,7 +92,7 @@ def queue_series(plus, minus, order, starts, engine: str = "numba"):
     ``minus``), group g at ``2*starts[g]:2*starts[g+1]``, time-sorted, and
     at equal times the +1 first (as HTA, which lists launches before
     kernels)."""
-    args = (iv._i64(plus), iv._i64(minus), iv._i64(order), iv._i64(starts))
+    args = (_i64(plus), _i64(minus), _i64(order), _i64(starts))
     return (_queue_nb if engine == "numba" else _queue_np)(*args)
 
 
@@ -224,7 +224,7 @@ def window_stats(plus, minus, order, starts, w0, w1, qs=(0.5, 0.95),
 def window_stats_sorted(P, M, starts, w0, w1, qs=(0.5, 0.95), engine: str = "numba"):
     """``window_stats`` of groups whose +1 times ``P`` and −1 times ``M``
     are given sorted per group (``P[starts[g]:starts[g+1]]``)."""
-    i64 = iv._i64
+    i64 = _i64
     w0 = i64(np.atleast_1d(w0))
     w1 = i64(np.maximum(np.atleast_1d(w1), w0))
     args = (i64(P), i64(M), i64(starts), w0, w1, np.asarray(qs, np.float64))
@@ -314,7 +314,7 @@ def _sample_stats_np(plus, minus, order, starts):
 def sample_stats(plus, minus, order, starts, engine: str = "numba") -> np.ndarray:
     """(groups, 8) statistics named by ``SAMPLE_FIELDS`` of the queue
     depth after each change (launched at ``plus``, begun at ``minus``)."""
-    i64 = iv._i64
+    i64 = _i64
     args = (i64(plus), i64(minus), i64(order), i64(starts))
     return (_sample_stats_nb if engine == "numba" else _sample_stats_np)(*args)
 
@@ -328,7 +328,7 @@ def _lead_stats_nb(lead, begin, of_row, starts, w0, w1):
     out = np.full((G, 4), np.nan)
     pos = starts[:-1].copy()
     total = np.zeros(G, np.int64)
-    v = iv.empty_f64(len(of_row))
+    v = empty_f64(len(of_row))
     for r in range(len(of_row)):
         x = lead[r]
         g = of_row[r]
@@ -372,7 +372,7 @@ def lead_stats(lead, begin, order, starts, w0: int, w1: int,
     rows that begin in [w0, w1); NaN for a group without such rows.
     ``of_row`` (the group of each row, optional) spares the kernel
     reading the rows through ``order``."""
-    i64 = iv._i64
+    i64 = _i64
     lead, begin, order, starts = i64(lead), i64(begin), i64(order), i64(starts)
     if engine == "numpy":
         return _lead_stats_np(lead, begin, order, starts, np.int64(w0), np.int64(w1))

@@ -17,6 +17,7 @@ import numpy as np
 from numba import njit
 
 from ..numeric import intervals as iv
+from ..numeric.ordering import sort_order
 from .gaps import CAUSES, Cause, HostActivity
 from .lanes import Lanes
 from ..numeric.runs import merge_rows, runs_sorted
@@ -89,7 +90,7 @@ def step_table(tl: Timeline, ln: Lanes | None, act: HostActivity, primary: int,
     out["number"], out["begin_ns"], out["end_ns"] = numbers, w0, w1
     out["duration_ns"] = w1 - w0
     o = tl.ops
-    by_time = iv.sort_order(o.host_begin_ns, engine)  # ops come sorted, mostly
+    by_time = sort_order(o.host_begin_ns, engine)  # ops come sorted, mostly
     t_op = o.host_begin_ns if by_time is None else o.host_begin_ns[by_time]
     flags = o.flags if by_time is None else o.flags[by_time]
     i0, i1 = np.searchsorted(t_op, w0), np.searchsorted(t_op, w1)
@@ -121,11 +122,11 @@ def step_table(tl: Timeline, ln: Lanes | None, act: HostActivity, primary: int,
         out[c] = dv.queue[k][primary, idx]
     # CPU lead of the work launched in each step, in launch order
     launch, lead = ln.launch, ln.lead
-    in_order = dv.n == 1 and iv.sort_order(launch, engine) is None
+    in_order = dv.n == 1 and sort_order(launch, engine) is None
     if not in_order or (len(launch) and launch[0] == NONE):
         mine = np.flatnonzero(ln.launch != NONE) if dv.n == 1 else \
             np.flatnonzero((dv.of_row == primary) & (ln.launch != NONE))
-        o_l = iv.sort_order(ln.launch[mine], engine)
+        o_l = sort_order(ln.launch[mine], engine)
         if o_l is not None:
             mine = mine[o_l]
         launch, lead = ln.launch[mine], ln.lead[mine]
@@ -191,7 +192,7 @@ class Overlaps:
 
     def __init__(self, begin: np.ndarray, end: np.ndarray):
         self.begin, self.end = np.asarray(begin), np.asarray(end)
-        order = iv.sort_order(self.begin)  # None: sorted already (recordings)
+        order = sort_order(self.begin)  # None: sorted already (recordings)
         self.order = np.arange(len(self.begin)) if order is None else order
         self.sorted = self.begin if order is None else self.begin[order]
         dur = self.end - self.begin

@@ -1,2 +1,3 @@
-"""A workload side by side under cutimeline and under torch.profiler
-(``comparison``), with the two aten op streams matched op by op (``opmatch``)."""
+"""A workload side by side under cutimeline and under torch.profiler: the
+passes run and measured (``runner``), what they found (``result``), with the
+two aten op streams matched op by op (``opmatch``)."""

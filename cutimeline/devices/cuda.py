@@ -1,123 +1,30 @@
-"""The device interface the recorder talks to, and its CUDA implementation.
+"""CudaDevice: one CUDA GPU behind the Device interface, timed by events, stamps or both.
 
-The recorder never calls ``torch.cuda`` itself. For every op that launches
-device work it asks the device for the current stream and to record a BEGIN
-event before the launch and an END event after it; around host-blocking
-points it notes a sync. At stop, ``harvest()`` turns the device's events into
-raw device-clock times (chained from segment anchors) and hands back the
-calibration pings and syncs, as plain columns for the Timeline's tables.
-
-Implementations: ``CudaDevice`` here, ``SimGPU`` in ``sim.py``.
-
-``begin`` may return ``NONE`` (-1): the device records no event now (a CUDA
-stream is capturing a graph). The recorder then flags the op CAPTURED and
-calls neither ``end`` nor ``wait``/``note_sync`` for it.
+The recorder's per-op calls (``begin``, ``end``, ``note_sync``) land here;
+the event pool and anchors are in ``eventclock.py``, the globaltimer stamps
+in ``stampclock.py``, and the torch.cuda calls themselves behind one object
+(``cudaapi.py``) that CPU tests replace by patching ``_cuda_api`` here.
 """
 
 from __future__ import annotations
 
-import abc
 import itertools
 import threading
 import weakref
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from .device import Device, Harvest
 from ..errors import CutimelineError
+from .eventclock import EVENT_TICK_NS, EventClock
+from .stampclock import GLOBALTIMER_STEP_NS, StampClock
 from ..timeline.schema import NONE, EventKind
 
-__all__ = ["Device", "Harvest", "CudaDevice", "TIMINGS"]
+__all__ = ["CudaDevice", "TIMINGS"]
 
 #: how CudaDevice times device work (see its docstring)
 TIMINGS = ("events", "stamps", "both")
-#: the tick of CUDA's event clock: cudaEventElapsedTime has "a resolution
-#: of around 0.5 microseconds" (CUDA runtime API reference)
-EVENT_TICK_NS = 500
-#: the update step of %globaltimer: 1 µs on the GPUs reported so far (32 ns
-#: while some profilers run); an upper bound, kernels.probe_granularity
-#: measures it (scripts/gpu_check.py part b)
-GLOBALTIMER_STEP_NS = 1000
-
-
-@dataclass
-class Harvest:
-    """What a device hands the recorder at stop.
-
-    ``events`` and ``syncs`` are dicts of columns for the Timeline tables of
-    those names. In ``events`` the ``op`` column holds the recorder's op
-    *sequence number* (or -1): the recorder maps it to a row. In ``syncs`` the
-    ``op`` column likewise holds a sequence number (or -1) and ``last_event``
-    an index into these events; its ``kind`` column holds str (the recorder
-    interns them), and an optional ``ident`` column the
-    ``threading.get_ident()`` of the thread that waited (the recorder maps
-    it to the syncs' ``thread``). ``truth`` (simulators only) holds the
-    true host-clock time of each event. ``meta`` is merged into the
-    Timeline's meta (device names, clock truth for simulators, ...).
-    ``meta["clock_resolution_ns"]`` (``{"<device index>": ns}``) says how
-    far a raw reading may lie from the instant it marks (see ``aligner``).
-    ``alternates`` maps a timing name to a second ``raw_ns`` column for the
-    same event rows, read from another clock (``timing="both"``: the
-    globaltimer stamps beside the events), and ``alternate_resolution_ns``
-    that clock's resolution.
-    """
-    events: dict[str, np.ndarray]
-    syncs: dict[str, np.ndarray]
-    meta: dict[str, Any] = field(default_factory=dict)
-    truth: dict[str, np.ndarray] | None = None
-    alternates: dict[str, np.ndarray] = field(default_factory=dict)
-    alternate_resolution_ns: dict[str, int] = field(default_factory=dict)
-
-
-class Device(abc.ABC):
-    """One accelerator as the recorder sees it. Methods called per op must
-    be cheap; all may be called from several threads at once."""
-
-    #: "cuda" or "sim"
-    kind: str = ""
-    #: device index written to the Timeline's ``device`` columns
-    index: int = 0
-
-    @abc.abstractmethod
-    def owns(self, device: Any) -> bool:
-        """Whether an op on tensors of this torch.device runs on this device."""
-
-    @abc.abstractmethod
-    def start(self) -> None:
-        """Begin a recording: calibration pings, the first segment anchor."""
-
-    @abc.abstractmethod
-    def current_stream(self) -> int:
-        """Id of the stream ops launched now go to."""
-
-    @abc.abstractmethod
-    def begin(self, stream: int, seq: int) -> int:
-        """Record a BEGIN event on ``stream`` for op ``seq``; its index."""
-
-    @abc.abstractmethod
-    def end(self, stream: int, seq: int, func: Any, args: tuple, kwargs: dict,
-            out: Any) -> int:
-        """Record an END event after op ``seq`` was launched; its index.
-        A simulator enqueues the op's work here (it sees func and tensors)."""
-
-    @abc.abstractmethod
-    def wait(self, stream: int | None) -> None:
-        """Called inside a host-blocking op, before it returns. A real device
-        needs nothing (the op blocked already); a simulator makes the host
-        wait until ``stream`` (None: every stream) has drained."""
-
-    @abc.abstractmethod
-    def note_sync(self, kind: str, stream: int | None, seq: int,
-                  host_begin_ns: int, host_end_ns: int) -> None:
-        """Remember that the host was blocked from host_begin_ns to
-        host_end_ns until ``stream`` (None: the whole device) drained; the
-        sync covers every event recorded on it so far."""
-
-    @abc.abstractmethod
-    def harvest(self) -> Harvest:
-        """End the recording (closing pings, synchronize) and return raw
-        event times and syncs. Called once, after the last op."""
 
 
 def _cuda_api() -> Any:
@@ -136,7 +43,7 @@ class _Newest(threading.local):
         self.on: dict[int, int] = {}
 
 
-class CudaDevice(Device):
+class CudaDevice(EventClock, StampClock, Device):
     """One CUDA GPU through ``torch.cuda.Event(enable_timing=True)``.
 
     Events come from a pool grown in chunks of ``chunk`` (completed events
@@ -340,44 +247,6 @@ class CudaDevice(Device):
         return int(sorted(times)[n // 2])
 
     # -- internals -------------------------------------------------------------------
-    def _grow(self, n: int) -> None:
-        """Add ``n`` events to the pool (the lock is held)."""
-        new = self._api.new_event
-        self._free.extend(new() for _ in range(n))
-        self._created += n
-
-    def _take(self) -> Any:
-        while True:  # other threads pop without the lock: retry until one is ours
-            try:
-                return self._free.pop()
-            except IndexError:
-                with self._lock:
-                    if not self._free and not self.captures:
-                        self._reap()
-                    if len(self._free) < self.chunk // 4:
-                        self._grow(self.chunk)
-
-    def _reap(self) -> None:
-        """Read the completed events among the oldest unread ones and return
-        them to the pool (the lock is held)."""
-        api, anchors, read = self._api, self._anchors, self._read
-        done_anchor: dict[int, bool] = {}
-        for i, (ev, k) in list(itertools.islice(self._pending.items(), 4 * self.chunk)):
-            a = anchors[k][1]
-            if k not in done_anchor:
-                done_anchor[k] = api.query(a)
-            if done_anchor[k] and api.query(ev):
-                read[i] = api.elapsed_ms(a, ev)
-                del self._pending[i]
-                self._free.append(ev)
-
-    def _fresh(self, stream: int) -> int:
-        """Now, after laying a new anchor if the newest is too old."""
-        now = self._now()
-        if self._events and now - self._anchor_ns >= self.anchor_interval_ns:
-            self._anchor(stream, now)
-        return now
-
     def _record(self, stream: int, kind: int, seq: int, now: int) -> int:
         k = len(self._anchors) - 1
         if self._events:
@@ -402,32 +271,6 @@ class CudaDevice(Device):
         n.last = i
         n.on[stream] = i
         return i
-
-    def _anchor(self, stream: int, now: int) -> None:
-        with self._lock:
-            if self._anchors and now - self._anchor_ns < self.anchor_interval_ns:
-                return  # another thread laid it
-            ev = self._take()
-            self._api.record(ev, stream, self.index)
-            i = next(self._ids)
-            self._anchors.append((i, ev))
-            self._rows.append((i, stream, EventKind.ANCHOR, NONE, now, len(self._anchors) - 1))
-            self._anchor_ns = now
-            if self._stamps:
-                self._stamp(i, stream)
-
-    def _stamp(self, i: int, stream: int) -> None:
-        """Stamp point ``i`` into its slot, adding a chunk if it is the
-        first point past the buffer."""
-        chunk, slot = divmod(i, self.stamp_slots)
-        if chunk >= len(self._stampers):
-            with self._lock:
-                while chunk >= len(self._stampers):
-                    t0 = self._now()
-                    self._stampers.append(self._api.new_stamper(self.stamp_slots,
-                                                                self.index))
-                    self._stamp_wait_ns += self._now() - t0
-        self._api.stamp(self._stampers[chunk], slot, stream, self.index)
 
     def _ping(self) -> None:
         api = self._api
@@ -479,31 +322,3 @@ class CudaDevice(Device):
         from .simclock import read_error_ns
         return {"events": read_error_ns(EVENT_TICK_NS, self.anchor_interval_ns),
                 "stamps": read_error_ns(GLOBALTIMER_STEP_NS)}
-
-    def _read_stamps(self, index: np.ndarray) -> np.ndarray:
-        """Globaltimer ns of the points ``index`` (read after the device was
-        synchronized); point i's stamp is in slot i of the chunked buffer."""
-        got = np.concatenate([self._api.read_stamps(s) for s in self._stampers])
-        got = got[index].astype(np.int64)
-        missing = np.flatnonzero(got < 0)
-        if len(missing):
-            raise CutimelineError(
-                f"{len(missing):,} of {len(got):,} globaltimer stamps were never written "
-                f"(the first is point {index[missing[0]]}), so the recording cannot be "
-                f"timed by stamps; record with timing='events', and report this.")
-        return got
-
-    def _read_events(self, rows: np.ndarray, anchor_of: np.ndarray) -> np.ndarray:
-        """Raw ns of every point from its event, chained from the anchors."""
-        api = self._api
-        # chain the anchors: each link is read over ~anchor_interval_ns only
-        chain = np.zeros(len(self._anchors), np.int64)
-        for k in range(1, len(self._anchors)):
-            ms = api.elapsed_ms(self._anchors[k - 1][1], self._anchors[k][1])
-            chain[k] = chain[k - 1] + round(ms * 1e6)
-        rel = np.zeros(len(rows), np.int64)
-        for i, (ev, k) in self._pending.items():
-            self._read[i] = api.elapsed_ms(self._anchors[k][1], ev)
-        for i, ms in self._read.items():
-            rel[i] = round(ms * 1e6)
-        return chain[anchor_of] + rel

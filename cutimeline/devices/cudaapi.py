@@ -79,8 +79,8 @@ class TorchCuda:
     def check_stamps(self, index: int) -> None:
         """Compile the stamp kernel now; a CutimelineError saying what to
         install when CuPy (or its NVRTC) is missing."""
-        from . import kernels
-        kernels._kernel("stamp", index)
+        from . import kernelloader
+        kernelloader._kernel("stamp", index)
 
     def new_stamper(self, slots: int, index: int) -> Any:
         """A ``Stamper`` of ``slots`` slots, allocated and filled on a side

@@ -1,4 +1,4 @@
-"""CuPy loader and launchers for the CUDA kernels in ``kernels/*.cu``.
+"""The globaltimer kernels of ``kernels/*.cu`` as Python calls: Stamper, spin, probe.
 
 Three one-thread kernels read ``%globaltimer``, the device-wide nanosecond
 clock that CUDA events sample too:
@@ -11,11 +11,11 @@ clock that CUDA events sample too:
 - ``probe.cu`` — :func:`probe_granularity` measures how often globaltimer
   updates, which bounds how precisely stamps and spins place time.
 
-Each source is compiled once per process by ``cupy.RawModule`` (NVRTC; CuPy
-also caches the binary on disk) and launched on torch's current stream, or on
-a stream given as a ``torch.cuda.Stream``, a ``cupy`` stream or a raw
-``cudaStream_t`` handle. Buffers are torch tensors; :meth:`Stamper.as_cupy`
-hands out a CuPy view of the same memory (DLPack).
+Each kernel is compiled by ``kernelloader.py`` and launched by
+``kernellauncher.py`` on torch's current stream, or on a stream given as a
+``torch.cuda.Stream``, a ``cupy`` stream or a raw ``cudaStream_t`` handle.
+Buffers are torch tensors; :meth:`Stamper.as_cupy` hands out a CuPy view of
+the same memory (DLPack).
 
 CuPy is optional: importing this module needs neither CuPy nor CUDA. The
 first function that needs them raises a :class:`CutimelineError` saying what
@@ -24,252 +24,24 @@ to install.
 
 from __future__ import annotations
 
-import functools
-import threading
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ..errors import CutimelineError
+from .kernelloader import _cupy, _kernel
+from .kernellauncher import _device_index, _launcher
 
-__all__ = [
-    "KERNELS", "MAX_SPIN_NS", "Stamper", "Stamps", "Granularity",
-    "source_dir", "source", "spin", "probe_granularity",
-]
-
-#: source file stem -> the ``extern "C"`` entry point it defines
-KERNELS = {"stamp": "ctl_stamp", "spin": "ctl_spin", "probe": "ctl_probe"}
+__all__ = ["MAX_SPIN_NS", "Stamper", "Stamps", "Granularity", "spin", "probe_granularity"]
 
 #: longest spin accepted, in ns: the GPU cannot be interrupted while a spin
 #: runs, so a typo in the duration must not hang it for hours
 MAX_SPIN_NS = 60 * 10**9
 
-# Pinned rather than left to CuPy's default so CuPy's disk-cache key, and the
-# dialect the sources are compiled in, do not change with the CuPy version.
-_NVRTC_OPTIONS = ("-std=c++14",)
-
-# Where the .cu files are looked for, in order: inside the package, as a built
-# wheel installs them (pyproject maps kernels/ to the package cutimeline._cuda);
-# then the source tree's kernels/, for a checkout or an editable install.
-_SEARCH_PATH = (
-    Path(__file__).resolve().parent.parent / "_cuda",
-    Path(__file__).resolve().parents[2] / "kernels",
-)
-
 # columns of a stamp buffer (int64, shape [slots, 3])
 _GLOBALTIMER, _CLOCK, _SM = 0, 1, 2
 _INT32_MAX = int(np.iinfo(np.int32).max)
-
-
-# --------------------------------------------------------------- sources --
-
-def source_dir() -> Path:
-    """The folder holding ``stamp.cu``, ``spin.cu`` and ``probe.cu``."""
-    for folder in _SEARCH_PATH:
-        if all((folder / f"{stem}.cu").is_file() for stem in KERNELS):
-            return folder
-    names = ", ".join(f"{stem}.cu" for stem in KERNELS)
-    where = " nor ".join(str(folder) for folder in _SEARCH_PATH)
-    raise CutimelineError(
-        f"cutimeline's CUDA sources ({names}) are in neither {where}; "
-        "reinstall cutimeline (pip install --force-reinstall cutimeline) or "
-        "run it from a source checkout that has the kernels/ folder.")
-
-
-def source(stem: str) -> str:
-    """The CUDA C++ text of ``kernels/<stem>.cu``."""
-    if stem not in KERNELS:
-        raise CutimelineError(
-            f"There is no CUDA kernel source {stem!r}; choose one of "
-            f"{sorted(KERNELS)}.")
-    return (source_dir() / f"{stem}.cu").read_text(encoding="utf-8")
-
-
-# ------------------------------------------------------- CUDA and CuPy --
-
-def _install_hint() -> str:
-    """How to install the CuPy wheel that matches torch's CUDA."""
-    import torch
-    major = (torch.version.cuda or "").split(".")[0]
-    wheel = {"12": "cupy-cuda12x", "13": "cupy-cuda13x"}.get(
-        major, "cupy-cuda12x or cupy-cuda13x (matching your CUDA version)")
-    hint = f"pip install {wheel}"
-    if torch.version.cuda:
-        hint += f" (the wheel for torch's CUDA {torch.version.cuda})"
-    if wheel == "cupy-cuda12x":
-        hint += ", or pip install 'cutimeline[gpu]'"
-    return hint
-
-
-def _require_cuda() -> None:
-    import torch
-    if torch.version.cuda is None:
-        raise CutimelineError(
-            "This torch build has no CUDA support (torch.version.cuda is "
-            "None), and cutimeline's CUDA kernels need it; install a CUDA "
-            "build of torch (see pytorch.org) on a machine with an NVIDIA GPU.")
-    if not torch.cuda.is_available():
-        raise CutimelineError(
-            "No CUDA device is visible to torch (torch.cuda.is_available() is "
-            "False), and cutimeline's CUDA kernels need one; run on a machine "
-            "with an NVIDIA GPU and driver, and check CUDA_VISIBLE_DEVICES.")
-
-
-@functools.lru_cache(maxsize=None)
-def _cupy() -> Any:
-    """CuPy, once CUDA and CuPy are both known to work; else a
-    CutimelineError that says what to install."""
-    _require_cuda()
-    try:
-        import cupy
-    except ImportError as exc:
-        if isinstance(exc, ModuleNotFoundError) and exc.name == "cupy":
-            raise CutimelineError(
-                "CuPy is not installed, and cutimeline's CUDA kernels "
-                f"(globaltimer stamps, calibrated spin) need it: "
-                f"{_install_hint()}.") from exc
-        raise CutimelineError(
-            f"CuPy is installed but could not be imported ({exc}); install "
-            f"the wheel that matches your CUDA: {_install_hint()}.") from exc
-    try:
-        cupy.cuda.runtime.getDeviceCount()
-    except Exception as exc:  # CUDARuntimeError: driver too old, no device
-        raise CutimelineError(
-            f"CuPy is installed but cannot use the GPU ({exc}); install the "
-            f"CuPy wheel that matches the CUDA driver: {_install_hint()}."
-        ) from exc
-    return cupy
-
-
-_compile_lock = threading.Lock()
-
-
-@functools.lru_cache(maxsize=None)
-def _module(stem: str) -> Any:
-    """The RawModule for ``kernels/<stem>.cu`` (compiled lazily, per device)."""
-    return _cupy().RawModule(code=source(stem), options=_NVRTC_OPTIONS)
-
-
-@functools.lru_cache(maxsize=None)
-def _kernel(stem: str, device: int) -> Any:
-    """The entry point of ``<stem>.cu``, compiled and loaded on ``device``.
-
-    Compile errors surface here, as a CutimelineError, rather than at the
-    first launch inside a recording.
-    """
-    cupy = _cupy()
-    with _compile_lock, cupy.cuda.Device(device):
-        try:
-            # CuPy compiles (or loads its disk cache) for the current device
-            # in get_function (CuPy >= 14) or on first use of .kernel
-            fn = _module(stem).get_function(KERNELS[stem])
-            fn.kernel
-        except Exception as exc:  # CompileException, missing NVRTC library
-            raise CutimelineError(
-                f"Compiling {source_dir() / (stem + '.cu')} with CuPy failed "
-                f"({type(exc).__name__}: {exc}); check that CuPy's CUDA "
-                f"version matches the driver and that its NVRTC library is "
-                f"installed: {_install_hint()}.") from exc
-    return fn
-
-
-def _device_index(device: Any) -> int:
-    """A CUDA device index from None (torch's current device), an int, a
-    string such as "cuda:1" or a torch.device."""
-    import torch
-    _require_cuda()
-    if device is None:
-        return torch.cuda.current_device()
-    if isinstance(device, bool) or not isinstance(
-            device, (int, str, torch.device)):
-        raise CutimelineError(
-            f"device={device!r} is not a CUDA device; pass an index, "
-            "'cuda:N' or a torch.device.")
-    dev = torch.device("cuda", device) if isinstance(device, int) \
-        else torch.device(device)
-    if dev.type != "cuda":
-        raise CutimelineError(
-            f"device={device!r} is not a CUDA device; the globaltimer kernels "
-            "run only on CUDA, so pass 'cuda' or 'cuda:N'.")
-    index = torch.cuda.current_device() if dev.index is None else dev.index
-    if not 0 <= index < torch.cuda.device_count():
-        raise CutimelineError(
-            f"device={device!r} does not exist: torch sees "
-            f"{torch.cuda.device_count()} CUDA device(s).")
-    return index
-
-
-def _stream_handle(stream: Any, device: int) -> int:
-    """The raw cudaStream_t of ``stream``; None means torch's current stream
-    on ``device``."""
-    import torch
-    if stream is None:
-        return torch.cuda.current_stream(device).cuda_stream
-    if isinstance(stream, int) and not isinstance(stream, bool):
-        return stream
-    for attr in ("cuda_stream", "ptr"):  # torch.cuda.Stream, cupy Stream
-        handle = getattr(stream, attr, None)
-        if isinstance(handle, int):
-            return handle
-    raise CutimelineError(
-        f"stream={stream!r} is not a CUDA stream; pass a torch.cuda.Stream, "
-        "a cupy stream, a raw cudaStream_t handle (int) or None for torch's "
-        "current stream.")
-
-
-class _ProtocolStream:
-    """A raw cudaStream_t in the CUDA stream protocol, which CuPy >= 14 takes
-    (Stream.from_external) in place of the deprecated ExternalStream."""
-    __slots__ = ("handle",)
-
-    def __init__(self, handle: int) -> None:
-        self.handle = handle
-
-    def __cuda_stream__(self) -> tuple[int, int]:
-        return (0, self.handle)
-
-
-class _Launcher:
-    """Launches one-thread kernels on one device. Wrapping a stream handle
-    for CuPy costs an object, so wrappers are kept per handle."""
-
-    def __init__(self, device: int) -> None:
-        self._cupy = _cupy()
-        self.device = device
-        self._streams: dict[int, Any] = {}
-
-    def _wrap(self, handle: int) -> Any:
-        stream_type = self._cupy.cuda.Stream
-        if hasattr(stream_type, "from_external"):
-            return stream_type.from_external(_ProtocolStream(handle))
-        return self._cupy.cuda.ExternalStream(handle, self.device)
-
-    def __call__(self, kernel: Any, args: tuple, stream: Any) -> None:
-        handle = _stream_handle(stream, self.device)
-        # CuPy launches on its current device and stream: make them the
-        # caller's for the duration of this launch only. A Device object
-        # keeps its stack of previous devices on itself, so one shared by
-        # threads could restore another thread's device: a fresh one each
-        # time the device must change.
-        if self._cupy.cuda.runtime.getDevice() == self.device:
-            self._launch(kernel, args, handle)
-        else:
-            with self._cupy.cuda.Device(self.device):
-                self._launch(kernel, args, handle)
-
-    def _launch(self, kernel: Any, args: tuple, handle: int) -> None:
-        wrapped = self._streams.get(handle)
-        if wrapped is None:
-            wrapped = self._streams[handle] = self._wrap(handle)
-        with wrapped:  # CuPy's current stream is per thread
-            kernel((1,), (1,), args)
-
-
-@functools.lru_cache(maxsize=None)
-def _launcher(device: int) -> _Launcher:
-    return _Launcher(device)
 
 
 def _check_int(name: str, value: Any, low: int, high: int,

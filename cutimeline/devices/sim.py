@@ -1,11 +1,11 @@
-"""A simulated GPU behind the recorder's Device interface.
+"""SimGPU: a simulated GPU behind the recorder's Device interface.
 
 ``SimGPU`` owns CPU and ``meta`` tensors: every op on them (outside a
 DataLoader fetch or a ``with gpu.host():`` block) is treated as work for a
 virtual GPU. The real op still runs on the CPU (or on meta tensors, which
 cost only dispatch); the simulator enqueues its roofline cost (see
 ``roofline.py``) on a virtual stream that keeps its own ``free_at`` on the
-true host timeline:
+true host timeline (``simstreams.py``):
 
 * an op launched (its END call) at host time h starts at
   ``max(free_at, h + launch_latency)`` and lasts ``cost(op)``;
@@ -24,30 +24,23 @@ aligner can be scored. Everything is labelled a simulation.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import threading
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import Any, Callable
 
 import numpy as np
 
-from .cuda import Device, Harvest
+from .device import Device, Harvest
 from ..errors import CutimelineError
 from .roofline import GpuProfile, OpModel, op_name, profile_named
 from .simclock import (FakeClock, HostClock, chain_raw_ns, device_time_ns, elapsed_ms,
                        read_device_clock, read_error_ns, synthetic_events)
+from .simstreams import SimStreams
 from ..timeline.schema import NONE, EventKind
 
-__all__ = ["SimGPU", "SimEvent", "HostClock", "FakeClock", "device_time_ns",
+__all__ = ["SimGPU", "HostClock", "FakeClock", "device_time_ns",
            "elapsed_ms", "chain_raw_ns", "read_device_clock", "synthetic_events"]
-
-@dataclass(frozen=True)
-class SimEvent:
-    """A simulated ``torch.cuda.Event``: done when its stream reaches it."""
-    stream: int
-    done_ns: int  # true host time at which the stream passes the event
 
 
 def _check_int(name: str, value: Any, low: int, unit: str = "ns") -> int:
@@ -59,15 +52,7 @@ def _check_int(name: str, value: Any, low: int, unit: str = "ns") -> int:
     return int(value)
 
 
-def _check_stream(stream: Any) -> int:
-    if isinstance(stream, bool) or not isinstance(stream, (int, np.integer)) \
-            or stream < 0:
-        raise CutimelineError(f"Simulated stream {stream!r} is not valid; "
-                              f"streams are integers ≥ 0 (0 is the default).")
-    return int(stream)
-
-
-class SimGPU(Device):
+class SimGPU(SimStreams, Device):
     """A virtual GPU for ``ctl.record(device=ctl.SimGPU(...))``.
 
     ``profile``: "h100", "a100", "h200" or a ``roofline.GpuProfile``.
@@ -181,68 +166,6 @@ class SimGPU(Device):
         return (f"SimGPU({self.profile.name!r}, offset_ns={self.offset_ns}, "
                 f"drift_ppm={self.drift_ppm:.3f}, quantum_ns={self.quantum_ns})")
 
-    # -- user controls -------------------------------------------------------
-    @contextlib.contextmanager
-    def stream(self, stream: int) -> Iterator[int]:
-        """Make ``stream`` this thread's current stream inside the block."""
-        stream = _check_stream(stream)
-        before = getattr(self._local, "stream", 0)
-        self._local.stream = stream
-        try:
-            yield stream
-        finally:
-            self._local.stream = before
-
-    @contextlib.contextmanager
-    def host(self) -> Iterator[None]:
-        """Ops dispatched by this thread inside the block are host work."""
-        self._local.host = getattr(self._local, "host", 0) + 1
-        try:
-            yield
-        finally:
-            self._local.host -= 1
-
-    def record_event(self, stream: int | None = None) -> SimEvent:
-        """An event after the work enqueued so far on ``stream`` (default:
-        the current stream), like ``torch.cuda.Event.record``."""
-        s = self.current_stream() if stream is None else _check_stream(stream)
-        with self._lock:
-            return SimEvent(s, self._free_at.get(s, 0))
-
-    def wait_event(self, event: SimEvent, stream: int | None = None) -> None:
-        """Work enqueued on ``stream`` from now on starts after ``event``."""
-        if not isinstance(event, SimEvent):
-            raise CutimelineError(f"wait_event needs a SimEvent from "
-                                  f"SimGPU.record_event, not {event!r}.")
-        s = self.current_stream() if stream is None else _check_stream(stream)
-        with self._lock:
-            self._free_at[s] = max(self._free_at.get(s, 0), event.done_ns)
-
-    def wait_stream(self, waiting: int, on: int) -> None:
-        """Stream ``waiting``'s next work starts no earlier than the end of
-        the work already enqueued on stream ``on``."""
-        self.wait_event(self.record_event(_check_stream(on)),
-                        _check_stream(waiting))
-
-    def synchronize(self, stream: int | None = None) -> None:
-        """Block the host until ``stream`` (None: every stream) drains, and
-        note the sync while recording, like ``torch.cuda.synchronize`` (kind
-        "synchronize") or ``Stream.synchronize`` ("stream_synchronize")."""
-        s = None if stream is None else _check_stream(stream)
-        t0 = self._clock.now()
-        self.wait(s)
-        if self._started:
-            self.note_sync("synchronize" if s is None else "stream_synchronize",
-                           s, NONE, t0, self._clock.now())
-
-    def drained_at(self, stream: int | None = None) -> int:
-        """True host time (ns) at which ``stream`` (None: every stream)
-        finishes the work enqueued so far."""
-        with self._lock:
-            if stream is None:
-                return max(self._free_at.values(), default=0)
-            return self._free_at.get(_check_stream(stream), 0)
-
     # -- the Device interface ------------------------------------------------
     def owns(self, device: Any) -> bool:
         if getattr(self._local, "host", 0):
@@ -344,50 +267,12 @@ class SimGPU(Device):
             raise CutimelineError(f"{self.name}: {what}() was called while not "
                                   f"recording; call start() first.")
 
-    def _record(self, stream: int, kind: int, seq: int, now: int,
-                ready_ns: int, advance: bool = True) -> int:
-        """Append one event (lock held); it executes when its stream gets to
-        it, and no earlier than ``ready_ns``. ``advance=False``: a BEGIN whose
-        time ``_settle`` fixes later (bracket="kernel")."""
-        true = max(self._free_at.get(stream, 0), ready_ns)
-        if advance:
-            self._free_at[stream] = true
-        i = len(self._ev)
-        self._ev.append((stream, kind, seq, now, true, len(self._anchors) - 1))
-        self._last_on[stream] = i
-        return i
-
-    def _settle(self, stream: int, true_ns: int, launch_ns: int) -> None:
-        """Fix this thread's pending BEGINs on ``stream`` (bracket="kernel")
-        to execute at ``true_ns``, right before the first work after them, and
-        to count as recorded at ``launch_ns``, when the host enqueued that
-        work (lock held): an op's launch is then the enqueue, as a kernel's
-        launch call would say, not the start of its dispatch."""
-        pending = getattr(self._local, "pending", None)
-        if not pending:
-            return
-        left = []
-        for i in pending:
-            s, kind, seq, _, _, anchor = self._ev[i]
-            if s == stream:
-                self._ev[i] = (s, kind, seq, launch_ns, true_ns, anchor)
-            else:
-                left.append(i)
-        self._local.pending = left
-        if len(left) < len(pending):
-            self._free_at[stream] = max(self._free_at.get(stream, 0), true_ns)
-
     def _anchor(self, stream: int, now: int) -> None:
         """Lay down a segment anchor (lock held)."""
         self._anchors.append(len(self._ev))  # read against itself
         self._anchor_host_ns = now
         self._record(stream, EventKind.ANCHOR, NONE, now,
                      now + self.event_latency_ns)
-
-    def _last_event(self, stream: int | None) -> int:
-        if stream is None:
-            return len(self._ev) - 1
-        return self._last_on.get(stream, NONE)
 
     def _ping(self) -> None:
         """Calibration pings as the CUDA device does them: synchronize, host

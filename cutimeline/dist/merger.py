@@ -1,7 +1,7 @@
 """``ctl.merge``: the ranks' Timelines (``rank-<r>.ctl``, see ``dist.py``) as one.
 
 Each rank's host clock is related to the reference rank's (its epoch, then
-the collectives, ``straggler.fit_rank_clocks``), and its tables are
+the collectives, ``rankclock.fit_rank_clocks``), and its tables are
 renumbered and concatenated; see ``merge``.
 """
 
@@ -14,8 +14,9 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from ..recording.ranks import _COLUMNS, _HOST_COLUMNS, _apply
 from ..errors import CutimelineError
+from ..recording.collectives import COLUMNS
+from ..timeline.ranks import HOST_COLUMNS, apply
 from ..timeline.schema import NONE, REFERENCES, SCHEMA, STRING_COLUMNS
 from ..timeline.table import Strings
 from ..timeline.timeline import Timeline
@@ -32,10 +33,10 @@ def merge(dir_or_paths: str | os.PathLike | Iterable[Any]) -> Timeline:
 
     Clocks: each rank's host clock is first related to the reference
     rank's through the wall-clock epochs its file stores, then refined by
-    the collectives both saw (``straggler.fit_rank_clocks``): the k-th
+    the collectives both saw (``rankclock.fit_rank_clocks``): the k-th
     collective of a group cannot complete on any rank before the last rank
     joined it. Those bounds, fitted with the aligner's convex-hull method
-    (``align.fit_clock``), give a band of feasible clock lines; the epoch
+    (``clockfit.fit_clock``), give a band of feasible clock lines; the epoch
     line is kept when it satisfies every bound ("epoch+collectives"), else
     the band's middle ("collectives"); slope 1 is preferred where the
     bounds allow it. A rank with no two-sided bounds is related by its
@@ -57,7 +58,7 @@ def merge(dir_or_paths: str | os.PathLike | Iterable[Any]) -> Timeline:
     follow their rank's host clock. ``meta["ranks"]`` lists per rank its
     file, host, error (a rank whose code raised), thread and device ids.
     """
-    from .straggler import fit_rank_clocks
+    from .rankclock import fit_rank_clocks
     parts = _inputs(dir_or_paths)
     clocks = fit_rank_clocks([(r, tl) for r, tl, _ in parts])
     return _concat(parts, clocks)
@@ -128,7 +129,7 @@ def _concat(parts: list[tuple[int, Timeline, str | None]], clocks: dict[int, dic
                   for c, dt in SCHEMA[name]} for name in SCHEMA}
     at = dict.fromkeys(SCHEMA, 0)
     thread_rank, thread_names, device_rank, devices, ranks = [], [], [], [], []
-    coll: dict[str, list] = {c: [] for c in ("rank",) + _COLUMNS}
+    coll: dict[str, list] = {c: [] for c in ("rank",) + COLUMNS}
     groups: dict[tuple, int] = {}
     seq_base = 0
     for i, (rank, tl, label) in enumerate(parts):
@@ -163,10 +164,10 @@ def _concat(parts: list[tuple[int, Timeline, str | None]], clocks: dict[int, dic
                     v = np.where(v == NONE, NONE, v + t_base)
                 elif col in ("device", "seq"):
                     v = dev_lut[v] if col == "device" else v + seq_base
-                elif col in _HOST_COLUMNS.get(name, ()):
-                    v = _apply(f, v)
+                elif col in HOST_COLUMNS.get(name, ()):
+                    v = apply(f, v)
                 elif name == "clocks":  # host = offset + slope·raw composes with f
-                    v = v * slope if col != "ping_offset_ns" else _apply(lambda x: x + shift, v)
+                    v = v * slope if col != "ping_offset_ns" else apply(lambda x: x + shift, v)
                 out[name][col][at[name]:at[name] + len(t)] = v
             at[name] += len(t)
         c = meta.get("collectives") or {}
@@ -176,7 +177,7 @@ def _concat(parts: list[tuple[int, Timeline, str | None]], clocks: dict[int, dic
             coll["rank"] += [rank] * len(c["seq"])
             coll["seq"] += (np.asarray(c["seq"], np.int64) + seq_base).tolist()
             coll["group"] += [g_lut[g] if 0 <= g < len(g_lut) else NONE for g in c["group"]]
-            coll["done_ns"] += _apply(f, np.asarray(c["done_ns"], np.int64)).tolist()
+            coll["done_ns"] += apply(f, np.asarray(c["done_ns"], np.int64)).tolist()
             for col in ("kind", "number", "peer"):
                 coll[col] += list(c[col])
         ranks.append({

@@ -1,23 +1,14 @@
-"""Across ranks: collectives matched between ranks, rank clocks, stragglers.
+"""Across ranks: who waited for whom, as the collectives table, the
+stragglers per step and each rank's activity.
 
     tl = ctl.merge("runs/")
     from cutimeline.dist.straggler import collectives, stragglers, rank_activity
     stragglers(tl)[:3]          # step NONE (the whole run) first, worst rank first
 
-A collective *instance* is the k-th collective of a process group (p2p:
-the k-th message from one rank to another); each rank that recorded it
-has one row (``meta["collectives"]``, see ``dist.py``). Its *arrival* on
-a rank is the host begin of its op there (when the rank called it), its
-*completion* the ``done_ns`` the recorder measured.
-
-Which ranks must have arrived before which may complete (``roles``):
-all-to-all kinds (all_reduce, all_gather, reduce_scatter, all_to_all,
-barrier) — every rank's completion follows every rank's arrival; a
-broadcast or scatter completes nowhere before its root arrived; a reduce
-or gather completes at its root only after every rank arrived; a receive
-completes after its send began. Each such fact ``done_a ≥ arrival_b``,
-in true time, bounds the offset between the clocks of ranks a and b;
-``fit_rank_clocks`` turns them into one clock line per rank (``merge``).
+A collective's *arrival* on a rank is the host begin of its op there
+(when the rank called it), its *completion* the ``done_ns`` the recorder
+measured. Rows are matched into instances across ranks by ``matching``;
+the ranks' clocks are fitted by ``rankclock`` when they are merged.
 
 Tables are numpy structured arrays; times are ns on the merged clock.
 """
@@ -28,15 +19,15 @@ from typing import Any
 
 import numpy as np
 
-from ..recording.ranks import ALL, FROM_ROOT, KINDS, RECV, SEND, TO_ROOT, rank_of_thread
+from .matching import _rows, roles
+from ..recording.collectives import KINDS
 from ..errors import CutimelineError
+from ..timeline.ranks import rank_of_thread
 from ..timeline.schema import NONE, SpanKind
 from ..timeline.timeline import Timeline
 
 __all__ = ["collectives", "stragglers", "rank_activity", "describe",
-           "fit_rank_clocks", "COLLECTIVE_DTYPE", "STRAGGLER_DTYPE", "ACTIVITY_DTYPE"]
-
-_MIN, _MAX = np.iinfo(np.int64).min, np.iinfo(np.int64).max
+           "COLLECTIVE_DTYPE", "STRAGGLER_DTYPE", "ACTIVITY_DTYPE"]
 
 COLLECTIVE_DTYPE = [
     ("instance", np.int64), ("group", object), ("number", np.int64), ("name", object),
@@ -52,179 +43,6 @@ ACTIVITY_DTYPE = [
     ("busy_ns", np.int64), ("collective_ns", np.int64), ("wait_ns", np.int64),
     ("idle_ns", np.int64), ("busy_frac", np.float64), ("gpu_busy_ns", np.int64)]
 
-
-# -- matching ------------------------------------------------------------------------
-
-def _rows(items: list[tuple[int, Timeline]], groups: dict[tuple, int]) -> dict[str, np.ndarray]:
-    """The collective rows of Timelines (single ranks or merged), with their
-    ops row (NONE where the op is not in the Timeline) and times."""
-    out: dict[str, list] = {k: [] for k in ("rank", "group", "kind", "number", "peer",
-                                            "done", "arrival", "op")}
-    for rank, tl in items:
-        c = tl.meta.get("collectives") or {}
-        if not len(c.get("seq", ())):
-            continue
-        g_lut = np.array([groups.setdefault((g["name"], tuple(g["ranks"])), len(groups))
-                          for g in tl.meta.get("groups") or []] + [NONE], np.int64)
-        seq = np.asarray(c["seq"], np.int64)
-        row = _row_of_seq(tl.ops.seq, seq)
-        keep = row != NONE
-        g = np.asarray(c["group"], np.int64)
-        out["group"].append(g_lut[np.where((g >= 0) & (g < len(g_lut) - 1), g, -1)][keep])
-        r = np.asarray(c["rank"], np.int64) if "rank" in c else np.full(len(seq), rank)
-        out["rank"].append(r[keep])
-        for col, src in (("kind", "kind"), ("number", "number"), ("peer", "peer"),
-                         ("done", "done_ns")):
-            out[col].append(np.asarray(c[src], np.int64)[keep])
-        out["op"].append(row[keep])
-        out["arrival"].append(tl.ops.host_begin_ns[row[keep]])
-    return {k: np.concatenate(v) if v else np.zeros(0, np.int64) for k, v in out.items()}
-
-
-def _row_of_seq(seq: np.ndarray, wanted: np.ndarray) -> np.ndarray:
-    """Rows of ``seq`` holding the values ``wanted``; NONE where none does
-    (a collective whose op a slice left out)."""
-    if not len(seq):
-        return np.full(len(wanted), NONE, np.int64)
-    order = None
-    if np.any(seq[1:] < seq[:-1]):  # ops are in seq order unless built by hand
-        order = np.argsort(seq, kind="stable")
-        seq = seq[order]
-    i = np.minimum(np.searchsorted(seq, wanted), len(seq) - 1)
-    hit = seq[i] == wanted
-    return np.where(hit, i if order is None else order[i], NONE)
-
-
-def roles(r: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(instance id per row, joins: the instance waits for this row's
-    arrival, finishes: this row's completion follows those arrivals).
-    Rows that cannot be matched (no group or number) get instance NONE."""
-    kind, rank, peer = r["kind"], r["rank"], r["peer"]
-    p2p = (kind == SEND) | (kind == RECV)
-    src = np.where(kind == SEND, rank, np.where(kind == RECV, peer, NONE))
-    dst = np.where(kind == SEND, peer, np.where(kind == RECV, rank, NONE))
-    ok = (r["group"] != NONE) & (r["number"] != NONE) & (~p2p | (peer != NONE))
-    inst = np.full(len(kind), NONE, np.int64)
-    if ok.any():
-        key = np.stack([r["group"], r["number"], src, dst], 1)[ok]
-        _, inv = np.unique(key, axis=0, return_inverse=True)
-        inst[ok] = inv.reshape(-1)
-    joins = (kind == ALL) | (kind == TO_ROOT) | (kind == SEND) | \
-        ((kind == FROM_ROOT) & (rank == peer))
-    finishes = (kind == ALL) | (kind == FROM_ROOT) | (kind == RECV) | \
-        ((kind == TO_ROOT) & (rank == peer))
-    return inst, joins & ok, finishes & ok
-
-
-# -- rank clocks ---------------------------------------------------------------------
-
-def _epoch_shift(meta: dict) -> int | None:
-    """wall − host of a Timeline (ns), from its stored clock pair."""
-    e, h = meta.get("start_epoch_ns"), meta.get("start_host_ns")
-    if isinstance(e, int) and isinstance(h, int):
-        return e - h
-    off = meta.get("epoch_offset_ns")  # imported traces: wall = host + offset
-    return off if isinstance(off, int) else None
-
-
-def fit_rank_clocks(items: list[tuple[int, Timeline]]) -> dict[int, dict[str, Any]]:
-    """One clock line per rank onto the first (lowest) rank's host clock
-    (see ``merger.merge`` for what each dict holds). Ranks are fitted against
-    the reference's collectives first; a rank that shares none with it is
-    fitted against the ranks already fitted, their bounds added."""
-    from ..alignment.aligner import fit_clock
-    ref_rank, ref_tl = items[0]
-    e_ref = _epoch_shift(ref_tl.meta)
-    r = _rows(items, {})
-    inst, joins, finishes = roles(r)
-    n_inst = int(inst.max()) + 1 if len(inst) else 0
-    have_done = (r["done"] != NONE) & finishes
-    clocks: dict[int, dict[str, Any]] = {ref_rank: {
-        "offset_ns": 0, "ref_ns": 0, "slope": 1.0, "shift_ns": 0, "bound_ns": 0.0,
-        "relax_ns": 0.0, "n_lower": 0, "n_upper": 0, "method": "reference",
-        "epoch_shift_ns": 0, "epoch_ns": ref_tl.meta.get("start_epoch_ns"),
-        "host_ns": ref_tl.meta.get("start_host_ns")}}
-    todo = [(rank, tl) for rank, tl in items[1:]]
-    while todo:
-        lo = np.full(n_inst, _MIN, np.int64)
-        hi = np.full(n_inst, _MAX, np.int64)
-        for rank, c in clocks.items():
-            mine = (r["rank"] == rank) & (inst != NONE)
-            pad = int(np.ceil(c["bound_ns"]))
-            j, f = mine & joins, mine & have_done
-            np.maximum.at(lo, inst[j], _line(c, r["arrival"][j]) - pad)
-            np.minimum.at(hi, inst[f], _line(c, r["done"][f]) + pad)
-        fitted = {}
-        for rank, tl in todo:
-            mine = (r["rank"] == rank) & (inst != NONE)
-            low = mine & have_done & (lo[np.maximum(inst, 0)] != _MIN)
-            up = mine & joins & (hi[np.maximum(inst, 0)] != _MAX)
-            if low.any() and up.any():
-                fit = fit_clock(r["done"][low], lo[inst[low]], r["arrival"][up],
-                                hi[inst[up]], backend="numpy")
-                e = _epoch_shift(tl.meta)
-                fitted[rank] = _choose(fit, r["done"][low], lo[inst[low]], r["arrival"][up],
-                                       hi[inst[up]], None if e is None or e_ref is None
-                                       else e - e_ref, tl.meta.get("start_host_ns"))
-        if not fitted:
-            break
-        clocks.update(fitted)
-        todo = [(rank, tl) for rank, tl in todo if rank not in fitted]
-    for rank, tl in todo:  # no two-sided bounds: the epochs alone relate them
-        e = _epoch_shift(tl.meta)
-        if e is None or e_ref is None:
-            raise CutimelineError(
-                f"Rank {rank} shares no completed collective with the other ranks "
-                f"and its file stores no wall-clock epoch, so nothing relates its "
-                f"clock to rank {ref_rank}'s; record every rank with ctl.record.")
-        clocks[rank] = {"offset_ns": e - e_ref, "ref_ns": 0, "slope": 1.0,
-                        "shift_ns": e - e_ref, "bound_ns": None, "relax_ns": 0.0,
-                        "n_lower": 0, "n_upper": 0, "method": "epoch",
-                        "epoch_shift_ns": e - e_ref}
-    return clocks
-
-
-def _line(c: dict, t: np.ndarray) -> np.ndarray:
-    """A fitted clock line applied to host times of its rank (int64 ns)."""
-    d = t - c["ref_ns"]
-    return c["offset_ns"] + (d if c["slope"] == 1.0 else np.rint(d * c["slope"]).astype(np.int64))
-
-
-def _choose(fit: Any, lo_raw, lo_host, up_raw, up_host, epoch: int | None,
-            start: int | None) -> dict[str, Any]:
-    """The first line that satisfies every bound of: the epoch line (slope
-    1, then the fitted slope, through the rank's start), the fit's middle
-    with slope 1, the fit itself. A consistent straggler leaves a band as
-    wide as its delay, and there the epoch (exact on one machine, NTP-close
-    across machines) says more than the middle; hosts' clocks drift by ppm,
-    so slope 1 is kept unless the bounds refuse it. The bound is the fit's
-    plus how far the line strays from the fit over the points' span (the
-    band lies within fit ± its bound)."""
-    ref = fit.ref_raw_ns
-    ends = np.array([lo_raw.min(), lo_raw.max()]) - ref
-    cands = []
-    if epoch is not None:
-        pivot = ref if start is None else int(start)
-        cands = [(ref + int(round((pivot - ref) + epoch + s * (ref - pivot))), s,
-                  "epoch+collectives") for s in (1.0, fit.slope)]
-    cands.append((fit.offset_ns, 1.0, "collectives"))
-
-    def line(off: int, s: float, method: str) -> dict[str, Any]:
-        stray = float(np.abs((off - fit.offset_ns) + (s - fit.slope) * ends).max())
-        return {"offset_ns": int(off), "ref_ns": int(ref), "slope": float(s),
-                "shift_ns": int(off) - int(ref), "method": method,
-                "bound_ns": float(fit.bound_max_ns) + stray, "relax_ns": float(fit.relax_ns),
-                "n_lower": int(fit.n_lower), "n_upper": int(fit.n_upper),
-                "epoch_shift_ns": epoch}
-
-    for off, s, method in cands if fit.relax_ns == 0 else ():
-        if np.all((off - ref) + s * (lo_raw - ref) >= lo_host - ref) and \
-                np.all((off - ref) + s * (up_raw - ref) <= up_host - ref):
-            return line(off, s, method)
-    return line(fit.offset_ns, fit.slope, "collectives")
-
-
-# -- analysis ------------------------------------------------------------------------
 
 def collectives(tl: Timeline) -> np.ndarray:
     """One row per (collective instance, rank), sorted by instance then
@@ -341,7 +159,7 @@ def rank_activity(tl: Timeline) -> np.ndarray:
     (summed waits for later ranks), ``idle_ns`` (span − union of both),
     ``busy_frac`` (busy_ns / span), ``gpu_busy_ns`` (union of its devices'
     gpu rows)."""
-    from ..recording.ranks import rank_of_device
+    from ..timeline.ranks import rank_of_device
     _check(tl)
     o, g = tl.ops, tl.gpu
     op_rank = rank_of_thread(tl)[o.thread] if len(o) else np.zeros(0, np.int64)

@@ -32,7 +32,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import CutimelineError
-from .kineto import EXPORTER, KIND_ARG, SHIFT_KEY, import_chrome
+from .kineto import import_chrome
+from .kinetoschema import EXPORTER, KIND_ARG, SHIFT_KEY
 from ..timeline.schema import NONE, GpuKind, OpFlag, SpanKind
 from ..timeline.timeline import Timeline
 
@@ -43,7 +44,7 @@ LAUNCH_NAME = {GpuKind.MEMCPY: "cudaMemcpyAsync", GpuKind.MEMSET: "cudaMemsetAsy
 SYNC_CALL = {"Stream Sync": "cudaStreamSynchronize", "Event Sync": "cudaEventSynchronize",
              "Context Sync": "cudaDeviceSynchronize",
              "Stream Wait Event": "cudaStreamWaitEvent"}
-# Float µs hold ns exactly below 2^43 µs (see kineto.to_ns).
+# Float µs hold ns exactly below 2^43 µs (see tracefile.to_ns).
 EXACT_LIMIT_NS = (1 << 43) * 1000
 HOST_PID = 1 << 20   # a pid no device index reaches
 SYNC_TID = 1 << 30   # the host "syncs" track, apart from every thread

@@ -1,3 +1,4 @@
-"""Numeric kernels any stage may use: intervals (grouping, union, gaps,
-lookups), sorted runs, quantiles per group, dense ids. Every Numba kernel
+"""Numeric kernels any stage may use: engines (the Numba/NumPy switch and
+kernel outputs), row orders (grouping, sortedness), intervals (union, gaps,
+coverage), sorted runs, quantiles per group, dense ids. Every Numba kernel
 has a NumPy twin that gives equal results."""

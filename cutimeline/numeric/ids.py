@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .intervals import _i64, empty_i64
+from .engines import _i64, empty_i64
 
 __all__ = ["dense_ids", "pair_ids", "hash_slot"]
 

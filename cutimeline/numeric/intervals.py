@@ -1,123 +1,22 @@
-"""Interval kernels: grouping, union and gaps, point lookups.
+"""Interval kernels: the union of intervals, the gaps between them, coverage.
 
-Every kernel comes twice: a Numba version (``@njit(cache=True)``, one pass
-over the rows where it can) and a NumPy twin that computes the same result
-with whole-array operations. ``engine="numba"`` or ``"numpy"`` picks one;
-the tests run both on the same random inputs and demand equal results.
-
-Conventions: times are int64 ns; rows are addressed through an ``order``
-array that lists them grouped by a dense group id and, within a group,
-sorted by a key (``group_order``); ``starts[g]:starts[g + 1]`` is group g's
-slice of ``order``. ``NONE`` (-1) marks an absent launch time.
+Each kernel has a Numba version and a NumPy twin that give equal results
+(see ``engines.py``). Conventions: times are int64 ns; rows are addressed
+through an ``order`` array grouped by a dense group id and, within a group,
+sorted by begin (``ordering.group_order``); ``starts[g]:starts[g + 1]`` is
+group g's slice of ``order``. ``NONE`` (-1) marks an absent launch time.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, objmode
+from numba import njit
 
-from ..errors import CutimelineError
 from ..timeline.schema import NONE
+from .engines import I64_MAX, _i64, empty_i64
+from .ordering import _is_sorted_nb, group_order
 
-__all__ = ["ENGINES", "check_engine", "group_order", "merge", "merge_lean", "union",
-           "coverage", "count_le", "is_sorted", "sort_order", "sorted_copy"]
-
-ENGINES = ("numba", "numpy")
-I64_MAX = np.iinfo(np.int64).max
-
-
-# -- per-row outputs of the kernels --------------------------------------------------
-# An array Numba allocates lies on 4 KB pages; NumPy asks the kernel for huge
-# pages (madvise) for large ones. Between the allocations and frees of an
-# analysis, a fresh 8 MB output then costs ~2 ms of page faults made in a
-# kernel and ~0.3 ms made by NumPy, more than many of the passes that fill
-# them: kernels take their large outputs from NumPy (one call into Python,
-# ~1 µs, so small ones stay Numba's).
-
-_BIG = 1 << 15
-
-
-@njit(cache=True)
-def empty_i64(n):
-    if n < _BIG:
-        return np.empty(n, np.int64)
-    with objmode(out="int64[:]"):
-        out = np.empty(n, np.int64)
-    return out
-
-
-@njit(cache=True)
-def empty_f64(n):
-    if n < _BIG:
-        return np.empty(n, np.float64)
-    with objmode(out="float64[:]"):
-        out = np.empty(n, np.float64)
-    return out
-
-
-@njit(cache=True)
-def empty_bool(n):
-    if n < _BIG:
-        return np.empty(n, np.bool_)
-    with objmode(out="boolean[:]"):
-        out = np.empty(n, np.bool_)
-    return out
-
-
-def check_engine(engine: str) -> str:
-    if engine not in ENGINES:
-        raise CutimelineError(f"engine={engine!r} is not known; use 'numba' "
-                              f"(compiled) or 'numpy' (its reference twin).")
-    return engine
-
-
-def _i64(a) -> np.ndarray:
-    return np.ascontiguousarray(a, dtype=np.int64)
-
-
-# -- grouping -----------------------------------------------------------------
-
-@njit(cache=True)
-def _group_order_nb(group, key, n_groups):
-    n = len(group)
-    starts = np.zeros(n_groups + 1, np.int64)
-    for i in range(n):
-        starts[group[i] + 1] += 1
-    for g in range(n_groups):
-        starts[g + 1] += starts[g]
-    pos = starts[:-1].copy()
-    order = empty_i64(n)
-    for i in range(n):  # a stable counting sort by group
-        g = group[i]
-        order[pos[g]] = i
-        pos[g] += 1
-    for g in range(n_groups):  # usually sorted already; sort only if not
-        s, e = starts[g], starts[g + 1]
-        for j in range(s + 1, e):
-            if key[order[j]] < key[order[j - 1]]:
-                sub = order[s:e].copy()
-                o = np.argsort(key[sub], kind="mergesort")
-                order[s:e] = sub[o]
-                break
-    return order, starts
-
-
-def _group_order_np(group, key, n_groups):
-    order = np.lexsort((key, group)).astype(np.int64)
-    starts = np.zeros(n_groups + 1, np.int64)
-    np.cumsum(np.bincount(group, minlength=n_groups), out=starts[1:])
-    return order, starts
-
-
-def group_order(group, key, n_groups: int, engine: str = "numba"):
-    """(order, starts): rows grouped by ``group`` (0..n_groups-1), sorted
-    by ``key`` within a group, ties in row order (a stable sort)."""
-    group, key = _i64(group), _i64(key)
-    if engine == "numba" and n_groups == 1 and _is_sorted_nb(key):
-        # one group, already in key order (one stream): nothing to move
-        return np.arange(len(key), dtype=np.int64), np.array([0, len(key)], np.int64)
-    f = _group_order_nb if engine == "numba" else _group_order_np
-    return f(group, key, int(n_groups))
+__all__ = ["merge", "merge_lean", "union", "coverage", "count_le"]
 
 
 # -- union and gaps -----------------------------------------------------------
@@ -299,14 +198,6 @@ def merge_lean(begin, end, launch, order, starts, lo: int, hi: int,
 
 
 @njit(cache=True)
-def _is_sorted_nb(x):
-    for i in range(1, len(x)):
-        if x[i] < x[i - 1]:
-            return False
-    return True
-
-
-@njit(cache=True)
 def _union_nb(begin, end, order, ident):
     """The union walk over rows order[0], order[1], .. (``ident``: rows
     0, 1, .. and order unused)."""
@@ -401,23 +292,3 @@ def coverage(seg_begin, seg_end, a, b, engine: str = "numba") -> np.ndarray:
 
     return np.maximum(cum(np.maximum(b, a)) - cum(a), 0)
 
-
-# -- order ------------------------------------------------------------------------
-
-def sort_order(x, engine: str = "numba") -> np.ndarray | None:
-    """None when ``x`` is sorted already, else its stable argsort (most
-    columns come sorted: checking costs one pass, sorting n log n)."""
-    x = _i64(x)
-    return None if is_sorted(x, engine) else np.argsort(x, kind="stable")
-
-
-def is_sorted(x, engine: str = "numba") -> bool:
-    """Whether ``x`` is in non-decreasing order."""
-    x = _i64(x)
-    return bool(_is_sorted_nb(x) if engine == "numba" else np.all(x[1:] >= x[:-1]))
-
-
-def sorted_copy(x, engine: str = "numba") -> np.ndarray:
-    """``x`` sorted (itself when it is sorted already)."""
-    o = sort_order(x, engine)
-    return _i64(x) if o is None else _i64(x)[o]

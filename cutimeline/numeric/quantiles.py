@@ -7,7 +7,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .intervals import _group_order_nb, _i64
+from .engines import _i64
+from .ordering import _group_order_nb
 
 __all__ = ["group_quantiles", "quantile_inplace", "quantile_pair_inplace"]
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .intervals import _i64, _is_sorted_nb, empty_i64, is_sorted
+from .engines import _i64, empty_i64
+from .ordering import _is_sorted_nb, is_sorted
 
 __all__ = ["merge_runs", "merge_rows", "runs_sorted", "merge_values", "gather_sorted"]
 

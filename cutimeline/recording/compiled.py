@@ -38,9 +38,8 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from ..timeline.schema import COMPILED_PREFIX
-from .opstream import _dtype_shape, _Named, _shape
-from ..timeline.schema import NONE, GpuKind, OpFlag
+from .signatures import _dtype_shape, _Named, _shape
+from ..timeline.schema import COMPILED_PREFIX, NONE, GpuKind, OpFlag
 
 __all__ = ["graph_class", "wrap", "launch", "graph_device", "cut"]
 

@@ -66,16 +66,17 @@ import warnings
 from time import perf_counter_ns as _now
 from typing import Any, Callable
 
-import numpy as np
 import torch
 
-from .compiled import cut
-from ..devices.cuda import Device, Harvest
+from .assembly import _align, _assemble
+from ..devices.device import Device
+from .devicespec import _device
 from ..errors import CutimelineError
 from .hooks import Hooks, _compiling
-from .opstream import Mode, Session
-from .selfcost import calibrator, measure, priced, refine
-from ..timeline.schema import NONE, SpanKind
+from .opstream import Mode
+from .selfcost import calibrator, measure, refine
+from .session import Session
+from ..timeline.schema import SpanKind
 from ..timeline.timeline import Timeline
 
 __all__ = ["record", "Recorder", "span"]
@@ -121,7 +122,7 @@ def record(*, device: str | Device = "auto", max_ops: int = 10_000_000,
     CUDA records no device, so there it is moot). ``out_dir``: under
     torch.distributed, write this rank's Timeline to ``out_dir/rank-<r>.ctl``
     at stop, also when the recorded block raises; ``ctl.merge(out_dir)``
-    joins the ranks (see ``dist.py``).
+    joins the ranks (see ``ranks.py``).
 
     With ``CUTIMELINE_DISABLE=1`` in the environment the recorder does
     nothing and its timeline is empty.
@@ -151,38 +152,6 @@ def record(*, device: str | Device = "auto", max_ops: int = 10_000_000,
     return Recorder(dev, disabled=disabled, max_ops=max_ops, modules=modules,
                     threads=threads, steps=steps, measure=measure, timing=timing,
                     out_dir=out_dir)
-
-
-def _device(device: Any, *, resolve: bool, timing: str = "events") -> Device | None:
-    if timing != "events" and (device == "cpu" or isinstance(device, Device)
-                               and getattr(device, "timing", "events") != timing):
-        raise CutimelineError(
-            f"record(timing={timing!r}) applies to the CUDA device record() makes, "
-            f"not to device={device!r}; give device='cuda' (or 'auto'), or a "
-            f"CudaDevice(timing={timing!r}).")
-    if isinstance(device, Device):
-        return device
-    import re
-    m = re.fullmatch(r"cuda(?::(\d+))?", device) if isinstance(device, str) else None
-    if not (m or device in ("auto", "cpu")):
-        raise CutimelineError(
-            f"record(device={device!r}) is not understood; give 'auto', 'cpu', "
-            f"'cuda', 'cuda:N' or a Device such as ctl.SimGPU().")
-    if not resolve or device == "cpu":
-        return None
-    from ..devices.cuda import CudaDevice
-    if device == "auto":
-        return CudaDevice(timing=timing) if torch.cuda.is_available() else None
-    if not torch.cuda.is_available():
-        raise CutimelineError(
-            f"record(device={device!r}) needs CUDA, but torch.cuda.is_available() "
-            f"is False here; use device='auto', 'cpu' or a ctl.SimGPU().")
-    index = int(m.group(1)) if m.group(1) else torch.cuda.current_device()
-    if index >= torch.cuda.device_count():
-        raise CutimelineError(
-            f"record(device={device!r}) names a GPU this machine lacks; it has "
-            f"{torch.cuda.device_count()} (cuda:0..cuda:{torch.cuda.device_count() - 1}).")
-    return CudaDevice(index, timing=timing)
 
 
 class Recorder:
@@ -238,7 +207,7 @@ class Recorder:
                     "Another cutimeline recorder is already recording, and "
                     "recordings do not nest; stop it first.")
             o = self.options
-            if o.get("out_dir"):  # rank, world size, host (dist.py)
+            if o.get("out_dir"):  # rank, world size, host (ranks.py)
                 from .ranks import rank_meta
                 self._meta = rank_meta()
             model = measure(o["modules"]) if o["measure"] else None
@@ -308,7 +277,7 @@ class Recorder:
                 s.calibrate()  # at least one price of a real mix
             tl = _assemble(s, harvest, self._meta_at_stop(s, harvest))
             self._timeline = _align(tl)
-            if self.options.get("out_dir"):  # this rank's file (dist.py)
+            if self.options.get("out_dir"):  # this rank's file (ranks.py)
                 from .ranks import write_rank
                 self._timeline = write_rank(self._timeline, self.options["out_dir"],
                                             self._error)
@@ -415,91 +384,3 @@ class span:
             with self:
                 return fn(*args, **kwargs)
         return spanned
-
-
-def _align(tl: Timeline) -> Timeline:
-    if not len(tl.gpu):
-        return tl.replace(meta={**tl.meta, "aligned": True})
-    from ..alignment.aligner import align
-    try:
-        return align(tl)
-    except CutimelineError as exc:
-        warnings.warn(f"cutimeline could not align the recorded clocks ({exc}); "
-                      f"the Timeline is kept unaligned, meta['align_error'] says why.",
-                      RuntimeWarning, 3)
-        return tl.replace(meta={**tl.meta, "align_error": str(exc)})
-
-
-def _rows(lists: list[list[tuple]], width: int) -> np.ndarray:
-    import itertools
-    return np.array(list(itertools.chain.from_iterable(lists)),
-                    np.int64).reshape(-1, width)
-
-
-def _row_of(seq: np.ndarray, wanted: Any) -> np.ndarray:
-    """Rows of ``seq`` (sorted) holding the sequence numbers ``wanted``;
-    NONE where none does (pings, anchors, ops past max_ops)."""
-    wanted = np.asarray(wanted, np.int64)
-    i = np.minimum(np.searchsorted(seq, wanted), max(len(seq) - 1, 0))
-    hit = (wanted >= 0) & (len(seq) > 0)
-    hit[hit] = seq[i[hit]] == wanted[hit]
-    return np.where(hit, i, NONE)
-
-
-def _sync_threads(ident: Any, op: np.ndarray, op_thread: np.ndarray,
-                  writers: list) -> np.ndarray:
-    """The thread of each sync: its op's, else the writer of the thread
-    that waited (``ident``, from the device; a thread id reused by a later
-    thread goes to the later writer), else NONE."""
-    out = np.full(len(op), NONE, np.int32)
-    if ident is not None and len(op):
-        of = {w.ident: w.thread for w in writers}
-        out[:] = [of.get(int(i), NONE) for i in np.asarray(ident).tolist()]
-    has = op >= 0
-    out[has] = op_thread[op[has]]
-    return out
-
-
-def _assemble(s: Session, harvest: Harvest | None, meta: dict[str, Any]) -> Timeline:
-    """The Timeline of a finished session: ops sorted by seq; events, syncs
-    and gpu rows mapped from seq to ops rows; every thread's spans."""
-    from ..timeline.schema import OpFlag
-    ws = s.writers
-    ops = _rows([w.ops for w in ws], 7)
-    thread = np.repeat(np.array([w.thread for w in ws], np.int32),
-                       [len(w.ops) for w in ws])
-    order = np.argsort(ops[:, 0], kind="stable")
-    ops, thread = ops[order], thread[order]
-    seq, sig_of, ctx_of, flags = ops[:, 0], ops[:, 3], ops[:, 4], ops[:, 6]
-    sig = np.array(s.sig_table, np.int64).reshape(-1, 3)
-    meta = priced(s, ops, sig, meta)
-    ctx = np.array(s.ctx_table, np.int64).reshape(-1, 2)
-    index = NONE if s.device is None else s.device.index
-    launches = _rows([w.launches for w in ws], 5)
-    launches = cut(launches[np.argsort(launches[:, 0], kind="stable")])
-    row = _row_of(seq, launches[:, 0])
-    stream = np.full(len(ops), NONE, np.int64)
-    stream[row] = launches[:, 1]
-    names = sig[sig_of, 0]
-    on_device = (flags & (OpFlag.LAUNCH | OpFlag.CAPTURED)) != 0
-    tables: dict[str, Any] = {"ops": {
-        "seq": seq, "thread": thread, "name": names, "shapes": sig[sig_of, 1],
-        "module": ctx[ctx_of, 0], "depth": ctx[ctx_of, 1], "grad_fn": ops[:, 5],
-        "device": np.where(on_device, index, sig[sig_of, 2]), "stream": stream,
-        "flags": flags, "host_begin_ns": ops[:, 1], "host_end_ns": ops[:, 2]}}
-    spans = _rows([w.spans for w in ws], 7)
-    spans = spans[np.argsort(spans[:, 5], kind="stable")]
-    tables["spans"] = dict(zip(("kind", "name", "thread", "depth", "number",
-                                "begin_ns", "end_ns"), spans.T))
-    if harvest is not None:
-        events = dict(harvest.events, op=_row_of(seq, harvest.events["op"]))
-        syncs = dict(harvest.syncs, op=_row_of(seq, harvest.syncs["op"]))
-        syncs["kind"] = np.array([s.intern(str(k)) for k in syncs["kind"]], np.int32)
-        syncs["thread"] = _sync_threads(syncs.pop("ident", None), syncs["op"], thread, ws)
-        record_ns = np.asarray(events["host_record_ns"], np.int64)
-        tables.update(events=events, syncs=syncs, truth=harvest.truth, gpu={
-            "op": row, "device": np.full(len(row), index, np.int16),
-            "stream": launches[:, 1], "name": names[row], "kind": launches[:, 4],
-            "begin_event": launches[:, 2], "end_event": launches[:, 3],
-            "launch_ns": record_ns[launches[:, 2]]})
-    return Timeline({k: v for k, v in tables.items() if v is not None}, s.strings, meta)

@@ -27,7 +27,8 @@ import numpy as np
 import torch
 
 from .hooks import _MODULE, Hooks
-from .opstream import Mode, Session
+from .opstream import Mode
+from .session import Session
 from ..timeline.schema import NONE
 
 __all__ = ["measure_overhead", "measure_module_hooks", "op_cost", "Program", "measure",
@@ -224,7 +225,7 @@ class Program:
         each interleaved (against preemption spikes), less the model's
         price of the ops that repeat a recent one (``_repeats``), over its
         price of the others and of the module calls (0 when it prices
-        nothing): the ``compensation.mix_scale`` of those. Call it with no
+        nothing): the ``costs.mix_scale`` of those. Call it with no
         dispatch mode active (``_disable_current_modes``); the user's global
         module hooks are set aside meanwhile (``_user_hooks_aside``)."""
         with _user_hooks_aside():
@@ -264,7 +265,7 @@ class Program:
 
 
 def _repeats(keys: list, window: int = 8) -> list[bool]:
-    """Pure-Python twin of ``compensation.repeats`` for one thread (the
+    """Pure-Python twin of ``costs.repeats`` for one thread (the
     recorder does not load NumPy-and-Numba modules while recording)."""
     return [k in keys[max(0, i - window):i] for i, k in enumerate(keys)]
 
@@ -329,7 +330,7 @@ def calibrator(model: dict[str, int]) -> Callable[[int], float]:
 def priced(s: Session, ops: np.ndarray, sig: np.ndarray, meta: dict) -> dict:
     """``meta`` with each recorded (op name, shapes) priced by the start-up
     model: the mean over its ops, as ``{"name", "shapes", "ns"}`` lists of
-    string ids and ns, before ``compensation.mix_scale``; ``overhead_ns_per_op``
+    string ids and ns, before ``costs.mix_scale``; ``overhead_ns_per_op``
     becomes the mean over all ops."""
     model = meta.get("overhead_model")
     if not model or not len(ops):

@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..numeric import intervals as iv
+from ..numeric.ordering import group_order
 from ..timeline.schema import NONE
 
 __all__ = ["Columns", "runs", "step_max", "envelope", "even_sample"]
@@ -68,7 +69,7 @@ def runs(lane, begin, end, n_lanes: int, cols: Columns,
     if len(lane) == 0:
         e = np.zeros(0, np.int64)
         return e, e, e
-    order, starts = iv.group_order(lane, c0, n_lanes, engine)
+    order, starts = group_order(lane, c0, n_lanes, engine)
     ig, ib, ie = iv.merge(c0, c1, np.full(len(c0), NONE, np.int64), order,
                           starts, 0, 0, engine)[:3]
     return ig, ib, ie

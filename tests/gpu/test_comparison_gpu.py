@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import torch
 
-from cutimeline.comparison.comparison import compare
+from cutimeline.comparison.runner import compare
 
 pytestmark = pytest.mark.gpu
 

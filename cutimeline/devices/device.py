@@ -1,0 +1,104 @@
+"""The device interface the recorder talks to: ``Device``, and the ``Harvest`` it returns.
+
+The recorder never calls ``torch.cuda`` itself. For every op that launches
+device work it asks the device for the current stream and to record a BEGIN
+event before the launch and an END event after it; around host-blocking
+points it notes a sync. At stop, ``harvest()`` turns the device's events into
+raw device-clock times (chained from segment anchors) and hands back the
+calibration pings and syncs, as plain columns for the Timeline's tables.
+
+Implementations: ``CudaDevice`` in ``cuda.py``, ``SimGPU`` in ``sim.py``.
+
+``begin`` may return ``NONE`` (-1): the device records no event now (a CUDA
+stream is capturing a graph). The recorder then flags the op CAPTURED and
+calls neither ``end`` nor ``wait``/``note_sync`` for it.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+__all__ = ["Device", "Harvest"]
+
+
+@dataclass
+class Harvest:
+    """What a device hands the recorder at stop.
+
+    ``events`` and ``syncs`` are dicts of columns for the Timeline tables of
+    those names. In ``events`` the ``op`` column holds the recorder's op
+    *sequence number* (or -1): the recorder maps it to a row. In ``syncs`` the
+    ``op`` column likewise holds a sequence number (or -1) and ``last_event``
+    an index into these events; its ``kind`` column holds str (the recorder
+    interns them), and an optional ``ident`` column the
+    ``threading.get_ident()`` of the thread that waited (the recorder maps
+    it to the syncs' ``thread``). ``truth`` (simulators only) holds the
+    true host-clock time of each event. ``meta`` is merged into the
+    Timeline's meta (device names, clock truth for simulators, ...).
+    ``meta["clock_resolution_ns"]`` (``{"<device index>": ns}``) says how
+    far a raw reading may lie from the instant it marks (see ``aligner``).
+    ``alternates`` maps a timing name to a second ``raw_ns`` column for the
+    same event rows, read from another clock (``timing="both"``: the
+    globaltimer stamps beside the events), and ``alternate_resolution_ns``
+    that clock's resolution.
+    """
+    events: dict[str, np.ndarray]
+    syncs: dict[str, np.ndarray]
+    meta: dict[str, Any] = field(default_factory=dict)
+    truth: dict[str, np.ndarray] | None = None
+    alternates: dict[str, np.ndarray] = field(default_factory=dict)
+    alternate_resolution_ns: dict[str, int] = field(default_factory=dict)
+
+
+class Device(abc.ABC):
+    """One accelerator as the recorder sees it. Methods called per op must
+    be cheap; all may be called from several threads at once."""
+
+    #: "cuda" or "sim"
+    kind: str = ""
+    #: device index written to the Timeline's ``device`` columns
+    index: int = 0
+
+    @abc.abstractmethod
+    def owns(self, device: Any) -> bool:
+        """Whether an op on tensors of this torch.device runs on this device."""
+
+    @abc.abstractmethod
+    def start(self) -> None:
+        """Begin a recording: calibration pings, the first segment anchor."""
+
+    @abc.abstractmethod
+    def current_stream(self) -> int:
+        """Id of the stream ops launched now go to."""
+
+    @abc.abstractmethod
+    def begin(self, stream: int, seq: int) -> int:
+        """Record a BEGIN event on ``stream`` for op ``seq``; its index."""
+
+    @abc.abstractmethod
+    def end(self, stream: int, seq: int, func: Any, args: tuple, kwargs: dict,
+            out: Any) -> int:
+        """Record an END event after op ``seq`` was launched; its index.
+        A simulator enqueues the op's work here (it sees func and tensors)."""
+
+    @abc.abstractmethod
+    def wait(self, stream: int | None) -> None:
+        """Called inside a host-blocking op, before it returns. A real device
+        needs nothing (the op blocked already); a simulator makes the host
+        wait until ``stream`` (None: every stream) has drained."""
+
+    @abc.abstractmethod
+    def note_sync(self, kind: str, stream: int | None, seq: int,
+                  host_begin_ns: int, host_end_ns: int) -> None:
+        """Remember that the host was blocked from host_begin_ns to
+        host_end_ns until ``stream`` (None: the whole device) drained; the
+        sync covers every event recorded on it so far."""
+
+    @abc.abstractmethod
+    def harvest(self) -> Harvest:
+        """End the recording (closing pings, synchronize) and return raw
+        event times and syncs. Called once, after the last op."""

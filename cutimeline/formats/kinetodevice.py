@@ -1,0 +1,78 @@
+"""The device side of a Kineto import: GPU rows and syncs as Timeline
+columns, linked to their ops, and the op flags that work implies.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .kinetoschema import GPU_CATEGORIES, KIND_ARG, NO_STREAM, NON_BLOCKING_SYNCS, _int
+from ..timeline.schema import NONE, GpuKind, OpFlag
+from ..timeline.table import Strings
+
+
+def _gpu(gpu_ev: dict, links: dict, strings: Strings, warnings: list[str],
+         name: str, ours: bool) -> dict:
+    """One gpu row per kernel/memcpy/memset, in begin order (export_chrome's
+    files keep theirs)."""
+    args = gpu_ev["args"]
+    n = len(args)
+    intern = strings.intern
+    kinds = {k.name.lower(): int(k) for k in GpuKind}
+    kind = np.empty(n, np.uint8)
+    for i, (nm, cat, a) in enumerate(zip(gpu_ev["name"], gpu_ev["cat"], args)):
+        k = kinds.get(a.get(KIND_ARG), GPU_CATEGORIES[cat])
+        if k == GpuKind.KERNEL and "nccl" in nm.lower():
+            k = GpuKind.COLLECTIVE   # NCCL (and RCCL) communication kernels
+        kind[i] = k
+    link = [links.get(a.get("correlation"), (NONE, NONE)) for a in args]
+    op = np.array([lk[0] for lk in link], np.int64)
+    unlinked = int(sum(lk == (NONE, NONE) for lk in link))
+    if unlinked:
+        warnings.append(
+            f"{unlinked} of {n} GPU rows in {name} have no launch call in the "
+            f"trace (most likely launched before the profiler started), so "
+            f"their op is NONE.")
+    rows = {"op": op, "launch_ns": np.array([lk[1] for lk in link], np.int64),
+            "device": np.array([_int(a.get("device"), _int(p, 0))
+                                for a, p in zip(args, gpu_ev["pid"])], np.int64),
+            "stream": np.array([_int(a.get("stream"), _int(t, NONE))
+                                for a, t in zip(args, gpu_ev["tid"])], np.int64),
+            "name": np.array([intern(s) for s in gpu_ev["name"]], np.int32),
+            "kind": kind, "begin_ns": gpu_ev["begin"], "end_ns": gpu_ev["end"]}
+    if ours:   # correlation ids are row numbers + 1 there
+        order = np.argsort([_int(a.get("correlation"), 0) for a in args], kind="stable")
+    else:
+        order = np.lexsort((rows["stream"], rows["device"], rows["begin_ns"]))
+    return {k: v[order] for k, v in rows.items()}
+
+
+def _syncs(sync_ev: dict, links: dict, strings: Strings, ours: bool) -> dict:
+    """One syncs row per cuda_sync event; kind is its name ("Stream Sync")."""
+    args = sync_ev["args"]
+    stream = np.array([_int(a.get("stream"), NONE) for a in args], np.int64)
+    rows = {"op": np.array([links.get(a.get("correlation"), (NONE,))[0] for a in args],
+                           np.int64),
+            "kind": np.array([strings.intern(s) for s in sync_ev["name"]], np.int32),
+            "device": np.array([_int(a.get("device"), _int(p, NONE))
+                                for a, p in zip(args, sync_ev["pid"])], np.int64),
+            "stream": np.where(np.isin(stream, NO_STREAM), NONE, stream),
+            "host_begin_ns": sync_ev["begin"], "host_end_ns": sync_ev["end"]}
+    order = np.arange(len(args)) if ours else np.argsort(rows["host_begin_ns"],
+                                                          kind="stable")
+    return {k: v[order] for k, v in rows.items()}
+
+
+def _flag_ops(ops: dict, gpu: dict, syncs: dict, strings: Strings) -> None:
+    """LAUNCH (and device, stream of the first work), COLLECTIVE and SYNC."""
+    flags = ops["flags"]
+    linked = gpu["op"] >= 0
+    op, first = np.unique(gpu["op"][linked], return_index=True)
+    flags[op] |= int(OpFlag.LAUNCH)
+    ops["device"][op] = gpu["device"][linked][first]
+    ops["stream"][op] = gpu["stream"][linked][first]
+    coll = gpu["op"][linked & (gpu["kind"] == GpuKind.COLLECTIVE)]
+    flags[coll] |= int(OpFlag.COLLECTIVE)
+    waits = [strings.ids[s] for s in NON_BLOCKING_SYNCS if s in strings.ids]
+    blocking = (syncs["op"] >= 0) & ~np.isin(syncs["kind"], waits)
+    flags[syncs["op"][blocking]] |= int(OpFlag.SYNC)

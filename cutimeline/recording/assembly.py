@@ -1,0 +1,111 @@
+"""Assembly: the Timeline a finished recording makes, aligned.
+
+At stop the session's writers hold tuples per thread and the device hands
+back a ``Harvest``; ``_assemble`` gathers them into the Timeline's tables
+(ops sorted by ``seq``; events, syncs and gpu rows mapped from sequence
+numbers to ops rows; every thread's spans), and ``_align`` aligns its
+clocks when it has device work.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import numpy as np
+
+from .compiled import cut
+from ..devices.device import Harvest
+from ..errors import CutimelineError
+from .selfcost import priced
+from .session import Session
+from ..timeline.schema import NONE
+from ..timeline.timeline import Timeline
+
+
+def _align(tl: Timeline) -> Timeline:
+    if not len(tl.gpu):
+        return tl.replace(meta={**tl.meta, "aligned": True})
+    from ..alignment.aligner import align
+    try:
+        return align(tl)
+    except CutimelineError as exc:
+        warnings.warn(f"cutimeline could not align the recorded clocks ({exc}); "
+                      f"the Timeline is kept unaligned, meta['align_error'] says why.",
+                      RuntimeWarning, 3)
+        return tl.replace(meta={**tl.meta, "align_error": str(exc)})
+
+
+def _rows(lists: list[list[tuple]], width: int) -> np.ndarray:
+    import itertools
+    return np.array(list(itertools.chain.from_iterable(lists)),
+                    np.int64).reshape(-1, width)
+
+
+def _row_of(seq: np.ndarray, wanted: Any) -> np.ndarray:
+    """Rows of ``seq`` (sorted) holding the sequence numbers ``wanted``;
+    NONE where none does (pings, anchors, ops past max_ops)."""
+    wanted = np.asarray(wanted, np.int64)
+    i = np.minimum(np.searchsorted(seq, wanted), max(len(seq) - 1, 0))
+    hit = (wanted >= 0) & (len(seq) > 0)
+    hit[hit] = seq[i[hit]] == wanted[hit]
+    return np.where(hit, i, NONE)
+
+
+def _sync_threads(ident: Any, op: np.ndarray, op_thread: np.ndarray,
+                  writers: list) -> np.ndarray:
+    """The thread of each sync: its op's, else the writer of the thread
+    that waited (``ident``, from the device; a thread id reused by a later
+    thread goes to the later writer), else NONE."""
+    out = np.full(len(op), NONE, np.int32)
+    if ident is not None and len(op):
+        of = {w.ident: w.thread for w in writers}
+        out[:] = [of.get(int(i), NONE) for i in np.asarray(ident).tolist()]
+    has = op >= 0
+    out[has] = op_thread[op[has]]
+    return out
+
+
+def _assemble(s: Session, harvest: Harvest | None, meta: dict[str, Any]) -> Timeline:
+    """The Timeline of a finished session: ops sorted by seq; events, syncs
+    and gpu rows mapped from seq to ops rows; every thread's spans."""
+    from ..timeline.schema import OpFlag
+    ws = s.writers
+    ops = _rows([w.ops for w in ws], 7)
+    thread = np.repeat(np.array([w.thread for w in ws], np.int32),
+                       [len(w.ops) for w in ws])
+    order = np.argsort(ops[:, 0], kind="stable")
+    ops, thread = ops[order], thread[order]
+    seq, sig_of, ctx_of, flags = ops[:, 0], ops[:, 3], ops[:, 4], ops[:, 6]
+    sig = np.array(s.sig_table, np.int64).reshape(-1, 3)
+    meta = priced(s, ops, sig, meta)
+    ctx = np.array(s.ctx_table, np.int64).reshape(-1, 2)
+    index = NONE if s.device is None else s.device.index
+    launches = _rows([w.launches for w in ws], 5)
+    launches = cut(launches[np.argsort(launches[:, 0], kind="stable")])
+    row = _row_of(seq, launches[:, 0])
+    stream = np.full(len(ops), NONE, np.int64)
+    stream[row] = launches[:, 1]
+    names = sig[sig_of, 0]
+    on_device = (flags & (OpFlag.LAUNCH | OpFlag.CAPTURED)) != 0
+    tables: dict[str, Any] = {"ops": {
+        "seq": seq, "thread": thread, "name": names, "shapes": sig[sig_of, 1],
+        "module": ctx[ctx_of, 0], "depth": ctx[ctx_of, 1], "grad_fn": ops[:, 5],
+        "device": np.where(on_device, index, sig[sig_of, 2]), "stream": stream,
+        "flags": flags, "host_begin_ns": ops[:, 1], "host_end_ns": ops[:, 2]}}
+    spans = _rows([w.spans for w in ws], 7)
+    spans = spans[np.argsort(spans[:, 5], kind="stable")]
+    tables["spans"] = dict(zip(("kind", "name", "thread", "depth", "number",
+                                "begin_ns", "end_ns"), spans.T))
+    if harvest is not None:
+        events = dict(harvest.events, op=_row_of(seq, harvest.events["op"]))
+        syncs = dict(harvest.syncs, op=_row_of(seq, harvest.syncs["op"]))
+        syncs["kind"] = np.array([s.intern(str(k)) for k in syncs["kind"]], np.int32)
+        syncs["thread"] = _sync_threads(syncs.pop("ident", None), syncs["op"], thread, ws)
+        record_ns = np.asarray(events["host_record_ns"], np.int64)
+        tables.update(events=events, syncs=syncs, truth=harvest.truth, gpu={
+            "op": row, "device": np.full(len(row), index, np.int16),
+            "stream": launches[:, 1], "name": names[row], "kind": launches[:, 4],
+            "begin_event": launches[:, 2], "end_event": launches[:, 3],
+            "launch_ns": record_ns[launches[:, 2]]})
+    return Timeline({k: v for k, v in tables.items() if v is not None}, s.strings, meta)

@@ -1,0 +1,73 @@
+"""Ranks in a Timeline: which rank each row belongs to, and a rank's host clock moved.
+
+A recording's rows are all its rank's (``meta["rank"]``); a merged
+Timeline says which rank each thread and device came from in
+``meta["thread_rank"]`` and ``meta["device_rank"]``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .schema import NONE
+from .timeline import Timeline
+
+__all__ = ["shift_host", "HOST_COLUMNS", "apply", "rank_of_thread", "rank_of_device"]
+
+
+def shift_host(tl: Timeline, ns: int, *, epoch: bool = False) -> Timeline:
+    """``tl`` with every host time moved by ``ns`` (NONE stays NONE), and
+    ``start_epoch_ns`` too with ``epoch=True``."""
+    def f(t):
+        return t + ns
+    tables = {name: tl.table(name).replace(**{c: apply(f, tl.table(name)[c]) for c in cols})
+              for name, cols in HOST_COLUMNS.items()}
+    tables["clocks"] = tables["clocks"].replace(
+        ping_offset_ns=apply(f, tl.clocks.ping_offset_ns))  # host − raw
+    meta = dict(tl.meta)
+    for key in ("start_host_ns",) + (("start_epoch_ns",) if epoch else ()):
+        if isinstance(meta.get(key), int):
+            meta[key] += ns
+    if meta.get("collectives"):
+        c = meta["collectives"]
+        done = apply(f, np.asarray(c["done_ns"], np.int64))
+        meta["collectives"] = {**c, "done_ns": done.tolist()}
+    return tl.replace(meta=meta, **tables)
+
+
+HOST_COLUMNS = {"ops": ("host_begin_ns", "host_end_ns"), "spans": ("begin_ns", "end_ns"),
+                "syncs": ("host_begin_ns", "host_end_ns"),
+                "gpu": ("launch_ns", "begin_ns", "end_ns"),
+                "events": ("host_record_ns",), "clocks": ("offset_ns",),
+                "truth": ("host_ns",)}
+
+
+def apply(f: Any, a: np.ndarray) -> np.ndarray:
+    a = np.asarray(a, np.int64)
+    out = f(a)
+    return np.where(a == NONE, NONE, out) if len(a) and (a == NONE).any() else out
+
+
+# -- rows of a merged Timeline ---------------------------------------------------
+
+def rank_of_thread(tl: Timeline) -> np.ndarray:
+    """The rank of each thread id (index) of ``tl``: from ``meta["thread_rank"]``
+    in a merged Timeline, else every thread is ``meta["rank"]`` (0)."""
+    lut = tl.meta.get("thread_rank")
+    if lut is not None:
+        return np.asarray(lut, np.int64)
+    n = int(tl.ops.thread.max()) + 1 if len(tl.ops) else 0
+    n = max(n, int(tl.spans.thread.max()) + 1 if len(tl.spans) else 0)
+    return np.full(n, int(tl.meta.get("rank", 0)), np.int64)
+
+
+def rank_of_device(tl: Timeline) -> np.ndarray:
+    """The rank of each device index of ``tl`` (see ``rank_of_thread``)."""
+    lut = tl.meta.get("device_rank")
+    if lut is not None:
+        return np.asarray(lut, np.int64)
+    n = max([int(tl.table(t).device.max()) + 1 for t in ("gpu", "events", "clocks")
+             if len(tl.table(t))] + [int(tl.ops.device.max()) + 1 if len(tl.ops) else 0])
+    return np.full(max(n, 0), int(tl.meta.get("rank", 0)), np.int64)
