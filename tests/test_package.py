@@ -63,6 +63,10 @@ def test_the_listing_is_the_pipeline():
     assert folders == set(STAGES)
     top = {p.name for p in pkg.glob("*.py")}
     assert top == {"__init__.py", "__main__.py", "cli.py", "demo.py", "errors.py"}
+    # the tests mirror the packages (gpu/: the tests that need CUDA)
+    tests = {p.name for p in (ROOT / "tests").iterdir()
+             if p.is_dir() and p.name not in ("data", "gpu", "__pycache__")}
+    assert tests == set(STAGES)
 
 
 
@@ -74,3 +78,13 @@ def test_every_module_is_small_and_says_its_job():
         assert lines <= 400, f"{path.relative_to(ROOT)} has {lines} lines"
         if path.name != "__main__.py":
             assert ast.get_docstring(ast.parse(text)), f"{path.relative_to(ROOT)}: no docstring"
+
+
+def test_every_stage_folder_of_tests_is_collected():
+    # pytest skips folders named dist/ or build/ unless told otherwise
+    out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q",
+                          "-p", "no:cacheprovider", "tests"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=120).stdout
+    seen = {line.split("/")[1] for line in out.splitlines()
+            if line.startswith("tests/") and line.count("/") >= 2}
+    assert seen >= set(STAGES), sorted(set(STAGES) - seen)

@@ -1,4 +1,4 @@
-"""straggler.py: the collectives table, waits and lateness, against brute force."""
+"""straggler.py, matching.py, rankclock.py: the collectives table, waits and lateness, against brute force."""
 
 from __future__ import annotations
 

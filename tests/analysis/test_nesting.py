@@ -10,7 +10,7 @@ from cutimeline.analysis.nesting import parents, self_ns
 from cutimeline.timeline.table import Strings
 from cutimeline.timeline.timeline import Timeline
 
-KINETO = pathlib.Path(__file__).parent / "data" / "kineto"
+KINETO = pathlib.Path(__file__).parents[1] / "data" / "kineto"
 
 
 def nested():

@@ -1,4 +1,4 @@
-"""dist.py: per-rank recording under torch.distributed, end to end through merge.
+"""ranks.py and collectives.py: per-rank recording under torch.distributed, end to end through merge.
 
 Real ranks are forked processes on the gloo backend (file init, CPU); the
 parent imports what recording needs first, so a fork costs milliseconds.

@@ -21,7 +21,7 @@ import cutimeline.devices.kernelloader as loader
 import cutimeline.devices.kernels as K
 from cutimeline import CutimelineError
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 NVCC = shutil.which("nvcc")
 
 

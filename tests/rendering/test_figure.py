@@ -21,8 +21,8 @@ from cutimeline.timeline.schema import NONE, GpuKind, OpFlag, SpanKind
 from cutimeline.timeline.timeline import Timeline
 
 T0 = 10**12
-KINETO = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "data", "kineto",
-                                       "**", "*.json.gz"), recursive=True))
+DATA = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data")
+KINETO = sorted(glob.glob(os.path.join(DATA, "kineto", "**", "*.json.gz"), recursive=True))
 
 
 def known_gaps(t0: int = T0, **meta) -> Timeline:

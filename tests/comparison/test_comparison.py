@@ -1,4 +1,4 @@
-"""comparison.py: cutimeline and torch.profiler on the same steps (CPU), and
+"""runner.py and result.py: cutimeline and torch.profiler on the same steps (CPU), and
 GPU-time agreement on a hand-made trace (the matcher: test_opmatch.py)."""
 
 import dataclasses

@@ -19,7 +19,7 @@ from cutimeline.timeline.schema import NONE
 
 from handmade import random_timeline, timeline
 
-DATA = os.path.join(os.path.dirname(__file__), "data", "kineto")
+DATA = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data", "kineto")
 MATMUL_NS = {"aten::addmm": 1_000_000, "aten::mm": 1_000_000}
 
 

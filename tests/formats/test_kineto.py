@@ -21,7 +21,7 @@ from cutimeline.formats.chrome import import_chrome
 from cutimeline.timeline.schema import NONE, GpuKind, OpFlag, SpanKind
 from cutimeline.formats.tracefile import to_ns
 
-DATA = pathlib.Path(__file__).parent / "data" / "kineto"
+DATA = pathlib.Path(__file__).parents[1] / "data" / "kineto"
 TRACES = {
     "rocm": "amd_trace/mi250_minitoy_train_ROCm6_2_kineto.json.gz",
     "alexnet": "critical_path/alexnet/benchmark_result_2869224_1695835535_trace.json.gz",

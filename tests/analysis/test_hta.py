@@ -12,7 +12,7 @@ from cutimeline.timeline.schema import NONE, GpuKind
 
 from handmade import random_timeline, timeline
 
-DATA = os.path.join(os.path.dirname(__file__), "data", "kineto")
+DATA = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data", "kineto")
 
 # HolisticTraceAnalysis 0.5.0 on the same files (tests/data/kineto/README.md)
 PEER = {"nccl_parser_config/nccl_data.json.gz": (77.78, 17.26, 4.97),
