@@ -89,6 +89,7 @@ def _open(path: str):
 
 def _cmd_demo(a: argparse.Namespace) -> int:
     import cutimeline as ctl
+
     from .demo import run_demo
     os.makedirs(a.out, exist_ok=True)
     res = run_demo(steps=a.steps, device=a.device)
@@ -142,6 +143,7 @@ def _cmd_import(a: argparse.Namespace) -> int:
 
 def _cmd_merge(a: argparse.Namespace) -> int:
     import cutimeline as ctl
+
     from .dist.straggler import describe
     tl = ctl.merge(a.dir)
     tl.save(a.output)

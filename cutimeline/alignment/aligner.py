@@ -27,12 +27,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import hull
-from .clockfit import _check_backend, fit_clock
 from ..errors import CutimelineError
 from ..timeline.schema import NONE
 from ..timeline.table import Table
 from ..timeline.timeline import Timeline
+from . import hull
+from .clockfit import _check_backend, fit_clock
 
 __all__ = ["align", "event_host_ns", "ping_offset_ns", "launch_delay_ns", "resolution_ns"]
 

@@ -44,8 +44,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import hull
 from ..errors import CutimelineError
+from . import hull
 
 __all__ = ["MAX_DRIFT", "ClockFit", "fit_clock"]
 

@@ -30,14 +30,14 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-from ..numeric.engines import _i64, check_engine
-from .compensation import compensate
 from ..errors import CutimelineError
+from ..numeric.engines import _i64, check_engine
+from ..timeline.schema import NONE
+from ..timeline.timeline import Timeline
+from .compensation import compensate
 from .gaps import CAUSES, Cause, host_activity
 from .lanes import Group, lanes
 from .report import Report
-from ..timeline.schema import NONE
-from ..timeline.timeline import Timeline
 from .verdict import step_table, step_windows
 
 __all__ = ["analyze", "Report", "LANE_DTYPE"]

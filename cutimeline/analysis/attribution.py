@@ -17,8 +17,8 @@ import numpy as np
 from numba import njit
 
 from ..numeric.engines import I64_MAX, _i64
-from .gaps import HostActivity, classify
 from ..timeline.schema import NONE
+from .gaps import HostActivity, classify
 
 __all__ = ["attribute"]
 

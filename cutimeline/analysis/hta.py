@@ -41,15 +41,14 @@ unstable sort orders equal timestamps differently).
 from __future__ import annotations
 
 import numpy as np
-
 from numba import njit
 
 from ..numeric import intervals as iv
 from ..numeric.ids import dense_ids
 from ..numeric.ordering import group_order, sort_order
-from .queues import SAMPLE_FIELDS, sample_stats
 from ..timeline.schema import NONE, GpuKind, SpanKind
 from ..timeline.timeline import Timeline
+from .queues import SAMPLE_FIELDS, sample_stats
 
 __all__ = ["hta_window", "temporal_breakdown", "idle_breakdown", "queue_length",
            "hta_times", "measures"]

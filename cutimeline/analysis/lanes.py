@@ -22,12 +22,12 @@ from ..numeric import intervals as iv
 from ..numeric.engines import empty_bool, empty_i64
 from ..numeric.ids import pair_ids
 from ..numeric.ordering import group_order, is_sorted
-from .attribution import attribute
-from .gaps import HostActivity
-from .queues import lead_stats, queue_series, window_stats_sorted
 from ..numeric.runs import gather_sorted, merge_rows, merge_values
 from ..timeline.schema import NONE, OpFlag
 from ..timeline.timeline import Timeline
+from .attribution import attribute
+from .gaps import HostActivity
+from .queues import lead_stats, queue_series, window_stats_sorted
 
 __all__ = ["Group", "Lanes", "lanes", "busy_in", "idle_in", "queue_depth"]
 

@@ -14,10 +14,10 @@ import re
 import numpy as np
 
 from ..errors import CutimelineError
-from .gaps import CAUSES, Cause
-from .summary import fmt_ns, report_dict, summary_text
 from ..timeline.schema import NONE
 from ..timeline.timeline import Timeline
+from .gaps import CAUSES, Cause
+from .summary import fmt_ns, report_dict, summary_text
 
 __all__ = ["Report"]
 

@@ -18,11 +18,11 @@ from numba import njit
 
 from ..numeric import intervals as iv
 from ..numeric.ordering import sort_order
-from .gaps import CAUSES, Cause, HostActivity
-from .lanes import Lanes
 from ..numeric.runs import merge_rows, runs_sorted
 from ..timeline.schema import NONE, OpFlag, SpanKind
 from ..timeline.timeline import Timeline
+from .gaps import CAUSES, Cause, HostActivity
+from .lanes import Lanes
 
 __all__ = ["VERDICTS", "verdicts", "step_windows", "step_table", "offenders"]
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from .opmatch import EXPLAINED, OpMatch
 from ..timeline.timeline import Timeline
+from .opmatch import EXPLAINED, OpMatch
 
 __all__ = ["Comparison", "GpuAgreement", "PASSES"]
 

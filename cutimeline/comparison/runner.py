@@ -39,10 +39,10 @@ from typing import Any
 import numpy as np
 
 from ..errors import CutimelineError
-from .opmatch import OpMatch, match_ops, profiler_leaves, recorded_ops
-from .result import PASSES, Comparison, GpuAgreement
 from ..timeline.schema import GpuKind, SpanKind
 from ..timeline.timeline import Timeline
+from .opmatch import OpMatch, match_ops, profiler_leaves, recorded_ops
+from .result import PASSES, Comparison, GpuAgreement
 
 __all__ = ["compare"]
 

@@ -15,11 +15,11 @@ from typing import Any
 
 import numpy as np
 
-from .device import Device, Harvest
 from ..errors import CutimelineError
+from ..timeline.schema import NONE, EventKind
+from .device import Device, Harvest
 from .eventclock import EVENT_TICK_NS, EventClock
 from .stampclock import GLOBALTIMER_STEP_NS, StampClock
-from ..timeline.schema import NONE, EventKind
 
 __all__ = ["CudaDevice", "TIMINGS"]
 

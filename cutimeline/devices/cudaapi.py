@@ -88,6 +88,7 @@ class TorchCuda:
         grows) waits for that stream only, never for the program's work.
         No dispatch mode sees its fill (ours would record it, re-entering)."""
         from torch.utils._python_dispatch import _disable_current_modes
+
         from .kernels import Stamper
         with _disable_current_modes():
             side = self._side.get(index)

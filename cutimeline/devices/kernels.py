@@ -30,8 +30,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import CutimelineError
-from .kernelloader import _cupy, _kernel
 from .kernellauncher import _device_index, _launcher
+from .kernelloader import _cupy, _kernel
 
 __all__ = ["MAX_SPIN_NS", "Stamper", "Stamps", "Granularity", "spin", "probe_granularity"]
 

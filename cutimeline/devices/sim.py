@@ -31,13 +31,13 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .device import Device, Harvest
 from ..errors import CutimelineError
+from ..timeline.schema import NONE, EventKind
+from .device import Device, Harvest
 from .roofline import GpuProfile, OpModel, op_name, profile_named
 from .simclock import (FakeClock, HostClock, chain_raw_ns, device_time_ns, elapsed_ms,
                        read_device_clock, read_error_ns, synthetic_events)
 from .simstreams import SimStreams
-from ..timeline.schema import NONE, EventKind
 
 __all__ = ["SimGPU", "HostClock", "FakeClock", "device_time_ns",
            "elapsed_ms", "chain_raw_ns", "read_device_clock", "synthetic_events"]

@@ -145,9 +145,9 @@ def synthetic_events(n_ops: int, *, streams: int = 1,
     unaligned Timeline with ops, events, gpu, syncs and truth tables, and
     the true clock in ``meta["sim"]`` (all times ns).
     """
+    from ..errors import CutimelineError
     from ..timeline.schema import NONE, EventKind, GpuKind, OpFlag
     from ..timeline.timeline import Timeline
-    from ..errors import CutimelineError
     for name, v, low in (("n_ops", n_ops, 0), ("streams", streams, 1),
                          ("sync_every", sync_every, 1), ("pings", pings, 1),
                          ("quantum_ns", quantum_ns, 1),

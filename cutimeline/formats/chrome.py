@@ -32,10 +32,10 @@ from typing import Any
 import numpy as np
 
 from ..errors import CutimelineError
-from .kineto import import_chrome
-from .kinetoschema import EXPORTER, KIND_ARG, SHIFT_KEY
 from ..timeline.schema import NONE, GpuKind, OpFlag, SpanKind
 from ..timeline.timeline import Timeline
+from .kineto import import_chrome
+from .kinetoschema import EXPORTER, KIND_ARG, SHIFT_KEY
 
 __all__ = ["export_chrome", "import_chrome", "queue_depth"]
 

@@ -27,14 +27,14 @@ from typing import Any, Callable
 import numpy as np
 
 from ..errors import CutimelineError
-from .kinetodevice import _flag_ops, _gpu, _syncs
-from .kinetohost import _link_explicitly, _ops, _probes, _spans, _thread_index
-from .kinetoschema import (EXPORTER, GPU_CATEGORIES, LAUNCH_CATEGORIES, READ_CATEGORIES,
-                           SHIFT_KEY, STEP_RE, _int)
-from .tracefile import bucket_events, columns, concat, read_trace, take
 from ..timeline.schema import NONE
 from ..timeline.table import Strings
 from ..timeline.timeline import Timeline
+from .kinetodevice import _flag_ops, _gpu, _syncs
+from .kinetohost import _link_explicitly, _ops, _probes, _spans, _thread_index
+from .kinetoschema import (EXPORTER, GPU_CATEGORIES, LAUNCH_CATEGORIES, READ_CATEGORIES, SHIFT_KEY,
+                           STEP_RE, _int)
+from .tracefile import bucket_events, columns, concat, read_trace, take
 
 __all__ = ["import_chrome"]
 

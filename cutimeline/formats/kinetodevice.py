@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .kinetoschema import GPU_CATEGORIES, KIND_ARG, NO_STREAM, NON_BLOCKING_SYNCS, _int
 from ..timeline.schema import NONE, GpuKind, OpFlag
 from ..timeline.table import Strings
+from .kinetoschema import GPU_CATEGORIES, KIND_ARG, NO_STREAM, NON_BLOCKING_SYNCS, _int
 
 
 def _gpu(gpu_ev: dict, links: dict, strings: Strings, warnings: list[str],

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .kinetoschema import BACKWARD_PREFIX, KIND_ARG, STEP_RE, _int
-from .tracefile import to_ns
 from ..timeline.schema import NONE, OpFlag, SpanKind
 from ..timeline.table import Strings
+from .kinetoschema import BACKWARD_PREFIX, KIND_ARG, STEP_RE, _int
+from .tracefile import to_ns
 
 
 def _thread_index(threads: list[dict], probes: dict, names: dict):

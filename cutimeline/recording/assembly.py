@@ -14,13 +14,13 @@ from typing import Any
 
 import numpy as np
 
-from .compiled import cut
 from ..devices.device import Harvest
 from ..errors import CutimelineError
-from .selfcost import priced
-from .session import Session
 from ..timeline.schema import NONE
 from ..timeline.timeline import Timeline
+from .compiled import cut
+from .selfcost import priced
+from .session import Session
 
 
 def _align(tl: Timeline) -> Timeline:

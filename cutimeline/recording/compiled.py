@@ -38,8 +38,8 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from .signatures import _dtype_shape, _Named, _shape
 from ..timeline.schema import COMPILED_PREFIX, NONE, GpuKind, OpFlag
+from .signatures import _dtype_shape, _Named, _shape
 
 __all__ = ["graph_class", "wrap", "launch", "graph_device", "cut"]
 

@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from .signatures import _COLL, _dtype_shape
 from ..timeline.schema import NONE, OpFlag
+from .signatures import _COLL, _dtype_shape
 
 if TYPE_CHECKING:
     from .session import Session, Writer

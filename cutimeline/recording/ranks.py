@@ -41,6 +41,7 @@ def rank_meta(at_start: dict[str, Any] | None = None) -> dict[str, Any]:
     at stop (``at_start`` given) a process group that is gone keeps what
     start saw."""
     import socket
+
     import torch.distributed as dist
     meta: dict[str, Any] = {"host": socket.gethostname(), "pid": os.getpid()}
     if dist.is_available() and dist.is_initialized():

@@ -68,16 +68,16 @@ from typing import Any, Callable
 
 import torch
 
-from .assembly import _align, _assemble
 from ..devices.device import Device
-from .devicespec import _device
 from ..errors import CutimelineError
+from ..timeline.schema import SpanKind
+from ..timeline.timeline import Timeline
+from .assembly import _align, _assemble
+from .devicespec import _device
 from .hooks import Hooks, _compiling
 from .opstream import Mode
 from .selfcost import calibrator, measure, refine
 from .session import Session
-from ..timeline.schema import SpanKind
-from ..timeline.timeline import Timeline
 
 __all__ = ["record", "Recorder", "span"]
 

@@ -26,10 +26,10 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
+from ..timeline.schema import NONE
 from .hooks import _MODULE, Hooks
 from .opstream import Mode
 from .session import Session
-from ..timeline.schema import NONE
 
 __all__ = ["measure_overhead", "measure_module_hooks", "op_cost", "Program", "measure",
            "refine", "calibrator", "priced"]

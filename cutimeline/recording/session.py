@@ -24,11 +24,11 @@ from typing import Any, Callable
 import torch
 
 from ..devices.device import Device
+from ..timeline.schema import NONE, GpuKind, OpFlag, SpanKind
+from ..timeline.table import Strings
 from .opstream import Mode
 from .signatures import (_ALWAYS, _COLL, _COPY, _DIST_NAMESPACES, _NO_WORK, _REPEAT, _RULES,
                          _TO_COPY, _WAIT, _arg_kinds, _Named, _shape)
-from ..timeline.schema import NONE, GpuKind, OpFlag, SpanKind
-from ..timeline.table import Strings
 
 __all__ = ["Writer", "Session"]
 

@@ -48,12 +48,12 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from . import pixels as px
+from ..analysis.gaps import CAUSES
 from ..errors import CutimelineError
+from ..timeline.timeline import Timeline
+from . import pixels as px
 from .scene import (CAUSE_COLORS, CAUSE_LABELS, COMPILED_EDGE, COMPILED_HATCH, FLOW_COLOR,
                     PHASE_COLORS, PHASES, STEP_COLORS, USER_COLOR, Scene)
-from ..analysis.gaps import CAUSES
-from ..timeline.timeline import Timeline
 
 __all__ = ["plot", "plot_compare"]
 

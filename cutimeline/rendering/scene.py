@@ -18,13 +18,13 @@ from typing import Any
 
 import numpy as np
 
-from ..numeric import intervals as iv
-from . import pixels as px
-from ..errors import CutimelineError
 from ..analysis.gaps import CAUSES, classify
-from .layout import lay_out
+from ..errors import CutimelineError
+from ..numeric import intervals as iv
 from ..timeline.schema import NONE, GpuKind, OpFlag, SpanKind
 from ..timeline.timeline import Timeline
+from . import pixels as px
+from .layout import lay_out
 
 __all__ = ["PHASES", "PHASE_COLORS", "CAUSE_COLORS", "FLOW_COLOR", "Scene"]
 

@@ -134,8 +134,9 @@ def test_simgpu_truth_is_matched():
 
 def test_recording_through_simgpu_is_aligned():
     import torch
-    from cutimeline.recording.recorder import record
+
     from cutimeline.devices.sim import SimGPU
+    from cutimeline.recording.recorder import record
     with record(device=SimGPU(seed=1, drift_ppm=80.0)) as rec:
         x = torch.ones(64, 64)
         for _ in range(50):

@@ -127,8 +127,8 @@ def test_replayed_gpu_follows_the_faster_host():
 # -- the recorder's cost model: what costs() removes where ------------------------------------
 
 def test_repeats_twins_agree():
-    from cutimeline.recording.selfcost import _repeats
     from cutimeline.analysis.costs import repeats
+    from cutimeline.recording.selfcost import _repeats
     rng = np.random.default_rng(5)
     keys = rng.integers(0, 12, 400)
     assert repeats(keys).tolist() == _repeats(keys.tolist())

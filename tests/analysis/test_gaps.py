@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from cutimeline.numeric.engines import ENGINES
 from cutimeline.analysis.gaps import classify, host_activity, subtract
 from cutimeline.analysis.lanes import idle_in, lanes as _lanes
+from cutimeline.numeric.engines import ENGINES
 from cutimeline.timeline.schema import NONE, OpFlag, SpanKind
 
 from handmade import random_timeline, timeline

@@ -5,8 +5,8 @@ import pathlib
 import numpy as np
 import pytest
 
-from cutimeline.formats.chrome import import_chrome
 from cutimeline.analysis.nesting import parents, self_ns
+from cutimeline.formats.chrome import import_chrome
 from cutimeline.timeline.table import Strings
 from cutimeline.timeline.timeline import Timeline
 
@@ -76,6 +76,7 @@ def test_containment_nests_recordings_as_depth_nests_imports():
 
 def test_module_depth_of_a_recording_is_not_op_nesting():
     import torch
+
     import cutimeline as ctl
 
     class Net(torch.nn.Module):

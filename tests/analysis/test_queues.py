@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
+from cutimeline.analysis.queues import lead_stats, queue_series, sample_stats, window_stats
 from cutimeline.numeric.engines import ENGINES
 from cutimeline.numeric.ordering import group_order
-from cutimeline.analysis.queues import lead_stats, queue_series, sample_stats, window_stats
 from cutimeline.timeline.schema import NONE
 
 

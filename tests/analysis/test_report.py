@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 import cutimeline as ctl
-from cutimeline.errors import CutimelineError
 from cutimeline.analysis.summary import fmt_ns
+from cutimeline.errors import CutimelineError
 from cutimeline.timeline.schema import SpanKind
 
 from handmade import random_timeline, timeline
@@ -118,6 +118,7 @@ def test_launch_bound_on_compiled_graphs_advises_cuda_graphs_not_compiling():
 
 def test_offenders_on_a_profiler_trace_rank_ops_by_self_time():
     import os
+
     from cutimeline.analysis.nesting import self_ns
     path = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data", "kineto",
                         "nccl_parser_config", "nccl_data.json.gz")

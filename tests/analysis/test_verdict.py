@@ -4,8 +4,8 @@ import numpy as np
 
 import cutimeline as ctl
 from cutimeline.analysis.gaps import Cause
-from cutimeline.timeline.schema import OpFlag, SpanKind
 from cutimeline.analysis.verdict import offenders, verdicts
+from cutimeline.timeline.schema import OpFlag, SpanKind
 
 from handmade import timeline
 

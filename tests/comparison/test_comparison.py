@@ -9,16 +9,15 @@ import re
 import numpy as np
 import pytest
 import torch
+from test_opmatch import kineto_like
 
+from cutimeline.comparison.opmatch import SUBSTITUTES, match_ops, profiler_leaves
 from cutimeline.comparison.result import Comparison
 from cutimeline.comparison.runner import _gpu_agreement, compare
 from cutimeline.errors import CutimelineError
-from cutimeline.comparison.opmatch import SUBSTITUTES, match_ops, profiler_leaves
 from cutimeline.timeline.schema import GpuKind
 from cutimeline.timeline.table import Strings
 from cutimeline.timeline.timeline import Timeline
-
-from test_opmatch import kineto_like
 
 
 def mlp_step():

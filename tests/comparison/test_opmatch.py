@@ -4,10 +4,9 @@ profiler's leaf aten ops on a hand-made Kineto-like tree."""
 import numpy as np
 import pytest
 
+from cutimeline.comparison.opmatch import (EXPLAINED, base_name, common_subsequence, decomposes,
+                                           match_ops, profiler_leaves, recorded_ops)
 from cutimeline.errors import CutimelineError
-from cutimeline.comparison.opmatch import (EXPLAINED, base_name, common_subsequence,
-                                           decomposes, match_ops, profiler_leaves,
-                                           recorded_ops)
 from cutimeline.timeline.schema import NONE, GpuKind
 from cutimeline.timeline.table import Strings
 from cutimeline.timeline.timeline import Timeline

@@ -10,8 +10,8 @@ import torch
 import cutimeline as ctl
 from cutimeline import CutimelineError
 from cutimeline.devices.roofline import PROFILES, GpuProfile, OpModel
-from cutimeline.devices.sim import (FakeClock, SimGPU, chain_raw_ns, device_time_ns,
-                                    elapsed_ms, read_device_clock, synthetic_events)
+from cutimeline.devices.sim import (FakeClock, SimGPU, chain_raw_ns, device_time_ns, elapsed_ms,
+                                    read_device_clock, synthetic_events)
 from cutimeline.timeline.schema import NONE, EventKind
 from cutimeline.timeline.table import Table
 

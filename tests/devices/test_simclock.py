@@ -2,12 +2,11 @@
 
 import numpy as np
 import pytest
+from test_sim import EV, LAT, make, truth
 
 from cutimeline import CutimelineError
 from cutimeline.devices.simclock import read_device_clock, synthetic_events
 from cutimeline.timeline.schema import EventKind
-
-from test_sim import EV, LAT, make, truth
 
 
 def test_synthetic_events_are_consistent():

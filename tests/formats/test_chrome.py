@@ -10,12 +10,11 @@ import json
 
 import numpy as np
 import pytest
+from test_kineto import DATA, TRACES
 
 from cutimeline import CutimelineError, Timeline
 from cutimeline.formats.chrome import export_chrome, import_chrome, queue_depth
 from cutimeline.timeline.schema import NONE, GpuKind, OpFlag, SpanKind
-
-from test_kineto import DATA, TRACES
 
 
 @pytest.fixture(scope="module")

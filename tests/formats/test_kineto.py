@@ -18,8 +18,8 @@ import pytest
 
 from cutimeline import CutimelineError, Timeline
 from cutimeline.formats.chrome import import_chrome
-from cutimeline.timeline.schema import NONE, GpuKind, OpFlag, SpanKind
 from cutimeline.formats.tracefile import to_ns
+from cutimeline.timeline.schema import NONE, GpuKind, OpFlag, SpanKind
 
 DATA = pathlib.Path(__file__).parents[1] / "data" / "kineto"
 TRACES = {

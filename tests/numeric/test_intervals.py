@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from cutimeline.numeric import engines, intervals as iv, ordering
 from cutimeline.errors import CutimelineError
+from cutimeline.numeric import engines, intervals as iv, ordering
 from cutimeline.timeline.schema import NONE
 
 

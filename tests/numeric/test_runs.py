@@ -4,8 +4,8 @@ are right."""
 import numpy as np
 import pytest
 
-from cutimeline.numeric.ordering import group_order
 from cutimeline.numeric import runs
+from cutimeline.numeric.ordering import group_order
 
 
 def assert_same(a, b):

@@ -177,6 +177,7 @@ def test_the_inductor_hook_waits_until_torch_compile_is_loaded(monkeypatch):
 
 def test_an_inductor_without_its_graph_class_is_said_and_the_program_goes_on(monkeypatch):
     import types
+
     from cutimeline.recording.compiled import graph_class
     odd = types.ModuleType("torch._inductor.codecache")  # loaded, but no CompiledFxGraph
     monkeypatch.setitem(sys.modules, "torch._inductor.codecache", odd)

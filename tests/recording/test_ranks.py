@@ -23,12 +23,12 @@ import torch
 import torch.distributed as dist
 
 import cutimeline as ctl
-import cutimeline.timeline.fileformat
 import cutimeline.recording.recorder
+import cutimeline.timeline.fileformat
+from cutimeline.dist.straggler import collectives, describe, rank_activity, stragglers
+from cutimeline.errors import CutimelineError
 from cutimeline.recording import ranks as cdist
 from cutimeline.recording.collectives import FROM_ROOT, CollectiveLog
-from cutimeline.errors import CutimelineError
-from cutimeline.dist.straggler import collectives, describe, rank_activity, stragglers
 from cutimeline.timeline.ranks import rank_of_thread, shift_host
 from cutimeline.timeline.schema import NONE, OpFlag
 from cutimeline.timeline.timeline import Timeline

@@ -16,7 +16,6 @@ from cutimeline import CutimelineError
 from cutimeline.devices.device import Device, Harvest
 from cutimeline.timeline.schema import NONE, SCHEMA, EventKind, GpuKind, OpFlag, SpanKind
 
-
 # -- models -----------------------------------------------------------------------
 
 def mlp():

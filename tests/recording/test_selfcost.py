@@ -5,8 +5,8 @@ import math
 import pytest
 import torch
 
-from cutimeline.recording.session import Session
 from cutimeline.recording.selfcost import Program, measure_module_hooks, measure_overhead, op_cost
+from cutimeline.recording.session import Session
 
 MODEL = {"op_ns": 100, "tensor_ns": 10, "float_ns": 50, "list_ns": 30,
          "other_ns": 2, "backward_ns": 7, "detach_ns": 40}
@@ -85,6 +85,7 @@ def test_the_users_saved_tensor_hooks_never_see_the_probes_tensors():
 @pytest.mark.filterwarnings("ignore:Full backward hook is firing")  # the user's, here
 def test_the_users_global_module_hooks_never_see_the_probes_modules():
     import torch.nn.modules.module as nn_module
+
     import cutimeline as ctl
     net, x = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU()), torch.randn(2, 4)
     seen = []

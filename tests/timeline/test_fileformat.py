@@ -8,12 +8,11 @@ import zipfile
 
 import numpy as np
 import pytest
+from test_timeline import assert_same, make_timeline
 
 import cutimeline as ctl
 from cutimeline.timeline.table import Strings
 from cutimeline.timeline.timeline import Timeline
-
-from test_timeline import assert_same, make_timeline
 
 
 def test_save_load_round_trips_every_table(tmp_path):
