@@ -99,7 +99,8 @@ def lanes(tl: Timeline, act: HostActivity, w0, w1, engine: str = "numba",
     g = tl.gpu
     begin = np.asarray(g.begin_ns, np.int64)
     launch = np.asarray(g.launch_ns, np.int64)
-    end, lead, unknown = _prepare(begin, np.asarray(g.end_ns, np.int64), launch)
+    end, lead, unknown = (_prepare if engine == "numba" else _prepare_np)(
+        begin, np.asarray(g.end_ns, np.int64), launch)
     lo, hi = bounds if bounds is not None else (tl.start_ns, tl.end_ns)
     w0 = np.clip(np.atleast_1d(np.asarray(w0, np.int64)), lo, hi)
     w1 = np.clip(np.atleast_1d(np.asarray(w1, np.int64)), w0, hi)
@@ -213,6 +214,14 @@ def _prepare(begin, end, launch):
     if clamp:
         end = np.maximum(end, begin)
     return end, lead, unknown
+
+
+def _prepare_np(begin, end, launch):
+    unknown = launch == NONE
+    lead = np.where(unknown, NONE, begin - launch)
+    if np.any(end < begin):
+        end = np.maximum(end, begin)
+    return end, lead, bool(unknown.any())
 
 
 def _starts(group_sorted: np.ndarray, n: int) -> np.ndarray:

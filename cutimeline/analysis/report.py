@@ -181,7 +181,8 @@ class Report:
                                   f"{_steps_text(s['number'])}.")
         return offenders(self.timeline, self.lanes, int(s["begin_ns"][sel].min()),
                          int(s["end_ns"][sel].max()), s["verdict"][sel[0]],
-                         self.settings["top"], own=self.self_ns, index=self._overlaps)
+                         self.settings["top"], own=self.self_ns, index=self._overlaps,
+                         engine=self.settings["engine"])
 
     # -- text and dict -----------------------------------------------------------
     def ranges(self) -> list[dict]:
@@ -209,7 +210,8 @@ class Report:
                                         int(part["begin_ns"][0]),
                                         int(part["end_ns"][-1]), verdict,
                                         self.settings["top"], own=self.self_ns,
-                                        index=self._overlaps)}
+                                        index=self._overlaps,
+                                        engine=self.settings["engine"])}
             if self.compensation is not None:
                 r["predicted_step_ns"] = float(part["predicted_ns"].mean())
             r["advice"] = _advice(r, part)

@@ -57,6 +57,12 @@ def _count_flag(flags, bit, i0, i1):
     return out
 
 
+def _count_flag_np(flags, bit, i0, i1):
+    before = np.zeros(len(flags) + 1, np.int64)  # rows with ``bit`` before each row
+    np.cumsum((flags & bit) != 0, out=before[1:])
+    return np.maximum(before[i1] - before[i0], 0)
+
+
 def verdicts(busy_frac, idle_by_cause, gpu_bound_at: float = 0.85,
              has_gpu: bool = True) -> np.ndarray:
     """Verdict strings from busy fractions and (n, 5) idle ns by cause."""
@@ -95,7 +101,8 @@ def step_table(tl: Timeline, ln: Lanes | None, act: HostActivity, primary: int,
     flags = o.flags if by_time is None else o.flags[by_time]
     i0, i1 = np.searchsorted(t_op, w0), np.searchsorted(t_op, w1)
     out["ops"] = i1 - i0
-    out["launches"] = _count_flag(flags, int(OpFlag.LAUNCH), i0, i1)
+    count_flag = _count_flag if engine == "numba" else _count_flag_np
+    out["launches"] = count_flag(flags, int(OpFlag.LAUNCH), i0, i1)
     out["host_data_ns"] = iv.coverage(*act.data, w0, w1, engine)
     out["host_sync_ns"] = iv.coverage(*act.sync, w0, w1, engine)
     for c in ("lead_first_ns", "lead_last_ns", "lead_max_ns"):
@@ -190,9 +197,9 @@ class Overlaps:
     a scan of them all (a report asks once per verdict range): sorted by
     begin, an interval that overlaps [w0, w1) begins in [w0 − longest, w1)."""
 
-    def __init__(self, begin: np.ndarray, end: np.ndarray):
+    def __init__(self, begin: np.ndarray, end: np.ndarray, engine: str = "numba"):
         self.begin, self.end = np.asarray(begin), np.asarray(end)
-        order = sort_order(self.begin)  # None: sorted already (recordings)
+        order = sort_order(self.begin, engine)  # None: sorted already (recordings)
         self.order = np.arange(len(self.begin)) if order is None else order
         self.sorted = self.begin if order is None else self.begin[order]
         dur = self.end - self.begin
@@ -210,7 +217,7 @@ class Overlaps:
 
 def offenders(tl: Timeline, ln: Lanes | None, w0: int, w1: int, verdict: str,
               k: int = 3, own: np.ndarray | None = None,
-              index: dict | None = None) -> dict:
+              index: dict | None = None, engine: str = "numba") -> dict:
     """The top ops, module paths and spans behind a verdict in [w0, w1):
     ops and modules by GPU time (GPU-bound), host self time (launch-bound
     and host-only: an op's time less its nested ops', ``own``, default
@@ -218,14 +225,14 @@ def offenders(tl: Timeline, ln: Lanes | None, w0: int, w1: int, verdict: str,
     blocked in syncs (sync-bound); DataLoader spans by fetch time
     (input-bound); streams by dependency wait. ``index``: a dict the
     caller keeps between calls, where the ``Overlaps`` of ops and gpu rows
-    are made once."""
+    are made once (with ``engine``)."""
     o, s, y = tl.ops, tl.spans, tl.syncs
     out: dict = {"ops": [], "modules": [], "spans": []}
     index = {} if index is None else index
     if verdict == "GPU-bound" and ln is not None:
         g = tl.gpu
         if "gpu" not in index:
-            index["gpu"] = Overlaps(ln.begin, ln.end)
+            index["gpu"] = Overlaps(ln.begin, ln.end, engine)
         sel = index["gpu"].rows(w0, w1)
         dur = np.minimum(ln.end[sel], w1) - np.maximum(ln.begin[sel], w0)
         op = g.op[sel]
@@ -259,7 +266,7 @@ def offenders(tl: Timeline, ln: Lanes | None, w0: int, w1: int, verdict: str,
         out["spans"] = _top(label, dep, tl, k, decode=False)
     else:  # launch-bound, host-only, unknown: where the host's time went
         if "ops" not in index:
-            index["ops"] = Overlaps(o.host_begin_ns, o.host_end_ns)
+            index["ops"] = Overlaps(o.host_begin_ns, o.host_end_ns, engine)
         sel = index["ops"].rows(w0, w1)
         dur = (np.minimum(o.host_end_ns[sel], w1) - np.maximum(o.host_begin_ns[sel], w0))
         if own is None:

@@ -87,3 +87,21 @@ def test_windows_alone_are_the_same():
     # the lanes keep the windows only and classify the gaps when asked
     assert d._amounts is None
     np.testing.assert_array_equal(d.amounts, full[0])
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_kernels_walks_agree_with_numpy(seed):
+    from cutimeline.analysis.attribution import _count_from, _covered
+    rng = np.random.default_rng(seed)
+    b = np.unique(rng.integers(0, 10_000, 100)) * 3  # sorted, disjoint segments
+    e = b + rng.integers(0, 3, len(b))
+    pre = np.concatenate([[0], np.cumsum(e - b)])  # as ``attribute`` makes it
+    t = np.sort(rng.integers(-10, 31_000, 80))
+    h = 0
+    for x in t:  # forward, a few rows or many (past 16: a bisection)
+        h = _count_from(b, x, h)
+        assert h == np.searchsorted(b, x, side="right")
+    for x in t[::7]:
+        c = np.searchsorted(b, x, side="right")
+        want = (np.clip(np.minimum(e, x) - b, 0, None))[:c].sum()
+        assert _covered(b, e, pre, x, c) == want

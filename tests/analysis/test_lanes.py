@@ -71,3 +71,20 @@ def test_gap_rows_twins_agree(seed):
         for x, y in zip(_gap_rows(gnext, gprev, launch, sync_row),
                         _gap_rows_np(gnext, gprev, launch, sync_row)):
             np.testing.assert_array_equal(x, y)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_prepare_twins_agree(seed):
+    from cutimeline.analysis.lanes import _prepare, _prepare_np
+    rng = np.random.default_rng(seed)
+    n = 300
+    begin = rng.integers(0, 10**6, n)
+    launch = np.where(rng.random(n) < 0.1, NONE, begin - rng.integers(-50, 5_000, n))
+    end = begin + rng.integers(-30, 8_000, n)  # some end before they begin
+    for b, e, la in ((begin, end, launch), (begin, np.maximum(end, begin), begin - 7),
+                     (begin[:0], end[:0], launch[:0])):
+        a, want = _prepare(b, e, la), _prepare_np(b, e, la)
+        assert a[2] is want[2]  # whether a launch is unknown
+        for x, y in zip(a[:2], want[:2]):
+            assert x.dtype == y.dtype == np.int64
+            np.testing.assert_array_equal(x, y)

@@ -1,6 +1,7 @@
 """Verdict rules and the offenders behind them."""
 
 import numpy as np
+import pytest
 
 import cutimeline as ctl
 from cutimeline.analysis.gaps import Cause
@@ -49,3 +50,18 @@ def test_step_rows():
     assert s["data_ns"].tolist() == [0, 45] and s["host_data_ns"].tolist() == [0, 45]
     assert s["launches"].tolist() == [1, 1] and s["ops"].tolist() == [1, 1]
     assert s["lead_first_ns"].tolist() == [2, 2]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_count_flag_twins_agree(seed):
+    from cutimeline.analysis.verdict import _count_flag, _count_flag_np
+    rng = np.random.default_rng(seed)
+    flags = rng.integers(0, 16, 500).astype(np.uint8)  # ops.flags' own width
+    i0 = rng.integers(0, 501, 60)
+    i1 = np.clip(i0 + rng.integers(-20, 200, 60), 0, 500)  # some empty or reversed
+    for bit in (int(OpFlag.LAUNCH), int(OpFlag.SYNC), 0):
+        a, b = _count_flag(flags, bit, i0, i1), _count_flag_np(flags, bit, i0, i1)
+        assert a.dtype == b.dtype == np.int64
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(_count_flag(flags[:0], 1, i0[:0], i1[:0]),
+                                  _count_flag_np(flags[:0], 1, i0[:0], i1[:0]))

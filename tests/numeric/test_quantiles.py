@@ -35,4 +35,24 @@ def test_quantile_pair_is_two_quantiles(n):
     for q1, q2 in ((0.5, 0.95), (0.25, 0.5), (0.5, 0.5), (0, 1)):
         got = quantile_pair_inplace(v.copy(), q1, q2)
         assert got == (quantile_inplace(v.copy(), q1), quantile_inplace(v.copy(), q2))
+        # the NumPy twin (a sort), exactly
+        assert got == tuple(group_quantiles(v, np.zeros(n, np.int64), 1, [q1, q2],
+                                            engine="numpy")[0])
         np.testing.assert_allclose(got, np.quantile(v, [q1, q2]))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_selection_agrees_with_a_sort(seed):
+    from cutimeline.numeric.quantiles import _rank_pair, _select
+    rng = np.random.default_rng(seed)
+    v = rng.integers(0, 20, int(rng.integers(1, 300))).astype(float)  # ties
+    s = np.sort(v)
+    for k in (0, len(v) // 3, len(v) - 1):
+        w = v.copy()
+        _select(w, k)
+        assert w[k] == s[k] and (w[:k] <= w[k]).all() and (w[k + 1:] >= w[k]).all()
+        np.testing.assert_array_equal(np.sort(w), s)
+        assert _rank_pair(v.copy(), k) == (s[k], s[min(k + 1, len(v) - 1)])
+    for q in (0, 0.3, 0.5, 0.95, 1):
+        assert quantile_inplace(v.copy(), q) == \
+            group_quantiles(v, np.zeros(len(v)), 1, [q], engine="numpy")[0, 0]
