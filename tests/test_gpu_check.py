@@ -34,8 +34,13 @@ def test_dry_run_does_every_part_on_a_cpu(tmp_path):
     b = parts["b"]["numbers"]["aligner"]
     assert b["spins"] == 60 and 0 < b["queued"] < 60
     ev = b["events"]
-    assert ev["every_event_inside_bound"] >= 0.99 and ev["within_bound_of_truth"] >= 0.99
-    assert ev["brackets_truth"] >= 0.99
+    # the SimGPU's clock readings err by at most the resolution it states, so
+    # the fit's bound holds for every event, not most (measured: |error| at
+    # most 1.16 µs against a bound of 2.07–2.12 µs over six runs)
+    err, bound = ev["every_event_minus_truth_ns"], ev["clock"]["bound_max_ns"]
+    assert max(-err["min"], err["max"]) <= bound + 1, (err, bound)
+    assert ev["every_event_inside_bound"] == 1.0 and ev["within_bound_of_truth"] == 1.0
+    assert ev["brackets_truth"] == 1.0
     # a slope off by Δ moves the ends of the span apart by Δ·span: no more
     # than the band (every event lies within bound_max of the truth)
     c = ev["clock"]

@@ -125,7 +125,9 @@ def op_name(func: Any) -> str:
     if callable(name):
         try:
             return str(name())
-        except Exception:  # not an OpOverload after all
+        except TypeError:
+            # a ``name`` method that wants arguments: not an op's name()
+            # (OpOverload, HigherOrderOperator) after all; use __name__
             pass
     return str(getattr(func, "__name__", func))
 

@@ -199,6 +199,9 @@ def _completed(row: list[int], fut: Any) -> None:
     t = _now()
     try:
         fut.value()
-    except Exception:
+    except RuntimeError:
+        # the backend failed it: c10's errors and torch.distributed's
+        # DistError reach Python as RuntimeError. Another error type is no
+        # failure we know of; it leaves the callback, and torch logs it.
         return
     row[5] = t

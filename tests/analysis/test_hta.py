@@ -14,12 +14,14 @@ from handmade import random_timeline, timeline
 
 DATA = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data", "kineto")
 
-# HolisticTraceAnalysis 0.5.0 on the same files (tests/data/kineto/README.md)
-PEER = {"nccl_parser_config/nccl_data.json.gz": (77.78, 17.26, 4.97),
-        "trace_filter/sampled_rank-0.json.gz": (53.56, 17.71, 28.74),
-        "trace_filter/sampled_rank-1.json.gz": (54.72, 22.57, 22.72),
+# HolisticTraceAnalysis 0.5.0 on the same files (tests/data/kineto/README.md):
+# idle, compute and non-compute % (two decimals) and the GPU span in ms (one)
+PEER = {"nccl_parser_config/nccl_data.json.gz": (77.78, 17.26, 4.97, 435.6),
+        "trace_filter/sampled_rank-0.json.gz": (53.56, 17.71, 28.74, 600.1),
+        "trace_filter/sampled_rank-1.json.gz": (54.72, 22.57, 22.72, 600.7),
         "critical_path/alexnet/benchmark_result_2869224_1695835535_trace.json.gz":
-            (99.49, 0.08, 0.43)}
+            (99.49, 0.08, 0.43, 12996.0)}
+ALEXNET = "critical_path/alexnet/benchmark_result_2869224_1695835535_trace.json.gz"
 
 
 @pytest.fixture(scope="module")
@@ -29,31 +31,47 @@ def traces():
 
 @pytest.mark.parametrize("name", PEER)
 def test_temporal_breakdown_matches_hta(traces, name):
+    # the percentages are rounded to two decimals, as HTA's: they agree exactly
     t = hta.temporal_breakdown(traces[name])
-    idle, compute, other = PEER[name]
-    assert abs(t["idle_pct"] - idle) <= 0.5
-    assert abs(t["compute_pct"] - compute) <= 0.5
-    assert abs(t["non_compute_pct"] - other) <= 0.5
+    idle, compute, other, span_ms = PEER[name]
+    assert (t["idle_pct"], t["compute_pct"], t["non_compute_pct"]) == (idle, compute, other)
     assert t["idle_ns"] + t["compute_ns"] + t["non_compute_ns"] == t["span_ns"]
+    if name != ALEXNET:  # see test_alexnet_span_ends_where_htas_does
+        assert abs(t["span_ns"] / 1e6 - span_ms) <= 0.05  # the README's 0.1 ms rounding
+
+
+@pytest.mark.xfail(strict=True, reason="HTA's alexnet span (12996.0 ms) runs to the end "
+                   "of the trace's last cuda_sync event; ours ends with the last kernel "
+                   "(12920.2 ms). At 99.5 % idle the 75.8 ms move no percentage by 0.005 "
+                   "points, so those still agree.")
+def test_alexnet_span_ends_where_htas_does(traces):
+    span_ms = PEER[ALEXNET][3]
+    assert abs(hta.temporal_breakdown(traces[ALEXNET])["span_ns"] / 1e6 - span_ms) <= 0.05
 
 
 def test_hta_rounding_is_what_makes_nccl_data_match(traces):
     tl = traces["nccl_parser_config/nccl_data.json.gz"]
     exact = hta.temporal_breakdown(tl, round_us=False)
-    assert abs(exact["idle_pct"] - 77.78) > 0.5  # HTA's whole-µs rounding
+    # without HTA's whole-µs rounding idle moves by 0.55 points
+    assert (exact["idle_pct"], exact["compute_pct"], exact["non_compute_pct"]) == \
+        (77.23, 17.66, 5.10)
     assert hta.temporal_breakdown(tl)["span_ns"] == 435_586_000
 
 
 def test_queue_length_of_nccl_stream_7_matches_hta(traces):
     q = hta.queue_length(traces["nccl_parser_config/nccl_data.json.gz"])
     k = list(q["stream"]).index(7)
-    assert abs(q["mean"][k] - 0.81) <= 0.05 * 0.81
-    assert q["max"][k] == 10
+    assert q["count"][k] == 5004 and q["max"][k] == 10
+    assert q["mean"][k] == pytest.approx(4118 / 5004, rel=1e-12)  # 0.8229
+    # HTA says 0.81: 0.013 apart, as its unstable sort orders equal
+    # timestamps differently (hta.py)
+    assert abs(q["mean"][k] - 0.81) <= 0.013
 
 
 def test_report_carries_the_hta_measures(traces):
     rep = ctl.analyze(traces["trace_filter/sampled_rank-0.json.gz"])
-    assert rep.hta["temporal_breakdown"]["idle_pct"] == pytest.approx(53.56, abs=0.5)
+    t = rep.hta["temporal_breakdown"]
+    assert (t["idle_pct"], t["compute_pct"], t["non_compute_pct"]) == (53.56, 17.71, 28.74)
     assert "HTA-compatible" in rep.summary()
 
 

@@ -15,7 +15,8 @@ from cutimeline.comparison.opmatch import SUBSTITUTES, match_ops, profiler_leave
 from cutimeline.comparison.result import Comparison
 from cutimeline.comparison.runner import _gpu_agreement, compare
 from cutimeline.errors import CutimelineError
-from cutimeline.timeline.schema import GpuKind
+from cutimeline.rendering.scene import PHASE_COLORS, STEP_COLORS
+from cutimeline.timeline.schema import GpuKind, SpanKind
 from cutimeline.timeline.table import Strings
 from cutimeline.timeline.timeline import Timeline
 
@@ -101,13 +102,71 @@ def test_table_and_dict(mlp):
     assert "GPU time not compared: why." in unaligned.table()
 
 
+def _step_ms(tl, number):
+    s = tl.spans
+    k = np.flatnonzero((s.kind == SpanKind.STEP) & (s.number == number))
+    assert len(k) == 1
+    return (int(s.end_ns[k[0]]) - int(s.begin_ns[k[0]])) / 1e6
+
+
 def test_plot_draws_both_timelines_of_the_first_compared_step(mlp, tmp_path):
+    from matplotlib.colors import to_hex
+    from matplotlib.image import imread
     cmp, _ = mlp
     fig = cmp.plot(tmp_path / "cmp.png")
-    assert (tmp_path / "cmp.png").stat().st_size > 0
-    titles = [ax.get_title(loc="left") for ax in fig.axes]
-    assert any(t.endswith("cutimeline") for t in titles)
-    assert any(t.endswith("torch.profiler, imported") for t in titles)
+    # lanes of a (ours) and b (the profiler's), then queue depth and CPU lead
+    assert len(fig.axes) == 4
+    a, b, queue, lead = fig.axes
+    assert [ax.get_title(loc="left") for ax in fig.axes] == \
+        ["a: cutimeline", "b: torch.profiler, imported", "", ""]
+    # step 1 of each, from its own start, on one time axis as long as the longer
+    span = max(_step_ms(cmp.ours, 1), _step_ms(cmp.theirs, 1))
+    for ax in fig.axes:
+        assert ax.get_xlim() == pytest.approx((0, span), abs=1e-6)
+    # CPU only: a host-span lane and the main thread's lane, no GPU lanes
+    assert [t.get_text() for t in a.get_yticklabels()] == \
+        ["host spans", "CPU thread 0 (MainThread)"]
+    b_lanes = [t.get_text() for t in b.get_yticklabels()]
+    assert b_lanes[0] == "host spans" and b_lanes[1].startswith("CPU thread ")
+    assert len(b_lanes) == 2
+    forward, backward, optimizer = PHASE_COLORS[:3]
+    for ax in (a, b):
+        host_y, thread_y = ax.get_yticks()
+        assert ax.texts[0].get_text() == "step 1"
+        boxes = {}  # colour -> the y extent of its boxes
+        for c in ax.collections:
+            for path, colour in zip(c.get_paths(), c.get_facecolor()):
+                y = path.vertices[:, 1]
+                lo, hi = boxes.get(to_hex(colour), (np.inf, -np.inf))
+                boxes[to_hex(colour)] = (min(lo, y.min()), max(hi, y.max()))
+        # the step box on the host-span lane; the MLP's forward, backward
+        # and Adam ops coloured by phase on the thread's lane
+        assert set(boxes) <= {forward, backward, optimizer, *STEP_COLORS}
+        assert {forward, backward, optimizer, STEP_COLORS[0]} <= set(boxes)
+        assert host_y - 0.5 < boxes[STEP_COLORS[0]][0] < boxes[STEP_COLORS[0]][1] < host_y + 0.5
+        for colour in (forward, backward, optimizer):
+            assert thread_y - 0.5 < boxes[colour][0] < boxes[colour][1] < thread_y + 0.5
+    # the panels, labelled, say that there is no GPU work to show
+    assert (queue.get_ylabel(), lead.get_ylabel()) == ("queue depth", "CPU lead (ms)")
+    for ax in (queue, lead):
+        assert [t.get_text() for t in ax.texts] == ["no GPU work in this Timeline"] * 2
+    assert lead.get_xlabel() == "time (ms) from the start of each window"
+    title, subtitle = (t.get_text() for t in fig.texts)
+    assert title == "cutimeline comparison"
+    assert subtitle.startswith("step 1, each Timeline from the start of its own window")
+    assert subtitle.endswith("queue depth and CPU lead: a solid, b dashed")
+    # one legend for both: the phases drawn and the step
+    legend = fig.legends[0]
+    assert [t.get_text() for t in legend.get_texts()] == \
+        ["forward / other", "backward", "optimizer", "step"]
+    assert [to_hex(h.get_facecolor()) for h in legend.legend_handles] == \
+        [forward, backward, optimizer, STEP_COLORS[0]]
+    # the file is that figure: its size, with the phases' colours in it
+    img = imread(tmp_path / "cmp.png")
+    w, h = fig.get_size_inches() * fig.dpi
+    assert img.shape[:2] == (round(h), round(w))
+    pixels = {to_hex(p) for p in np.unique(img[..., :3].reshape(-1, 3), axis=0)}
+    assert {forward, backward, optimizer, STEP_COLORS[0]} <= pixels
 
 
 def test_temporary_traces_are_removed(tmp_path, monkeypatch):
@@ -133,11 +192,22 @@ def test_rounds_time_every_pass_again_in_alternating_order():
     assert all(v.shape == (2, 2) for v in cmp.step_ns.values())
     passes = order[2::3]  # each pass calls fn warmup + steps = 3 times; the last
     assert passes == ["none", "cutimeline", "profiler", "profiler", "cutimeline", "none"]
-    # the ratios are per round, then the median over rounds
-    none = np.median(cmp.step_ns["none"], axis=1)
-    ratio = np.median(np.median(cmp.step_ns["profiler"], axis=1) / none)
-    assert cmp.overhead["profiler"] == pytest.approx(ratio)
     assert len(cmp.match.theirs) == 2 * 2  # the first round's steps only
+
+
+def test_overhead_is_the_median_over_rounds_of_each_rounds_ratio():
+    # three rounds of three steps (ns); the machine runs twice as slow in
+    # round 2 and twice as fast in round 3 (drift between rounds)
+    step_ns = {"none": np.array([[90, 100, 130], [200, 210, 150], [50, 40, 70]]),
+               "cutimeline": np.array([[125, 120, 130], [400, 410, 390], [50, 20, 900]]),
+               "profiler": np.array([[300, 100, 900], [400, 350, 1000], [250, 200, 800]])}
+    cmp = Comparison(step_ns, match=None, gpu=None, sizes={}, ours=None, theirs=None)
+    # round medians: none 100, 200, 50; cutimeline 125, 400, 50; profiler
+    # 300, 400, 250. Ratios per round: cutimeline 1.25, 2, 1; profiler 3, 2,
+    # 5. Their medians: 1.25 and 3 (the pooled medians would give 130/100
+    # and 350/100, the means of the ratios 4.25/3 and 10/3)
+    assert cmp.overhead == {"cutimeline": 1.25, "profiler": 3.0}
+    assert cmp.median_ns == {"none": 100.0, "cutimeline": 130.0, "profiler": 350.0}
 
 
 # -- what fn does comes out unchanged ------------------------------------------------

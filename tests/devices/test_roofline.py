@@ -1,9 +1,10 @@
 """roofline.py: SimGPU's cost model — FLOP- or bandwidth-bound per GPU
 profile, TF32, bytes of expanded inputs, free views, convolution FLOPs."""
 
+import pytest
 import torch
 
-from cutimeline.devices.roofline import PROFILES, OpModel
+from cutimeline.devices.roofline import PROFILES, OpModel, op_name
 
 aten = torch.ops.aten
 
@@ -96,3 +97,22 @@ def test_cached_work_tells_apart_shapes_and_conv_arguments():
     assert model.flops(aten.mm.default, (a, b), {}, aten.mm.default(a, b)) == 2 * 64 * 32 * 16
     assert model.flops(aten.mm.default, (b.t(), a.t()), {},
                        aten.mm.default(b.t(), a.t())) == 2 * 16 * 32 * 64
+
+
+def test_op_name_of_ops_and_other_callables():
+    assert op_name(aten.add.Tensor) == "aten::add.Tensor"
+    assert op_name(aten.mm.default) == "aten::mm"
+
+    class Wants:  # its name() takes an argument: not an op's name()
+        __name__ = "wants"
+
+        def name(self, style):
+            return style
+
+    class Broken:  # an op-like name() that fails: the error is not swallowed
+        def name(self):
+            raise RuntimeError("no schema")
+    assert op_name(Wants()) == "wants"
+    assert op_name(len) == "len"
+    with pytest.raises(RuntimeError, match="no schema"):
+        op_name(Broken())

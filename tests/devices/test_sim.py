@@ -222,7 +222,7 @@ def test_real_clock_wait_really_blocks_the_host():
     import time
     gpu = SimGPU(cost={"k": 2_000_000}, pings=1)   # 2 ms of simulated work
     gpu.start()
-    b = gpu.begin(0, 0)
+    gpu.begin(0, 0)
     gpu.end(0, 0, "k", (), {}, None)
     gpu.wait(0)
     assert time.perf_counter_ns() >= gpu.drained_at(0)
@@ -542,7 +542,7 @@ def test_misuse_is_a_clear_error():
 def test_cost_function_must_return_a_duration(bad):
     gpu, clock = make(cost=lambda *_: bad)
     gpu.start()
-    b = gpu.begin(0, 0)
+    gpu.begin(0, 0)
     with pytest.raises(CutimelineError, match="returned"):
         gpu.end(0, 0, "k", (), {}, None)
 

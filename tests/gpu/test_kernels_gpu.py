@@ -86,8 +86,14 @@ def test_spin_lasts_its_duration_by_globaltimer_and_by_events():
 
 
 def test_spin_of_zero_returns():
-    K.spin(0)
+    stamper = K.Stamper(2)
+    K.spin(0)  # without a stamper too (and the first launch loads the module)
+    K.spin(0, stamper=stamper, begin_slot=0, end_slot=1)
     torch.cuda.synchronize()
+    got = stamper.read()
+    assert got.written.all()  # it ran to its end and wrote its last reading
+    # at once: within the overshoot any spin may have (about one timer step)
+    assert 0 <= got.globaltimer_ns[1] - got.globaltimer_ns[0] < 100_000
 
 
 def test_the_buffer_is_shared_with_cupy():

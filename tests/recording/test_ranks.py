@@ -312,3 +312,22 @@ def test_a_collective_the_log_cannot_read_warns_once_and_never_raises():
         log.note(Odd(), ([torch.ones(1)], "not a group"), {}, None, 1, None)
     assert len(seen) == 1
     assert log.rows == [] and log.meta()["collectives"]["seq"] == []
+
+
+def test_a_collective_that_failed_gets_no_completion_time():
+    from cutimeline.recording.collectives import _completed
+    ok, failed = torch.futures.Future(), torch.futures.Future()
+    rows = [[0, 0, 0, 0, NONE, NONE], [1, 0, 0, 1, NONE, NONE]]
+    for row, fut in zip(rows, (ok, failed)):
+        fut.add_done_callback(lambda f, row=row: _completed(row, f))
+    before = time.perf_counter_ns()
+    ok.set_result(None)
+    failed.set_exception(dist.DistBackendError("NCCL watchdog timed out"))
+    assert before <= rows[0][5] <= time.perf_counter_ns()
+    assert rows[1][5] == NONE
+    # an error that is no backend failure is not swallowed
+    odd = torch.futures.Future()
+    odd.set_exception(ValueError("not a collective's error"))
+    with pytest.raises(ValueError, match="not a collective's error"):
+        _completed(rows[1], odd)
+    assert rows[1][5] == NONE
