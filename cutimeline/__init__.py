@@ -16,7 +16,7 @@ import importlib
 from typing import Any
 
 from .errors import CutimelineError
-from .timeline.timeline import Timeline, load
+from .timeline.timeline import Timeline
 
 __version__ = "0.1.0"
 
@@ -30,9 +30,10 @@ _LAZY = {
     "export_chrome": "formats.chrome", "import_chrome": "formats.chrome",
     "compare": "comparison.runner", "Comparison": "comparison.result",
     "merge": "dist.merger",
+    "load": "formats.files",
 }
 
-__all__ = ["CutimelineError", "Timeline", "load", "__version__", *_LAZY]
+__all__ = ["CutimelineError", "Timeline", "__version__", *_LAZY]
 
 
 def __getattr__(name: str) -> Any:

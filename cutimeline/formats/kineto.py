@@ -4,7 +4,9 @@ A Kineto trace is Chrome-trace JSON: complete ("X") events in categories
 ``cpu_op`` (aten ops), ``user_annotation`` (record_function ranges,
 ``ProfilerStep#N``), ``cuda_runtime``/``cuda_driver`` (launch calls, also
 ``hip*`` on ROCm), ``kernel``/``gpu_memcpy``/``gpu_memset`` (device work) and
-``cuda_sync``. The host side (threads, ops linked to the launch calls inside
+``cuda_sync``; the first traces (torch 1.8-1.10) name them ``Operator``,
+``Runtime``, ``Kernel``, ``Memcpy`` and ``Memset`` and put GPU rows on tid
+"stream <n>", which read the same. The host side (threads, ops linked to the launch calls inside
 them, spans) is read by ``kinetohost``, the device side (GPU rows, syncs and
 the op flags they imply) by ``kinetodevice``; the category and arg names
 both read are in ``kinetoschema``.
@@ -32,8 +34,8 @@ from ..timeline.table import Strings
 from ..timeline.timeline import Timeline
 from .kinetodevice import _flag_ops, _gpu, _syncs
 from .kinetohost import _link_explicitly, _ops, _probes, _spans, _thread_index
-from .kinetoschema import (EXPORTER, GPU_CATEGORIES, LAUNCH_CATEGORIES, READ_CATEGORIES, SHIFT_KEY,
-                           STEP_RE, _int)
+from .kinetoschema import (EXPORTER, GPU_CATEGORIES, LAUNCH_CATEGORIES, OLD_CATEGORIES,
+                           READ_CATEGORIES, SHIFT_KEY, STEP_RE, _int)
 from .tracefile import bucket_events, columns, concat, read_trace, take
 
 __all__ = ["import_chrome"]
@@ -66,7 +68,7 @@ def _import(path: str, progress: Callable[[str, float], None]) -> Timeline:
     doc = read_trace(path, progress)
     progress("sorting", 0.6)
     cats, flows, thread_names, skipped = bucket_events(doc["traceEvents"],
-                                                       READ_CATEGORIES)
+                                                       READ_CATEGORIES, OLD_CATEGORIES)
     progress("linking", 0.7)
     warnings: list[str] = []
     ours = str(doc.get("exportedBy", "")).startswith(EXPORTER)

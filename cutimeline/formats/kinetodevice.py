@@ -8,7 +8,7 @@ import numpy as np
 
 from ..timeline.schema import NONE, GpuKind, OpFlag
 from ..timeline.table import Strings
-from .kinetoschema import GPU_CATEGORIES, KIND_ARG, NO_STREAM, NON_BLOCKING_SYNCS, _int
+from .kinetoschema import GPU_CATEGORIES, KIND_ARG, NO_STREAM, NON_BLOCKING_SYNCS, _int, _stream
 
 
 def _gpu(gpu_ev: dict, links: dict, strings: Strings, warnings: list[str],
@@ -36,7 +36,7 @@ def _gpu(gpu_ev: dict, links: dict, strings: Strings, warnings: list[str],
     rows = {"op": op, "launch_ns": np.array([lk[1] for lk in link], np.int64),
             "device": np.array([_int(a.get("device"), _int(p, 0))
                                 for a, p in zip(args, gpu_ev["pid"])], np.int64),
-            "stream": np.array([_int(a.get("stream"), _int(t, NONE))
+            "stream": np.array([_stream(a.get("stream"), t)
                                 for a, t in zip(args, gpu_ev["tid"])], np.int64),
             "name": np.array([intern(s) for s in gpu_ev["name"]], np.int32),
             "kind": kind, "begin_ns": gpu_ev["begin"], "end_ns": gpu_ev["end"]}

@@ -10,9 +10,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..timeline.schema import GpuKind
+from ..timeline.schema import NONE, GpuKind
 
-__all__ = ["GPU_CATEGORIES", "LAUNCH_CATEGORIES", "READ_CATEGORIES", "NO_STREAM",
+__all__ = ["GPU_CATEGORIES", "LAUNCH_CATEGORIES", "READ_CATEGORIES", "OLD_CATEGORIES",
+           "STREAM_TID", "NO_STREAM",
            "NON_BLOCKING_SYNCS", "BACKWARD_PREFIX", "STEP_RE", "SHIFT_KEY", "KIND_ARG",
            "EXPORTER"]
 
@@ -21,6 +22,11 @@ GPU_CATEGORIES = {"kernel": GpuKind.KERNEL, "gpu_memcpy": GpuKind.MEMCPY,
 LAUNCH_CATEGORIES = ("cuda_runtime", "cuda_driver")
 READ_CATEGORIES = ("cpu_op", "user_annotation", "cuda_sync", "Trace",
                    *GPU_CATEGORIES, *LAUNCH_CATEGORIES)
+# Kineto's first traces (torch 1.8-1.10) named the same categories so; their
+# GPU rows sit on tid "stream <n>" of pid <device>.
+OLD_CATEGORIES = {"Operator": "cpu_op", "Runtime": "cuda_runtime", "Kernel": "kernel",
+                  "Memcpy": "gpu_memcpy", "Memset": "gpu_memset"}
+STREAM_TID = re.compile(r"stream\s*(\d+)$")
 # Kineto writes the "no stream" of device-wide syncs both ways.
 NO_STREAM = (-1, 4294967295)
 # cudaStreamWaitEvent: a device-side wait, the host does not block.
@@ -47,3 +53,16 @@ def _int(v: Any, default: int) -> int:
         except ValueError:
             return default
     return default
+
+
+def _stream(arg: Any, tid: Any) -> int:
+    """A GPU row's stream: ``args.stream``, else its tid (an int, or the
+    "stream <n>" of the first traces), else NONE."""
+    v = _int(arg, NONE)
+    if v != NONE or arg is not None:
+        return v
+    if isinstance(tid, str):
+        m = STREAM_TID.match(tid.strip())
+        if m:
+            return int(m.group(1))
+    return _int(tid, NONE)

@@ -72,11 +72,14 @@ def read_trace(path: str, progress=None) -> dict[str, Any]:
     return doc
 
 
-def bucket_events(events: list, categories: tuple[str, ...]) -> tuple[dict, dict, dict, Counter]:
-    """One pass over the events: complete events of the given categories,
-    ac2g flow starts (id → event), thread names ((pid, tid) → name), and
-    counts of what is not read, by category or phase."""
+def bucket_events(events: list, categories: tuple[str, ...],
+                  aliases: dict[str, str] | None = None) -> tuple[dict, dict, dict, Counter]:
+    """One pass over the events: complete events of the given categories
+    (an alias's events go to the category it names), ac2g flow starts
+    (id → event), thread names ((pid, tid) → name), and counts of what is
+    not read, by category or phase."""
     cats: dict[str, list] = {c: [] for c in categories}
+    lookup = {**{old: cats[new] for old, new in (aliases or {}).items()}, **cats}
     flows: dict[Any, dict] = {}
     names: dict[tuple, str] = {}
     skipped: Counter = Counter()
@@ -86,7 +89,7 @@ def bucket_events(events: list, categories: tuple[str, ...]) -> tuple[dict, dict
             continue
         ph = e.get("ph")
         if ph == "X":
-            bucket = cats.get(e.get("cat"))
+            bucket = lookup.get(e.get("cat"))
             if bucket is not None:
                 bucket.append(e)
             else:

@@ -16,6 +16,7 @@ import pathlib
 import numpy as np
 import pytest
 
+import cutimeline as ctl
 from cutimeline import CutimelineError, Timeline
 from cutimeline.formats.chrome import import_chrome
 from cutimeline.formats.tracefile import to_ns
@@ -339,3 +340,77 @@ def test_bare_event_list_and_step_cpu_ops(tmp_path):
     tl = import_chrome(path)
     assert tl.decode(tl.ops["name"]).tolist() == ["aten::add"]
     assert tl.step_numbers().tolist() == [9]
+
+
+def test_ctl_load_reads_traces_as_import_chrome_does(tmp_path):
+    import gzip
+    import shutil
+    src = DATA / "critical_path" / "cuda_event_sync" / "event_sync_trace.json.gz"
+    plain = tmp_path / "trace.json"
+    with gzip.open(src) as f, open(plain, "wb") as g:
+        shutil.copyfileobj(f, g)
+    want = ctl.import_chrome(src)
+    for path in (src, plain):
+        got = ctl.load(path)
+        assert got.meta["source"] == "kineto"
+        for name in ("ops", "gpu", "syncs", "spans"):
+            for col, a in want.table(name).columns.items():
+                np.testing.assert_array_equal(got.table(name)[col], a, err_msg=f"{name}.{col}")
+
+
+def _two_generations():
+    """One training step written as torch 1.8-1.10 wrote traces (categories
+    Operator/Runtime/Kernel/Memcpy/Memset, string tids, GPU rows on tid
+    "stream 7" with no args.stream) and as torch 2.x writes them."""
+    def ev(cat, name, pid, tid, ts, dur, **args):
+        return {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid,
+                "ts": ts, "dur": dur, "args": args}
+    old = [ev("Operator", "ProfilerStep#1", 13721, "123", 50, 400),
+           ev("Operator", "ProfilerStep#2", 13721, "123", 450, 300),
+           ev("Operator", "aten::to", 13721, "123", 100, 60),
+           ev("Runtime", "cudaMemcpyAsync", 13721, "123", 110, 20, correlation=334),
+           ev("Memcpy", "Memcpy HtoD (Pageable -> Device)", 0, "stream 7", 135, 10,
+              correlation=334, device=0),
+           ev("Operator", "aten::mm", 13721, "123", 200, 100),
+           ev("Runtime", "cudaLaunchKernel", 13721, "123", 210, 5, correlation=335),
+           ev("Kernel", "void gemm", 0, "stream 7", 220, 150, correlation=335, device=0),
+           ev("Operator", "aten::zero_", 13721, "123", 500, 40),
+           ev("Runtime", "cudaMemsetAsync", 13721, "123", 505, 10, correlation=336),
+           ev("Memset", "Memset (Device)", 0, "stream 7", 520, 5, correlation=336,
+              device=0)]
+    new_cat = {"Operator": "cpu_op", "Runtime": "cuda_runtime", "Kernel": "kernel",
+               "Memcpy": "gpu_memcpy", "Memset": "gpu_memset"}
+    new = []
+    for e in old:
+        e = {**e, "cat": new_cat[e["cat"]], "args": dict(e["args"])}
+        if e["tid"] == "stream 7":
+            e["tid"], e["args"]["stream"] = 7, 7
+        else:
+            e["tid"] = 123
+        if e["name"].startswith("ProfilerStep"):
+            e["cat"] = "user_annotation"
+        new.append(e)
+    return old, new
+
+
+def test_the_first_trace_generation_reads_as_todays(tmp_path):
+    old, new = _two_generations()
+    tls = []
+    for name, events in (("old", old), ("new", new)):
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps({"traceEvents": events}))
+        tls.append(ctl.load(path))
+    a, b = tls
+    assert len(a.ops) == 3 and len(a.gpu) == 3
+    assert a.gpu.stream.tolist() == [7, 7, 7]
+    op = np.asarray(a.gpu.op)
+    assert (op >= 0).all()
+    assert a.decode(a.ops["name"][op]).tolist() == ["aten::to", "aten::mm", "aten::zero_"]
+    assert a.step_numbers().tolist() == [1, 2]
+    for table in ("ops", "gpu", "spans", "syncs"):
+        for col, want in b.table(table).columns.items():
+            if col in ("name", "shapes", "module", "grad_fn"):  # string ids
+                want, got = b.decode(want), a.decode(a.table(table)[col])
+            else:
+                got = a.table(table)[col]
+            np.testing.assert_array_equal(got, want, err_msg=f"{table}.{col}")

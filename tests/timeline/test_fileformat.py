@@ -50,13 +50,34 @@ def test_meta_that_is_not_json_is_refused(tmp_path):
 @pytest.mark.parametrize("damage, message", [
     (lambda b: b[: len(b) // 2], "not a cutimeline file|damaged"),
     (lambda b: b"\0" * len(b), "not a cutimeline file"),
-    (lambda b: b'{"traceEvents": []}', "import_chrome"),
 ])
 def test_damaged_files_name_the_file(tmp_path, damage, message):
     path = tmp_path / "run.ctl"
     make_timeline().save(path)
     path.write_bytes(damage(path.read_bytes()))
     with pytest.raises(ctl.CutimelineError, match=message) as info:
+        ctl.load(path)
+    assert str(path) in str(info.value)
+
+
+def test_a_trace_where_a_ctl_file_was_expected_is_named(tmp_path):
+    from cutimeline.timeline.timeline import load
+    path = tmp_path / "run.ctl"
+    path.write_bytes(b'{"traceEvents": []}')
+    with pytest.raises(ctl.CutimelineError, match="ctl.load and ctl.import_chrome") as info:
+        load(path)  # the .ctl reader alone
+    assert str(path) in str(info.value)
+    # ctl.load reads it as the trace it is, and says what the trace lacks
+    with pytest.raises(ctl.CutimelineError, match="no cpu_op, kernel"):
+        ctl.load(path)
+
+
+@pytest.mark.parametrize("what", ["folder", "missing"])
+def test_load_names_what_is_not_a_file(tmp_path, what):
+    path = tmp_path / "x"
+    if what == "folder":
+        path.mkdir()
+    with pytest.raises(ctl.CutimelineError, match="folder|does not exist") as info:
         ctl.load(path)
     assert str(path) in str(info.value)
 

@@ -1,0 +1,34 @@
+"""``ctl.load``: any file cutimeline reads, told apart by its first bytes.
+
+A ``.ctl`` file is a zip archive (``PK``); a torch.profiler (Kineto) trace
+is JSON (``{``) or gzipped JSON (``1f 8b``), read as ``import_chrome``
+reads it. ``meta["source"]`` of the Timeline says which it was: "kineto"
+for a trace, what recorded or merged it for a ``.ctl`` file.
+"""
+
+from __future__ import annotations
+
+import os
+
+from ..errors import CutimelineError
+from ..timeline.timeline import Timeline, load as load_ctl
+
+__all__ = ["load"]
+
+
+def load(path: str | os.PathLike) -> Timeline:
+    """A Timeline from a ``.ctl`` file or a torch.profiler trace (``.json``,
+    ``.json.gz``); anything else raises ``CutimelineError`` naming the file
+    and what it is not."""
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise CutimelineError(f"{path} does not exist.")
+    if os.path.isdir(path):
+        raise CutimelineError(f"{path} is a folder; give a .ctl file or a "
+                              f"torch.profiler trace (.json, .json.gz).")
+    with open(path, "rb") as f:
+        head = f.read(64)
+    if head[:2] == b"\x1f\x8b" or head.lstrip()[:1] in (b"{", b"["):
+        from .kineto import import_chrome
+        return import_chrome(path)
+    return load_ctl(path)
