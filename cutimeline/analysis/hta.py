@@ -3,12 +3,13 @@ so a user can set cutimeline's numbers beside HTA's on the same trace.
 
 What HTA does (read from its source, none copied):
 
-* **Window.** HTA keeps the CPU events that begin before the start of the
-  last ``ProfilerStep`` and the GPU work correlated with them (through the
-  launch call), so the last, often partial, step is left out. Without
-  steps it keeps everything. Here: gpu rows whose ``launch_ns`` precedes
-  the last STEP span's begin (rows without a launch time drop out, as
-  uncorrelated kernels do in HTA).
+* **Window.** With two steps or more, HTA keeps the CPU events that begin
+  before the start of the last ``ProfilerStep`` and the GPU work correlated
+  with them (through the launch call), so the last, often partial, step is
+  left out. With one step or none it warns and keeps everything. Here: gpu
+  rows whose ``launch_ns`` precedes the last STEP span's begin (rows without
+  a launch time drop out, as uncorrelated kernels do in HTA), or every row
+  (``window_name`` says which).
 * **Rounding.** On traces with fractional-µs timestamps HTA rounds each
   event's begin up and end down to whole µs (``round_us``; by default only
   for imported Kineto traces). On nccl_data this moves the idle share by
@@ -50,7 +51,7 @@ from ..timeline.schema import NONE, GpuKind, SpanKind
 from ..timeline.timeline import Timeline
 from .queues import SAMPLE_FIELDS, sample_stats
 
-__all__ = ["hta_window", "temporal_breakdown", "idle_breakdown", "queue_length",
+__all__ = ["hta_window", "window_name", "temporal_breakdown", "idle_breakdown", "queue_length",
            "hta_times", "measures"]
 
 
@@ -59,9 +60,16 @@ def hta_window(tl: Timeline) -> np.ndarray:
     s = tl.spans
     steps = s.begin_ns[s.kind == SpanKind.STEP]
     launch = tl.gpu.launch_ns
-    if len(steps) == 0:
+    if len(steps) < 2:
         return np.ones(len(launch), bool)
     return (launch != NONE) & (launch < steps.max())
+
+
+def window_name(tl: Timeline) -> str:
+    """What ``hta_window`` keeps, in words."""
+    n = int((tl.spans.kind == SpanKind.STEP).sum())
+    return "steps before the last" if n >= 2 else \
+        "the whole trace: HTA keeps every step when there are fewer than two"
 
 
 def hta_times(tl: Timeline, round_us: bool | None = None):
@@ -275,7 +283,7 @@ def measures(tl: Timeline, round_us: bool | None = None,
             temporal = _temporal_from(len(b), span, busy, busy)
     if temporal is None:
         temporal = _temporal(tl, keep, b, e, engine)
-    return {"temporal_breakdown": temporal,
+    return {"window": window_name(tl), "temporal_breakdown": temporal,
             "idle_breakdown": _idle(b, e, la, pair, dev, st, order, starts,
                                     consecutive_kernel_delay_ns, engine),
             "queue_length": _queue(b, la, pair, dev, st, engine)}

@@ -107,13 +107,16 @@ def summary_text(rep: Report) -> str:
                      f"queue depth mean {d['queue_mean']:.1f}, max {d['queue_max']}")
     lines += _compensation(rep)
     h = rep.hta
-    if h is not None and h["temporal_breakdown"]["rows"]:
+    if h is not None and not h["temporal_breakdown"]["rows"]:
+        lines.append(f"HTA-compatible: no GPU work in HTA's window ({h['window']}); "
+                     f"HTA reports nothing for it either.")
+    elif h is not None:
         t = h["temporal_breakdown"]
         ib = h["idle_breakdown"]
         tot = sum(int(ib[k].sum()) for k in ("host_wait_ns", "kernel_wait_ns", "other_ns"))
         wait = f"; host wait {_pct(ib['host_wait_ns'].sum() / tot)} of stream idle" \
             if tot > 0 else ""
-        lines.append(f"HTA-compatible (steps before the last): idle {t['idle_pct']:.1f}%, "
+        lines.append(f"HTA-compatible ({h['window']}): idle {t['idle_pct']:.1f}%, "
                      f"compute {t['compute_pct']:.1f}%, non-compute "
                      f"{t['non_compute_pct']:.1f}%{wait}")
     return "\n".join(lines)

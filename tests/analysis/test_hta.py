@@ -81,8 +81,23 @@ def test_window_leaves_out_the_last_step():
     assert hta.hta_window(tl).tolist() == [True, True, False]
     t = hta.temporal_breakdown(tl)
     assert (t["span_ns"], t["idle_ns"], t["idle_pct"]) == (30, 10, 33.33)
+    assert hta.window_name(tl) == "steps before the last"
     no_steps = timeline([(0, 5, 10, 20), (0, NONE, 30, 40)])
     assert hta.hta_window(no_steps).tolist() == [True, True]
+
+
+def test_one_step_keeps_everything_as_hta_does():
+    # HTA 0.5 filters by the last ProfilerStep only when there are two or
+    # more; with one it warns and keeps every event
+    tl = timeline([(0, 5, 10, 20), (0, 25, 30, 40), (0, 55, 60, 90)],
+                  steps=[(1, 0, 100)])
+    assert hta.hta_window(tl).tolist() == [True, True, True]
+    t = hta.temporal_breakdown(tl)
+    assert (t["span_ns"], t["idle_ns"]) == (80, 30)
+    assert hta.window_name(tl).startswith("the whole trace")
+    summary = ctl.analyze(tl).summary()
+    assert "HTA-compatible (the whole trace: HTA keeps every step when there are " \
+        "fewer than two): idle 37.5%" in summary
 
 
 def test_compute_excludes_communication_and_memory():
