@@ -1,5 +1,7 @@
 """``ctl.analyze`` of one checkout against others, alternating, on the same
-synthetic Timelines (``bench_analyze.synthetic`` of this checkout).
+synthetic Timeline (``bench_analyze.synthetic`` of this checkout, handed to
+each checkout as a ``.ctl`` file, so checkouts whose modules live elsewhere
+read it through the public ``ctl.load``).
 
     git worktree add /tmp/before <commit>
     python benchmarks/bench_analyze_versions.py /tmp/before . [--size 1e6]
@@ -19,16 +21,16 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 ONE = """
 import sys, time, statistics
-sys.path.insert(0, {bench!r}); sys.path.insert(0, {tree!r})
-from bench_analyze import synthetic
+sys.path.insert(0, {tree!r})
 import cutimeline as ctl
 assert ctl.__file__.startswith({tree!r}), ctl.__file__
-tl = synthetic({size}, streams={streams})
+tl = ctl.load({path!r})
 ctl.analyze(tl)
 r = []
 for _ in range({reps}):
@@ -47,10 +49,14 @@ def main() -> None:
     args = ap.parse_args()
     trees = [os.path.abspath(t) for t in args.trees]
     times: dict[str, list[float]] = {t: [] for t in trees}
+    sys.path.insert(0, HERE)
+    from bench_analyze import synthetic
+    tmp = tempfile.TemporaryDirectory(prefix="bench-versions-")
+    path = os.path.join(tmp.name, "synthetic.ctl")
+    synthetic(int(args.size), streams=args.streams).save(path)
     for run in range(args.runs):
         for t in trees:
-            code = ONE.format(bench=HERE, tree=t, size=int(args.size),
-                              streams=args.streams, reps=args.reps)
+            code = ONE.format(tree=t, path=path, reps=args.reps)
             out = subprocess.run([sys.executable, "-c", code], check=True,
                                  capture_output=True, text=True).stdout
             times[t].append(float(out.split()[-1]))
