@@ -3,12 +3,14 @@
 At stop the session's writers hold tuples per thread and the device hands
 back a ``Harvest``; ``_assemble`` gathers them into the Timeline's tables
 (ops sorted by ``seq``; events, syncs and gpu rows mapped from sequence
-numbers to ops rows; every thread's spans), and ``_align`` aligns its
-clocks when it has device work.
+numbers to ops rows; every thread's spans) under the meta ``meta_at_stop``
+makes, and ``_align`` aligns its clocks when it has device work.
 """
 
 from __future__ import annotations
 
+import platform
+import socket
 import warnings
 from typing import Any
 
@@ -34,6 +36,37 @@ def _align(tl: Timeline) -> Timeline:
                       f"the Timeline is kept unaligned, meta['align_error'] says why.",
                       RuntimeWarning, 3)
         return tl.replace(meta={**tl.meta, "align_error": str(exc)})
+
+
+def meta_at_stop(s: Session, harvest: Harvest | None, meta: dict[str, Any],
+                 dev: Any, options: dict[str, Any]) -> dict[str, Any]:
+    """The Timeline's meta: what ``start()`` noted (``meta``), the device's
+    harvest, versions, host, ``record()``'s options, threads, calibrations,
+    whether ``max_ops`` cut it, collectives and rank."""
+    import torch
+
+    from .. import __version__
+    started, meta = meta, dict(meta)
+    if harvest is not None:
+        meta.update(harvest.meta)
+    o = dict(options)
+    o["device"] = "cpu" if dev is None else repr(dev)
+    meta.update({
+        "versions": {"cutimeline": __version__, "torch": torch.__version__,
+                     "python": platform.python_version()},
+        "host": socket.gethostname(), "options": o, "aligned": False,
+        "devices": [] if dev is None else [{
+            "index": dev.index, "kind": dev.kind,
+            "name": meta.get("device_name", getattr(dev, "name", repr(dev)))}],
+        "threads": [w.name for w in s.writers],
+        "overhead_calibrations": [list(c) for c in s.calibrations],
+        "truncated": s.cut_ns is not None})
+    if s.collectives is not None:
+        meta.update(s.collectives.meta())
+    if options.get("out_dir"):
+        from .ranks import rank_meta
+        meta.update(rank_meta(started))
+    return meta
 
 
 def _rows(lists: list[list[tuple]], width: int) -> np.ndarray:

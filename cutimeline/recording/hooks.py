@@ -10,7 +10,8 @@ that are not aten ops. ``Hooks.install()`` at start and
 attribute is restored exactly.
 
 Spans are tuples ``(kind, name_id, thread, depth, number, begin_ns,
-end_ns)`` appended to the calling thread's ``Writer``. ``depth`` is the
+end_ns)`` appended to the calling thread's ``Writer`` by ``Session.span``,
+which counts them against ``max_ops``. ``depth`` is the
 nesting among spans of that kind on that thread (for MODULE the module
 depth, 0 for the root module); ``number`` is the step number of STEP spans.
 
@@ -158,9 +159,9 @@ class Hooks:
         _, sid, t0, ctx = st[i]
         del st[i:]
         w.ctx = ctx
-        w.span(_MODULE, sid, i, t0)
+        self.s.span(w, _MODULE, sid, i, t0)
         if i == 0:
-            w.span(_FORWARD, sid, 0, t0)
+            self.s.span(w, _FORWARD, sid, 0, t0)
 
     # -- optimizer and steps -----------------------------------------------------
     def _opt_pre(self, opt: Any, args: Any, kwargs: Any) -> None:
@@ -173,8 +174,8 @@ class Hooks:
         w = self.s.writer()
         if w.optimizers:
             t0 = w.optimizers.pop()
-            w.span(_OPTIMIZER, self.s.intern(f"{type(opt).__name__}.step"),
-                   len(w.optimizers), t0)
+            self.s.span(w, _OPTIMIZER, self.s.intern(f"{type(opt).__name__}.step"),
+                        len(w.optimizers), t0)
         self.s.boundary(w, manual=False)
 
     # -- wrappers ------------------------------------------------------------------
@@ -192,7 +193,7 @@ class Hooks:
                     return original(loader, *args, **kwargs)
                 finally:
                     w.data -= 1
-                    w.span(_DATA, sid, w.data, t0)
+                    s.span(w, _DATA, sid, w.data, t0)
             return fetch
         return make
 
@@ -211,7 +212,7 @@ class Hooks:
             finally:
                 with s.lock:
                     s.backward -= 1
-                w.span(_BACKWARD, sid, 0, t0)
+                s.span(w, _BACKWARD, sid, 0, t0)
         return run_backward
 
     def _start(self, original: Any) -> Any:
@@ -305,8 +306,7 @@ def _synced(s: Any, kind: str,
             t1 = _now()
             if not s.off:
                 note(args, kwargs, t0, t1)
-                w = s.writer()
-                w.spans.append((_SYNC, sid, w.thread, 0, NONE, t0, t1))
+                s.span(s.writer(), _SYNC, sid, 0, t0, NONE, t1)
             return out
         return blocking
     return make

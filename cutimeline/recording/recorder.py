@@ -32,7 +32,9 @@ What else is seen, precisely:
   threads, which inherit the dispatch mode; those ops get those threads' rows.
 * Threads started while recording (``threading.Thread.start``) record their
   ops. Threads that were running before start are not recorded, nor are
-  DataLoader worker processes (their fetch is one DATA span in the parent).
+  processes forked while recording, DataLoader workers among them: the
+  recorder steps aside in them (``forks.py``); a fetch is one DATA span in
+  the parent.
 * ``torch.compile``: compiled code stays compiled; the recorder sees the
   ops the compiled artifact dispatches at run time (with ``aot_eager``
   every aten op), and each call of an Inductor graph is an op
@@ -58,8 +60,6 @@ What else is seen, precisely:
 from __future__ import annotations
 
 import os
-import platform
-import socket
 import threading
 import time
 import warnings
@@ -70,10 +70,11 @@ import torch
 
 from ..devices.device import Device
 from ..errors import CutimelineError
-from ..timeline.schema import SpanKind
+from ..timeline.schema import NONE, SpanKind
 from ..timeline.timeline import Timeline
-from .assembly import _align, _assemble
+from .assembly import _align, _assemble, meta_at_stop
 from .devicespec import _device
+from .forks import step_aside
 from .hooks import Hooks, _compiling
 from .opstream import Mode
 from .selfcost import calibrator, measure, refine
@@ -86,6 +87,7 @@ __all__ = ["record", "Recorder", "span"]
 _STEPS = ("auto", "optimizer", "manual")
 _USER, _SYNC_SPAN = int(SpanKind.USER), int(SpanKind.SYNC)
 _ACTIVE: Session | None = None  # the recording in progress, for span()
+_RECORDER: Recorder | None = None  # its Recorder, for _forked
 _ACTIVE_LOCK = threading.Lock()
 # how often (at most) a real mix of ops is priced again between steps
 # (Session.calibrate; 0: only at stop). Off by default: each run is a few ms
@@ -103,8 +105,10 @@ def record(*, device: str | Device = "auto", max_ops: int = 10_000_000,
 
     ``device``: "auto" (CUDA when available, else "cpu"), "cuda", "cuda:N",
     "cpu" (host rows only) or a ``Device`` such as ``ctl.SimGPU(...)``.
-    ``max_ops``: past this many ops one warning is given and recording of
-    ops stops (``Timeline.truncated``); the program goes on. ``modules``:
+    ``max_ops``: past this many ops, or this many spans (steps and
+    ``ctl.span`` included), one warning is given and the recording is cut
+    there (``Timeline.truncated``): no op after it is recorded, nor any span
+    that begins after it; the program goes on. ``modules``:
     module paths and MODULE/FORWARD spans (global module hooks). ``threads``:
     record threads started while recording. ``steps``: what ends a STEP span
     — "optimizer" (every ``optimizer.step()``), "manual" (``rec.step()``
@@ -168,6 +172,7 @@ class Recorder:
         self._timelines: dict[str, Timeline] = {}
         self._meta: dict[str, Any] = {}
         self._error: BaseException | None = None  # what the recorded block raised
+        self._forked = False  # a forked child's copy: it stepped aside (forks.py)
 
     def __repr__(self) -> str:
         dev = "cpu" if self.device is None else getattr(self.device, "name", self.device)
@@ -191,7 +196,7 @@ class Recorder:
 
     def start(self) -> "Recorder":
         """Begin recording in the calling thread."""
-        global _ACTIVE
+        global _ACTIVE, _RECORDER
         if self._state == "recording":
             raise CutimelineError("This recorder is already recording; call stop() "
                                   "before starting it again.")
@@ -227,16 +232,18 @@ class Recorder:
             hooks = Hooks(s, modules=o["modules"], threads=o["threads"])
             if self.device is not None:
                 self.device.start()
+            # known before the hooks are: a fork from another thread steps aside
+            self._session, self._hooks, _RECORDER = s, hooks, self
             try:
                 hooks.install()
-                mode = s.mode_for(s.writer())
-                mode.__enter__()
+                self._mode = s.mode_for(s.writer())
+                self._mode.__enter__()
             except BaseException:
+                self._session = self._hooks = self._mode = _RECORDER = None
                 hooks.remove()
                 if self.device is not None:
                     self.device.harvest()
                 raise
-            self._session, self._hooks, self._mode = s, hooks, mode
             self._thread = threading.get_ident()
             _ACTIVE = s
             self._state = "recording"
@@ -244,8 +251,10 @@ class Recorder:
 
     def stop(self) -> "Recorder":
         """End the recording; ``timeline`` holds it (aligned if it has device
-        events). Call it from the thread that called start()."""
-        global _ACTIVE
+        events). Call it from the thread that called start(). In a process
+        forked while recording it gives an empty Timeline with
+        ``meta["forked"]``: the parent's holds the recording."""
+        global _ACTIVE, _RECORDER
         if self._state != "recording":
             raise CutimelineError(
                 "stop() was called on a recorder that is not recording" +
@@ -254,7 +263,8 @@ class Recorder:
                  "; call start() first, or use it as `with ctl.record() as rec:`."))
         if self.disabled:
             self._state = "stopped"
-            self._timeline = Timeline(meta={"source": "record", "disabled": True})
+            self._timeline = Timeline(meta={"source": "record", **(
+                {"forked": True} if self._forked else {"disabled": True})})
             return self
         if threading.get_ident() != self._thread:
             raise CutimelineError("stop() must be called from the thread that "
@@ -275,7 +285,8 @@ class Recorder:
             if self._meta.get("overhead_model"):  # after the last op: not timed
                 refine(self._meta["overhead_model"])
                 s.calibrate()  # at least one price of a real mix
-            tl = _assemble(s, harvest, self._meta_at_stop(s, harvest))
+            tl = _assemble(s, harvest, meta_at_stop(s, harvest, self._meta, self.device,
+                                                     self.options))
             self._timeline = _align(tl)
             if self.options.get("out_dir"):  # this rank's file (ranks.py)
                 from .ranks import write_rank
@@ -291,7 +302,7 @@ class Recorder:
         finally:
             self._state = "stopped"
             with _ACTIVE_LOCK:
-                _ACTIVE = None
+                _ACTIVE = _RECORDER = None
             # drop the session (modes left in other threads see it is off) and
             # free its buffers now, not when the last recorded thread ends
             self._session = self._mode = self._hooks = None
@@ -323,30 +334,27 @@ class Recorder:
         tl = self.timeline
         return dict(self._timelines) or {tl.meta.get("timing", "events"): tl}
 
-    def _meta_at_stop(self, s: Session, harvest: Any) -> dict[str, Any]:
-        import cutimeline
-        meta = dict(self._meta)
-        if harvest is not None:
-            meta.update(harvest.meta)
-        dev = self.device
-        o = dict(self.options)
-        o["device"] = "cpu" if dev is None else repr(dev)
-        meta.update({
-            "versions": {"cutimeline": cutimeline.__version__, "torch": torch.__version__,
-                         "python": platform.python_version()},
-            "host": socket.gethostname(), "options": o, "aligned": False,
-            "devices": [] if dev is None else [{
-                "index": dev.index, "kind": dev.kind,
-                "name": meta.get("device_name", getattr(dev, "name", repr(dev)))}],
-            "threads": [w.name for w in s.writers],
-            "overhead_calibrations": [list(c) for c in s.calibrations],
-            "truncated": next(s.count) > s.max_ops})
-        if s.collectives is not None:
-            meta.update(s.collectives.meta())
-        if self.options.get("out_dir"):
-            from .ranks import rank_meta
-            meta.update(rank_meta(self._meta))
-        return meta
+    def _step_aside(self) -> None:
+        """In a process forked while recording: record nothing there
+        (``forks.py``); ``step()`` does nothing and ``stop()`` gives an
+        empty Timeline."""
+        s, hooks, mode = self._session, self._hooks, self._mode
+        self._session = self._hooks = self._mode = None
+        self.disabled = self._forked = True
+        step_aside(s, hooks, mode)
+
+
+def _forked() -> None:
+    """Called in the child of every ``os.fork`` (registered once, below)."""
+    global _ACTIVE, _ACTIVE_LOCK, _RECORDER
+    rec, _ACTIVE, _RECORDER = _RECORDER, None, None
+    _ACTIVE_LOCK = threading.Lock()  # another thread may have held it at the fork
+    if rec is not None:
+        rec._step_aside()
+
+
+if hasattr(os, "register_at_fork"):  # POSIX
+    os.register_at_fork(after_in_child=_forked)
 
 
 class span:
@@ -362,8 +370,8 @@ class span:
 
     def __enter__(self) -> "span":
         s = _ACTIVE
-        if s is not None and not _compiling():
-            s.writer().users.append((s, s.intern(self.name), _now()))
+        if s is not None and not _compiling():  # cut at max_ops: no new name
+            s.writer().users.append((s, NONE if s.off else s.intern(self.name), _now()))
         return self
 
     def __exit__(self, *exc: Any) -> bool:
@@ -372,8 +380,8 @@ class span:
             w = s.writer()
             if w.users:
                 owner, name, t0 = w.users.pop()
-                if owner is s:
-                    w.span(_USER, name, len(w.users), t0)
+                if owner is s and name != NONE:
+                    s.span(w, _USER, name, len(w.users), t0)
         return False
 
     def __call__(self, fn: Callable) -> Callable:

@@ -3,7 +3,9 @@
 One ``Session`` per recording holds the caches (op signatures, module
 contexts, autograd node names, the strings) and the per-thread
 ``Writer``s, each made on its thread's first access; only cache misses
-take its lock. It ends steps, prices the recorder again between them
+take its lock. It keeps the cap: ops and spans each count against
+``max_ops``, and the first past it cuts the whole recording (``truncate``).
+It ends steps, prices the recorder again between them
 (``calibrate``), and dispatches the ops that launch device work between
 two events (``launch``), those that may block the host
 (``launch_ruled``), collectives (``collective``) and CUDA graph replays
@@ -58,10 +60,6 @@ class Writer:
         self.users: list[tuple] = []     # open user spans: (session, name id, begin_ns)
         self.optimizers: list[int] = []  # begin_ns of open optimizer steps
 
-    def span(self, kind: int, name: int, depth: int, begin_ns: int,
-             number: int = NONE) -> None:
-        self.spans.append((kind, name, self.thread, depth, number, begin_ns, _now()))
-
 
 class _Local(threading.local):
     """Each thread's Writer, made on its first access. threading.local keeps
@@ -77,7 +75,9 @@ class Session:
 
     def __init__(self, device: Device | None, *, max_ops: int, steps: str):
         self.device, self.max_ops, self.steps = device, max_ops, steps
-        self.off = False
+        self.off = False  # stopped, or cut at max_ops: the modes pass ops through
+        self.cut_ns: int | None = None  # when max_ops cut the recording (truncate)
+        self.span_count = itertools.count()  # spans count against max_ops too
         self.paused = False  # True while calibrate() runs: the hooks do nothing
         self.backward = 0  # backward passes running (hooks.py counts them)
         self.count = itertools.count()
@@ -188,7 +188,7 @@ class Session:
         with self.lock:
             n, t0, t1 = self.step_number, self.step_begin, _now()
             self.step_number, self.step_begin = n + 1, t1
-        w.spans.append((_STEP, name, w.thread, 0, n, t0, t1))
+        self.span(w, _STEP, name, 0, t0, n, t1)
         if self.at_boundary:
             self.at_boundary = [f for f in self.at_boundary if not f()]
         if self.calibrate_every_ns and t1 >= self._next_calibration:
@@ -226,8 +226,8 @@ class Session:
         t2 = _now()
         if t1 is not None:  # at stop it is past the recording's end
             w = self.writer()
-            w.spans.append((_USER_SPAN, self.intern("cutimeline calibration"), w.thread,
-                            len(w.users), NONE, t0, t2))
+            self.span(w, _USER_SPAN, self.intern("cutimeline calibration"),
+                      len(w.users), t0, NONE, t2)
         with self.lock:
             self.calibrations.append((t0, t2, max(0, round(1000 * ratio))))
             self._next_calibration = t2 + self.calibrate_every_ns
@@ -257,7 +257,7 @@ class Session:
             t1 = _now()
             name = self.sig_table[sig][0]
             d.note_sync(self.strings.values[name], stream, seq, t0, t1)
-            w.spans.append((_SYNC_SPAN, name, w.thread, 0, NONE, t0, t1))
+            self.span(w, _SYNC_SPAN, name, 0, t0, NONE, t1)
             flags |= _SYNC
         else:
             t1 = _now()
@@ -348,10 +348,34 @@ class Session:
         w.ops.append((seq, t0, t1, sig, w.ctx, NONE, flags))
         return out
 
-    def truncate(self) -> None:
-        self.off = True
-        warnings.warn(f"cutimeline recorded max_ops={self.max_ops:,} ops and stops "
-                      f"recording ops here (the program goes on); the Timeline is "
+    # -- spans and the cap ----------------------------------------------------------
+    def span(self, w: Writer, kind: int, name: int, depth: int, begin_ns: int,
+             number: int = NONE, end_ns: int | None = None) -> None:
+        """Append a span of ``w``'s thread ending now (or at ``end_ns``).
+        Spans count against ``max_ops`` as ops do: the one past it cuts
+        the recording (``truncate``). A span that began before the cut is
+        kept when it ends (only those open at the cut: bounded by nesting),
+        none that begins after it."""
+        if end_ns is None:
+            end_ns = _now()
+        cut = self.cut_ns
+        if cut is not None and begin_ns >= cut:
+            return
+        if next(self.span_count) >= self.max_ops and cut is None:
+            self.truncate("spans")
+        w.spans.append((kind, name, w.thread, depth, number, begin_ns, end_ns))
+
+    def truncate(self, what: str = "ops") -> None:
+        """Cut the recording now: ``max_ops`` ``what`` (ops or spans) are
+        recorded. Ops pass through unrecorded from here on and no span
+        that begins later is kept (``span``), so the Timeline ends at one
+        instant for everything; it is marked truncated. One warning."""
+        with self.lock:
+            if self.cut_ns is not None:
+                return
+            self.cut_ns, self.off = _now(), True
+        warnings.warn(f"cutimeline recorded max_ops={self.max_ops:,} {what} and stops "
+                      f"recording here (the program goes on); the Timeline is "
                       f"marked truncated. Pass a larger max_ops to record more.",
                       RuntimeWarning, stacklevel=3)
 

@@ -612,6 +612,63 @@ def test_max_ops_truncates_once_and_the_program_goes_on():
     assert len(tl.gpu) == 10
 
 
+def _spans_and_steps(n, max_ops=100):
+    """``n`` named spans and steps under ``max_ops``, inside one outer
+    span; the Timeline and the Python memory it took at its peak."""
+    import tracemalloc
+    x = torch.ones(3)
+    tracemalloc.start()
+    try:
+        with ctl.record(device="cpu", max_ops=max_ops, measure=False, steps="manual") as rec:
+            with ctl.span("outer"):
+                for i in range(n):
+                    with ctl.span(f"span {i}"):
+                        x = x + 1
+                    rec.step()
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert torch.equal(x, torch.full((3,), 1.0 + n))  # the program went on
+    return rec.timeline, peak
+
+
+def test_max_ops_caps_spans_and_steps_and_their_names():
+    with pytest.warns(RuntimeWarning):  # the first dispatch mode's imports: not counted
+        _spans_and_steps(10, max_ops=1)
+    with pytest.warns(RuntimeWarning, match="max_ops=100 spans") as caught:
+        tl, peak = _spans_and_steps(20_000)
+    assert len(caught) == 1 and tl.truncated and "TRUNCATED" in repr(tl)
+    # the span at the cap is kept, and those open across the cut with their
+    # true ends (the step and "outer"); none that begins after the cut
+    assert len(tl.spans) == 100 + 1 + 2
+    spans = tl.to_pandas("spans")
+    outer = spans[spans.name == "outer"]
+    assert len(outer) == 1 and outer.end_ns.iloc[0] == spans.end_ns.max()
+    assert spans.kind.value_counts()["step"] < 60 and tl.spans.number.max() < 60
+    assert len(tl.ops) < 60 and not (tl.ops.flags & OpFlag.TRUNCATED).any()
+    assert len(tl.strings) < 150  # no name interned after the cut
+    # unbounded, its 40,000 spans and 20,000 names held 14 MB at the peak
+    with pytest.warns(RuntimeWarning, match="max_ops=100 spans"):
+        small, small_peak = _spans_and_steps(200)
+    assert len(small.spans) == len(tl.spans) and peak < small_peak + 200_000
+
+
+def test_a_cut_by_ops_ends_the_spans_too():
+    x = torch.ones(3)
+    with pytest.warns(RuntimeWarning, match="max_ops=10 ops"):
+        with ctl.record(device="cpu", max_ops=10, measure=False) as rec:
+            for i in range(1000):
+                with ctl.span("each"):
+                    for _ in range(5):
+                        x = x + 1
+                rec.step()
+    assert torch.equal(x, torch.full((3,), 5001.0))
+    tl = rec.timeline
+    assert tl.truncated and len(tl.ops) == 11 and tl.ops.flags[-1] & OpFlag.TRUNCATED
+    assert len(tl.spans) == 2 * 3  # the third span and step were open at the cut
+    assert tl.spans.begin_ns.max() < tl.ops.host_end_ns[-1]  # none begins after the cut
+
+
 def test_disable_switch(monkeypatch):
     monkeypatch.setenv("CUTIMELINE_DISABLE", "1")
     with ctl.record(device="cuda") as rec:  # not resolved: no error without CUDA
