@@ -88,3 +88,14 @@ def test_every_stage_folder_of_tests_is_collected():
     seen = {line.split("/")[1] for line in out.splitlines()
             if line.startswith("tests/") and line.count("/") >= 2}
     assert seen >= set(STAGES), sorted(set(STAGES) - seen)
+
+
+def test_each_folder_of_tests_runs_alone():
+    # a test file may import a sibling test file (its folder is on the path
+    # when it runs) or a helper at the top of tests/, never another folder's
+    import ast
+    for path in (ROOT / "tests").rglob("test_*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("test_"):
+                assert (path.parent / f"{node.module}.py").exists(), \
+                    f"{path.relative_to(ROOT)} imports {node.module} from another folder"

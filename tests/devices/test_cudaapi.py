@@ -1,6 +1,6 @@
 """cudaapi.py against torch, and the CPU tests' fakes against cudaapi.py.
 
-``FakeCuda`` and ``FakeStampCuda`` (test_devices.py) stand in for
+``FakeCuda`` and ``FakeStampCuda`` (tests/fakecuda.py) stand in for
 ``TorchCuda``, the only code that calls torch.cuda for ``CudaDevice``; so
 two links keep the fakes honest. The fakes have no method ``TorchCuda``
 lacks, each with its parameters; and every torch call ``TorchCuda`` makes,
@@ -16,11 +16,12 @@ from pathlib import Path
 
 import pytest
 import torch
-from test_devices import FakeCuda, FakeEvent, FakeStampCuda, FakeStamper
 
 from cutimeline.devices import cudaapi
 from cutimeline.devices.cudaapi import TorchCuda
 from cutimeline.devices.kernels import Stamper
+
+from fakecuda import FakeCuda, FakeEvent, FakeStampCuda, FakeStamper
 
 # the fakes' own controls, which the code under test never calls
 HELPERS = {"advance": "moves the fake host clock", "device_ns": "the fake device clock",

@@ -2,11 +2,12 @@
 
 import pytest
 import torch
-from test_devices import CpuAsCuda, FakeCuda
 
 import cutimeline as ctl
 from cutimeline.devices import cuda as devices
 from cutimeline.recording.hooks import _cuda_index
+
+from fakecuda import CpuAsCuda, FakeCuda
 
 
 def test_cuda_index_follows_torch_cuda_conventions(monkeypatch):

@@ -37,12 +37,12 @@ def test_signature_keeps_shapes_of_every_tensor_and_one_device():
 
 
 def test_an_op_whose_first_argument_is_a_cpu_scalar_runs_where_the_others_are(monkeypatch):
-    from test_devices import FakeCuda
-
     import cutimeline as ctl
     from cutimeline.devices import cuda as devices
     from cutimeline.recording.opstream import _work_device
     from cutimeline.timeline.schema import OpFlag
+
+    from fakecuda import FakeCuda
     cpu, m = torch.tensor(2.0), torch.ones(3, device="meta")
     assert _work_device((cpu, m), {}, cpu.device) == m.device
     assert _work_device((cpu, [m]), {}, cpu.device) == m.device
