@@ -1,2 +1,4 @@
-"""The store: ``Timeline`` and ``Table`` (columnar numpy tables, one string
-table, JSON meta) and the ``.ctl`` file format."""
+"""The store: the data model's constants (``schema``), ``Table`` and
+``Strings`` (``table``), ``Timeline`` (columnar numpy tables, one string
+table, JSON meta), the ``.ctl`` file format (``fileformat``) and which rank
+each row of a merged Timeline came from (``ranks``)."""

@@ -1,25 +1,38 @@
-"""The ``.ctl`` file: one compressed ``.npz`` archive, no pickle.
+"""The ``.ctl`` file: one zip archive of columns and JSON, no pickle.
 
-Members: ``<table>.<column>`` arrays (sorted int64 columns stored as
-differences, see ``schema.ENCODING``), ``strings.blob`` (UTF-8 bytes of all
-strings) with ``strings.offsets`` (int64, one more than strings), and
-``meta.json`` (UTF-8 JSON with ``format``, ``format_version`` and the
-Timeline's meta). ``save`` writes a Timeline; ``read`` returns its parts,
-which ``timeline.load`` makes into one.
+Format 3 (written) has two members. ``meta.json``: UTF-8 JSON with
+``format``, ``format_version``, the Timeline's ``meta`` and a ``manifest``:
+the rows of each table, the number of strings, and for each column
+(``<table>.<column>``, ``strings.lengths``: the UTF-8 length of each string,
+``strings.blob``: their bytes) its prediction (``encoding``, see
+``schema.ENCODING`` and ``prediction``), how its bytes are stored
+(``first``, ``fill``, ``width``, ``zigzag``, ``planes``, see
+``columncodec``), and where they are in ``columns.bin`` (``offset``,
+``size``). ``columns.bin`` is stored as it is: its columns are deflated
+plane by plane (the zip's CRC covers them all). Older cutimelines read
+``meta.json`` too, and refuse the file as newer than they are.
+
+Formats 1 and 2 (read) are ``.npz`` archives: ``<table>.<column>.npy``
+arrays in the schema's dtypes (columns of ``_NPZ_ENCODING`` stored as
+differences), ``strings.blob``/``strings.offsets`` and ``meta.json`` as
+uint8 arrays. ``save`` writes a Timeline; ``read`` returns its parts, which
+``timeline.load`` makes into one.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import tempfile
+import uuid
 import zipfile
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..errors import CutimelineError
-from .schema import ENCODING, FORMAT, FORMAT_VERSION, SCHEMA
+from .columncodec import CodecError, pack, pack_bytes, unpack, unpack_bytes
+from .prediction import candidates, choose, decode, residual
+from .schema import FORMAT, FORMAT_VERSION, REFERENCES, SCHEMA, STRING_COLUMNS
 from .table import Table
 
 if TYPE_CHECKING:
@@ -27,65 +40,72 @@ if TYPE_CHECKING:
 
 __all__ = ["save", "read"]
 
-
-def _encode(table: str, col: str, cols: dict[str, np.ndarray]) -> np.ndarray:
-    a = cols[col]
-    enc = ENCODING.get((table, col))
-    if enc is None or not len(a):
-        return a
-    if enc[0] == "delta":
-        out = np.empty_like(a)
-        out[0] = a[0]
-        np.subtract(a[1:], a[:-1], out=out[1:])  # wraps exactly on overflow
-        return out
-    return a - cols[enc[1]]
-
-
-def _decode(table: str, col: str, raw: np.ndarray, cols: dict[str, np.ndarray]) -> np.ndarray:
-    enc = ENCODING.get((table, col))
-    if enc is None or not len(raw):
-        return raw
-    if enc[0] == "delta":
-        return np.cumsum(raw, dtype=raw.dtype)
-    return raw + cols[enc[1]]
+HEAD, COLUMNS = "meta.json", "columns.bin"
+_EPOCH = (1980, 1, 1, 0, 0, 0)  # zip entry times: the same Timeline, the same bytes
 
 
 def save(tl: Timeline, path: str | os.PathLike) -> None:
     """Write ``tl`` to ``path`` atomically (a temporary file renamed)."""
     path = os.fspath(path)
-    try:
-        meta_json = json.dumps({"format": FORMAT, "format_version": FORMAT_VERSION,
-                                "meta": tl.meta}, allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise CutimelineError(f"The Timeline's meta cannot be saved as JSON "
-                              f"({exc}); keep meta to str, numbers, lists and "
-                              f"dicts.") from None
-    members: dict[str, np.ndarray] = {}
-    for name in SCHEMA:
-        cols = tl.table(name).columns
-        for col in cols:
-            members[f"{name}.{col}"] = _encode(name, col, cols)
-    encoded = [s.encode("utf-8", "surrogatepass") for s in tl.strings]
-    members["strings.blob"] = np.frombuffer(b"".join(encoded), np.uint8)
-    members["strings.offsets"] = np.concatenate(
-        [[0], np.cumsum([len(b) for b in encoded], dtype=np.int64)]).astype(np.int64)
-    members["meta.json"] = np.frombuffer(meta_json.encode(), np.uint8)
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         raise CutimelineError(f"Cannot save to {path}: the folder {folder} "
                               f"does not exist.")
-    fd, tmp = tempfile.mkstemp(prefix=".ctl-", dir=folder)
+    manifest, payload = _columns(tl)
     try:
-        with os.fdopen(fd, "wb") as f:
-            np.savez_compressed(f, **members)
+        head = json.dumps({"format": FORMAT, "format_version": FORMAT_VERSION,
+                           "meta": tl.meta, "manifest": manifest}, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise CutimelineError(f"The Timeline's meta cannot be saved as JSON "
+                              f"({exc}); keep meta to str, numbers, lists and "
+                              f"dicts.") from None
+    tmp = os.path.join(folder, f".ctl-{uuid.uuid4().hex[:12]}.tmp")
+    # 0o666 less the umask, as open() makes files (mkstemp's are 0o600)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
+    try:
+        with os.fdopen(fd, "wb") as f, zipfile.ZipFile(f, "w") as z:
+            z.writestr(zipfile.ZipInfo(HEAD, _EPOCH), head.encode(),
+                       zipfile.ZIP_DEFLATED, 6)
+            z.writestr(zipfile.ZipInfo(COLUMNS, _EPOCH), payload, zipfile.ZIP_STORED)
         os.replace(tmp, path)
     except BaseException:
         os.unlink(tmp)
         raise
 
 
-#: columns added after version 1: (table, column) -> the version that added it
-_ADDED = {("syncs", "thread"): 2}
+def _columns(tl: Timeline) -> tuple[dict[str, Any], bytes]:
+    """The manifest and the bytes of ``columns.bin``."""
+    tables = {name: tl.table(name).columns for name in SCHEMA}
+    parts: list[bytes] = []
+    entries: dict[str, dict[str, Any]] = {}
+    offset = 0
+
+    def add(key: str, entry: dict[str, Any], data: bytes) -> None:
+        nonlocal offset
+        entries[key] = dict(entry, offset=offset, size=len(data))
+        parts.append(data)
+        offset += len(data)
+
+    for name, schema in SCHEMA.items():
+        for i, (col, dtype) in enumerate(schema):
+            if dtype.kind == "f":
+                add(f"{name}.{col}", *pack(tables[name][col]))
+                continue
+            enc, res = choose(name, col, tables)
+            if res is None:
+                res = residual(enc, name, col, tables)
+            # the last column of a table of constants stores its bytes: they
+            # vouch for the table's rows (see _decode)
+            vouched = any("fill" not in entries[f"{name}.{c}"] for c, _ in schema[:i])
+            entry, data = pack(res, fill=vouched or i < len(schema) - 1)
+            add(f"{name}.{col}", {"encoding": list(enc), **entry}, data)
+    encoded = [s.encode("utf-8", "surrogatepass") for s in tl.strings]
+    lengths = np.fromiter(map(len, encoded), np.int64, len(encoded))
+    add("strings.lengths", *pack(lengths, fill=False))
+    add("strings.blob", *pack_bytes(b"".join(encoded)))
+    manifest = {"rows": {name: len(tl.table(name)) for name in SCHEMA},
+                "strings": len(encoded), "columns": entries}
+    return manifest, b"".join(parts)
 
 
 def read(path: str | os.PathLike) -> tuple[dict[str, Table], list[str], dict[str, Any]]:
@@ -97,41 +117,16 @@ def read(path: str | os.PathLike) -> tuple[dict[str, Table], list[str], dict[str
     if not zipfile.is_zipfile(path):
         hint = (" It looks like a Chrome/torch.profiler trace: ctl.load and "
                 "ctl.import_chrome read those.") if _looks_like_json(path) else ""
-        raise CutimelineError(f"{path} is not a cutimeline file (not an npz "
+        raise CutimelineError(f"{path} is not a cutimeline file (not a zip "
                               f"archive, or truncated).{hint}")
     try:
-        with np.load(path, allow_pickle=False) as z:
-            names = set(z.files)
-            if "meta.json" not in names:
-                raise CutimelineError(f"{path} is an npz archive but not a "
-                                      f"cutimeline file (it has no meta.json).")
-            head = json.loads(bytes(z["meta.json"]).decode())
-            _check_head(path, head)
-            tables = {}
-            for name, schema in SCHEMA.items():
-                cols: dict[str, np.ndarray] = {}
-                for col, dtype in schema:
-                    key = f"{name}.{col}"
-                    if key not in names and (name, col) in _ADDED and \
-                            head["format_version"] < _ADDED[name, col]:
-                        continue  # older than the column: Table fills it NONE
-                    if key not in names:
-                        raise CutimelineError(f"{path} is damaged: it lacks "
-                                              f"column {key}.")
-                    raw = z[key]
-                    if raw.dtype != dtype or raw.ndim != 1:
-                        raise CutimelineError(
-                            f"{path} is damaged: column {key} is "
-                            f"{raw.dtype}{list(raw.shape)}, not 1-d {dtype}.")
-                    cols[col] = raw
-                for col, _ in schema:  # "minus" columns decode after their base
-                    if ENCODING.get((name, col), ("",))[0] == "delta":
-                        cols[col] = _decode(name, col, cols[col], cols)
-                for col, _ in schema:
-                    if ENCODING.get((name, col), ("",))[0] == "minus":
-                        cols[col] = _decode(name, col, cols[col], cols)
-                tables[name] = Table(name, cols)
-            strings = _strings(path, z["strings.blob"], z["strings.offsets"])
+        with zipfile.ZipFile(path) as z:
+            names = set(z.namelist())
+            if HEAD + ".npy" in names:
+                tables, strings, meta = _read_npz(path)
+            else:
+                tables, strings, meta = _read_zip(path, z, names)
+        _check_ids(path, tables, len(strings))
     except CutimelineError as exc:
         if str(exc).startswith(path):
             raise
@@ -140,15 +135,178 @@ def read(path: str | os.PathLike) -> tuple[dict[str, Table], list[str], dict[str
             UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise CutimelineError(f"{path} is damaged and cannot be read "
                               f"({type(exc).__name__}: {exc}).") from None
+    return tables, strings, meta
+
+
+def _read_zip(path: str, z: zipfile.ZipFile, names: set[str]
+              ) -> tuple[dict[str, Table], list[str], dict[str, Any]]:
+    """Format 3 on."""
+    if HEAD not in names:
+        raise CutimelineError(f"{path} is a zip archive but not a "
+                              f"cutimeline file (it has no meta.json).")
+    head = json.loads(z.read(HEAD).decode())
+    _check_head(path, head)
+    if head["format_version"] < 3:
+        raise CutimelineError(f"{path} is damaged: it claims format version "
+                              f"{head['format_version']} but is laid out as version 3.")
+    if COLUMNS not in names:
+        raise CutimelineError(f"{path} is damaged: it lacks {COLUMNS}.")
+    manifest = head.get("manifest")
+    if not isinstance(manifest, dict):
+        raise CutimelineError(f"{path} is damaged: its meta.json has no manifest.")
+    rows = _rows(path, manifest)
+    tables, strings = _decode(path, manifest, rows, z.read(COLUMNS))
+    return tables, strings, head["meta"]
+
+
+def _rows(path: str, manifest: dict) -> dict[str, int]:
+    rows = manifest.get("rows")
+    if not isinstance(rows, dict) or not all(_count(rows.get(n)) for n in SCHEMA) \
+            or not _count(manifest.get("strings")) \
+            or not isinstance(manifest.get("columns"), dict):
+        raise CutimelineError(f"{path} is damaged: its manifest does not give "
+                              f"the rows of every table and the strings.")
+    return {n: rows[n] for n in SCHEMA}
+
+
+def _count(n: object) -> bool:
+    return isinstance(n, int) and not isinstance(n, bool) and n >= 0
+
+
+def _decode(path: str, manifest: dict, rows: dict[str, int],
+            payload: bytes) -> tuple[dict[str, Table], list[str]]:
+    entries: dict = manifest["columns"]
+    view = memoryview(payload)
+
+    def located(key: str) -> tuple[dict, memoryview]:
+        entry = entries.get(key)
+        if not isinstance(entry, dict):
+            raise CutimelineError(f"{path} is damaged: it lacks column {key}.")
+        at, size = entry.get("offset"), entry.get("size")
+        if not _count(at) or not _count(size) or at + size > len(payload):
+            raise CutimelineError(f"{path} is damaged: column {key} lies outside "
+                                  f"{COLUMNS} ({at!r}+{size!r} of {len(payload)} bytes).")
+        return entry, view[at:at + size]
+
+    def unpacked(key: str, n: int, kind: str) -> np.ndarray:
+        entry, data = located(key)
+        try:
+            return unpack(entry, data, n, kind)
+        except CodecError as exc:
+            raise CutimelineError(f"{path} is damaged: column {key}: {exc}.") from None
+
+    stored: dict[tuple[str, str], np.ndarray] = {}
+
+    def column(name: str, col: str) -> np.ndarray:
+        if (name, col) not in stored:
+            kind = dict(SCHEMA[name])[col].kind
+            stored[name, col] = unpacked(f"{name}.{col}", rows[name], "f" if kind == "f" else "i")
+        return stored[name, col]
+
+    encodings = {}
+    for name, schema in SCHEMA.items():
+        witness = None
+        for col, dtype in schema:
+            key = f"{name}.{col}"
+            witness = witness or ("fill" not in located(key)[0] and col)
+            if dtype.kind == "f":
+                continue
+            enc = located(key)[0].get("encoding")
+            enc = tuple(enc) if isinstance(enc, list) else enc
+            if enc not in candidates(name, col):
+                raise CutimelineError(f"{path} is damaged: column {key} claims "
+                                      f"the prediction {enc!r}, which this format "
+                                      f"does not use for it.")
+            encodings[name, col] = enc
+        # a constant column has no bytes to check its rows against: a column
+        # with bytes (whose size bounds the rows) is unpacked before any is made
+        if rows[name] and not witness:
+            raise CutimelineError(f"{path} is damaged: no column of table {name} "
+                                  f"stores bytes for its {rows[name]} rows.")
+        if rows[name]:
+            column(name, witness)
+    try:
+        ints = decode(encodings, column)
+    except CodecError as exc:
+        raise CutimelineError(f"{path} is damaged: {exc}.") from None
+    tables = {}
+    for name, schema in SCHEMA.items():
+        cols = {col: column(name, col) if dtype.kind == "f" else ints[name][col]
+                for col, dtype in schema}
+        tables[name] = Table(name, cols)
+    if "fill" in located("strings.lengths")[0]:
+        raise CutimelineError(f"{path} is damaged: its string lengths claim a "
+                              f"fill, which this format does not write.")
+    lengths = unpacked("strings.lengths", manifest["strings"], "i")
+    entry, data = located("strings.blob")
+    try:
+        blob = unpack_bytes(entry, data)
+    except CodecError as exc:
+        raise CutimelineError(f"{path} is damaged: column strings.blob: {exc}.") from None
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    return tables, _strings(path, np.frombuffer(blob, np.uint8), offsets)
+
+
+# -- formats 1 and 2: an .npz archive ---------------------------------------
+
+#: what version 2 stored as differences: from the previous row, or another column
+_NPZ_ENCODING = {
+    ("ops", "seq"): ("delta",), ("ops", "host_begin_ns"): ("delta",),
+    ("ops", "host_end_ns"): ("minus", "host_begin_ns"),
+    ("events", "op"): ("delta",), ("events", "raw_ns"): ("delta",),
+    ("events", "host_record_ns"): ("delta",),
+    ("gpu", "op"): ("delta",), ("gpu", "begin_event"): ("delta",),
+    ("gpu", "end_event"): ("minus", "begin_event"),
+    ("gpu", "launch_ns"): ("delta",), ("gpu", "begin_ns"): ("delta",),
+    ("gpu", "end_ns"): ("minus", "begin_ns"),
+    ("truth", "event"): ("delta",), ("truth", "host_ns"): ("delta",)}
+#: columns added after version 1: (table, column) -> the version that added it
+_ADDED = {("syncs", "thread"): 2}
+
+
+def _read_npz(path: str) -> tuple[dict[str, Table], list[str], dict[str, Any]]:
+    with np.load(path, allow_pickle=False) as z:
+        names = set(z.files)
+        head = json.loads(bytes(z[HEAD]).decode())
+        _check_head(path, head)
+        if head["format_version"] > 2:
+            raise CutimelineError(f"{path} is damaged: it claims format version "
+                                  f"{head['format_version']} but is laid out as "
+                                  f"version 1 or 2 (an npz archive).")
+        tables = {}
+        for name, schema in SCHEMA.items():
+            cols: dict[str, np.ndarray] = {}
+            for col, dtype in schema:
+                key = f"{name}.{col}"
+                if key not in names and (name, col) in _ADDED and \
+                        head["format_version"] < _ADDED[name, col]:
+                    continue  # older than the column: Table fills it NONE
+                if key not in names:
+                    raise CutimelineError(f"{path} is damaged: it lacks "
+                                          f"column {key}.")
+                raw = z[key]
+                if raw.dtype != dtype or raw.ndim != 1:
+                    raise CutimelineError(
+                        f"{path} is damaged: column {key} is "
+                        f"{raw.dtype}{list(raw.shape)}, not 1-d {dtype}.")
+                cols[col] = raw
+            for kind in ("delta", "minus"):  # "minus" columns decode after their base
+                for col in list(cols):
+                    enc = _NPZ_ENCODING.get((name, col))
+                    if enc and enc[0] == kind and len(cols[col]):
+                        cols[col] = np.cumsum(cols[col], dtype=cols[col].dtype) \
+                            if kind == "delta" else cols[col] + cols[enc[1]]
+            tables[name] = Table(name, cols)
+        strings = _strings(path, z["strings.blob"], z["strings.offsets"])
     return tables, strings, head["meta"]
 
 
 def _check_head(path: str, head: object) -> None:
     if not isinstance(head, dict) or head.get("format") != FORMAT:
-        raise CutimelineError(f"{path} is an npz archive but not a cutimeline "
+        raise CutimelineError(f"{path} is a zip archive but not a cutimeline "
                               f"file (its meta.json names no cutimeline format).")
     version = head.get("format_version")
-    if not isinstance(version, int) or version < 1:
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
         raise CutimelineError(f"{path} is damaged: its format version "
                               f"{version!r} is not a positive integer.")
     if version > FORMAT_VERSION:
@@ -170,6 +328,17 @@ def _strings(path: str, blob: np.ndarray, offsets: np.ndarray) -> list[str]:
     bounds = offsets.tolist()
     return [data[a:b].decode("utf-8", "surrogatepass")
             for a, b in zip(bounds[:-1], bounds[1:])]
+
+
+def _check_ids(path: str, tables: dict[str, Table], n_strings: int) -> None:
+    """Row and string ids in range, checked here so that the error names the file."""
+    for (name, col), target in [*REFERENCES.items(),
+                                *((key, "strings") for key in STRING_COLUMNS)]:
+        a = tables[name][col]
+        n = n_strings if target == "strings" else len(tables[target])
+        if len(a) and (a.min() < -1 or a.max() >= n):
+            raise CutimelineError(f"{path} is damaged: column {name}.{col} refers "
+                                  f"to {target} outside 0..{n - 1}.")
 
 
 def _looks_like_json(path: str) -> bool:

@@ -24,7 +24,9 @@ __all__ = [
 NONE = -1
 FORMAT = "cutimeline"
 # 2: syncs.thread (files of version 1 read with it NONE)
-FORMAT_VERSION = 2
+# 3: one zip of meta.json (with a manifest) and columns.bin (each column
+#    predicted, narrowed and deflated on its own; versions 1-2: an .npz)
+FORMAT_VERSION = 3
 
 i8, i16, i32, i64, u8, f64 = (np.dtype(t) for t in
                               ("i1", "i2", "i4", "i8", "u1", "f8"))
@@ -112,18 +114,40 @@ REFERENCES = {("gpu", "op"): "ops", ("events", "op"): "ops",
               ("syncs", "op"): "ops", ("syncs", "last_event"): "events",
               ("gpu", "begin_event"): "events", ("gpu", "end_event"): "events",
               ("truth", "event"): "events"}
-# On disk, sorted-ish int64 columns are stored as differences, which
-# deflate compresses to a byte or two: ("delta",) from the previous row,
-# ("minus", col) from another column of the same row.
-ENCODING = {("ops", "seq"): ("delta",), ("ops", "host_begin_ns"): ("delta",),
-             ("ops", "host_end_ns"): ("minus", "host_begin_ns"),
-             ("events", "op"): ("delta",), ("events", "raw_ns"): ("delta",),
-             ("events", "host_record_ns"): ("delta",),
-             ("gpu", "op"): ("delta",), ("gpu", "begin_event"): ("delta",),
-             ("gpu", "end_event"): ("minus", "begin_event"),
-             ("gpu", "launch_ns"): ("delta",), ("gpu", "begin_ns"): ("delta",),
-             ("gpu", "end_ns"): ("minus", "begin_ns"),
-             ("truth", "event"): ("delta",), ("truth", "host_ns"): ("delta",)}
+# On disk (format 3 on) an integer column is stored as its residual after a
+# prediction: ("raw",) none; ("delta",) the previous row's value; ("minus",
+# c) column c of the same row; ("after", c) column c of the previous row
+# (an op's begin: the previous op's end); ("ref", r, t, c) column c of the
+# row of table t that column r names (0 where r is NONE). Listed: each
+# column's candidates, the writer taking per file the one that stores
+# smallest (prediction.py); unlisted columns are stored raw. Every candidate
+# depends only on columns the reader decodes first, or (an "after" column
+# whose column is "minus" it) decodes jointly with them.
+_DELTA = ("delta",)
+ENCODING = {
+    ("ops", "seq"): (_DELTA,),
+    ("ops", "host_begin_ns"): (_DELTA, ("after", "host_end_ns")),
+    ("ops", "host_end_ns"): (("minus", "host_begin_ns"),),
+    ("events", "op"): (_DELTA,),
+    ("events", "raw_ns"): (_DELTA, ("minus", "host_record_ns")),
+    ("events", "host_record_ns"): (_DELTA,),
+    ("gpu", "op"): (_DELTA,),
+    ("gpu", "device"): (("raw",), ("ref", "op", "ops", "device")),
+    ("gpu", "stream"): (("raw",), ("ref", "op", "ops", "stream")),
+    ("gpu", "name"): (("raw",), ("ref", "op", "ops", "name")),
+    ("gpu", "begin_event"): (_DELTA,),
+    ("gpu", "end_event"): (("minus", "begin_event"),),
+    ("gpu", "launch_ns"): (_DELTA, ("ref", "op", "ops", "host_begin_ns"),
+                           ("ref", "op", "ops", "host_end_ns")),
+    ("gpu", "begin_ns"): (_DELTA, ("minus", "launch_ns"), ("after", "end_ns")),
+    ("gpu", "end_ns"): (("minus", "begin_ns"),),
+    ("syncs", "host_begin_ns"): (_DELTA,),
+    ("syncs", "host_end_ns"): (("minus", "host_begin_ns"),),
+    ("spans", "begin_ns"): (_DELTA,),
+    ("spans", "end_ns"): (("minus", "begin_ns"),),
+    ("truth", "event"): (_DELTA,),
+    ("truth", "host_ns"): (_DELTA, ("ref", "event", "events", "host_record_ns")),
+}
 
 # The op name of a torch.compile graph's call: COMPILED_PREFIX + its number
 # (the recorder names them so; nesting and the plot recognise them by it).

@@ -224,7 +224,7 @@ class Timeline:
         return pd.DataFrame(data)
 
     def save(self, path: str | os.PathLike) -> None:
-        """Write the Timeline to one compressed ``.npz`` (no pickle)."""
+        """Write the Timeline to a ``.ctl`` file (``fileformat``; no pickle)."""
         fileformat.save(self, path)
 
     def __repr__(self) -> str:
