@@ -9,7 +9,8 @@
 
 FILE is a ``.ctl`` file or a torch.profiler trace (``.json``/``.json.gz``).
 W is a step (``3``), a step range (``3-5``) or seconds from the start
-(``0.5s-0.75s``). Errors print one line and exit with status 2.
+(``0.5s-0.75s``). Errors print one line and exit with status 2; a bug in
+cutimeline prints its traceback and a line asking for a report (status 3).
 """
 
 from __future__ import annotations
@@ -62,6 +63,11 @@ class Progress:
         self.stream.flush()
         self.shown = True
 
+    def clear(self) -> None:
+        if self.shown:
+            self.stream.write(f"\r{' ' * (len(self.label) + self.width + 20)}\r")
+            self.stream.flush()
+
     def done(self) -> None:
         if self.shown:
             self.stream.write(f"\r{self.label} done in "
@@ -82,7 +88,11 @@ def _open(path: str):
     if zipped:
         return ctl.load(path)
     bar = Progress(f"importing {os.path.basename(path)}")
-    tl = ctl.import_chrome(path, progress=bar)
+    try:
+        tl = ctl.import_chrome(path, progress=bar)
+    except BaseException:
+        bar.clear()   # the error's line starts on a line of its own
+        raise
     bar.done()
     return tl
 
@@ -188,11 +198,14 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command: 0 on success, 2 on bad input or usage (one line on
+    stderr), 3 on a bug in cutimeline (the traceback, then one line that
+    asks for a report), 130 on Ctrl-C."""
     args = _parser().parse_args(argv)
     try:
         return args.run(args)
     except CutimelineError as exc:
-        print(f"cutimeline: error: {exc}", file=sys.stderr)
+        print(f"cutimeline: error: {_one_line(exc)}", file=sys.stderr)
         return 2
     except OSError as exc:  # unreadable input, unwritable output
         if isinstance(exc, BrokenPipeError):  # `cutimeline summary x | head`
@@ -200,4 +213,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         where = f": {exc.filename}" if exc.filename else ""
         print(f"cutimeline: error: {exc.strerror or exc}{where}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("cutimeline: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # anything else is ours to fix
+        import traceback
+
+        from . import __version__
+        traceback.print_exc(file=sys.stderr)
+        print(f"cutimeline: internal error: {type(exc).__name__}: {_one_line(exc)[:200]} -- "
+              f"this is a bug in cutimeline {__version__}; please report it with the "
+              f"traceback above and the command that caused it.", file=sys.stderr)
+        return 3
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())
 

@@ -113,6 +113,32 @@ def test_errors_are_one_line_and_exit_2(argv, words, imported, tmp_path, capsys)
     assert "Traceback" not in err
 
 
+@pytest.mark.parametrize("exc", [ZeroDivisionError("division by zero"),
+                                 IndexError("index -2 is out of bounds")])
+def test_a_bug_prints_its_traceback_and_asks_for_a_report(exc, monkeypatch, capsys):
+    import cutimeline.cli as cli
+
+    def broken(args):
+        raise exc
+    monkeypatch.setattr(cli, "_cmd_summary", broken)
+    assert main(["summary", "x.ctl"]) == 3
+    err = capsys.readouterr().err
+    assert err.startswith("Traceback") and "in broken" in err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith(f"cutimeline: internal error: {type(exc).__name__}: {exc}")
+    assert f"cutimeline {ctl.__version__}" in last and "please report it" in last
+
+
+def test_ctrl_c_is_one_line_and_exit_130(monkeypatch, capsys):
+    import cutimeline.cli as cli
+
+    def interrupted(args):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(cli, "_cmd_summary", interrupted)
+    assert main(["summary", "x.ctl"]) == 130
+    assert capsys.readouterr().err == "cutimeline: interrupted\n"
+
+
 def test_usage_errors_exit_2_through_argparse(capsys):
     with pytest.raises(SystemExit) as e:
         main(["plot", "x.ctl"])  # -o is required

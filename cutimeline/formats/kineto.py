@@ -23,6 +23,7 @@ times on the host clock already, so the Timeline is ``aligned``.
 from __future__ import annotations
 
 import gc
+import math
 import os
 from typing import Any, Callable
 
@@ -34,11 +35,15 @@ from ..timeline.table import Strings
 from ..timeline.timeline import Timeline
 from .kinetodevice import _flag_ops, _gpu, _syncs
 from .kinetohost import _link_explicitly, _ops, _probes, _spans, _thread_index
-from .kinetoschema import (EXPORTER, GPU_CATEGORIES, LAUNCH_CATEGORIES, OLD_CATEGORIES,
-                           READ_CATEGORIES, SHIFT_KEY, STEP_RE, _int)
+from .kinetoschema import (DEVICES, EXPORTER, GPU_CATEGORIES, INT64, LAUNCH_CATEGORIES,
+                           OLD_CATEGORIES, READ_CATEGORIES, SHIFT_KEY, STEP_RE, STREAMS,
+                           TIME_LIMIT_NS, _int, _keys)
 from .tracefile import bucket_events, columns, concat, read_trace, take
 
 __all__ = ["import_chrome"]
+
+# Ranks and world sizes a distributed run can have (one bigger is damage).
+RANKS = (0, 2**24)
 
 
 def import_chrome(path: str | os.PathLike, *,
@@ -71,14 +76,20 @@ def _import(path: str, progress: Callable[[str, float], None]) -> Timeline:
                                                        READ_CATEGORIES, OLD_CATEGORIES)
     progress("linking", 0.7)
     warnings: list[str] = []
-    ours = str(doc.get("exportedBy", "")).startswith(EXPORTER)
+    exporter = doc.get("exportedBy")
+    ours = isinstance(exporter, str) and exporter.startswith(EXPORTER)
     if not ours and not any(cats[c] for c in ("cpu_op", *GPU_CATEGORIES)):
         raise CutimelineError(
             f"{name} holds no cpu_op, kernel, memcpy or memset events, so "
             f"there is no timeline to import; record it with torch.profiler "
             f"with activities CPU and CUDA while the workload runs.")
-    shift = int(doc.get(SHIFT_KEY, 0) or 0)
-    ev = {c: columns(c, cats[c], shift, warnings) for c in READ_CATEGORIES}
+    shift = _shift(doc, name)
+    ev = {c: columns(c, cats[c], shift, warnings, TIME_LIMIT_NS) for c in READ_CATEGORIES}
+    if not ours and not any(ev[c]["name"] for c in ("cpu_op", *GPU_CATEGORIES)):
+        raise CutimelineError(    # never an empty Timeline for a damaged file
+            f"{name}: none of its cpu_op, kernel, memcpy or memset events can be "
+            f"read ({'; '.join(w.rstrip('.') for w in warnings[:3])}); the file "
+            f"is damaged.")
     # ProfilerStep ranges are steps, never ops (older torch wrote cpu_op).
     is_step_op = np.array([STEP_RE.match(n) is not None for n in ev["cpu_op"]["name"]],
                           bool)
@@ -86,6 +97,8 @@ def _import(path: str, progress: Callable[[str, float], None]) -> Timeline:
     op_ev = take(ev["cpu_op"], ~is_step_op)
     launch_ev = concat(*(ev[c] for c in LAUNCH_CATEGORIES))
     gpu_ev = concat(*(ev[c] for c in GPU_CATEGORIES))
+    for cols in (launch_ev, gpu_ev, ev["cuda_sync"]):
+        cols["corr"] = _keys(cols["args"], "correlation")
 
     strings = Strings()
     probes = _probes(launch_ev, gpu_ev, ev["cuda_sync"], flows, shift)
@@ -93,13 +106,13 @@ def _import(path: str, progress: Callable[[str, float], None]) -> Timeline:
         [op_ev, span_ev], probes, thread_names)
     ops, links, rank = _ops(op_ev, op_thread, probes, probe_thread, strings, ours)
     if ours:   # export_chrome's file: links, flags and devices are explicit
-        by_ext = dict(zip((a.get("External id") for a in op_ev["args"]), rank.tolist()))
+        by_ext = dict(zip(_keys(op_ev["args"], "External id"), rank.tolist()))
         _link_explicitly(gpu_ev, links, by_ext)
         _link_explicitly(ev["cuda_sync"], links, by_ext)
-        for col in ("device", "stream"):
-            ops[col][rank] = [_int(a.get("op " + col), NONE) for a in op_ev["args"]]
+        for col, bounds in (("device", DEVICES), ("stream", STREAMS)):
+            ops[col][rank] = [_int(a.get("op " + col), NONE, bounds) for a in op_ev["args"]]
     gpu = _gpu(gpu_ev, links, strings, warnings, name, ours)
-    syncs = _syncs(ev["cuda_sync"], links, strings, ours)
+    syncs = _syncs(ev["cuda_sync"], links, strings, ours, warnings, name)
     # a sync event sits on its stream's row: the thread that waited is its op's
     op_thread = np.asarray(ops["thread"], np.int64)
     syncs["thread"] = np.where(syncs["op"] >= 0, op_thread[np.maximum(syncs["op"], 0)],
@@ -118,18 +131,59 @@ def _import(path: str, progress: Callable[[str, float], None]) -> Timeline:
                         f"not read (only complete 'X' events carry Kineto's "
                         f"ops and device work).")
     meta["import_warnings"] = warnings
-    return Timeline({"ops": ops, "gpu": gpu, "syncs": syncs, "spans": spans},
-                    strings, meta)
+    try:
+        return Timeline({"ops": ops, "gpu": gpu, "syncs": syncs, "spans": spans},
+                        strings, meta)
+    except CutimelineError as exc:   # a value the checks above let through
+        raise CutimelineError(f"{name} cannot be read: {exc}") from None
+
+
+def _shift(doc: dict, name: str) -> int:
+    """export_chrome's time shift (ns): it moves every time, so a damaged
+    one is an error, not a warning."""
+    shift = doc.get(SHIFT_KEY) or 0
+    if type(shift) is not int or abs(shift) >= TIME_LIMIT_NS:
+        raise CutimelineError(
+            f"{name}: '{SHIFT_KEY}' is {_short(shift)}, not a whole number of ns "
+            f"within ±2^62; the file is damaged (export it again with "
+            f"ctl.export_chrome).")
+    return shift
+
+
+def _short(v: Any) -> str:
+    """A JSON value for a message, cut short (a damaged one may be huge)."""
+    text = repr(v) if type(v) in (int, float, str, bool, type(None)) else type(v).__name__
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _plain(v: Any, depth: int = 6) -> Any:
+    """``v`` as plain JSON for meta: containers ``depth`` levels deep at
+    most, numbers finite and in int64 range; what is not is left out
+    (None in its place at the top)."""
+    if type(v) in (str, bool, type(None)):
+        return v
+    if type(v) is int:
+        return v if INT64[0] <= v <= INT64[1] else None
+    if type(v) is float:
+        return v if math.isfinite(v) else None
+    if depth and type(v) is list:
+        return [x for x in (_plain(y, depth - 1) for y in v) if x is not None]
+    if depth and type(v) is dict:
+        return {k: x for k, x in ((k, _plain(x, depth - 1)) for k, x in v.items())
+                if x is not None}
+    return None
 
 
 def _meta(doc: dict, name: str, threads: list, trace_ev: dict, shift: int) -> dict:
-    base = _int(doc.get("baseTimeNanoseconds"), 0) - shift
-    devices = [d for d in doc.get("deviceProperties") or [] if isinstance(d, dict)]
-    dist = doc.get("distributedInfo")
+    base = _int(doc.get("baseTimeNanoseconds"), 0, (-TIME_LIMIT_NS, TIME_LIMIT_NS)) - shift
+    listed = _plain(doc.get("deviceProperties"), 3)
+    devices = [d for d in listed if isinstance(d, dict)] if type(listed) is list else []
+    dist = _plain(doc.get("distributedInfo"))
+    trace_name, version = doc.get("traceName", ""), doc.get("schemaVersion")
     meta: dict[str, Any] = {
         "source": "kineto", "file": name, "aligned": True,
-        "trace_name": doc.get("traceName", ""),
-        "schema_version": doc.get("schemaVersion"),
+        "trace_name": trace_name if type(trace_name) is str else "",
+        "schema_version": version if type(version) in (int, str) else None,
         # Relative traces count from baseTimeNanoseconds; whole-µs traces
         # are epoch times already.
         "base_time_ns": base, "epoch_offset_ns": base,
@@ -142,10 +196,11 @@ def _meta(doc: dict, name: str, threads: list, trace_ev: dict, shift: int) -> di
         meta["device_name"] = str(devices[0].get("name", ""))
     if isinstance(dist, dict):
         meta["distributed"] = dist
-        if isinstance(dist.get("rank"), int):
-            meta["rank"] = dist["rank"]
-        if isinstance(dist.get("world_size"), int):
-            meta["world_size"] = dist["world_size"]
+        rank, world = _int(dist.get("rank"), NONE, RANKS), _int(dist.get("world_size"), 0, RANKS)
+        if rank != NONE:
+            meta["rank"] = rank
+        if world > 0:
+            meta["world_size"] = world
     if len(trace_ev["begin"]):
         meta["profiler_window_ns"] = [int(trace_ev["begin"].min()),
                                       int(trace_ev["end"].max())]

@@ -8,7 +8,8 @@ import numpy as np
 
 from ..timeline.schema import NONE, GpuKind, OpFlag
 from ..timeline.table import Strings
-from .kinetoschema import GPU_CATEGORIES, KIND_ARG, NO_STREAM, NON_BLOCKING_SYNCS, _int, _stream
+from .kinetoschema import (DEVICES, GPU_CATEGORIES, KIND_ARG, NO_STREAM, NON_BLOCKING_SYNCS,
+                           STREAMS, _int, _stream)
 
 
 def _gpu(gpu_ev: dict, links: dict, strings: Strings, warnings: list[str],
@@ -21,11 +22,12 @@ def _gpu(gpu_ev: dict, links: dict, strings: Strings, warnings: list[str],
     kinds = {k.name.lower(): int(k) for k in GpuKind}
     kind = np.empty(n, np.uint8)
     for i, (nm, cat, a) in enumerate(zip(gpu_ev["name"], gpu_ev["cat"], args)):
-        k = kinds.get(a.get(KIND_ARG), GPU_CATEGORIES[cat])
+        given = a.get(KIND_ARG)
+        k = kinds.get(given, GPU_CATEGORIES[cat]) if type(given) is str else GPU_CATEGORIES[cat]
         if k == GpuKind.KERNEL and "nccl" in nm.lower():
             k = GpuKind.COLLECTIVE   # NCCL (and RCCL) communication kernels
         kind[i] = k
-    link = [links.get(a.get("correlation"), (NONE, NONE)) for a in args]
+    link = [links.get(c, (NONE, NONE)) for c in gpu_ev["corr"]]
     op = np.array([lk[0] for lk in link], np.int64)
     unlinked = int(sum(lk == (NONE, NONE) for lk in link))
     if unlinked:
@@ -34,28 +36,43 @@ def _gpu(gpu_ev: dict, links: dict, strings: Strings, warnings: list[str],
             f"trace (most likely launched before the profiler started), so "
             f"their op is NONE.")
     rows = {"op": op, "launch_ns": np.array([lk[1] for lk in link], np.int64),
-            "device": np.array([_int(a.get("device"), _int(p, 0))
-                                for a, p in zip(args, gpu_ev["pid"])], np.int64),
+            "device": _devices(args, gpu_ev["pid"], 0, warnings, "GPU rows", name),
             "stream": np.array([_stream(a.get("stream"), t)
                                 for a, t in zip(args, gpu_ev["tid"])], np.int64),
             "name": np.array([intern(s) for s in gpu_ev["name"]], np.int32),
             "kind": kind, "begin_ns": gpu_ev["begin"], "end_ns": gpu_ev["end"]}
     if ours:   # correlation ids are row numbers + 1 there
-        order = np.argsort([_int(a.get("correlation"), 0) for a in args], kind="stable")
+        order = np.argsort(np.array([_int(c, 0) for c in gpu_ev["corr"]], np.int64),
+                           kind="stable")
     else:
         order = np.lexsort((rows["stream"], rows["device"], rows["begin_ns"]))
     return {k: v[order] for k, v in rows.items()}
 
 
-def _syncs(sync_ev: dict, links: dict, strings: Strings, ours: bool) -> dict:
+def _devices(args: list[dict], pids: list, default: int, warnings: list[str],
+             what: str, name: str) -> np.ndarray:
+    """Each event's ``args.device``, else its pid, else ``default``; a
+    device arg that is no int in ``DEVICES`` is noted in ``warnings`` and
+    not used."""
+    given = [a.get("device") for a in args]
+    dev = [_int(d, NONE, DEVICES) for d in given]
+    bad = sum(v == NONE and d is not None for v, d in zip(dev, given))
+    if bad:
+        warnings.append(f"{bad} {what} in {name} have a 'device' that is no integer "
+                        f"in {DEVICES[0]}..{DEVICES[1]}; their device is read from "
+                        f"their pid.")
+    return np.array([v if v != NONE else _int(p, default, DEVICES)
+                     for v, p in zip(dev, pids)], np.int64)
+
+
+def _syncs(sync_ev: dict, links: dict, strings: Strings, ours: bool,
+           warnings: list[str], name: str) -> dict:
     """One syncs row per cuda_sync event; kind is its name ("Stream Sync")."""
     args = sync_ev["args"]
-    stream = np.array([_int(a.get("stream"), NONE) for a in args], np.int64)
-    rows = {"op": np.array([links.get(a.get("correlation"), (NONE,))[0] for a in args],
-                           np.int64),
+    stream = np.array([_int(a.get("stream"), NONE, STREAMS) for a in args], np.int64)
+    rows = {"op": np.array([links.get(c, (NONE,))[0] for c in sync_ev["corr"]], np.int64),
             "kind": np.array([strings.intern(s) for s in sync_ev["name"]], np.int32),
-            "device": np.array([_int(a.get("device"), _int(p, NONE))
-                                for a, p in zip(args, sync_ev["pid"])], np.int64),
+            "device": _devices(args, sync_ev["pid"], NONE, warnings, "syncs", name),
             "stream": np.where(np.isin(stream, NO_STREAM), NONE, stream),
             "host_begin_ns": sync_ev["begin"], "host_end_ns": sync_ev["end"]}
     order = np.arange(len(args)) if ours else np.argsort(rows["host_begin_ns"],

@@ -14,8 +14,8 @@ import numpy as np
 
 from ..timeline.schema import NONE, OpFlag, SpanKind
 from ..timeline.table import Strings
-from .kinetoschema import BACKWARD_PREFIX, KIND_ARG, STEP_RE, _int
-from .tracefile import to_ns
+from .kinetoschema import BACKWARD_PREFIX, KIND_ARG, STEP_RE, TIME_LIMIT_NS, _int, _keys
+from .tracefile import _usable_id, to_ns
 
 
 def _thread_index(threads: list[dict], probes: dict, names: dict):
@@ -44,13 +44,14 @@ def _probes(launch_ev: dict, gpu_ev: dict, sync_ev: dict, flows: dict,
             shift: int) -> dict:
     """The launch calls that device work or a sync refers to, and flow starts
     standing in for launch calls the trace lacks (their launch time NONE)."""
-    wanted = {a.get("correlation") for a in gpu_ev["args"]}
-    wanted |= {a.get("correlation") for a in sync_ev["args"]}
+    wanted = set(gpu_ev["corr"])
+    wanted.update(sync_ev["corr"])
     wanted.discard(None)
-    rt = [i for i, a in enumerate(launch_ev["args"]) if a.get("correlation") in wanted]
-    corr = [launch_ev["args"][i]["correlation"] for i in rt]
-    fl = [(c, flows[c]) for c in wanted.difference(corr) if c in flows]
-    fl = [(c, f, ns + shift) for c, f in fl if (ns := _flow_ns(f)) != NONE]
+    rt = [i for i, c in enumerate(launch_ev["corr"]) if c in wanted]
+    corr = [launch_ev["corr"][i] for i in rt]
+    fl = [(c, f) for c in wanted.difference(corr) if c in flows and
+          _usable_id((f := flows[c]).get("pid")) and _usable_id(f.get("tid"))]
+    fl = [(c, f, ns) for c, f in fl if (ns := _flow_ns(f, shift)) != NONE]
     begin = np.concatenate([launch_ev["begin"][rt], np.array([x[2] for x in fl], np.int64)])
     return {"corr": corr + [x[0] for x in fl],
             "pid": [launch_ev["pid"][i] for i in rt] + [x[1].get("pid") for x in fl],
@@ -106,12 +107,17 @@ def _signature(args: dict) -> str:
     if dims is None and types is None:
         shapes = args.get("Shapes")   # written by export_chrome
         return shapes if isinstance(shapes, str) else ""
-    dims, types = dims or [], types or []
+    dims = dims if type(dims) is list else []
+    types = types if type(types) is list else []
     parts = []
     for i in range(max(len(dims), len(types))):
-        t = str(types[i]) if i < len(types) else ""
+        t = types[i] if i < len(types) else ""
         d = dims[i] if i < len(dims) else []
-        parts.append(t + (str(d).replace(" ", "") if d != [] else ""))
+        try:
+            parts.append((t if type(t) is str else str(t)) +
+                         (str(d).replace(" ", "") if d != [] else ""))
+        except RecursionError:   # lists nested hundreds deep: no shape
+            parts.append("?")
     return ", ".join(parts)
 
 
@@ -123,7 +129,7 @@ def _ops(op_ev: dict, thread: np.ndarray, probes: dict, probe_thread: np.ndarray
     intern = strings.intern
     name_id = np.array([intern(s) for s in op_ev["name"]], np.int32)
     grad_own = {strings.ids[s]: intern(s[len(BACKWARD_PREFIX):])
-                for s in set(op_ev["name"]) if s.startswith(BACKWARD_PREFIX)}
+                for s in dict.fromkeys(op_ev["name"]) if s.startswith(BACKWARD_PREFIX)}
     own = np.array([grad_own.get(i, NONE) for i in name_id.tolist()], np.int64)
     depth, grad, owner = _nest(np.concatenate([thread, probe_thread]),
                                np.concatenate([op_ev["begin"], probes["begin"]]),
@@ -161,18 +167,21 @@ def _named_flags(args: dict) -> int:
 def _link_explicitly(cols: dict, links: dict, by_ext: dict) -> None:
     """In export_chrome's files each GPU row and sync names its op's
     External id, which beats nesting where ops begin at one instant."""
-    for a in cols["args"]:
-        corr = a.get("correlation")
+    for corr, ext in zip(cols["corr"], _keys(cols["args"], "External id")):
         if corr is not None:
-            links[corr] = (by_ext.get(a.get("External id"), NONE),
-                           links.get(corr, (NONE, NONE))[1])
+            links[corr] = (by_ext.get(ext, NONE), links.get(corr, (NONE, NONE))[1])
 
 
-def _flow_ns(f: dict) -> int:
+def _flow_ns(f: dict, shift: int) -> int:
+    """A flow start's time in ns (shift added), NONE where it has none in
+    range."""
     try:
-        return int(to_ns(np.array([float(f.get("ts"))]))[0])
-    except (TypeError, ValueError):
+        us = float(f.get("ts"))
+    except (TypeError, ValueError, OverflowError):
         return NONE
+    if not (abs(us) < TIME_LIMIT_NS / 1000 and abs(us * 1000 + shift) < TIME_LIMIT_NS):
+        return NONE   # nan and inf fail too
+    return int(to_ns(np.array([us]))[0]) + shift
 
 
 def _span_kind(name: str, args: dict) -> tuple[int, int]:
@@ -180,7 +189,8 @@ def _span_kind(name: str, args: dict) -> tuple[int, int]:
     m = STEP_RE.match(name)
     if m:
         return SpanKind.STEP, int(m.group(1))
-    given = str(args.get(KIND_ARG, "")).upper()
+    given = args.get(KIND_ARG, "")
+    given = given.upper() if type(given) is str else ""
     if given in SpanKind.__members__:
         return SpanKind[given], NONE
     if name.startswith("enumerate(DataLoader)"):

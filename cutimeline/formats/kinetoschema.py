@@ -1,5 +1,6 @@
 """Kineto's trace vocabulary as cutimeline reads and writes it: the event
-categories, the arg keys and markers, and how an int arg is spelled.
+categories, the arg keys and markers, how an int arg is spelled, and the
+ranges the import accepts for each number.
 
 The import (``kineto``) reads these; the export (``chrome``) writes the
 same keys, so its files read back exactly.
@@ -15,7 +16,7 @@ from ..timeline.schema import NONE, GpuKind
 __all__ = ["GPU_CATEGORIES", "LAUNCH_CATEGORIES", "READ_CATEGORIES", "OLD_CATEGORIES",
            "STREAM_TID", "NO_STREAM",
            "NON_BLOCKING_SYNCS", "BACKWARD_PREFIX", "STEP_RE", "SHIFT_KEY", "KIND_ARG",
-           "EXPORTER"]
+           "EXPORTER", "TIME_LIMIT_NS", "DEVICES", "STREAMS", "INT64"]
 
 GPU_CATEGORIES = {"kernel": GpuKind.KERNEL, "gpu_memcpy": GpuKind.MEMCPY,
                   "gpu_memset": GpuKind.MEMSET}
@@ -32,7 +33,9 @@ NO_STREAM = (-1, 4294967295)
 # cudaStreamWaitEvent: a device-side wait, the host does not block.
 NON_BLOCKING_SYNCS = ("Stream Wait Event",)
 BACKWARD_PREFIX = "autograd::engine::evaluate_function: "
-STEP_RE = re.compile(r"ProfilerStep#(\d+)$")
+# At most 18 digits: a step number fits int64 ("ProfilerStep#<30 digits>" is
+# no step, just a range of that name).
+STEP_RE = re.compile(r"ProfilerStep#(\d{1,18})$")
 # Written by export_chrome when it shifted times to keep ns precision.
 SHIFT_KEY = "cutimelineTimeShiftNanoseconds"
 # Written by export_chrome so kinds Kineto lacks (op, graph) survive.
@@ -41,28 +44,44 @@ KIND_ARG = "cutimeline kind"
 EXPORTER = "cutimeline"
 
 
-def _int(v: Any, default: int) -> int:
-    """An int from a Kineto arg (ints, or hex strings such as "0x0")."""
-    if isinstance(v, bool):
-        return default
-    if isinstance(v, int):
-        return v
-    if isinstance(v, str):
+# The ranges read: times within ±2^62 ns (±146 years), so that sums and
+# differences of two stay inside int64; devices fit ops.device (int16);
+# streams are CUDA's (unsigned) handles or NONE.
+TIME_LIMIT_NS = 2**62
+DEVICES = (0, 2**15 - 1)
+STREAMS = (NONE, 2**63 - 1)
+INT64 = (-2**63, 2**63 - 1)
+
+
+def _int(v: Any, default: int, bounds: tuple[int, int] = INT64) -> int:
+    """An int from a Kineto arg (ints, or hex strings such as "0x0"), or
+    ``default`` where it is none or lies outside ``bounds`` (inclusive)."""
+    if type(v) is not int:
+        if type(v) is not str:
+            return default
         try:
-            return int(v, 0)
+            v = int(v, 0)
         except ValueError:
             return default
-    return default
+    return v if bounds[0] <= v <= bounds[1] else default
 
 
 def _stream(arg: Any, tid: Any) -> int:
     """A GPU row's stream: ``args.stream``, else its tid (an int, or the
     "stream <n>" of the first traces), else NONE."""
-    v = _int(arg, NONE)
+    v = _int(arg, NONE, STREAMS)
     if v != NONE or arg is not None:
         return v
     if isinstance(tid, str):
         m = STREAM_TID.match(tid.strip())
-        if m:
-            return int(m.group(1))
-    return _int(tid, NONE)
+        return _int(m.group(1), NONE, STREAMS) if m else NONE
+    return _int(tid, NONE, STREAMS)
+
+
+def _keys(args: list[dict], key: str) -> list:
+    """``args[key]`` of each event, for use as a dict key: values that
+    cannot be one (lists, dicts) read as None, linking nothing."""
+    out = [a.get(key) for a in args]
+    if {list, dict}.isdisjoint(map(type, out)):
+        return out
+    return [None if type(v) in (list, dict) else v for v in out]

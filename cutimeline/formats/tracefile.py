@@ -13,6 +13,7 @@ import gzip
 import json
 import operator
 import os
+import sys
 import zlib
 from collections import Counter
 from typing import Any
@@ -60,6 +61,14 @@ def read_trace(path: str, progress=None) -> dict[str, Any]:
     except UnicodeDecodeError as exc:
         raise CutimelineError(f"{name} is neither JSON text nor gzip ({exc.reason}); "
                               f"give a torch.profiler .json or .json.gz trace.") from None
+    except RecursionError:
+        raise CutimelineError(f"{name} nests JSON lists or objects about "
+                              f"{sys.getrecursionlimit()} levels deep or more; a "
+                              f"torch.profiler trace nests a few, so the file is "
+                              f"damaged or not a trace.") from None
+    except ValueError as exc:   # e.g. an integer of more than 4300 digits
+        raise CutimelineError(f"{name} holds JSON Python cannot read ({exc}); "
+                              f"the file is damaged or not a trace.") from None
     if isinstance(doc, list):
         doc = {"traceEvents": doc}
     if not isinstance(doc, dict) or "traceEvents" not in doc:
@@ -89,20 +98,54 @@ def bucket_events(events: list, categories: tuple[str, ...],
             continue
         ph = e.get("ph")
         if ph == "X":
-            bucket = lookup.get(e.get("cat"))
+            cat = e.get("cat")
+            try:
+                bucket = lookup.get(cat)
+            except TypeError:   # a list or object: no category
+                bucket = None
             if bucket is not None:
                 bucket.append(e)
             else:
-                skipped[str(e.get("cat"))] += 1
+                skipped[_label(cat)] += 1
         elif ph == "s":
-            if e.get("cat") == "ac2g":
-                flows[e.get("id")] = e
+            if e.get("cat") == "ac2g" and type(e.get("id")) in (int, str):
+                flows[e["id"]] = e
         elif ph == "M":
             if e.get("name") == "thread_name":
-                names[e.get("pid"), e.get("tid")] = (e.get("args") or {}).get("name", "")
+                args = e.get("args")
+                label = args.get("name") if type(args) is dict else None
+                if type(label) is str and _usable_id(e.get("pid")) and \
+                        _usable_id(e.get("tid")):
+                    names[e.get("pid"), e.get("tid")] = label
         elif ph not in ("f", "i", "I", "C"):
-            skipped[f"ph {ph}"] += 1
+            skipped[f"ph {_label(ph)}"] += 1
     return cats, flows, names, skipped
+
+
+def _label(v: Any) -> str:
+    """A category or phase as a short text (lists and objects by type)."""
+    text = v if type(v) is str else type(v).__name__ if type(v) in (list, dict) else str(v)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+_ID_TYPES = (int, str, type(None))
+
+
+def _usable_id(v: Any) -> bool:
+    """Whether ``v`` can be a pid or tid: an int in int64 range, a str, None."""
+    return type(v) in _ID_TYPES and (type(v) is not int or -2**63 <= v < 2**63)
+
+
+def _bad_ids(values: list) -> np.ndarray | None:
+    """Mask of the values that are no usable pid or tid; None if all are.
+    (The few distinct values are checked: a float or bool equal to an id
+    in use reads as that id.)"""
+    try:
+        if all(map(_usable_id, set(values))):
+            return None
+    except TypeError:   # unhashable: a list or an object
+        pass
+    return np.array([not _usable_id(v) for v in values], bool)
 
 
 def to_ns(us: np.ndarray) -> np.ndarray:
@@ -114,28 +157,35 @@ def to_ns(us: np.ndarray) -> np.ndarray:
     return whole.astype(np.int64) * 1000 + np.rint((us - whole) * 1000).astype(np.int64)
 
 
-def _floats(values: list, what: str, cat: str, warnings: list[str]) -> np.ndarray:
+def _floats(values: list) -> np.ndarray:
+    """The values as float64, NaN where one is no number."""
     try:
-        return np.array(values, np.float64)
-    except (TypeError, ValueError):
-        out = np.full(len(values), np.nan)
-        for i, v in enumerate(values):
-            try:
-                out[i] = float(v)
-            except (TypeError, ValueError):
-                pass
-        warnings.append(f"{int(np.isnan(out).sum())} {cat} events have no numeric "
-                        f"'{what}'; they are left out.")
-        return out
+        out = np.array(values, np.float64)
+        if out.shape == (len(values),):
+            return out
+    except (TypeError, ValueError, OverflowError):
+        pass
+    # Slow path: some value is no number (a list of equal-length lists
+    # would have made a 2-D array above).
+    out = np.full(len(values), np.nan)
+    for i, v in enumerate(values):
+        try:
+            out[i] = float(v)
+        except (TypeError, ValueError, OverflowError):
+            pass
+    return out
 
 
 _FIELDS = operator.itemgetter("name", "ts", "dur", "pid", "tid", "args")
 
 
-def columns(cat: str, events: list, shift: int, warnings: list[str]) -> dict:
+def columns(cat: str, events: list, shift: int, warnings: list[str],
+            limit_ns: int = 2**62) -> dict:
     """Name, cat, args, pid, tid and exact ns begin/end (numpy) of the
-    complete events of one category; events without a numeric ts are left
-    out, with a line in ``warnings``; ``shift`` ns is added to times."""
+    complete events of one category; ``shift`` ns is added to times.
+    Events without a numeric ts, with times beyond ±``limit_ns`` (shift
+    included) or with a pid or tid that is neither an int nor a string are
+    left out, with a line in ``warnings``."""
     try:
         rows = list(map(_FIELDS, events))   # fast path: Kineto writes them all
     except KeyError:
@@ -144,17 +194,39 @@ def columns(cat: str, events: list, shift: int, warnings: list[str]) -> dict:
     name, ts, dur, pid, tid, args = (list(c) for c in zip(*rows)) if rows else \
         ([] for _ in range(6))
     if not all(type(n) is str for n in name):
-        name = [n if type(n) is str else str(n or "") for n in name]
+        name = [n if type(n) is str else "" if type(n) in (list, dict) else str(n or "")
+                for n in name]
     if not all(type(a) is dict for a in args):
         args = [a if type(a) is dict else {} for a in args]
-    ts = _floats(ts, "ts", cat, warnings)
-    dur = _floats(dur, "dur", cat, warnings)
-    ok = np.isfinite(ts) & np.isfinite(dur)
+    ts, dur = _floats(ts), _floats(dur)
+    ok = np.ones(len(ts), bool)
+    for what, values in (("ts", ts), ("dur", dur)):
+        finite = np.isfinite(values)
+        if not finite.all():
+            warnings.append(f"{int((~finite).sum())} {cat} events have no numeric "
+                            f"'{what}' (NaN and Infinity are none); they are left out.")
+            ok &= finite
     if (dur[ok] < 0).any():
         warnings.append(f"{int((dur[ok] < 0).sum())} {cat} events have a negative "
                         f"duration; they are read as zero-length.")
-    dur = np.where(ok, np.maximum(dur, 0), 0)
-    begin = to_ns(np.where(ok, ts, 0)) + shift
+    ts, dur = np.where(ok, ts, 0), np.where(ok, np.maximum(dur, 0), 0)
+    # In float: ts, dur, begin and end must lie within ±limit_ns, so that
+    # neither the conversion nor the sums leave int64.
+    far = ok & ~((np.abs(ts) < limit_ns / 1000) & (dur < limit_ns / 1000)
+                 & (np.abs(ts * 1000 + shift) < limit_ns)
+                 & (np.abs((ts + dur) * 1000 + shift) < limit_ns))
+    if far.any():
+        warnings.append(f"{int(far.sum())} {cat} events have a ts or dur beyond "
+                        f"±{limit_ns / 1e9 / 86400 / 365.25:.0f} years; they are left out.")
+        ok &= ~far
+        ts, dur = np.where(ok, ts, 0), np.where(ok, dur, 0)
+    for what, values in (("pid", pid), ("tid", tid)):
+        bad = _bad_ids(values)
+        if bad is not None:
+            warnings.append(f"{int(bad.sum())} {cat} events have a '{what}' that is "
+                            f"neither a 64-bit integer nor a string; they are left out.")
+            ok &= ~bad
+    begin = to_ns(ts) + shift
     cols = {"name": name, "cat": [cat] * len(name), "args": args, "pid": pid,
             "tid": tid, "begin": begin, "end": begin + to_ns(dur)}
     return take(cols, ok) if not ok.all() else cols
