@@ -251,6 +251,7 @@ def _advice(r: dict, part: np.ndarray) -> str:
             what += f", num_workers={workers}"
         text = (f"{steps}: {_pct(share['data'])} of GPU idle time is spent waiting "
                 f"for DataLoader fetches ({what}); GPU busy {busy}")
+        text += _runner_up(share, "data")
         if workers:  # workers already: more of them, or a cheaper dataset
             return (f"{text} — raise num_workers above {workers}, use pin_memory=True "
                     f"and persistent_workers=True, or make the dataset's "
@@ -262,12 +263,14 @@ def _advice(r: dict, part: np.ndarray) -> str:
         text = (f"{steps}: {_pct(share['sync'])} of GPU idle time follows host "
                 f"syncs ({off.get('count', 0)} syncs" + (f", top {tops}" if tops else "")
                 + (f" in {mods}" if mods else "") + f"); GPU busy {busy}")
+        text += _runner_up(share, "sync")
     elif v == "launch-bound":
         per_step = part["ops"].mean() if len(part) else 0
         unit = "ops per step" if r["first"] != NONE else "ops"  # no steps: the window
         text = (f"{steps}: GPU busy {busy}; {_pct(share['dispatch'])} of its idle "
                 f"time waits for the host to dispatch ops ({per_step:.0f} {unit}"
                 + (f"; most host time in {tops}" if tops else "") + ")")
+        text += _runner_up(share, "dispatch")
         if tops.startswith("inductor::"):  # compiled already: its launches cost
             return (f"{text} — the top host time is torch.compile graphs launching "
                     f"their kernels: try mode=\"reduce-overhead\" (CUDA graphs), or "
@@ -281,11 +284,21 @@ def _advice(r: dict, part: np.ndarray) -> str:
         where = ", ".join(n for n, _ in off.get("spans", [])[:2])
         text = (f"{steps}: GPU busy {busy}; {_pct(share['dependency'])} of its idle "
                 f"time is queued work waiting" + (f" ({where})" if where else ""))
+        text += _runner_up(share, "dependency")
     elif v == "host-only":
         text = f"{steps}: no GPU work recorded" + (f"; most host time in {tops}" if tops else "")
     else:
         text = f"{steps}: GPU busy {busy}; the causes of its idle time are unknown"
     return f"{text} — {_ADVICE[v]}."
+
+
+def _runner_up(share: dict, top: str) -> str:
+    """The margin behind a cause's verdict: the next cause's share of the
+    idle time ("" when no other cause has any), so 51/49 and 99/1 splits
+    read differently."""
+    rest = {c: v for c, v in share.items() if c != top}
+    c = max(rest, key=rest.get) if rest else None
+    return f"; next: {c} {_pct(rest[c])}" if c is not None and rest[c] > 0 else ""
 
 
 def _num_workers(names) -> int | None:

@@ -80,7 +80,8 @@ def test_queue_depth_of_a_stream_and_errors():
 
 
 @pytest.mark.parametrize("name, advice", [
-    ("next(DataLoader, num_workers=0)", "num_workers=0); GPU busy 10% — try num_workers > 0"),
+    ("next(DataLoader, num_workers=0)",
+     "num_workers=0); GPU busy 10%; next: dispatch 11% — try num_workers > 0"),
     ("next(DataLoader, num_workers=4)", "raise num_workers above 4"),
 ])
 def test_advice_uses_num_workers_when_the_span_names_it(name, advice):
@@ -90,6 +91,14 @@ def test_advice_uses_num_workers_when_the_span_names_it(name, advice):
     tl = ctl.Timeline({k: tl.table(k) for k in ("ops", "gpu", "spans", "syncs")}, st,
                       tl.meta)
     assert advice in ctl.analyze(tl).ranges()[0]["advice"]
+
+
+def test_a_verdict_names_the_runner_up_cause_with_its_share():
+    from cutimeline.analysis.report import _runner_up
+    share = {"data": 0.51, "sync": 0.0, "dispatch": 0.49, "dependency": 0.0, "unknown": 0.0}
+    assert _runner_up(share, "data") == "; next: dispatch 49%"
+    share = {"data": 1.0, "sync": 0.0, "dispatch": 0.0, "dependency": 0.0, "unknown": 0.0}
+    assert _runner_up(share, "data") == ""  # no other cause: nothing to say
 
 
 def test_launch_bound_advice_without_steps_counts_the_windows_ops():
