@@ -28,6 +28,7 @@ import time
 import numpy as np
 
 import cutimeline as ctl
+from cutimeline.timeline.fileformat import _NPZ_ENCODING
 from cutimeline.timeline.schema import SCHEMA
 from cutimeline.timeline.timeline import Timeline
 
@@ -35,16 +36,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_analyze import synthetic  # noqa: E402
 
 # -- before: format 2's writer, as cutimeline/timeline/fileformat.py had it --
-_ENCODING_2 = {
-    ("ops", "seq"): ("delta",), ("ops", "host_begin_ns"): ("delta",),
-    ("ops", "host_end_ns"): ("minus", "host_begin_ns"),
-    ("events", "op"): ("delta",), ("events", "raw_ns"): ("delta",),
-    ("events", "host_record_ns"): ("delta",),
-    ("gpu", "op"): ("delta",), ("gpu", "begin_event"): ("delta",),
-    ("gpu", "end_event"): ("minus", "begin_event"),
-    ("gpu", "launch_ns"): ("delta",), ("gpu", "begin_ns"): ("delta",),
-    ("gpu", "end_ns"): ("minus", "begin_ns"),
-    ("truth", "event"): ("delta",), ("truth", "host_ns"): ("delta",)}
+_ENCODING_2 = _NPZ_ENCODING  # frozen there: files of version 2 are read with it
 
 
 def _encode_2(table: str, col: str, cols: dict[str, np.ndarray]) -> np.ndarray:

@@ -76,20 +76,12 @@ class Progress:
 
 
 def _open(path: str):
-    """A Timeline from a .ctl file or a torch.profiler trace."""
+    """A Timeline from a .ctl file or a torch.profiler trace (``ctl.load``),
+    with a progress bar while a trace imports."""
     import cutimeline as ctl
-    if not os.path.exists(path):
-        raise CutimelineError(f"{path} does not exist.")
-    if os.path.isdir(path):
-        raise CutimelineError(f"{path} is a folder; give a .ctl file or a "
-                              f"torch.profiler trace (.json, .json.gz).")
-    with open(path, "rb") as f:
-        zipped = f.read(2) == b"PK"
-    if zipped:
-        return ctl.load(path)
     bar = Progress(f"importing {os.path.basename(path)}")
     try:
-        tl = ctl.import_chrome(path, progress=bar)
+        tl = ctl.load(path, progress=bar)
     except BaseException:
         bar.clear()   # the error's line starts on a line of its own
         raise

@@ -9,6 +9,7 @@ for a trace, what recorded or merged it for a ``.ctl`` file.
 from __future__ import annotations
 
 import os
+from typing import Callable
 
 from ..errors import CutimelineError
 from ..timeline.timeline import Timeline, load as load_ctl
@@ -16,10 +17,11 @@ from ..timeline.timeline import Timeline, load as load_ctl
 __all__ = ["load"]
 
 
-def load(path: str | os.PathLike) -> Timeline:
+def load(path: str | os.PathLike, *,
+         progress: Callable[[str, float], None] | None = None) -> Timeline:
     """A Timeline from a ``.ctl`` file or a torch.profiler trace (``.json``,
     ``.json.gz``); anything else raises ``CutimelineError`` naming the file
-    and what it is not."""
+    and what it is not. ``progress`` is ``import_chrome``'s, for a trace."""
     path = os.fspath(path)
     if not os.path.exists(path):
         raise CutimelineError(f"{path} does not exist.")
@@ -30,5 +32,5 @@ def load(path: str | os.PathLike) -> Timeline:
         head = f.read(64)
     if head[:2] == b"\x1f\x8b" or head.lstrip()[:1] in (b"{", b"["):
         from .kineto import import_chrome
-        return import_chrome(path)
+        return import_chrome(path, progress=progress)
     return load_ctl(path)
