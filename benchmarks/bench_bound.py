@@ -29,7 +29,7 @@ from cutimeline.devices.sim import SimGPU, synthetic_events
 
 def recorded(seed: int):
     with record(device=SimGPU(seed=seed, drift_ppm=80.0)) as rec:
-        x = torch.ones(64, 64)
+        x = torch.ones(64, 64, device="meta")
         for _ in range(50):
             x = (x @ x).relu_() / 64
         x.sum().item()

@@ -13,8 +13,8 @@ then pays for dispatch alone, as it would with CUDA tensors, while the
 simulator charges each op its H100 roofline cost. (CPU tensors would make
 the host compute every matmul inside its dispatch, ten thousand times
 slower than the GPU it stands for, and the demo would say "launch-bound"
-about a CPU.) A meta tensor has no value, so there the per-step
-``loss.item()`` is ``gpu.synchronize()``: the same host-blocking drain.
+about a CPU.) A meta tensor has no value: there the per-step
+``loss.item()`` waits for the simulated GPU as on CUDA and reads zero.
 """
 
 from __future__ import annotations
@@ -113,7 +113,7 @@ class _Sim:
         self.gpu.wait_stream(0, 1)
 
     def read(self, loss: torch.Tensor) -> float | None:
-        self.gpu.synchronize()  # loss.item(): meta tensors have no value
+        loss.item()  # waits for the simulated GPU; a meta tensor reads zero
         return None
 
 

@@ -247,7 +247,8 @@ def _aligner_sim(part, rng) -> str:
     n, bursts = 60, 6
     durations = np.exp(rng.uniform(np.log(5e3), np.log(1e6), n)).astype(np.int64)
     cost = lambda name, args, kwargs, out: float(args[1]) if name.startswith(SPIN_OP) else 2e3
-    gpu = ctl.SimGPU("h100", seed=3, cost=cost)
+    # the spin op runs on CPU tensors; rows are exactly the simulated work
+    gpu = ctl.SimGPU("h100", seed=3, cost=cost, owns=("cpu",), bracket="kernel")
     op, x = _spin_op(), torch.zeros(1)
     with ctl.record(device=gpu, measure=False) as rec:
         _drive(op, x, durations, bursts, rng, (0.002, 0.01))
@@ -476,7 +477,7 @@ def _compiled_check(part, dev: torch.device) -> dict:
         step()
         compile_s = time.perf_counter() - t0
         if part.dry:
-            with ctl.record(device=ctl.SimGPU(), measure=False) as rec:
+            with ctl.record(device=ctl.SimGPU(owns=("cpu",)), measure=False) as rec:
                 step()
                 step()
             return {"compile_s": compile_s, "cutimeline": _compiled_rows(rec.timeline),

@@ -21,6 +21,17 @@ causality; the clamp moves an event by at most the fit's ``relax_ns``
 
 Raw columns are never rewritten: ``align`` adds the ``clocks`` table and
 fills ``gpu.begin_ns/end_ns`` from ``gpu.begin_event/end_event``.
+
+A recorded op's work cannot start before its launch: on an idle stream a
+CUDA event executes as soon as the host records it, so the BEGIN event of
+an op runs before the op has even been dispatched, and BEGIN to END would
+paint the op's whole dispatch as GPU work (a launch-bound loop would read
+GPU-bound). So the row of an op (``GpuKind.OP``, not a host-blocking one)
+begins at the later of its BEGIN event and the op's return from dispatch
+(``host_end_ns``, right after its launch call returned), never after its
+END. On a busy stream BEGIN is the later and nothing changes. This start
+is an estimate (the work may start up to the launch call's return path,
+≲ 1 µs, before the op returns); the events keep their aligned times.
 """
 
 from __future__ import annotations
@@ -28,7 +39,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import CutimelineError
-from ..timeline.schema import NONE
+from ..timeline.schema import NONE, GpuKind, OpFlag
 from ..timeline.table import Table
 from ..timeline.timeline import Timeline
 from . import hull
@@ -224,7 +235,26 @@ def align(tl: Timeline, *, backend: str = "numba") -> Timeline:
             cols[col] = host[e]
         elif len(e):  # rows without an event keep what they had
             cols[col] = np.where(e >= 0, host[np.maximum(e, 0)], g[col])
+    if "begin_ns" in cols and "end_ns" in cols:
+        cols["begin_ns"] = _launched(tl, cols["begin_ns"], cols["end_ns"])
     return tl.replace(meta=meta, clocks=clocks, gpu=g.replace(**cols))
+
+
+def _launched(tl: Timeline, begin: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Rows' begins no earlier than their op's return from dispatch (see
+    the module doc)."""
+    g, o = tl.gpu, tl.ops
+    op = np.asarray(g.op, np.int64)
+    mine = (g.kind == GpuKind.OP) & (op >= 0) & (begin != NONE) & (end != NONE)
+    if not mine.any():
+        return begin
+    rows = np.flatnonzero(mine)
+    back = o.host_end_ns[op[rows]]
+    ok = (o.flags[op[rows]] & (OpFlag.SYNC | OpFlag.COLLECTIVE)) == 0
+    out = begin.copy()
+    out[rows] = np.where(ok, np.minimum(np.maximum(begin[rows], back), end[rows]),
+                         begin[rows])
+    return out
 
 
 def launch_delay_ns(tl: Timeline) -> np.ndarray:

@@ -44,7 +44,9 @@ class Harvest:
     ``alternates`` maps a timing name to a second ``raw_ns`` column for the
     same event rows, read from another clock (``timing="both"``: the
     globaltimer stamps beside the events), and ``alternate_resolution_ns``
-    that clock's resolution.
+    that clock's resolution. ``host_map`` (simulators whose host clock is
+    virtual, see ``simhost.py``): (real, virtual) knots of a non-decreasing
+    piecewise-linear map the recorder applies to every host time.
     """
     events: dict[str, np.ndarray]
     syncs: dict[str, np.ndarray]
@@ -52,6 +54,7 @@ class Harvest:
     truth: dict[str, np.ndarray] | None = None
     alternates: dict[str, np.ndarray] = field(default_factory=dict)
     alternate_resolution_ns: dict[str, int] = field(default_factory=dict)
+    host_map: tuple[np.ndarray, np.ndarray] | None = None
 
 
 class Device(abc.ABC):

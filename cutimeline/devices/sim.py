@@ -1,11 +1,12 @@
 """SimGPU: a simulated GPU behind the recorder's Device interface.
 
-``SimGPU`` owns CPU and ``meta`` tensors: every op on them (outside a
-DataLoader fetch or a ``with gpu.host():`` block) is treated as work for a
-virtual GPU. The real op still runs on the CPU (or on meta tensors, which
-cost only dispatch); the simulator enqueues its roofline cost (see
-``roofline.py``) on a virtual stream that keeps its own ``free_at`` on the
-true host timeline (``simstreams.py``):
+``SimGPU`` owns ``meta`` tensors: every op on them (outside a DataLoader
+fetch or a ``with gpu.host():`` block) is treated as work for a virtual
+GPU, and CPU tensors stay host work. The real op still runs, on meta
+tensors (metadata only); the host is charged what dispatching it to CUDA
+would cost, on a virtual host clock (``simhost.py``), and the simulator
+enqueues its roofline cost (see ``roofline.py``) on a virtual stream that
+keeps its own ``free_at`` on that clock (``simstreams.py``):
 
 * an op launched (its END call) at host time h starts at
   ``max(free_at, h + launch_latency)`` and lasts ``cost(op)``;
@@ -37,6 +38,7 @@ from .device import Device, Harvest
 from .roofline import GpuProfile, OpModel, op_name, profile_named
 from .simclock import (FakeClock, HostClock, chain_raw_ns, device_time_ns, elapsed_ms,
                        read_device_clock, read_error_ns, synthetic_events)
+from .simhost import SimHost, _check_host_cost
 from .simstreams import SimStreams
 
 __all__ = ["SimGPU", "HostClock", "FakeClock", "device_time_ns",
@@ -52,7 +54,7 @@ def _check_int(name: str, value: Any, low: int, unit: str = "ns") -> int:
     return int(value)
 
 
-class SimGPU(SimStreams, Device):
+class SimGPU(SimHost, SimStreams, Device):
     """A virtual GPU for ``ctl.record(device=ctl.SimGPU(...))``.
 
     ``profile``: "h100", "a100", "h200" or a ``roofline.GpuProfile``.
@@ -69,16 +71,25 @@ class SimGPU(SimStreams, Device):
     (1 s), ``pings`` (calibration pings at start and at stop), ``clock``
     (host clock with ``now()`` and ``wait_until(ns)``; default the real one,
     ``FakeClock`` for tests that drive the device by hand), ``bracket``
-    (when a BEGIN event executes, below).
+    (when a BEGIN event executes), ``host_cost`` (below).
 
-    ``bracket="kernel"``: an op's BEGIN event executes right before its work
-    (at its launch, when the op returned to the recorder), so a gpu row is
-    the op's simulated work alone, and its launch time is that enqueue. That is what a simulation on CPU tensors
-    needs: there the real op computes on the CPU inside the brackets, time a
-    GPU program would not spend, and CUDA semantics would paint all of it as
-    GPU work. ``bracket="cuda"``: BEGIN executes when recorded, like a real
-    ``cudaEventRecord`` — on an idle stream the row then also covers the op's
-    host time below the dispatcher (as on CUDA, where that is the launch path).
+    ``bracket="cuda"`` (the default): events behave as CUDA events do; a
+    BEGIN executes when its stream reaches it, which on an idle stream is
+    when the host records it, before the op's launch (the aligner then
+    starts the op's row at its launch, see ``alignment/aligner.py``).
+    ``bracket="kernel"``: a BEGIN executes right before its op's work, so a
+    row is exactly the simulated work.
+
+    ``owns`` (default ``("meta",)``): tensors on these device types stand
+    for device tensors; ops on others (CPU tensors) are host work. With
+    ``("cpu",)`` CPU tensors stand for device tensors too, and the real op
+    computes on the CPU inside its dispatch, host time a GPU program would
+    not spend (``host_cost`` below replaces it by the modelled cost).
+    ``host_cost``: what dispatching a simulated op costs the host (see
+    ``simhost.py``): None, the modelled CUDA dispatch cost; "measured", the
+    time the op took here; a number of ns; or a callable
+    ``(op_name, args, kwargs) -> ns``. Times SimGPU reports
+    (``drained_at``, events) are on its virtual host clock.
     """
 
     kind = "sim"
@@ -89,9 +100,9 @@ class SimGPU(SimStreams, Device):
                  event_latency_ns: int | None = None,
                  cost: Mapping[str, int] | Callable[..., float] | None = None,
                  jitter: float = 0.0, seed: int = 0, tf32: bool | None = None,
-                 owns: tuple[str, ...] = ("cpu", "meta"), index: int = 0,
+                 owns: tuple[str, ...] = ("meta",), index: int = 0,
                  anchor_interval_ns: int = 1_000_000_000, pings: int = 3,
-                 clock: Any = None, bracket: str = "kernel"):
+                 clock: Any = None, bracket: str = "cuda", host_cost: Any = None):
         self.profile = profile_named(profile)
         seed = _check_int("seed", seed, 0, "")
         rng = np.random.default_rng(seed)
@@ -136,6 +147,7 @@ class SimGPU(SimStreams, Device):
             raise CutimelineError(f"SimGPU option owns={owns!r} must name tensor "
                                   f"device types, such as ('cpu', 'meta').")
         self._owns = frozenset(owns)
+        self._host_cost = _check_host_cost(host_cost)
         if bracket not in ("kernel", "cuda"):
             raise CutimelineError(f"SimGPU option bracket={bracket!r} must be "
                                   f"'kernel' (rows are the simulated work) or "
@@ -188,17 +200,19 @@ class SimGPU(SimStreams, Device):
             self._sy: list[tuple[Any, ...]] = []
             self._last_on: dict[int, int] = {}
             self._start_ns = now = self._clock.now()
-            self._anchor(0, now)
+            self._host_start(now)
+            self._anchor(0, now, now)
+            self._as_cuda(True)
         self._ping()
 
     def begin(self, stream: int, seq: int) -> int:
-        now = self._clock.now()
         with self._lock:
             self._require("begin")
+            now, v = self._vnow()
             if now - self._anchor_host_ns >= self.anchor_interval_ns:
-                self._anchor(stream, now)
+                self._anchor(stream, now, v)
             i = self._record(stream, EventKind.BEGIN, seq, now,
-                             now + self.event_latency_ns,
+                             v + self.event_latency_ns,
                              advance=self.bracket == "cuda")
         if self.bracket == "kernel":  # executes at the launch: end() or wait()
             # a list: a compiled region's BEGIN waits for its first work, which
@@ -207,6 +221,7 @@ class SimGPU(SimStreams, Device):
             if pending is None:
                 pending = self._local.pending = []
             pending.append(i)
+        self._mark()  # the op's dispatch starts: charged the modelled cost
         return i
 
     def end(self, stream: int, seq: int, func: Any, args: tuple, kwargs: dict,
@@ -215,29 +230,36 @@ class SimGPU(SimStreams, Device):
         cost = self._cost_ns(func, args, kwargs, out)
         with self._lock:
             self._require("end")
+            self._charge(now, op_name(func), args, kwargs)
+            self._local.op = None
+            v = now - self._skew
             if self.jitter and cost:
                 cost = int(round(cost * math.exp(
                     self.jitter * self._rng.standard_normal())))
-            start = max(self._free_at.get(stream, 0), now + self.launch_latency_ns)
+            start = max(self._free_at.get(stream, 0), v + self.launch_latency_ns)
             self._settle(stream, start, now)
             finish = start + cost
             self._free_at[stream] = finish
             return self._record(stream, EventKind.END, seq, now,
-                                now + self.event_latency_ns)
+                                v + self.event_latency_ns)
 
     def wait(self, stream: int | None) -> None:
         with self._lock:
             # a host-blocking op launched its work before it blocked
             now = self._clock.now()
+            op = getattr(self._local, "op", None) or ("aten::_local_scalar_dense", (), {})
+            self._charge(now, *op)
+            v = now - self._skew
             for s in {self._ev[i][0] for i in getattr(self._local, "pending", None) or ()}:
                 self._settle(s, max(self._free_at.get(s, 0),
-                                    now + self.event_latency_ns), now)
+                                    v + self.event_latency_ns), now)
             if stream is None:
                 target = max(self._free_at.values(), default=0)
             else:
                 target = self._free_at.get(stream, 0)
             if self._started:  # what this wait covers, for note_sync
                 self._local.waited = (stream, self._last_event(stream))
+            target += self._skew  # on the real clock
         self._clock.wait_until(target)
 
     def note_sync(self, kind: str, stream: int | None, seq: int,
@@ -259,6 +281,7 @@ class SimGPU(SimStreams, Device):
         self._ping()
         with self._lock:
             self._started = False
+            self._as_cuda(False)
             return self._harvest()
 
     # -- internals (the lock is held where noted) ------------------------------
@@ -267,12 +290,12 @@ class SimGPU(SimStreams, Device):
             raise CutimelineError(f"{self.name}: {what}() was called while not "
                                   f"recording; call start() first.")
 
-    def _anchor(self, stream: int, now: int) -> None:
-        """Lay down a segment anchor (lock held)."""
+    def _anchor(self, stream: int, now: int, virtual: int) -> None:
+        """Lay down a segment anchor at real host time ``now`` (lock held)."""
         self._anchors.append(len(self._ev))  # read against itself
         self._anchor_host_ns = now
         self._record(stream, EventKind.ANCHOR, NONE, now,
-                     now + self.event_latency_ns)
+                     virtual + self.event_latency_ns)
 
     def _ping(self) -> None:
         """Calibration pings as the CUDA device does them: synchronize, host
@@ -280,11 +303,11 @@ class SimGPU(SimStreams, Device):
         for _ in range(self.pings):
             self.wait(None)
             self._local.waited = None  # this sync is noted here, not by note_sync
-            before = self._clock.now()
             with self._lock:
+                before, v = self._vnow()
                 i = self._record(0, EventKind.PING, NONE, before,
-                                 before + self.event_latency_ns)
-                target = self._ev[i][4]
+                                 v + self.event_latency_ns)
+                target = self._ev[i][4] + self._skew
             self._clock.wait_until(target)
             after = self._clock.now()
             with self._lock:
@@ -345,6 +368,10 @@ class SimGPU(SimStreams, Device):
                         "anchor0_device_ns": int(dev[0]) if n else None,
                         "jitter": self.jitter, "seed": self.seed,
                         "bracket": self.bracket,
-                        "cost": "roofline" if self.cost is None else "override"}}
+                        "cost": "roofline" if self.cost is None else "override",
+                        "host_cost": "model" if self._host_cost is None else
+                        self._host_cost if isinstance(self._host_cost, (int, str))
+                        else "callable"}}
         return Harvest(events, syncs, meta,
-                       {"event": np.arange(n, dtype=np.int64), "host_ns": true})
+                       {"event": np.arange(n, dtype=np.int64),
+                        "host_ns": self._real_of(true)}, host_map=self.host_map())

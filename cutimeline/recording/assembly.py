@@ -99,6 +99,21 @@ def _sync_threads(ident: Any, op: np.ndarray, op_thread: np.ndarray,
     return out
 
 
+def _launch_ns(launches: np.ndarray, row: np.ndarray, record_ns: np.ndarray,
+               ops: np.ndarray, flags: np.ndarray) -> np.ndarray:
+    """When each gpu row's work was enqueued: an op's launch call returns
+    at the end of its dispatch, so its op's host end (the BEGIN event was
+    recorded at the start of the dispatch); the BEGIN's record time for
+    host-blocking ops (whose end is after the wait), compiled regions and
+    rows of no op."""
+    from ..timeline.schema import GpuKind, OpFlag
+    out = record_ns[launches[:, 2]].copy()
+    has = (row >= 0) & (launches[:, 4] == int(GpuKind.OP))
+    has[has] = (flags[row[has]] & (OpFlag.SYNC | OpFlag.COLLECTIVE)) == 0
+    out[has] = np.maximum(ops[row[has], 2], out[has])
+    return out
+
+
 def _assemble(s: Session, harvest: Harvest | None, meta: dict[str, Any]) -> Timeline:
     """The Timeline of a finished session: ops sorted by seq; events, syncs
     and gpu rows mapped from seq to ops rows; every thread's spans."""
@@ -140,5 +155,9 @@ def _assemble(s: Session, harvest: Harvest | None, meta: dict[str, Any]) -> Time
             "op": row, "device": np.full(len(row), index, np.int16),
             "stream": launches[:, 1], "name": names[row], "kind": launches[:, 4],
             "begin_event": launches[:, 2], "end_event": launches[:, 3],
-            "launch_ns": record_ns[launches[:, 2]]})
-    return Timeline({k: v for k, v in tables.items() if v is not None}, s.strings, meta)
+            "launch_ns": _launch_ns(launches, row, record_ns, ops, flags)})
+    tl = Timeline({k: v for k, v in tables.items() if v is not None}, s.strings, meta)
+    if harvest is not None and harvest.host_map is not None:
+        from ..timeline.ranks import warp_host  # a simulator's virtual host clock
+        tl = warp_host(tl, *harvest.host_map)
+    return tl

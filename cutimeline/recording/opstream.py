@@ -78,7 +78,7 @@ class Mode(TorchDispatchMode):
         self.count, self.sigs = session.count, session.sigs  # one lookup less per op
         self.max_ops, self.host_only = session.max_ops, session.device is None
         # a CPU scalar first (torch.tensor(2.) / x) runs where the others are
-        self.scalar_first = getattr(session.device, "kind", None) == "cuda"
+        self.scalar_first = getattr(session.device, "kind", None) in ("cuda", "sim")
 
     @classmethod
     def ignore_compile_internals(cls) -> bool:

@@ -14,7 +14,7 @@ import numpy as np
 from .schema import NONE
 from .timeline import Timeline
 
-__all__ = ["shift_host", "HOST_COLUMNS", "apply", "rank_of_thread", "rank_of_device"]
+__all__ = ["shift_host", "warp_host", "piecewise", "HOST_COLUMNS", "apply", "rank_of_thread", "rank_of_device"]
 
 
 def shift_host(tl: Timeline, ns: int, *, epoch: bool = False) -> Timeline:
@@ -35,6 +35,47 @@ def shift_host(tl: Timeline, ns: int, *, epoch: bool = False) -> Timeline:
         done = apply(f, np.asarray(c["done_ns"], np.int64))
         meta["collectives"] = {**c, "done_ns": done.tolist()}
     return tl.replace(meta=meta, **tables)
+
+
+def warp_host(tl: Timeline, real: np.ndarray, virtual: np.ndarray) -> Timeline:
+    """``tl`` with every host time mapped through the piecewise-linear map
+    with knots (real, virtual) (see ``piecewise``): a simulator's virtual
+    host clock (``devices/simhost.py``)."""
+    def f(t):
+        return piecewise(t, real, virtual)
+    tables = {name: tl.table(name).replace(**{c: apply(f, tl.table(name)[c]) for c in cols})
+              for name, cols in HOST_COLUMNS.items() if name != "clocks"}
+    meta = dict(tl.meta)
+    if meta.get("overhead_calibrations"):
+        c = np.asarray(meta["overhead_calibrations"], np.int64).reshape(-1, 3)
+        c[:, 0], c[:, 1] = f(c[:, 0]), f(c[:, 1])
+        meta["overhead_calibrations"] = c.tolist()
+    if meta.get("collectives"):
+        c = meta["collectives"]
+        meta["collectives"] = {**c, "done_ns": apply(
+            f, np.asarray(c["done_ns"], np.int64)).tolist()}
+    return tl.replace(meta=meta, **tables)
+
+
+def piecewise(t: Any, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """``t`` mapped through the piecewise-linear map with knots (x, y), x
+    non-decreasing; beyond the ends the map shifts by the end knots'
+    difference. Integer ns in and out."""
+    t = np.asarray(t, np.int64)
+    if len(x) == 0 or len(t) == 0:
+        return t.copy()
+    i = np.searchsorted(x, t, side="right") - 1
+    below, above = i < 0, i >= len(x) - 1
+    j = np.clip(i, 0, max(len(x) - 2, 0))
+    out = t + np.where(below, y[0] - x[0], y[-1] - x[-1])
+    mid = ~below & ~above
+    if mid.any():
+        jm = j[mid]
+        dx = (x[jm + 1] - x[jm]).astype(np.float64)
+        dy = (y[jm + 1] - y[jm]).astype(np.float64)
+        frac = np.where(dx > 0, (t[mid] - x[jm]) / np.where(dx > 0, dx, 1.0), 1.0)
+        out[mid] = y[jm] + np.rint(frac * dy).astype(np.int64)
+    return out
 
 
 HOST_COLUMNS = {"ops": ("host_begin_ns", "host_end_ns"), "spans": ("begin_ns", "end_ns"),

@@ -138,7 +138,7 @@ def test_recording_through_simgpu_is_aligned():
     from cutimeline.devices.sim import SimGPU
     from cutimeline.recording.recorder import record
     with record(device=SimGPU(seed=1, drift_ppm=80.0)) as rec:
-        x = torch.ones(64, 64)
+        x = torch.ones(64, 64, device="meta")
         for _ in range(50):
             x = (x @ x).relu_() / 64
         x.sum().item()
@@ -212,7 +212,12 @@ def test_align_fills_gpu_times_and_keeps_raw_columns():
     for col, arr in tl.events.columns.items():
         assert a.events[col] is arr or np.array_equal(a.events[col], arr)
     host = event_host_ns(a)
-    assert np.array_equal(a.gpu.begin_ns, host[a.gpu.begin_event])
+    # an op's work begins at its BEGIN event or, on an idle stream where
+    # BEGIN ran when recorded, at the op's return from its launch
+    began = host[a.gpu.begin_event]
+    back = np.minimum(np.maximum(began, a.ops.host_end_ns[a.gpu.op]), a.gpu.end_ns)
+    assert np.array_equal(a.gpu.begin_ns, back)
+    assert (a.gpu.begin_ns > began).any() and (a.gpu.begin_ns == began).any()
     assert np.array_equal(a.gpu.end_ns, host[a.gpu.end_event])
     assert np.all(a.gpu.end_ns >= a.gpu.begin_ns)
     assert align(a) is a  # idempotent

@@ -45,7 +45,7 @@ def train_on_loader(num_workers):
     model = mlp()
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     loader = DataLoader(SlowDataset(), batch_size=8, num_workers=num_workers)
-    gpu = ctl.SimGPU("h100", cost=MATMUL_NS, seed=1)
+    gpu = ctl.SimGPU("h100", owns=("cpu", "meta"), cost=MATMUL_NS, seed=1)
     with record(device=gpu) as rec:
         for x, y in loader:
             loss = torch.nn.functional.mse_loss(model(x), y)
@@ -72,7 +72,7 @@ def test_item_every_step_is_sync_bound_and_drains_the_queue():
     model = mlp()
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     x, y = torch.ones(8, 32), torch.zeros(8, 1)
-    gpu = ctl.SimGPU("h100", cost=MATMUL_NS, seed=2)
+    gpu = ctl.SimGPU("h100", owns=("cpu", "meta"), cost=MATMUL_NS, seed=2)
     with record(device=gpu) as rec:
         for _ in range(5):
             loss = torch.nn.functional.mse_loss(model(x), y)
@@ -102,7 +102,7 @@ def test_item_every_step_is_sync_bound_and_drains_the_queue():
 
 
 def test_tiny_ops_are_launch_bound():
-    gpu = ctl.SimGPU("h100", cost={"aten::add": 500, "aten::mul": 500},
+    gpu = ctl.SimGPU("h100", owns=("cpu", "meta"), cost={"aten::add": 500, "aten::mul": 500},
                      launch_latency_ns=500, event_latency_ns=500, seed=3)
     x = torch.ones(16)
     with record(device=gpu) as rec:
@@ -122,7 +122,7 @@ def test_tiny_ops_are_launch_bound():
 
 
 def test_large_matmuls_are_gpu_bound_and_the_lead_grows():
-    gpu = ctl.SimGPU("h100", seed=4)
+    gpu = ctl.SimGPU("h100", owns=("cpu", "meta"), seed=4)
     a = torch.empty(8192, 8192, device="meta")
     with record(device=gpu) as rec:
         for _ in range(3):
@@ -144,7 +144,7 @@ def test_large_matmuls_are_gpu_bound_and_the_lead_grows():
 
 
 def test_waiting_stream_shows_dependency_gaps():
-    gpu = ctl.SimGPU("h100", cost={"aten::mm": 10_000_000, "aten::mul": 5_000_000,
+    gpu = ctl.SimGPU("h100", owns=("cpu", "meta"), cost={"aten::mm": 10_000_000, "aten::mul": 5_000_000,
                                    "aten::add": 100_000}, seed=5)
     a = torch.ones(64, 64, device="meta")
     with record(device=gpu) as rec:

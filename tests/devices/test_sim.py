@@ -26,6 +26,7 @@ def make(costs=None, **kw):
     costs = costs or {}
     opts = dict(offset_ns=7_000_000_000, drift_ppm=0.0, launch_latency_ns=LAT,
                 event_latency_ns=EV, pings=1, clock=clock, bracket="cuda",
+                host_cost="measured",
                 cost=lambda name, *_: costs.get(name, 1_000))
     opts.update(kw)
     return SimGPU(**opts), clock
@@ -179,8 +180,9 @@ def test_current_stream_is_per_thread():
     assert gpu.current_stream() == 0 and seen["s"] == 0
 
 
-def test_owns_cpu_and_meta_but_not_in_host_blocks():
-    gpu, _ = make()
+def test_owns_meta_by_default_cpu_when_asked_but_not_in_host_blocks():
+    assert SimGPU().owns("meta") and not SimGPU().owns("cpu")
+    gpu, _ = make(owns=("cpu", "meta"))
     assert gpu.owns(torch.device("cpu")) and gpu.owns(torch.device("meta"))
     assert not gpu.owns(torch.device("cuda", 0))
     with gpu.host():
@@ -220,7 +222,9 @@ def test_wait_on_one_stream_leaves_others_queued():
 
 def test_real_clock_wait_really_blocks_the_host():
     import time
-    gpu = SimGPU(cost={"k": 2_000_000}, pings=1)   # 2 ms of simulated work
+
+    # 2 ms of simulated work; the host's clock is the real one throughout
+    gpu = SimGPU(cost={"k": 2_000_000}, pings=1, host_cost="measured")
     gpu.start()
     gpu.begin(0, 0)
     gpu.end(0, 0, "k", (), {}, None)
@@ -573,7 +577,7 @@ def _mlp_step(device):
 @pytest.mark.parametrize("device", ["cpu", "meta"])
 def test_mlp_training_step_records_gpu_rows(device):
     record = _need_recorder()
-    with record(device=SimGPU("h100")) as rec:
+    with record(device=SimGPU("h100", owns=(device,))) as rec:
         _mlp_step(device)
     tl = rec.timeline
     assert len(tl.gpu) > 10
@@ -590,9 +594,9 @@ def test_item_on_the_loss_blocks_the_host_for_queued_simulated_work():
     # loaded machine, so the queue is deep when .item() comes
     gpu = SimGPU("h100", cost=lambda *_: 5_000_000)
     with record(device=gpu) as rec:
-        loss = _mlp_step("cpu")
+        loss = _mlp_step("meta")
         queued = gpu.drained_at(None)
-        loss.item()
+        assert loss.item() == 0.0  # a meta tensor has no value: zero, after the wait
     tl = rec.timeline
     names = list(tl.decode(tl.ops["name"]))
     item = [i for i, n in enumerate(names) if "_local_scalar_dense" in n]

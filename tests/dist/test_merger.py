@@ -70,7 +70,7 @@ def test_rank_without_collectives_is_related_by_epoch_or_refused():
 def test_merge_keeps_devices_apart_and_serves_analyze_and_slicing():
     def one(rank):
         with ctl.record(device=ctl.SimGPU(), measure=False, steps="manual") as rec:
-            a = torch.randn(64, 64)
+            a = torch.randn(64, 64, device="meta")
             for _ in range(3):
                 (a @ a).sum().item()
                 rec.step()

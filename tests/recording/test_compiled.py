@@ -19,7 +19,7 @@ from cutimeline.timeline.schema import GpuKind, OpFlag
 
 
 def quiet_sim():
-    return ctl.SimGPU("h100", cost=lambda *a: 500, pings=1)
+    return ctl.SimGPU("h100", cost=lambda *a: 500, pings=1, owns=("cpu", "meta"))
 
 
 def names(tl, col="name", table="ops"):

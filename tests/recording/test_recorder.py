@@ -66,7 +66,7 @@ class _null:
 
 
 def quiet_sim():
-    return ctl.SimGPU("h100", cost=lambda *a: 500, pings=1)
+    return ctl.SimGPU("h100", cost=lambda *a: 500, pings=1, owns=("cpu", "meta"))
 
 
 def names(tl, col="name", table="ops"):
@@ -297,7 +297,8 @@ def test_shapes_and_views():
     b, e = tl.gpu.begin_event[0], tl.gpu.end_event[0]
     assert tl.events.kind[b] == EventKind.BEGIN and tl.events.kind[e] == EventKind.END
     assert tl.events.op[b] == tl.events.op[e] == 1
-    assert tl.gpu.launch_ns[0] == tl.events.host_record_ns[b]
+    # launched when its dispatch returned; BEGIN was recorded as it began
+    assert tl.gpu.launch_ns[0] == tl.ops.host_end_ns[1] >= tl.events.host_record_ns[b]
     assert ops.stream[1] == 0 and ops.device[1] == 0 and ops.stream[0] == NONE
 
 

@@ -13,7 +13,7 @@ from cutimeline.rendering.scene import STEP_COLORS, Scene
 
 def _rank(rank: int):
     with ctl.record(device=ctl.SimGPU(seed=rank), measure=False, steps="manual") as rec:
-        a = torch.randn(32, 32)
+        a = torch.randn(32, 32, device="meta")
         for _ in range(2):
             (a @ a).sum().item()
             rec.step()
