@@ -51,7 +51,8 @@ def test_summary_of_ctl_and_of_the_trace_itself_agree(imported, capsys):
     from_ctl = capsys.readouterr().out
     assert main(["summary", str(ALEXNET)]) == 0
     from_trace = capsys.readouterr().out
-    assert from_ctl == from_trace and from_ctl.startswith("cutimeline report")
+    assert from_ctl == from_trace and from_ctl.startswith("Verdict: ")
+    assert from_ctl.splitlines()[1].startswith("cutimeline report")
     assert main(["summary", str(imported), "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
     assert d == json.loads(json.dumps(ctl.analyze(ctl.load(imported)).to_dict()))

@@ -28,12 +28,18 @@ def test_sim_demo_shows_data_sync_and_dependency_gaps(demo):
     # at the loss read-back, the host prints it (3 ms, after a sync) and
     # builds the next batch (12 ms of busy host, a DataLoader fetch)
     rep = ctl.analyze(demo.timeline)
-    later = rep.steps[rep.steps["number"] >= 1]
+    # the last step ends at its opt.step(): its read-back and printing come
+    # after the last step boundary
+    later = rep.steps[1:-1]
     assert (later["data_ns"] >= 0.8 * 12e6).all()
-    assert (later["sync_ns"] >= 0.8 * 3e6).all()
+    # (SimGPU takes the time the host waited for a CPU out of the stretch
+    # between two launches evenly, so on a loaded machine some of the
+    # fetch's share of it lands on the printing and back: the split moves)
+    assert (later["sync_ns"] >= 0.6 * 3e6).all()
     st = rep.streams
     s0 = st[st["stream"] == 0][0]
-    assert s0["dependency_ns"] > 0               # compute waits for the side stream
+    # compute waits for the side stream: idle while it runs, so no cause
+    assert s0["overlapped_ns"] > 0
     assert 0.2 < rep.devices[0]["busy_frac"] < 0.95  # neither starved nor saturated
 
 

@@ -4,17 +4,21 @@ A pure function of a Timeline (recorded, simulated or imported): nothing is
 drawn and the Timeline is not changed. The stages, each in its module:
 
 * ``gaps.py`` — the host's activity and the rules that give every idle gap
-  its cause (data, sync, dispatch, dependency);
+  its cause (data, sync, launch, host, dependency, unknown);
 * ``lanes.py`` — gpu rows grouped by stream and device: busy intervals,
   gaps, and measures over windows (``attribution.py``: idle time by cause;
-  ``queues.py``: queue depth and CPU lead statistics);
-* ``verdict.py`` — per-step verdicts, evidence and top offenders;
+  ``queues.py``: queue depth and CPU lead statistics; ``overlap.py``: a
+  stream's idle time that other streams of its device filled, no cause);
+* ``steps.py`` — the steps' host windows and device windows;
+* ``verdict.py`` / ``margins.py`` — the step table, verdicts with their
+  margins, evidence and top offenders;
 * ``compensation.py`` — the timeline replayed without the recorder's cost
   (``costs.py``: what the recorder spent, per op);
 * ``hta.py`` — HolisticTraceAnalysis-compatible measures;
 * ``optable.py`` — per-op counts and times;
-* ``report.py`` / ``summary.py`` — the ``Report``: tables, ``summary()``,
-  ``to_dict()``.
+* ``report.py`` / ``summary.py`` / ``advice.py`` — the ``Report``:
+  tables, ``summary()`` (led by the run's verdict), ``to_dict()``, and
+  what to try for each verdict.
 
 Interval work runs in Numba kernels (``engine="numba"``; ``numeric/``:
 ``intervals.py``, ``ordering.py``, ``runs.py``, ``ids.py``, ``quantiles.py``;
@@ -35,16 +39,17 @@ from ..numeric.engines import _i64, check_engine
 from ..timeline.schema import NONE
 from ..timeline.timeline import Timeline
 from .compensation import compensate
-from .gaps import CAUSES, Cause, host_activity
+from .gaps import CAUSES, HOST_GAP_NS, Cause, host_activity
 from .lanes import Group, lanes
 from .report import Report
-from .verdict import step_table, step_windows
+from .steps import device_windows, step_windows
+from .verdict import step_table
 
 __all__ = ["analyze", "Report", "LANE_DTYPE"]
 
 LANE_DTYPE = [("device", np.int64), ("stream", np.int64), ("rows", np.int64),
               ("busy_ns", np.int64), ("idle_ns", np.int64), ("busy_frac", np.float64)] + \
-    [(f"{c}_ns", np.int64) for c in CAUSES] + \
+    [(f"{c}_ns", np.int64) for c in CAUSES] + [("overlapped_ns", np.int64)] + \
     [("lead_mean_ns", np.float64), ("lead_p50_ns", np.float64),
      ("lead_p95_ns", np.float64), ("lead_max_ns", np.int64),
      ("queue_mean", np.float64), ("queue_p50", np.float64),
@@ -53,7 +58,8 @@ LANE_DTYPE = [("device", np.int64), ("stream", np.int64), ("rows", np.int64),
 
 def analyze(tl: Timeline, *, window: Any = None, engine: str = "numba",
             gpu_bound_at: float = 0.85, sync_slack_ns: int = 100_000,
-            top: int = 3) -> Report:
+            top: int = 3, host_gap_ns: int = HOST_GAP_NS,
+            mixed_margin: float = 0.2) -> Report:
     """Analyse a Timeline; see ``Report`` for what comes back.
 
     ``window``: restrict the totals, tables and steps to a step (3), a
@@ -63,7 +69,14 @@ def analyze(tl: Timeline, *, window: Any = None, engine: str = "numba",
     busy fraction from which a step is GPU-bound. ``sync_slack_ns``: how
     soon after a sync returned a gap that begins still counts as the sync's
     (absorbs clock alignment error). ``top``: offenders listed per verdict.
-    A Timeline without gpu rows gives a host-side report.
+    ``host_gap_ns``: op-free host stretches at least this long are the
+    host's (cause "host": user Python, logging, an idle host), shorter ones
+    between a thread's ops are launch overhead (cause "launch"); 200 µs
+    sits above any framework glue between ops (~5–30 µs per module call on
+    current CPUs). ``mixed_margin``: when the top cause's share of the idle
+    time leads the runner-up's by less, the verdict is "mixed".
+    Steps are measured over their device windows (``steps.py``). A
+    Timeline without gpu rows gives a host-side report.
     """
     if not isinstance(tl, Timeline):
         raise CutimelineError(f"analyze needs a Timeline (from ctl.record, "
@@ -73,6 +86,12 @@ def analyze(tl: Timeline, *, window: Any = None, engine: str = "numba",
     if not (isinstance(gpu_bound_at, (int, float)) and 0 < gpu_bound_at <= 1):
         raise CutimelineError(f"gpu_bound_at={gpu_bound_at!r} must be a busy "
                               f"fraction above 0 and at most 1.")
+    if not (isinstance(mixed_margin, (int, float)) and 0 <= mixed_margin <= 1):
+        raise CutimelineError(f"mixed_margin={mixed_margin!r} must be a share of "
+                              f"the idle time from 0 to 1 (0: never 'mixed').")
+    if not (isinstance(host_gap_ns, (int, np.integer)) and host_gap_ns > 0):
+        raise CutimelineError(f"host_gap_ns={host_gap_ns!r} must be a whole "
+                              f"number of ns above 0 (default 200_000).")
     has_gpu = len(tl.gpu) > 0
     lo, hi, missing = _extent(tl, engine)
     if has_gpu and not tl.aligned:
@@ -87,13 +106,29 @@ def analyze(tl: Timeline, *, window: Any = None, engine: str = "numba",
                               "align the Timeline again with ctl.align(tl).")
     w0, w1 = tl.window_bounds(window) if window is not None else (lo, hi)
     w0, w1 = max(w0, lo), max(min(w1, hi), max(w0, lo))
-    numbers, sb, se = step_windows(tl)
-    inside = (se > w0) & (sb < w1)
-    numbers, sb, se = numbers[inside], sb[inside], se[inside]
-    act = host_activity(tl, sync_slack_ns, engine)
+    numbers, hb, he = step_windows(tl)
+    g = tl.gpu
+    sb, se = device_windows(g.launch_ns, g.begin_ns, g.end_ns, hb, he) if has_gpu \
+        else (hb, he)
+    inside = (he > w0) & (hb < w1)
+    numbers, hb, he, sb, se = (x[inside] for x in (numbers, hb, he, sb, se))
+    if _by_steps(window) and len(sb):  # the steps' GPU work, not their host time
+        w0 = max(int(sb.min()), lo)
+        w1 = min(max(int(se.max()), w0), hi)
+    act = host_activity(tl, sync_slack_ns, engine, host_gap_ns)
     ln = lanes(tl, act, np.concatenate([[w0], sb]), np.concatenate([[w1], se]),
                engine, bounds=(lo, hi)) if has_gpu else None
     comp = compensate(tl, ln, engine)
+    predicted = None
+    if comp is not None:
+        from .compensation import shifted
+        ph = [shifted(np.concatenate([[w0], hb]), comp, engine),
+              shifted(np.concatenate([[w1], he]), comp, engine)]
+        predicted = ph
+        if has_gpu:  # the same rows' replayed times make the replayed windows
+            pb, pe = device_windows(g.launch_ns, comp["begin_ns"], comp["end_ns"], hb,
+                                    he, ph[0][1:], ph[1][1:])
+            predicted = [np.concatenate([ph[0][:1], pb]), np.concatenate([ph[1][:1], pe])]
     streams = devices = None
     primary = 0
     if ln is not None:
@@ -102,17 +137,36 @@ def analyze(tl: Timeline, *, window: Any = None, engine: str = "numba",
         devices = streams.copy() if ln.devices is ln.streams else \
             _lane_table(ln.devices, dev_keys, w0, w1)
         devices["stream"] = NONE
+        if ln.devices is not ln.streams:  # idle beside a busy stream: no cause
+            from .overlap import stream_window
+            am, streams["overlapped_ns"] = stream_window(ln, act, w0, w1, engine)
+            for c in Cause:
+                streams[f"{CAUSES[c]}_ns"] = am[:, c]
         primary = int(np.argmax(devices["busy_ns"])) if len(devices) else 0
     settings = {"engine": engine, "gpu_bound_at": gpu_bound_at,
-                "sync_slack_ns": int(sync_slack_ns), "top": int(top)}
+                "sync_slack_ns": int(sync_slack_ns), "top": int(top),
+                "host_gap_ns": int(host_gap_ns), "mixed_margin": float(mixed_margin)}
     # window 0 is the report's, the others the steps inside it
     rows = step_table(tl, ln, act, primary, comp, np.arange(len(sb) + 1),
                       np.concatenate([[w0], sb]), np.concatenate([[w1], se]),
-                      np.concatenate([[NONE], numbers]), gpu_bound_at, engine)
+                      np.concatenate([[NONE], numbers]), gpu_bound_at, engine,
+                      host=(np.concatenate([[w0], hb]), np.concatenate([[w1], he])),
+                      predicted=predicted, mixed_margin=mixed_margin)
     return Report(tl=tl, window=(int(w0), int(w1)), lanes=ln, activity=act,
                   streams=streams, devices=devices, primary=primary,
                   steps=rows[1:], overall=rows[0], compensation=comp,
                   settings=settings)
+
+
+def _by_steps(window: Any) -> bool:
+    """Whether ``window`` names steps (then the report covers their device
+    windows) rather than seconds."""
+    if isinstance(window, (int, np.integer)) and not isinstance(window, bool):
+        return True
+    if isinstance(window, range):
+        return True
+    return isinstance(window, tuple) and \
+        all(isinstance(v, (int, np.integer)) for v in window)
 
 
 @njit(cache=True)

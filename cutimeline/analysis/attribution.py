@@ -5,8 +5,8 @@ for the rules; ``gaps.classify`` is their NumPy statement).
 group's idle time by cause inside it: a gap wholly inside a window adds its
 amounts, one sticking out is classified again on the part inside (the
 causes are not spread evenly over a gap: sync first, then data/sync/
-dispatch, then dependency). The Numba kernel walks the host's data and sync
-segments with pointers, as the gaps come in time order, and sums the steps
+launch/host, then dependency). The Numba kernel walks the host's data, sync
+and launching segments with pointers, as the gaps come in time order, and sums the steps
 (sorted, disjoint windows) on the same pass; its NumPy twin computes the
 same with ``classify`` and ``searchsorted``.
 """
@@ -49,15 +49,15 @@ def _covered(b, e, pre, t, c):
 
 
 @njit(cache=True)
-def _amounts(g0, g1, launch, has_next, after, lam, qa, qb, i, j, jo, db, de, dpre,
-             sb, se, ob, oe, opre, slack):
-    """(data, sync, dispatch, dependency, unknown) ns of [qa, qb) of the gap
-    [g0, g1); i, j, jo: how many data, sync and sync-only segments begin
-    ≤ g0."""
+def _amounts(g0, g1, launch, has_next, after, lam, qa, qb, i, j, jo, jl, db, de, dpre,
+             sb, se, ob, oe, opre, lb, le, lpre, slack):
+    """(data, sync, launch, host, dependency, unknown) ns of [qa, qb) of the
+    gap [g0, g1); i, j, jo, jl: how many data, sync, sync-only and
+    launch-only segments begin ≤ g0."""
     qa = max(qa, g0)
     qb = max(min(qb, g1), qa)
     if has_next and launch == NONE:
-        return 0, 0, 0, 0, qb - qa
+        return 0, 0, 0, 0, 0, qb - qa
     if not has_next:
         h = g1
     elif launch <= g0:
@@ -72,10 +72,10 @@ def _amounts(g0, g1, launch, has_next, after, lam, qa, qb, i, j, jo, db, de, dpr
     sync = max(min(cut, hb) - qa, 0)
     ra = max(qa, cut)
     rb = max(hb, ra)
-    data = so = 0
+    data = so = la = 0
     if rb > ra:
-        # most host time is plain dispatch: when [ra, rb) lies between two
-        # segments (ra ≥ g0, known outside), it needs no coverage walk
+        # most host time is outside data and syncs: when [ra, rb) lies
+        # between two segments (ra ≥ g0, known outside), it needs no walk
         if in_data or rb > nxt_d:
             ca = _count_from(db, ra, i)
             data = _covered(db, de, dpre, rb, _count_from(db, rb, ca)) - \
@@ -85,26 +85,50 @@ def _amounts(g0, g1, launch, has_next, after, lam, qa, qb, i, j, jo, db, de, dpr
             ca = _count_from(ob, ra, jo)
             so = _covered(ob, oe, opre, rb, _count_from(ob, rb, ca)) - \
                 _covered(ob, oe, opre, ra, ca)
-    return data, sync + so, rb - ra - data - so, max(qb - max(qa, h), 0), 0
+        la = _launched(lb, le, lpre, ra, rb, jl)
+        t = max(ra, launch) if has_next else rb
+        if rb - ra - data - so - la > 0 and t < rb:  # the launch's own latency
+            tail = rb - t - _launched(lb, le, lpre, t, rb, jl)
+            if data > 0:
+                tail -= _cov(db, de, dpre, t, rb, i)
+            if so > 0:
+                tail -= _cov(ob, oe, opre, t, rb, jo)
+            la += tail
+    return data, sync + so, la, rb - ra - data - so - la, max(qb - max(qa, h), 0), 0
 
 
 @njit(cache=True)
-def _part(acc, w, a, b, g0, g1, launch, has_next, after, lam, i, j, jo, db, de,
-          dpre, sb, se, ob, oe, opre, slack):
+def _cov(b, e, pre, a, z, h):
+    """Time the segments cover in [a, z), h of them beginning ≤ a at least."""
+    ca = _count_from(b, a, h)
+    return _covered(b, e, pre, z, _count_from(b, z, ca)) - _covered(b, e, pre, a, ca)
+
+
+@njit(cache=True)
+def _launched(lb, le, lpre, ra, rb, jl):
+    """Time the launching segments cover in [ra, rb), jl of them beginning
+    ≤ ra at least; mostly [ra, rb) lies inside one segment."""
+    ca = _count_from(lb, ra, jl)
+    if ca > 0 and rb <= le[ca - 1]:
+        return rb - ra
+    return _covered(lb, le, lpre, rb, _count_from(lb, rb, ca)) - \
+        _covered(lb, le, lpre, ra, ca)
+
+
+@njit(cache=True)
+def _part(acc, w, a, b, g0, g1, launch, has_next, after, lam, i, j, jo, jl, db, de,
+          dpre, sb, se, ob, oe, opre, lb, le, lpre, slack):
     """Add the part inside window w, [a, b), of the gap [g0, g1) that
     sticks out of it to acc[w]."""
-    c0, c1, c2, c3, c4 = _amounts(g0, g1, launch, has_next, after, lam, a, b, i, j,
-                                  jo, db, de, dpre, sb, se, ob, oe, opre, slack)
-    acc[w, 0] += c0
-    acc[w, 1] += c1
-    acc[w, 2] += c2
-    acc[w, 3] += c3
-    acc[w, 4] += c4
+    c = _amounts(g0, g1, launch, has_next, after, lam, a, b, i, j, jo, jl, db, de,
+                 dpre, sb, se, ob, oe, opre, lb, le, lpre, slack)
+    for x in range(6):
+        acc[w, x] += c[x]
 
 
 @njit(cache=True)
 def _attribute_nb(gb, ge, nl, has_next, after, lam, gstart, w0, w1, steps, keep, db,
-                  de, dpre, sb, se, ob, oe, opre, slack):
+                  de, dpre, sb, se, ob, oe, opre, lb, le, lpre, slack):
     """One pass over each group's gaps (time-sorted): their amounts, and,
     when ``steps`` (windows 1.. sorted and disjoint), the windows' sums on
     the way; otherwise the windows are summed in a second pass. The common
@@ -112,12 +136,12 @@ def _attribute_nb(gb, ge, nl, has_next, after, lam, gstart, w0, w1, steps, keep,
     the arithmetic); a gap that meets a data or sync segment, or sticks
     out of a window, goes through ``_amounts``."""
     n, G, W = len(gb), len(gstart) - 1, len(w0)
-    nd, ns, no = len(db), len(sb), len(ob)
-    amounts = np.empty((n if keep else 0, 5), np.int64)  # keep: the per-gap table too
-    windows = np.zeros((G, W, 5), np.int64)
+    nd, ns, no, nla = len(db), len(sb), len(ob), len(lb)
+    amounts = np.empty((n if keep else 0, 6), np.int64)  # keep: the per-gap table too
+    windows = np.zeros((G, W, 6), np.int64)
     a_0, b_0 = w0[0], w1[0]
     for g in range(G):
-        i = j = jo = 0  # data, sync, sync-only segments beginning ≤ g0
+        i = j = jo = jl = 0  # data, sync, sync-only, launch segments beginning ≤ g0
         kw = 1  # the first step window that ends after the gap begins
         acc = windows[g]
         for k in range(gstart[g], gstart[g + 1]):
@@ -128,9 +152,11 @@ def _attribute_nb(gb, ge, nl, has_next, after, lam, gstart, w0, w1, steps, keep,
                 j += 1
             while jo < no and ob[jo] <= g0:
                 jo += 1
-            a0 = a1 = a2 = a3 = a4 = 0
+            while jl < nla and lb[jl] <= g0:
+                jl += 1
+            a0 = a1 = a2 = a3 = a4 = a5 = 0
             if nxt and launch == NONE:
-                a4 = g1 - g0
+                a5 = g1 - g0
             else:
                 h = g1 if not nxt else (g0 if launch <= g0 else min(launch + max(lk, 0), g1))
                 near = after[k] or (j > 0 and g0 <= se[j - 1] + slack)
@@ -139,19 +165,24 @@ def _attribute_nb(gb, ge, nl, has_next, after, lam, gstart, w0, w1, steps, keep,
                 cut = min(nxt_d, h) if near and not in_data else g0
                 ra = cut
                 rb = max(h, ra)
-                a3 = g1 - h
+                a4 = g1 - h
                 nxt_o = ob[jo] if jo < no else _MAX
                 if rb > ra and (in_data or rb > nxt_d or (jo > 0 and g0 < oe[jo - 1])
                                 or rb > nxt_o):
-                    a0, a1, a2, a3, a4 = _amounts(g0, g1, launch, nxt, after[k], lk, g0,
-                                                  g1, i, j, jo, db, de, dpre, sb, se, ob,
-                                                  oe, opre, slack)
-                else:  # no segment meets the host part: sync up to the cut, dispatch
-                    a1 = min(cut, h) - g0
-                    a2 = rb - ra
+                    a0, a1, a2, a3, a4, a5 = _amounts(
+                        g0, g1, launch, nxt, after[k], lk, g0, g1, i, j, jo, jl, db, de,
+                        dpre, sb, se, ob, oe, opre, lb, le, lpre, slack)
+                else:  # no data or sync meets the host part: sync up to the cut,
+                    a1 = min(cut, h) - g0  # then launch or host
+                    if rb > ra:
+                        a2 = _launched(lb, le, lpre, ra, rb, jl)
+                        t = max(ra, launch) if nxt else rb
+                        if a2 < rb - ra and t < rb:  # the launch's own latency
+                            a2 += rb - t - _launched(lb, le, lpre, t, rb, jl)
+                        a3 = rb - ra - a2
             if keep:
                 amounts[k, 0], amounts[k, 1], amounts[k, 2] = a0, a1, a2
-                amounts[k, 3], amounts[k, 4] = a3, a4
+                amounts[k, 3], amounts[k, 4], amounts[k, 5] = a3, a4, a5
             if not steps:
                 continue
             w, a, b = 0, a_0, b_0  # window 0, then the steps the gap meets
@@ -162,9 +193,10 @@ def _attribute_nb(gb, ge, nl, has_next, after, lam, gstart, w0, w1, steps, keep,
                     acc[w, 2] += a2
                     acc[w, 3] += a3
                     acc[w, 4] += a4
+                    acc[w, 5] += a5
                 elif b > g0 and a < g1:
-                    _part(acc, w, a, b, g0, g1, launch, nxt, after[k], lk, i, j, jo,
-                          db, de, dpre, sb, se, ob, oe, opre, slack)
+                    _part(acc, w, a, b, g0, g1, launch, nxt, after[k], lk, i, j, jo, jl,
+                          db, de, dpre, sb, se, ob, oe, opre, lb, le, lpre, slack)
                 if w == 0:
                     while kw < W and w1[kw] <= g0:
                         kw += 1
@@ -188,7 +220,7 @@ def _attribute_nb(gb, ge, nl, has_next, after, lam, gstart, w0, w1, steps, keep,
             acc = windows[g, w]
             while q < end and gb[q] < b:
                 if gb[q] >= a and ge[q] <= b:
-                    for c in range(5):
+                    for c in range(6):
                         acc[c] += amounts[q, c]
                 else:
                     g0 = gb[q]
@@ -196,8 +228,9 @@ def _attribute_nb(gb, ge, nl, has_next, after, lam, gstart, w0, w1, steps, keep,
                                  np.searchsorted(db, g0, side="right"),
                                  np.searchsorted(sb, g0, side="right"),
                                  np.searchsorted(ob, g0, side="right"),
-                                 db, de, dpre, sb, se, ob, oe, opre, slack)
-                    for x in range(5):
+                                 np.searchsorted(lb, g0, side="right"),
+                                 db, de, dpre, sb, se, ob, oe, opre, lb, le, lpre, slack)
+                    for x in range(6):
                         acc[x] += c[x]
                 q += 1
     return amounts, windows
@@ -206,12 +239,12 @@ def _attribute_nb(gb, ge, nl, has_next, after, lam, gstart, w0, w1, steps, keep,
 def _attribute_np(gb, ge, nl, has_next, after, lam, gstart, w0, w1, act):
     amounts = classify(gb, ge, nl, has_next, lam, act, engine="numpy", after_sync=after)
     G, W = len(gstart) - 1, len(w0)
-    windows = np.zeros((G, W, 5), np.int64)
+    windows = np.zeros((G, W, 6), np.int64)
     for g in range(G):
         s, e = gstart[g], gstart[g + 1]
         if e == s:
             continue
-        before = np.zeros((e - s + 1, 5), np.int64)
+        before = np.zeros((e - s + 1, 6), np.int64)
         np.cumsum(amounts[s:e], axis=0, out=before[1:])
         a = np.searchsorted(ge[s:e], w0, side="right")  # first gap ending after w0
         b = np.maximum(np.searchsorted(gb[s:e], w1, side="left"), a)
@@ -231,7 +264,7 @@ def _attribute_np(gb, ge, nl, has_next, after, lam, gstart, w0, w1, act):
 def attribute(gb, ge, nl, has_next, lam, gstart, act: HostActivity, w0, w1,
               engine: str = "numba", after_sync=None,
               amounts: bool = True) -> tuple[np.ndarray | None, np.ndarray]:
-    """((gaps, 5) ns by Cause, (groups, windows, 5) ns by Cause).
+    """((gaps, 6) ns by Cause, (groups, windows, 6) ns by Cause).
 
     Gaps are grouped (``gstart``) and time-sorted within a group; ``nl``
     is the launch time of the row ending each gap, ``has_next`` False for
@@ -250,11 +283,12 @@ def attribute(gb, ge, nl, has_next, lam, gstart, act: HostActivity, w0, w1,
     if engine == "numpy":
         return _attribute_np(gb, ge, nl, has_next, after, lam, gstart, w0, w1, act)
     (db, de), (sb, se), (ob, oe) = act.data, act.sync, act.sync_only
+    lb, le = act.launch_only
     pre = [np.concatenate([[0], np.cumsum(e - b)]).astype(np.int64)
-           for b, e in (act.data, act.sync_only)]
+           for b, e in (act.data, act.sync_only, act.launch_only)]
     steps = bool(np.all(w0[2:] >= w1[1:-1]))  # windows 1.. sorted, disjoint
     keep = amounts or not steps  # the second pass over windows reads them
     out = _attribute_nb(gb, ge, nl, has_next, after, lam, gstart, w0, w1, steps, keep,
                         i64(db), i64(de), pre[0], i64(sb), i64(se), i64(ob), i64(oe),
-                        pre[1], np.int64(act.slack_ns))
+                        pre[1], i64(lb), i64(le), pre[2], np.int64(act.slack_ns))
     return out if amounts else (None, out[1])

@@ -9,20 +9,31 @@ gap [g0, g1), and λ the stream's smallest observed launch latency
 * **dependency** — L ≤ g0: the work was queued before the gap began, yet
   started only at g1 (it waited on another stream or an event, or on
   latency). The whole gap is dependency.
-* **host** — L > g0: nothing was queued, the GPU waited for the host. The
+* **host side** — L > g0: nothing was queued, the GPU waited for the host. The
   host part is [g0, min(L + λ, g1)): had the host launched at g0 the work
   would have started λ later. Any rest, [L + λ, g1), is dependency. A gap
-  with no next work (the tail) is host time throughout.
+  with no next work (the tail) is host-side time throughout.
 * **unknown** — the next work has no launch time (imported traces whose
   launch call was not captured).
 
 The host part is split by what the host was doing, instant by instant
-(apportioned, so a gap spent first loading data and then dispatching counts
+(apportioned, so a gap spent first loading data and then launching counts
 both): **data** while in a DataLoader fetch (DATA spans, and user spans
 whose name contains "DataLoader", as torch.profiler names its fetches);
 **sync** while blocked in a host-blocking op (the syncs table, SYNC spans
-and ops flagged SYNC); **dispatch** otherwise (dispatching ops, Python).
-Data wins where a fetch contains a sync. One more rule makes a sync's
+and ops flagged SYNC); **launch** while dispatching ops: inside an op on
+any thread, or in a short op-free stretch between two consecutive ops of
+one thread (framework glue: module calls, autograd, the Python lines
+between ops); **host** otherwise: the host was busy elsewhere (user
+Python, logging, checkpointing) or idle, in op-free stretches of at least
+``host_gap_ns`` (200 µs), before a thread's first op or after its last.
+The threshold sits above any framework glue between ops, which costs
+~5–30 µs per module call on current CPUs: a stretch that long without
+any op is not the cost of launching. So an imported trace whose host sat
+idle blames the host, not launch overhead. The host part's last stretch,
+[L, L + λ), is the launch's own latency and so launch, whatever the
+thread did after the op. Data wins where a fetch
+contains a sync, and both win over launch. One more rule makes a sync's
 cost visible: a sync drains the queue, so the host time right after it is
 time the GPU would not have lost without it. When a gap begins while the
 host is in a sync (or within ``slack_ns``, 100 µs, of its end, which
@@ -46,35 +57,67 @@ from ..numeric.engines import I64_MAX
 from ..timeline.schema import NONE, OpFlag, SpanKind
 from ..timeline.timeline import Timeline
 
-__all__ = ["Cause", "CAUSES", "HostActivity", "host_activity", "classify"]
+__all__ = ["Cause", "CAUSES", "HOST_GAP_NS", "HostActivity", "host_activity", "launching",
+           "classify"]
 
 
 class Cause(enum.IntEnum):
     """Columns of the amounts ``classify`` returns, and ``gaps.cause``."""
     DATA = 0
     SYNC = 1
-    DISPATCH = 2
-    DEPENDENCY = 3
-    UNKNOWN = 4
+    LAUNCH = 2
+    HOST = 3
+    DEPENDENCY = 4
+    UNKNOWN = 5
 
 
 CAUSES = tuple(c.name.lower() for c in Cause)
-HOST_CAUSES = (Cause.DATA, Cause.SYNC, Cause.DISPATCH)
+HOST_CAUSES = (Cause.DATA, Cause.SYNC, Cause.LAUNCH, Cause.HOST)
+HOST_GAP_NS = 200_000  # op-free stretches this long are the host's (module doc)
 
 
 @dataclass(frozen=True)
 class HostActivity:
     """The host's activity as sorted disjoint segments (ns): data fetches,
-    syncs (all of them), and syncs outside data fetches."""
+    syncs (all of them), syncs outside data fetches, launching (ops on any
+    thread and the short stretches between a thread's ops) and launching
+    outside data fetches and syncs."""
     data: tuple[np.ndarray, np.ndarray]
     sync: tuple[np.ndarray, np.ndarray]
     sync_only: tuple[np.ndarray, np.ndarray]
     slack_ns: int
+    launching: tuple[np.ndarray, np.ndarray]
+    launch_only: tuple[np.ndarray, np.ndarray]
+    host_gap_ns: int
 
 
-def host_activity(tl: Timeline, slack_ns: int = 100_000,
-                  engine: str = "numba") -> HostActivity:
-    """Data and sync segments of a Timeline's host side (all threads)."""
+def launching(begin, end, thread, host_gap_ns: int = HOST_GAP_NS,
+              engine: str = "numba") -> tuple[np.ndarray, np.ndarray]:
+    """Sorted disjoint segments where some thread was dispatching: each
+    thread's ops joined across op-free stretches shorter than
+    ``host_gap_ns``, then all threads' segments joined."""
+    begin, end = np.asarray(begin, np.int64), np.asarray(end, np.int64)
+    thread = np.asarray(thread)
+    end = np.maximum(end, begin)
+    parts_b, parts_e = [], []
+    threads = np.unique(thread) if len(thread) else thread
+    for t in threads:  # a handful of threads: per-thread unions, vectorised
+        mine = thread == t if len(threads) > 1 else slice(None)
+        ub, ue = iv.union(begin[mine], end[mine], engine)
+        keep = (ub[1:] - ue[:-1]) >= host_gap_ns  # stretches that stay open
+        parts_b.append(ub[np.concatenate([[True], keep])])
+        parts_e.append(ue[np.concatenate([keep, [True]])])
+    if not parts_b:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    if len(parts_b) == 1:
+        return parts_b[0], parts_e[0]
+    return iv.union(np.concatenate(parts_b), np.concatenate(parts_e), engine)
+
+
+def host_activity(tl: Timeline, slack_ns: int = 100_000, engine: str = "numba",
+                  host_gap_ns: int = HOST_GAP_NS) -> HostActivity:
+    """Data, sync and launching segments of a Timeline's host side (all
+    threads); see the module doc."""
     s, y, o = tl.spans, tl.syncs, tl.ops
     data = s.kind == SpanKind.DATA
     user = np.flatnonzero(s.kind == SpanKind.USER)
@@ -88,7 +131,9 @@ def host_activity(tl: Timeline, slack_ns: int = 100_000,
                                   o.host_begin_ns[sync_ops]]),
                   np.concatenate([y.host_end_ns, s.end_ns[span_sync],
                                   o.host_end_ns[sync_ops]]), engine)
-    return HostActivity(d, sy, subtract(sy, d), int(slack_ns))
+    la = launching(o.host_begin_ns, o.host_end_ns, o.thread, host_gap_ns, engine)
+    return HostActivity(d, sy, subtract(sy, d), int(slack_ns), la,
+                        subtract(subtract(la, d), sy), int(host_gap_ns))
 
 
 def subtract(a: tuple[np.ndarray, np.ndarray],
@@ -117,7 +162,7 @@ def subtract(a: tuple[np.ndarray, np.ndarray],
 
 def classify(g0, g1, launch, has_next, lam, act: HostActivity,
              qa=None, qb=None, engine: str = "numba", after_sync=None) -> np.ndarray:
-    """(n, 5) int64 ns of each gap by ``Cause`` (see the module doc).
+    """(n, 6) int64 ns of each gap by ``Cause`` (see the module doc).
 
     ``g0, g1``: the gaps; ``launch``: launch time of the work that ends each
     gap (NONE if unknown); ``has_next``: False for a tail gap; ``lam``: the
@@ -163,9 +208,19 @@ def classify(g0, g1, launch, has_next, lam, act: HostActivity,
     rb = np.maximum(hb, ra)
     data = iv.coverage(db, de, ra, rb, engine)
     sync = iv.coverage(*act.sync_only, ra, rb, engine)
+    launch_t = launch
+    launch = iv.coverage(*act.launch_only, ra, rb, engine)
     out[:, Cause.DATA] = data
     out[:, Cause.SYNC] += sync
-    out[:, Cause.DISPATCH] = rb - ra - data - sync
+    # [L, L + λ) is the launch's own latency: launching, whatever the thread
+    # did after the op (only data and syncs keep their instants there)
+    t = np.where(has_next, np.clip(launch_t, ra, rb), rb)
+    tail = (rb - t) - iv.coverage(db, de, t, rb, engine) - \
+        iv.coverage(*act.sync_only, t, rb, engine) - \
+        iv.coverage(*act.launch_only, t, rb, engine)
+    launch = launch + tail
+    out[:, Cause.LAUNCH] = launch
+    out[:, Cause.HOST] = rb - ra - data - sync - launch
     out[:, Cause.DEPENDENCY] = np.maximum(qb - np.maximum(qa, h), 0)
     out[unknown] = 0
     out[unknown, Cause.UNKNOWN] = (qb - qa)[unknown]

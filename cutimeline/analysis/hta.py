@@ -29,7 +29,7 @@ What HTA does (read from its source, none copied):
   over those change points (pandas ``describe``), not weighted by time.
 
 Beside cutimeline's own causes (``gaps.py``): HTA's host wait is our host
-time (data + sync + dispatch) without the split, and it counts a whole
+time (data + sync + launch + host) without the split, and it counts a whole
 gap, where we count the part before launch + λ; its kernel wait and other
 idle are our dependency time, split at a fixed threshold. Our queue depth
 counts work until it finishes (running work included) and is weighted by

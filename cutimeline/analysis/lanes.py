@@ -50,8 +50,8 @@ class Group:
     gg: np.ndarray         # group of each gap
     nl: np.ndarray         # launch time of the row ending each gap
     after: np.ndarray      # gap follows a sync op's own row
-    _amounts: np.ndarray | None  # (gaps, 5) ns by Cause: see ``amounts``
-    idle: np.ndarray       # (groups, windows, 5) idle ns by Cause
+    _amounts: np.ndarray | None  # (gaps, 6) ns by Cause: see ``amounts``
+    idle: np.ndarray       # (groups, windows, 6) idle ns by Cause
     busy: np.ndarray       # (groups, windows) busy ns
     q_order: np.ndarray    # rows with a launch time, grouped (for queue depth)
     q_starts: np.ndarray
@@ -64,9 +64,9 @@ class Group:
 
     @property
     def amounts(self) -> np.ndarray:
-        """(gaps, 5) ns of each gap by Cause. Classified again on first use:
+        """(gaps, 6) ns of each gap by Cause. Classified again on first use:
         ``lanes`` keeps only the windows' sums (the per-gap table is as
-        large as five columns of rows, and fresh memory costs more than
+        large as six columns of rows, and fresh memory costs more than
         classifying)."""
         if self._amounts is None:
             self._amounts = attribute(self.gb, self.ge, self.nl, self.gnext != NONE,
@@ -250,7 +250,7 @@ def busy_in(grp: Group, w0, w1, engine: str = "numba") -> np.ndarray:
 
 
 def idle_in(grp: Group, w0, w1, act: HostActivity, engine: str = "numba") -> np.ndarray:
-    """(groups, windows, 5) idle ns by Cause in any windows."""
+    """(groups, windows, 6) idle ns by Cause in any windows."""
     has_next = grp.gnext != NONE
     return attribute(grp.gb, grp.ge, grp.nl, has_next, grp.lam[grp.gg], grp.gstart,
                      act, w0, w1, engine, grp.after)[1]

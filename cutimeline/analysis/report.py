@@ -3,47 +3,32 @@
 Tables are numpy structured arrays (``Report.table(name)``; pandas with
 ``pandas=True``): ``streams`` and ``devices`` (busy/idle, idle by cause,
 CPU lead, queue depth over the report's window), ``steps`` (one row per
-step with its verdict, see ``verdict.py``), ``gaps`` (every idle gap with
-its cause, built on demand) and ``ops`` (the op table, ``optable.py``).
+step over its device window, with its verdict and margin, see
+``verdict.py``), ``gaps`` (every idle gap with its cause, built on demand)
+and ``ops`` (the op table, ``optable.py``). A stream's idle time while
+another stream of its device ran adds to no cause (``overlap.py``): the
+streams table and the stream gap table show it as ``overlapped_ns``.
 """
 
 from __future__ import annotations
-
-import re
 
 import numpy as np
 
 from ..errors import CutimelineError
 from ..timeline.schema import NONE
 from ..timeline.timeline import Timeline
+from .advice import advice
 from .gaps import CAUSES, Cause
-from .summary import fmt_ns, report_dict, summary_text
+from .margins import BY_CAUSE, CAUSE_OF, verdict_text
+from .summary import report_dict, summary_text
+from .words import fmt_ns, pct as _pct
 
 __all__ = ["Report"]
 
 GAP_DTYPE = [("device", np.int64), ("stream", np.int64), ("begin_ns", np.int64),
-             ("end_ns", np.int64), ("next_row", np.int64), ("launch_ns", np.int64)] + \
-    [(f"{c}_ns", np.int64) for c in CAUSES] + [("cause", object)]
-
-_ADVICE = {
-    "input-bound": "try num_workers > 0 (if it is 0), pin_memory=True and "
-                   "persistent_workers=True, or make the dataset's __getitem__ cheaper",
-    "sync-bound": "avoid .item(), .cpu(), .tolist() and printing GPU values "
-                  "inside the step: keep the values on the GPU and read them "
-                  "every N steps",
-    "launch-bound": "launch fewer, larger kernels: torch.compile, CUDA graphs, "
-                    "fused/foreach optimizers, a larger batch",
-    "GPU-bound": "the host keeps up; only faster GPU work helps (mixed "
-                 "precision, TF32, better kernels for the top ops)",
-    "dependency-bound": "work was queued but waited on other streams or "
-                        "events: check wait_stream / event waits and overlap",
-    "unknown": "the trace lacks launch times for the work that ended the gaps",
-    "host-only": "record on a GPU (or ctl.SimGPU()) to see the device side",
-}
-
-
-def _pct(x: float) -> str:
-    return f"{100 * x:.0f}%"
+             ("end_ns", np.int64), ("next_row", np.int64), ("next_launch_ns", np.int64)] + \
+    [(f"{c}_ns", np.int64) for c in CAUSES] + [("overlapped_ns", np.int64),
+                                               ("cause", object)]
 
 
 class Report:
@@ -117,7 +102,10 @@ class Report:
     def gap_table(self, level: str = "device") -> np.ndarray | None:
         """Every idle gap overlapping the window, at ``level`` "device"
         (idle when no stream of the device runs; stream = NONE) or
-        "stream", with its time by cause and its main cause."""
+        "stream", with its time by cause and its main cause. A stream gap's
+        causes cover only the time its device was idle too; the rest, when
+        another stream of the device ran, is ``overlapped_ns`` (its cause
+        reads "overlapped" where that is the largest part)."""
         if level not in ("device", "stream"):
             raise CutimelineError(f"gap_table(level={level!r}): give 'device' "
                                   f"or 'stream'.")
@@ -134,11 +122,18 @@ class Report:
         else:
             out["device"], out["stream"] = keys[sel, 0], keys[sel, 1]
         out["begin_ns"], out["end_ns"] = grp.gb[sel], grp.ge[sel]
-        out["next_row"], out["launch_ns"] = grp.gnext[sel], grp.nl[sel]
-        am = grp.amounts[sel]
+        out["next_row"], out["next_launch_ns"] = grp.gnext[sel], grp.nl[sel]
+        if level == "stream" and ln.devices is not ln.streams:
+            from .overlap import device_idle_amounts
+            am, over = device_idle_amounts(ln, self.activity, sel,
+                                           engine=self.settings["engine"])
+        else:
+            am, over = grp.amounts[sel], np.zeros(len(sel), np.int64)
         for c in Cause:
             out[f"{CAUSES[c]}_ns"] = am[:, c]
-        out["cause"] = np.array(CAUSES, dtype=object)[np.argmax(am, axis=1)] \
+        out["overlapped_ns"] = over
+        names = np.array(list(CAUSES) + ["overlapped"], dtype=object)
+        out["cause"] = names[np.argmax(np.column_stack([am, over]), axis=1)] \
             if len(sel) else np.zeros(0, object)
         return out
 
@@ -170,8 +165,8 @@ class Report:
 
     def offenders(self, first: int, last: int | None = None) -> dict:
         """Top ops, modules and spans behind the verdict of steps
-        first..last (the verdict of ``first``)."""
-        from .verdict import offenders
+        first..last (the verdict of ``first``; of its top cause when
+        "mixed")."""
         s = self.steps
         last = first if last is None else last
         sel = np.flatnonzero((s["number"] >= first) & (s["number"] <= last))
@@ -179,10 +174,20 @@ class Report:
             which = f"{first}" + (f"–{last}" if last != first else "")
             raise CutimelineError(f"The report has no step {which}; it covers "
                                   f"{_steps_text(s['number'])}.")
-        return offenders(self.timeline, self.lanes, int(s["begin_ns"][sel].min()),
-                         int(s["end_ns"][sel].max()), s["verdict"][sel[0]],
-                         self.settings["top"], own=self.self_ns, index=self._overlaps,
-                         engine=self.settings["engine"])
+        return self._offenders(s[sel], str(s["verdict"][sel[0]]), str(s["cause"][sel[0]]))
+
+    def _offenders(self, part: np.ndarray, verdict: str, cause: str) -> dict:
+        """Offenders of the steps ``part``: GPU work over their device
+        windows, host work over their host windows."""
+        from .verdict import offenders
+        if verdict == "mixed":
+            verdict = BY_CAUSE.get(cause, "unknown")
+        on_gpu = verdict in ("GPU-bound", "dependency-bound")
+        b, e = ("begin_ns", "end_ns") if on_gpu else ("host_begin_ns", "host_end_ns")
+        return offenders(self.timeline, self.lanes, int(part[b].min()), int(part[e].max()),
+                         verdict, self.settings["top"], own=self.self_ns,
+                         index=self._overlaps, engine=self.settings["engine"],
+                         act=self.activity)
 
     # -- text and dict -----------------------------------------------------------
     def ranges(self) -> list[dict]:
@@ -200,21 +205,22 @@ class Report:
             idle = {c: int(part[f"{c}_ns"].sum()) for c in CAUSES}
             idle_total = sum(idle.values())
             verdict = str(part["verdict"][0])
-            from .verdict import offenders
+            busy = float(part["busy_ns"].sum() / max(span, 1))
+            ranked = sorted(CAUSES, key=lambda c: -idle[c])  # stable: ties by Cause
+            top = CAUSE_OF.get(verdict, ranked[0]) if idle_total else ""
+            second = next((c for c in ranked if c != top and idle[c] > 0), "")
             r = {"first": int(part["number"][0]), "last": int(part["number"][-1]),
-                 "verdict": verdict, "steps": len(part), "time_ns": span,
-                 "busy_frac": float(part["busy_ns"].sum() / max(span, 1)),
+                 "verdict": verdict, "text": verdict_text(verdict, idle, busy),
+                 "cause": top, "share": idle[top] / idle_total if top else 0.0,
+                 "runner_up": second,
+                 "runner_up_share": idle[second] / idle_total if second else 0.0,
+                 "steps": len(part), "time_ns": span, "busy_frac": busy,
                  "idle_ns": idle, "idle_total_ns": idle_total,
                  "mean_step_ns": float(part["duration_ns"].mean()),
-                 "offenders": offenders(self.timeline, self.lanes,
-                                        int(part["begin_ns"][0]),
-                                        int(part["end_ns"][-1]), verdict,
-                                        self.settings["top"], own=self.self_ns,
-                                        index=self._overlaps,
-                                        engine=self.settings["engine"])}
+                 "offenders": self._offenders(part, verdict, top)}
             if self.compensation is not None:
                 r["predicted_step_ns"] = float(part["predicted_ns"].mean())
-            r["advice"] = _advice(r, part)
+            r["advice"] = advice(r, part)
             out.append(r)
             i = j + 1
         return out
@@ -232,83 +238,6 @@ class Report:
         busy = "no GPU" if self.lanes is None else f"GPU busy {_pct(o['busy_frac'])}"
         return (f"<Report {fmt_ns(self.window[1] - self.window[0])}, "
                 f"{len(self.steps)} steps, {busy}, {o['verdict']}>")
-
-
-def _advice(r: dict, part: np.ndarray) -> str:
-    v, off = r["verdict"], r["offenders"]
-    idle = r["idle_total_ns"]
-    share = {c: (r["idle_ns"][c] / idle if idle else 0.0) for c in CAUSES}
-    steps = (f"step {r['first']}" if r["first"] == r["last"] else
-             f"steps {r['first']}–{r['last']}") if r["first"] != NONE else "the window"
-    busy = _pct(r["busy_frac"])
-    tops = ", ".join(n for n, _ in off.get("ops", [])[:2])
-    if v == "input-bound":
-        spans = off.get("spans", [])
-        what = (f"{off.get('count', 0)} fetches, mean {fmt_ns(off.get('mean_ns', 0))}"
-                if spans else "DataLoader fetches")
-        workers = _num_workers(n for n, _ in spans)
-        if workers is not None:
-            what += f", num_workers={workers}"
-        text = (f"{steps}: {_pct(share['data'])} of GPU idle time is spent waiting "
-                f"for DataLoader fetches ({what}); GPU busy {busy}")
-        text += _runner_up(share, "data")
-        if workers:  # workers already: more of them, or a cheaper dataset
-            return (f"{text} — raise num_workers above {workers}, use pin_memory=True "
-                    f"and persistent_workers=True, or make the dataset's "
-                    f"__getitem__ cheaper.")
-        if workers == 0:
-            return f"{text} — try num_workers > 0 and pin_memory=True."
-    elif v == "sync-bound":
-        mods = ", ".join(n for n, _ in off.get("modules", [])[:1])
-        text = (f"{steps}: {_pct(share['sync'])} of GPU idle time follows host "
-                f"syncs ({off.get('count', 0)} syncs" + (f", top {tops}" if tops else "")
-                + (f" in {mods}" if mods else "") + f"); GPU busy {busy}")
-        text += _runner_up(share, "sync")
-    elif v == "launch-bound":
-        per_step = part["ops"].mean() if len(part) else 0
-        unit = "ops per step" if r["first"] != NONE else "ops"  # no steps: the window
-        text = (f"{steps}: GPU busy {busy}; {_pct(share['dispatch'])} of its idle "
-                f"time waits for the host to dispatch ops ({per_step:.0f} {unit}"
-                + (f"; most host time in {tops}" if tops else "") + ")")
-        text += _runner_up(share, "dispatch")
-        if tops.startswith("inductor::"):  # compiled already: its launches cost
-            return (f"{text} — the top host time is torch.compile graphs launching "
-                    f"their kernels: try mode=\"reduce-overhead\" (CUDA graphs), or "
-                    f"a larger batch.")
-    elif v == "GPU-bound":
-        lead = part["lead_max_ns"].max() if len(part) else NONE
-        text = (f"{steps}: GPU busy {busy}" +
-                (f", the host runs up to {fmt_ns(lead)} ahead" if lead != NONE else "")
-                + (f"; top GPU work {tops}" if tops else ""))
-    elif v == "dependency-bound":
-        where = ", ".join(n for n, _ in off.get("spans", [])[:2])
-        text = (f"{steps}: GPU busy {busy}; {_pct(share['dependency'])} of its idle "
-                f"time is queued work waiting" + (f" ({where})" if where else ""))
-        text += _runner_up(share, "dependency")
-    elif v == "host-only":
-        text = f"{steps}: no GPU work recorded" + (f"; most host time in {tops}" if tops else "")
-    else:
-        text = f"{steps}: GPU busy {busy}; the causes of its idle time are unknown"
-    return f"{text} — {_ADVICE[v]}."
-
-
-def _runner_up(share: dict, top: str) -> str:
-    """The margin behind a cause's verdict: the next cause's share of the
-    idle time ("" when no other cause has any), so 51/49 and 99/1 splits
-    read differently."""
-    rest = {c: v for c, v in share.items() if c != top}
-    c = max(rest, key=rest.get) if rest else None
-    return f"; next: {c} {_pct(rest[c])}" if c is not None and rest[c] > 0 else ""
-
-
-def _num_workers(names) -> int | None:
-    """num_workers=N from DataLoader span names, when the recorder put it
-    there (e.g. "next(DataLoader, num_workers=0)")."""
-    for n in names:
-        m = re.search(r"num_workers=(\d+)", str(n))
-        if m:
-            return int(m.group(1))
-    return None
 
 
 def _find(keys: np.ndarray, value: int, what: str) -> int:

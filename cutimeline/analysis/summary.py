@@ -1,4 +1,10 @@
-"""A Report as text to read first, and as a JSON-serialisable dict."""
+"""A Report as text to read first, and as a JSON-serialisable dict.
+
+The text leads with the run's verdict over its steady-state steps (all
+but the first, which pays for warm-up, when there are three or more): the
+verdict that holds for the most of their time, its margin, and the one
+change most likely to help, with its number.
+"""
 
 from __future__ import annotations
 
@@ -7,26 +13,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .advice import ADVICE, WAITING
 from .gaps import CAUSES
+from .margins import BY_CAUSE, CAUSE_OF, verdict_text
+from .words import fmt_ns, pct as _pct
 
 if TYPE_CHECKING:
     from .report import Report
 
-__all__ = ["summary_text", "report_dict", "fmt_ns"]
-
-
-def fmt_ns(ns: float) -> str:
-    """ns as a short human duration: 850 ns, 12.3 µs, 4.56 ms, 1.23 s."""
-    ns = float(ns)
-    for unit, scale in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
-        if abs(ns) >= scale:
-            v = ns / scale
-            return f"{v:.3g} {unit}" if abs(v) < 100 else f"{v:.0f} {unit}"
-    return f"{ns:.0f} ns"
-
-
-def _pct(x: float) -> str:
-    return f"{100 * x:.0f}%"
+__all__ = ["summary_text", "report_dict", "fmt_ns", "headline"]
 
 
 def _shares(idle: dict[str, int]) -> str:
@@ -71,16 +66,54 @@ def biggest_gaps(rep: Report, k: int = 3) -> list[dict]:
     return out
 
 
+def headline(rep: Report) -> dict:
+    """The run's verdict over its steady-state steps (see the module doc):
+    ``verdict``, ``text`` (with the margin), ``steps`` (which), ``share``
+    (of their time), ``help`` (the change most likely to help)."""
+    s = rep.steps if len(rep.steps) else np.array([rep.overall])
+    steady = s[1:] if len(s) >= 3 else s
+    numbers = steady["number"]
+    if numbers[0] == -1:
+        which = "the whole window (no steps)"
+    elif len(steady) < len(s):
+        which = f"steps {numbers[0]}–{numbers[-1]}, all but the first"
+    else:
+        which = f"step {numbers[0]}" if len(steady) == 1 else \
+            f"steps {numbers[0]}–{numbers[-1]}"
+    kinds = list(dict.fromkeys(steady["verdict"].tolist()))  # first seen first
+    time = {v: int(steady["duration_ns"][steady["verdict"] == v].sum()) for v in kinds}
+    v = max(kinds, key=lambda k: time[k])
+    part = steady[steady["verdict"] == v]
+    idle = {c: int(part[f"{c}_ns"].sum()) for c in CAUSES}
+    span = max(int(part["duration_ns"].sum()), 1)
+    busy = float(part["busy_ns"].sum()) / span
+    total = max(sum(idle.values()), 1)
+    top = CAUSE_OF.get(v) or max(CAUSES, key=lambda c: idle[c])
+    if v == "GPU-bound":
+        why = f"GPU busy {_pct(busy)}"
+    elif v == "host-only":
+        why = "no GPU work"
+    else:
+        why = f"{_pct(idle[top] / total)} of GPU idle time {WAITING[top]}"
+    fix = ADVICE[v] if v != "mixed" else ADVICE[BY_CAUSE[top]]
+    return {"verdict": v, "text": verdict_text(v, idle, busy), "steps": which,
+            "share": time[v] / max(int(steady["duration_ns"].sum()), 1),
+            "help": f"{fix} ({why})"}
+
+
 def summary_text(rep: Report) -> str:
     tl, o = rep.timeline, rep.overall
     w0, w1 = rep.window
+    h = headline(rep)
+    first = (f"Verdict: {h['text']} ({h['steps']}; {_pct(h['share'])} of their time). "
+             f"Most likely to help: {h['help']}.")
     head = [f"cutimeline report — {tl.meta.get('source', 'recording')}"]
     if tl.meta.get("device_name"):
         head.append(str(tl.meta["device_name"]))
     head.append(f"{len(rep.steps)} steps, {fmt_ns(w1 - w0)}")
     if tl.meta.get("simulated"):
         head.append("SIMULATED")
-    lines = [", ".join(head)]
+    lines = [first, ", ".join(head)]
     if rep.lanes is None:
         lines += _host_only(rep)
         return "\n".join(lines)
@@ -94,7 +127,7 @@ def summary_text(rep: Report) -> str:
                                          for s in st)
     lines.append(line)
     for r in rep.ranges():
-        lines.append(f"• {r['verdict']}: {r['advice']}")
+        lines.append(f"• {r['text']}: {r['advice']}")
     gaps = biggest_gaps(rep)
     if gaps:
         lines.append("biggest gaps: " + "; ".join(

@@ -1,14 +1,11 @@
-"""Per-step verdicts, the evidence behind them, and the top offenders.
+"""The step table (per step: its verdict with its margin, the evidence
+behind it) and the top offenders behind a verdict.
 
-A step's verdict, from its primary device (the one with the most GPU time):
-
-* **GPU-bound** — the GPU was busy for at least ``gpu_bound_at`` (0.85) of
-  the step: the host keeps it fed; only faster GPU work shortens the step.
-* otherwise by the largest share of the step's idle GPU time (see
-  ``gaps.py``): data → **input-bound**, sync → **sync-bound**, dispatch →
-  **launch-bound**, dependency → **dependency-bound** (work queued but
-  waiting on other streams or events), unknown → **unknown**.
-* **host-only** — the Timeline has no GPU work (a CPU recording).
+A step is measured over its device window (``steps.py``) on its primary
+device (the one with the most GPU time): busy and idle time, idle time by
+cause, queue depth, and the verdict (``margins.py``); host-side measures
+(ops, launches, time in fetches and syncs, the CPU lead of the work
+launched) over its host window.
 """
 
 from __future__ import annotations
@@ -23,17 +20,17 @@ from ..timeline.schema import NONE, OpFlag, SpanKind
 from ..timeline.timeline import Timeline
 from .gaps import CAUSES, Cause, HostActivity
 from .lanes import Lanes
+from .margins import VERDICTS, rank_causes, verdicts
+from .steps import step_windows
 
 __all__ = ["VERDICTS", "verdicts", "step_windows", "step_table", "offenders"]
 
-VERDICTS = ("GPU-bound", "input-bound", "sync-bound", "launch-bound",
-            "dependency-bound", "unknown", "host-only")
-_BY_CAUSE = {Cause.DATA: "input-bound", Cause.SYNC: "sync-bound",
-             Cause.DISPATCH: "launch-bound", Cause.DEPENDENCY: "dependency-bound",
-             Cause.UNKNOWN: "unknown"}
-
+# begin/end: the device window; host_begin/host_end: the host STEP span
 STEP_DTYPE = [("number", np.int64), ("begin_ns", np.int64), ("end_ns", np.int64),
-              ("duration_ns", np.int64), ("verdict", object),
+              ("duration_ns", np.int64), ("host_begin_ns", np.int64),
+              ("host_end_ns", np.int64), ("verdict", object), ("cause", object),
+              ("share", np.float64), ("runner_up", object),
+              ("runner_up_share", np.float64),
               ("busy_ns", np.int64), ("busy_frac", np.float64),
               ("idle_ns", np.int64)] + \
     [(f"{c}_ns", np.int64) for c in CAUSES] + \
@@ -63,59 +60,47 @@ def _count_flag_np(flags, bit, i0, i1):
     return np.maximum(before[i1] - before[i0], 0)
 
 
-def verdicts(busy_frac, idle_by_cause, gpu_bound_at: float = 0.85,
-             has_gpu: bool = True) -> np.ndarray:
-    """Verdict strings from busy fractions and (n, 5) idle ns by cause."""
-    n = len(busy_frac)
-    if not has_gpu:
-        return np.array(["host-only"] * n, dtype=object)
-    top = np.argmax(np.asarray(idle_by_cause).reshape(n, len(Cause)), axis=1)
-    out = np.array([_BY_CAUSE[Cause(c)] for c in top], dtype=object)
-    out[np.asarray(busy_frac) >= gpu_bound_at] = "GPU-bound"
-    return out
-
-
-def step_windows(tl: Timeline) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(number, begin_ns, end_ns) of the STEP spans, in time order."""
-    s = tl.spans
-    step = np.flatnonzero(s.kind == SpanKind.STEP)
-    step = step[np.argsort(s.begin_ns[step], kind="stable")]
-    return (np.asarray(s.number[step], np.int64), np.asarray(s.begin_ns[step], np.int64),
-            np.asarray(s.end_ns[step], np.int64))
-
-
 def step_table(tl: Timeline, ln: Lanes | None, act: HostActivity, primary: int,
                comp: dict | None, idx, w0, w1, numbers, gpu_bound_at: float = 0.85,
-               engine: str = "numba") -> np.ndarray:
+               engine: str = "numba", *, host=None, predicted=None,
+               mixed_margin: float = 0.2) -> np.ndarray:
     """One row per window (usually the steps) with the measures of
     ``STEP_DTYPE`` on device group ``primary``; ``idx`` are the windows'
-    indices among those ``ln`` measured (see the module doc)."""
+    indices among those ``ln`` measured (see the module doc). [w0, w1):
+    the device windows; ``host``: (begin, end) of the host windows
+    (default the same); ``predicted``: (begin, end) of the windows in the
+    overhead replay (default the host windows moved by ``shifted``)."""
     w0, w1 = np.asarray(w0, np.int64), np.asarray(w1, np.int64)
+    h0, h1 = (w0, w1) if host is None else (np.asarray(h, np.int64) for h in host)
     idx = np.asarray(idx, np.int64)
     out = np.zeros(len(w0), STEP_DTYPE)
     out["number"], out["begin_ns"], out["end_ns"] = numbers, w0, w1
     out["duration_ns"] = w1 - w0
+    out["host_begin_ns"], out["host_end_ns"] = h0, h1
+    out["cause"], out["runner_up"] = "", ""
     o = tl.ops
     by_time = sort_order(o.host_begin_ns, engine)  # ops come sorted, mostly
     t_op = o.host_begin_ns if by_time is None else o.host_begin_ns[by_time]
     flags = o.flags if by_time is None else o.flags[by_time]
-    i0, i1 = np.searchsorted(t_op, w0), np.searchsorted(t_op, w1)
+    i0, i1 = np.searchsorted(t_op, h0), np.searchsorted(t_op, h1)
     out["ops"] = i1 - i0
     count_flag = _count_flag if engine == "numba" else _count_flag_np
     out["launches"] = count_flag(flags, int(OpFlag.LAUNCH), i0, i1)
-    out["host_data_ns"] = iv.coverage(*act.data, w0, w1, engine)
-    out["host_sync_ns"] = iv.coverage(*act.sync, w0, w1, engine)
+    out["host_data_ns"] = iv.coverage(*act.data, h0, h1, engine)
+    out["host_sync_ns"] = iv.coverage(*act.sync, h0, h1, engine)
     for c in ("lead_first_ns", "lead_last_ns", "lead_max_ns"):
         out[c] = NONE
     out["predicted_ns"] = NONE
     out["predicted_busy_frac"] = np.nan
     if comp is not None:
         from .compensation import shifted
-        p0, p1 = shifted(w0, comp, engine), shifted(w1, comp, engine)
+        p0, p1 = (shifted(h0, comp, engine), shifted(h1, comp, engine)) \
+            if predicted is None else predicted
         out["predicted_ns"] = p1 - p0
     if ln is None:
-        out["verdict"] = verdicts(np.zeros(len(w0)), np.zeros((len(w0), 5)),
+        out["verdict"] = verdicts(np.zeros(len(w0)), np.zeros((len(w0), len(Cause))),
                                   has_gpu=False)
+        out["share"], out["runner_up_share"] = np.nan, np.nan
         return out
     dv = ln.devices
     idle = dv.idle[primary, idx]
@@ -137,7 +122,7 @@ def step_table(tl: Timeline, ln: Lanes | None, act: HostActivity, primary: int,
         if o_l is not None:
             mine = mine[o_l]
         launch, lead = ln.launch[mine], ln.lead[mine]
-    a, b = np.searchsorted(launch, w0), np.searchsorted(launch, w1)
+    a, b = np.searchsorted(launch, h0), np.searchsorted(launch, h1)
     has = b > a
     out["lead_first_ns"][has] = lead[a[has]]
     out["lead_last_ns"][has] = lead[b[has] - 1]
@@ -146,7 +131,12 @@ def step_table(tl: Timeline, ln: Lanes | None, act: HostActivity, primary: int,
         ub, ue = _replayed_union(ln, primary, comp, engine)
         pb = iv.coverage(ub, ue, p0, p1, engine)
         out["predicted_busy_frac"] = pb / np.maximum(p1 - p0, 1)
-    out["verdict"] = verdicts(out["busy_frac"], idle, gpu_bound_at)
+    out["verdict"] = verdicts(out["busy_frac"], idle, gpu_bound_at,
+                              mixed_margin=mixed_margin)
+    r = rank_causes(idle)
+    names = np.array(list(CAUSES) + [""], dtype=object)  # -1: none
+    out["cause"], out["share"] = names[r["cause"]], r["share"]
+    out["runner_up"], out["runner_up_share"] = names[r["runner_up"]], r["runner_up_share"]
     return out
 
 
@@ -217,15 +207,18 @@ class Overlaps:
 
 def offenders(tl: Timeline, ln: Lanes | None, w0: int, w1: int, verdict: str,
               k: int = 3, own: np.ndarray | None = None,
-              index: dict | None = None, engine: str = "numba") -> dict:
+              index: dict | None = None, engine: str = "numba",
+              act: HostActivity | None = None) -> dict:
     """The top ops, module paths and spans behind a verdict in [w0, w1):
     ops and modules by GPU time (GPU-bound), host self time (launch-bound
     and host-only: an op's time less its nested ops', ``own``, default
     ``nesting.self_ns``; prorated where an op crosses the window) or time
     blocked in syncs (sync-bound); DataLoader spans by fetch time
-    (input-bound); streams by dependency wait. ``index``: a dict the
-    caller keeps between calls, where the ``Overlaps`` of ops and gpu rows
-    are made once (with ``engine``)."""
+    (input-bound); streams by dependency wait while their device was idle
+    (dependency-bound); user spans by time, and the op-free stretches
+    (host-bound; ``act``, default ``gaps.host_activity(tl)``). ``index``:
+    a dict the caller keeps between calls, where the ``Overlaps`` of ops
+    and gpu rows are made once (with ``engine``)."""
     o, s, y = tl.ops, tl.spans, tl.syncs
     out: dict = {"ops": [], "modules": [], "spans": []}
     index = {} if index is None else index
@@ -257,13 +250,33 @@ def offenders(tl: Timeline, ln: Lanes | None, w0: int, w1: int, verdict: str,
         out["count"] = int(len(sel))
         out["mean_ns"] = int(dur.mean()) if len(sel) else 0
     elif verdict == "dependency-bound" and ln is not None:
+        from .gaps import host_activity
+        from .overlap import device_idle_amounts
         st = ln.streams
-        mid = (st.gb < w1) & (st.ge > w0)
-        dep = np.where(mid, st.amounts[:, Cause.DEPENDENCY], 0)
-        key = ln.stream_keys[st.gg]
+        mid = np.flatnonzero((st.gb < w1) & (st.ge > w0))
+        act = host_activity(tl, engine=engine) if act is None else act
+        am, _ = device_idle_amounts(ln, act, mid, np.full(len(mid), w0),
+                                    np.full(len(mid), w1), engine)
+        dep = am[:, Cause.DEPENDENCY]
+        key = ln.stream_keys[st.gg[mid]]
         label = np.array([f"device {d} stream {x}" for d, x in key], dtype=object) \
             if len(key) else np.zeros(0, object)
         out["spans"] = _top(label, dep, tl, k, decode=False)
+    elif verdict == "host-bound":
+        from .gaps import host_activity, subtract
+        act = host_activity(tl, engine=engine) if act is None else act
+        user = np.flatnonzero((s.kind == SpanKind.USER) & (s.end_ns > w0) &
+                              (s.begin_ns < w1))
+        fetch = np.array(["DataLoader" in str(n) for n in tl.decode(s["name"][user])],
+                         bool)
+        user = user[~fetch] if len(user) else user  # fetches are data, not host
+        dur = np.minimum(s.end_ns[user], w1) - np.maximum(s.begin_ns[user], w0)
+        out["spans"] = _top(s["name"][user], dur, tl, k)
+        fb, fe = subtract((np.array([w0], np.int64), np.array([w1], np.int64)),
+                          act.launching)  # no op on any thread
+        out["count"] = int(len(fb))
+        out["total_ns"] = int((fe - fb).sum())
+        out["mean_ns"] = int((fe - fb).mean()) if len(fb) else 0
     else:  # launch-bound, host-only, unknown: where the host's time went
         if "ops" not in index:
             index["ops"] = Overlaps(o.host_begin_ns, o.host_end_ns, engine)

@@ -39,6 +39,7 @@ from .roofline import GpuProfile, OpModel, op_name, profile_named
 from .simclock import (FakeClock, HostClock, chain_raw_ns, device_time_ns, elapsed_ms,
                        read_device_clock, read_error_ns, synthetic_events)
 from .simhost import SimHost, _check_host_cost
+from .simops import SimOps
 from .simstreams import SimStreams
 
 __all__ = ["SimGPU", "HostClock", "FakeClock", "device_time_ns",
@@ -54,7 +55,7 @@ def _check_int(name: str, value: Any, low: int, unit: str = "ns") -> int:
     return int(value)
 
 
-class SimGPU(SimHost, SimStreams, Device):
+class SimGPU(SimHost, SimOps, SimStreams, Device):
     """A virtual GPU for ``ctl.record(device=ctl.SimGPU(...))``.
 
     ``profile``: "h100", "a100", "h200" or a ``roofline.GpuProfile``.
@@ -208,7 +209,8 @@ class SimGPU(SimHost, SimStreams, Device):
     def begin(self, stream: int, seq: int) -> int:
         with self._lock:
             self._require("begin")
-            now, v = self._vnow()
+            # recorded when the op's dispatch began (the recorder's mark)
+            now, v = self._open()
             if now - self._anchor_host_ns >= self.anchor_interval_ns:
                 self._anchor(stream, now, v)
             i = self._record(stream, EventKind.BEGIN, seq, now,
@@ -221,7 +223,6 @@ class SimGPU(SimHost, SimStreams, Device):
             if pending is None:
                 pending = self._local.pending = []
             pending.append(i)
-        self._mark()  # the op's dispatch starts: charged the modelled cost
         return i
 
     def end(self, stream: int, seq: int, func: Any, args: tuple, kwargs: dict,
@@ -230,9 +231,9 @@ class SimGPU(SimHost, SimStreams, Device):
         cost = self._cost_ns(func, args, kwargs, out)
         with self._lock:
             self._require("end")
-            self._charge(now, op_name(func), args, kwargs)
+            self._close(now, op_name(func), args, kwargs)
             self._local.op = None
-            v = now - self._skew
+            v = self._virtual(now)
             if self.jitter and cost:
                 cost = int(round(cost * math.exp(
                     self.jitter * self._rng.standard_normal())))
@@ -240,16 +241,17 @@ class SimGPU(SimHost, SimStreams, Device):
             self._settle(stream, start, now)
             finish = start + cost
             self._free_at[stream] = finish
-            return self._record(stream, EventKind.END, seq, now,
-                                v + self.event_latency_ns)
+            i = self._record(stream, EventKind.END, seq, now, v + self.event_latency_ns)
+            self._aside(now, self._clock.now())  # the roofline and this: no host time
+            return i
 
     def wait(self, stream: int | None) -> None:
         with self._lock:
             # a host-blocking op launched its work before it blocked
             now = self._clock.now()
             op = getattr(self._local, "op", None) or ("aten::_local_scalar_dense", (), {})
-            self._charge(now, *op)
-            v = now - self._skew
+            self._close(now, *op)
+            v = self._virtual(now)
             for s in {self._ev[i][0] for i in getattr(self._local, "pending", None) or ()}:
                 self._settle(s, max(self._free_at.get(s, 0),
                                     v + self.event_latency_ns), now)
@@ -259,8 +261,7 @@ class SimGPU(SimHost, SimStreams, Device):
                 target = self._free_at.get(stream, 0)
             if self._started:  # what this wait covers, for note_sync
                 self._local.waited = (stream, self._last_event(stream))
-            target += self._skew  # on the real clock
-        self._clock.wait_until(target)
+        self._hold(target)
 
     def note_sync(self, kind: str, stream: int | None, seq: int,
                   host_begin_ns: int, host_end_ns: int) -> None:
@@ -282,6 +283,7 @@ class SimGPU(SimHost, SimStreams, Device):
         with self._lock:
             self._started = False
             self._as_cuda(False)
+            self._host_stop()
             return self._harvest()
 
     # -- internals (the lock is held where noted) ------------------------------
@@ -307,8 +309,8 @@ class SimGPU(SimHost, SimStreams, Device):
                 before, v = self._vnow()
                 i = self._record(0, EventKind.PING, NONE, before,
                                  v + self.event_latency_ns)
-                target = self._ev[i][4] + self._skew
-            self._clock.wait_until(target)
+                target = self._ev[i][4]
+            self._hold(target)
             after = self._clock.now()
             with self._lock:
                 self._sy.append((NONE, "ping", NONE, i, before, after,

@@ -27,20 +27,29 @@ a factor of about two, which is what a verdict needs: the gap between
 launch-bound and GPU-bound loops is one to three orders of magnitude.
 ``SimGPU(host_cost=...)`` replaces them (a number of ns per op, a callable,
 or "measured": the wall-clock time the op took here).
+
+Two more things a real host would not have lost are taken out of the
+virtual clock: the simulator's own bookkeeping (the roofline cost of each
+op, its event records), and the time the launching thread sat runnable
+but waiting for a CPU (``/proc/thread-self/schedstat``'s run-queue time),
+which on a loaded machine would otherwise read as the program's host time.
+A wait for the device ends on the virtual clock no earlier than the work it
+waited for.
 """
 
 from __future__ import annotations
 
+import bisect
 import math
-import weakref
-from typing import Any, Callable
+import os
+from array import array
+from typing import Any
 
 import numpy as np
 import torch
 
 from ..errors import CutimelineError
 from ..timeline.ranks import piecewise
-from .roofline import op_name
 
 __all__ = ["DISPATCH_NS", "dispatch_ns", "SimHost"]
 
@@ -126,39 +135,142 @@ class SimHost:
     def _host_start(self, now: int) -> None:
         """A new recording: virtual = real at ``now`` (lock held)."""
         self._skew = 0  # real − virtual, after the last knot
-        self._kr: list[int] = [now]
-        self._kv: list[int] = [now]
-        self._local.mark = None
+        self._kr, self._kv = array("q", [now]), array("q", [now])
+        self._sched_fds: list[int] = []
+        self._local.t0 = self._local.mark = None
+        self._local.rq = self._runqueue_ns()
 
     def _vnow(self) -> tuple[int, int]:
         """(real, virtual) host time now."""
         real = self._clock.now()
         return real, real - self._skew
 
-    def _mark(self) -> None:
-        """This thread starts an op's dispatch now (its BEGIN is recorded)."""
-        self._local.mark = self._clock.now()
+    def _virtual(self, real: int) -> int:
+        """Virtual time of real host time ``real`` (lock held): after the
+        last knot, ``real − skew``; before it (a time read before another
+        thread's later knot), on the map."""
+        kr = self._kr
+        if real >= kr[-1]:
+            return real - self._skew
+        i = bisect.bisect_right(kr, real) - 1
+        if i < 0:
+            return real
+        dr = kr[i + 1] - kr[i]
+        dv = self._kv[i + 1] - self._kv[i]
+        return self._kv[i] + (round((real - kr[i]) * dv / dr) if dr else dv)
 
-    def _charge(self, real: int, name: str, args: tuple, kwargs: dict) -> None:
+    def mark_dispatch(self, t0: int) -> None:
+        """The recorder took op's dispatch in hand at ``t0`` (real host
+        time), before its BEGIN: the dispatch is charged from there."""
+        self._local.t0 = t0
+
+    def _open(self) -> tuple[int, int]:
+        """Start this thread's dispatch of an op (lock held): (real, virtual)
+        time of its start. The stretch of host time since the last knot
+        loses the time this thread spent runnable but not running (waiting
+        for a CPU on a loaded machine, from the kernel's schedstat): the
+        program would not have lost it on a host of its own."""
+        real = self._clock.now()
+        t0, self._local.t0 = getattr(self._local, "t0", None), None
+        if self._host_cost == "measured":
+            return real, real - self._skew
+        mark = real if t0 is None else min(t0, real)
+        v = self._knot(mark)
+        self._local.mark = (mark, v)
+        return mark, v
+
+    def _knot(self, real: int) -> int:
+        """A knot at ``real``, the stretch since the last one less this
+        thread's runqueue delay in it (lock held); its virtual time."""
+        rq = self._runqueue_ns()
+        last = getattr(self._local, "rq", None)
+        self._local.rq = rq
+        lr, lv = self._kr[-1], self._kv[-1]
+        if real <= lr:  # another thread's knot is later
+            return lv
+        gap = real - lr
+        v = lv + gap - min(max(rq - last, 0) if last is not None else 0, gap)
+        self._kr.append(real)
+        self._kv.append(v)
+        self._skew = real - v
+        return v
+
+    def _hold(self, target: int) -> None:
+        """Block the host until virtual time ``target``: a knot where the
+        wait begins, and one where it ends, no earlier than ``target`` on
+        the virtual clock (the device work it waited for is done by then),
+        later only by what the host's own lateness was, less runqueue delay."""
+        measured = self._host_cost == "measured"
+        with self._lock:
+            now = self._clock.now()
+            v = now - self._skew if measured else self._knot(now)
+            real_target = target + self._skew
+        self._clock.wait_until(real_target)
+        if measured:
+            return
+        with self._lock:
+            end = self._clock.now()
+            rq = self._runqueue_ns()
+            late = end - max(real_target, now) - max(rq - (self._local.rq or rq), 0)
+            self._local.rq = rq
+            ve = max(max(v, target) + max(late, 0), self._kv[-1])
+            if end > self._kr[-1]:
+                self._kr.append(end)
+                self._kv.append(ve)
+                self._skew = end - ve
+
+    def _close(self, real: int, name: str, args: tuple, kwargs: dict) -> None:
         """End this thread's dispatch at ``real``: on the virtual clock it
-        lasts the modelled cost instead (lock held)."""
-        mark = getattr(self._local, "mark", None)
-        self._local.mark = None
+        lasted the modelled cost (lock held)."""
+        m, self._local.mark = getattr(self._local, "mark", None), None
         cost = self._host_cost
-        if mark is None or cost == "measured":
+        if m is None or cost == "measured" or real <= self._kr[-1]:
             return
         ns = dispatch_ns(name, args, kwargs) if cost is None else \
             cost if isinstance(cost, int) else self._call_host_cost(name, args, kwargs)
-        mark = max(mark, self._kr[-1])  # another thread's dispatch overlapped
-        if real < mark:
-            return
-        v0 = mark - self._skew
-        if mark > self._kr[-1]:
-            self._kr.append(mark)
-            self._kv.append(v0)
+        v = max(m[1] + ns, self._kv[-1])
         self._kr.append(real)
-        self._kv.append(v0 + ns)
-        self._skew = real - (v0 + ns)
+        self._kv.append(v)
+        self._skew = real - v
+
+    def _aside(self, real0: int, real1: int) -> None:
+        """The simulator's own bookkeeping from ``real0`` to ``real1`` takes
+        no virtual time (lock held)."""
+        if self._host_cost == "measured" or real1 <= max(real0, self._kr[-1]):
+            return
+        v0 = real0 - self._skew
+        if real0 > self._kr[-1]:
+            self._kr.append(real0)
+            self._kv.append(v0)
+        else:
+            v0 = self._kv[-1]
+        self._kr.append(real1)
+        self._kv.append(v0)
+        self._skew = real1 - v0
+
+    def _runqueue_ns(self) -> int:
+        """Time this thread has waited for a CPU, from
+        ``/proc/thread-self/schedstat`` (0 where there is none)."""
+        fd = getattr(self._local, "sched_fd", None)
+        if fd is None:
+            try:
+                fd = os.open("/proc/thread-self/schedstat", os.O_RDONLY)
+                self._sched_fds.append(fd)
+            except OSError:  # not Linux: nothing to subtract
+                fd = -1
+            self._local.sched_fd = fd
+        if fd < 0:
+            return 0
+        try:
+            return int(os.pread(fd, 64, 0).split()[1])
+        except (OSError, ValueError, IndexError):
+            return 0
+
+    def _host_stop(self) -> None:
+        for fd in self._sched_fds:
+            os.close(fd)
+        self._sched_fds = []
+        self._local.sched_fd = None
 
     def _call_host_cost(self, name: str, args: tuple, kwargs: dict) -> int:
         ns = self._host_cost(name, args, kwargs)
@@ -170,145 +282,10 @@ class SimHost:
 
     def _real_of(self, virtual: np.ndarray) -> np.ndarray:
         """Real host times of virtual ones (the map's inverse)."""
-        return piecewise(virtual, np.asarray(self._kv, np.int64),
-                         np.asarray(self._kr, np.int64))
+        real, virt = self.host_map()
+        return piecewise(virtual, virt, real)
 
     def host_map(self) -> tuple[np.ndarray, np.ndarray]:
         """(real, virtual) knots of the host-time map of the recording."""
-        return np.asarray(self._kr, np.int64), np.asarray(self._kv, np.int64)
-
-    # -- the op stream CUDA would see -----------------------------------------
-    def _as_cuda(self, on: bool) -> None:
-        """While recording, torch's optimizers and ``clip_grad_norm_`` treat
-        meta tensors as they treat CUDA ones: they default to their foreach
-        kernels (one launch per tensor group, not one per parameter) and
-        accept ``fused=True``; and ``F.scaled_dot_product_attention`` on meta
-        tensors is one fused kernel (forward and backward) as CUDA picks it
-        on an H100 (flash attention for fp16/bf16 without a mask, else
-        memory-efficient attention), where meta would decompose it into
-        ~20 ops. The patches act only while a SimGPU that owns meta tensors
-        is recording (one dropped unharvested stops counting when it is
-        collected) and are undone when the last one harvests."""
-        if on and "meta" in self._owns:
-            _RECORDING.add(self)
-            _install()
-        elif not on:
-            _RECORDING.discard(self)
-            if not _RECORDING:
-                _uninstall()
-
-    # -- values a meta tensor cannot give ------------------------------------
-    def run(self, func: Any, args: tuple, kwargs: dict) -> Any:
-        """Run op ``func`` for the recorder. On simulated (meta) tensors a
-        read-back has no value to read: ``.item()``, ``bool()``,
-        ``.tolist()`` and copies to the host return zeros (the host still
-        waits for the device, as it would on CUDA); and torch asks which
-        fused attention kernel to use, which on meta would be none."""
-        self._local.op = (op_name(func), args, kwargs)  # for its dispatch cost
-        name = getattr(func, "__name__", "")
-        sub = _SUBSTITUTES.get(name.split(".")[0])
-        if sub is not None:
-            out = sub(self, args, kwargs)
-            if out is not NotImplemented:
-                return out
-        return func(*args, **kwargs)
-
-
-_RECORDING: "weakref.WeakSet[Any]" = weakref.WeakSet()  # SimGPUs recording now
-_SAVED: dict[tuple[Any, str], Callable] = {}  # (module, name) -> torch's own
-
-
-def _install() -> None:
-    import torch.nn.functional as fn
-    import torch.optim.optimizer as optim
-    import torch.utils._foreach_utils as fe
-    if _SAVED:
-        return
-    for mod in (optim, fe):
-        for name in ("_get_foreach_kernels_supported_devices",
-                     "_get_fused_kernels_supported_devices"):
-            f = getattr(mod, name, None)
-            if f is not None:
-                _SAVED[mod, name] = f
-                setattr(mod, name, _with_meta(f))
-    _SAVED[fn, "scaled_dot_product_attention"] = f = fn.scaled_dot_product_attention
-    fn.scaled_dot_product_attention = _fused_attention(f)
-
-
-def _uninstall() -> None:
-    for (mod, name), f in _SAVED.items():
-        setattr(mod, name, f)
-    _SAVED.clear()
-
-
-def _with_meta(f: Callable) -> Callable:
-    def devices() -> list[str]:
-        return [*f(), "meta"] if _RECORDING else f()
-    devices.__wrapped__ = f  # type: ignore[attr-defined]
-    return devices
-
-
-def _fused_attention(sdpa: Callable) -> Callable:
-    def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
-                                     is_causal=False, scale=None, **kw):
-        if not _RECORDING or not (_meta(query) and _meta(key) and _meta(value)) \
-                or kw.get("enable_gqa") or query.dim() != 4 \
-                or not query.dtype.is_floating_point:
-            return sdpa(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p,
-                        is_causal=is_causal, scale=scale, **kw)
-        aten = torch.ops.aten
-        if attn_mask is None and query.dtype in (torch.float16, torch.bfloat16) \
-                and query.size(-1) <= 256:
-            return aten._scaled_dot_product_flash_attention(
-                query, key, value, dropout_p, is_causal, scale=scale)[0]
-        if attn_mask is not None and attn_mask.dtype == torch.bool:
-            attn_mask = torch.zeros((), dtype=query.dtype, device=query.device) \
-                .masked_fill(~attn_mask, float("-inf"))
-        grad = torch.is_grad_enabled() and any(
-            t.requires_grad for t in (query, key, value))
-        return aten._scaled_dot_product_efficient_attention(
-            query, key, value, attn_mask, grad, dropout_p, is_causal, scale=scale)[0]
-    scaled_dot_product_attention.__wrapped__ = sdpa  # type: ignore[attr-defined]
-    return scaled_dot_product_attention
-
-
-def _meta(t: Any) -> bool:
-    return isinstance(t, torch.Tensor) and t.device.type == "meta"
-
-
-def _zero_scalar(self: Any, args: tuple, kwargs: dict) -> Any:
-    if not _meta(args[0]):
-        return NotImplemented
-    dt = args[0].dtype
-    return False if dt == torch.bool else 0.0 if dt.is_floating_point else \
-        0j if dt.is_complex else 0
-
-
-def _to_copy(self: Any, args: tuple, kwargs: dict) -> Any:
-    dst = kwargs.get("device")
-    if not _meta(args[0]) or dst is None or torch.device(dst).type == "meta":
-        return NotImplemented
-    x = args[0]
-    kw = {k: v for k, v in kwargs.items() if k in ("dtype", "layout", "device", "pin_memory")}
-    kw.setdefault("dtype", x.dtype)
-    return torch.zeros(x.shape, **kw)
-
-
-def _copy_(self: Any, args: tuple, kwargs: dict) -> Any:
-    dst, src = args[0], args[1]
-    if not _meta(src) or _meta(dst):
-        return NotImplemented
-    return dst.zero_()
-
-
-def _sdp_choice(self: Any, args: tuple, kwargs: dict) -> Any:
-    if not _meta(args[0]):
-        return NotImplemented
-    # torch.nn.attention.SDPBackend.EFFICIENT_ATTENTION: runs on any mask,
-    # one fused kernel forward and one backward, as CUDA dispatches it
-    return 2
-
-
-_SUBSTITUTES: dict[str, Callable] = {
-    "_local_scalar_dense": _zero_scalar, "_to_copy": _to_copy, "copy_": _copy_,
-    "_fused_sdp_choice": _sdp_choice}
+        return (np.frombuffer(self._kr, np.int64).copy(),
+                np.frombuffer(self._kv, np.int64).copy())

@@ -38,7 +38,7 @@ __all__ = ["measure_overhead", "measure_module_hooks", "op_cost", "Program", "me
 class _Probe:
     """Tiny CPU ops timed without and with a scratch mode: the recorder's
     cost per op, measured on its own tensors (the user's state and results
-    are untouched). Dispatch modes above or below are set aside meanwhile."""
+    are untouched). Its callers set the user's modes aside (``_modes_aside``)."""
 
     def __init__(self) -> None:
         self.session = Session(None, max_ops=2 ** 62, steps="manual")
@@ -272,13 +272,27 @@ def _repeats(keys: list, window: int = 8) -> list[bool]:
 
 def measure(modules: bool) -> dict[str, int]:
     """The start-up probe of the recorder's own costs (ns; see
-    ``measure_overhead`` and ``measure_module_hooks``)."""
+    ``measure_overhead`` and ``measure_module_hooks``), with the user's
+    modes set aside (``_modes_aside``)."""
     t0 = _now()
-    model = measure_overhead()
-    scratch = Session(None, max_ops=2 ** 62, steps="manual")  # its spans: no cap
-    model["module_ns"] = measure_module_hooks(scratch) if modules else 0
+    with _modes_aside():
+        model = measure_overhead()
+        scratch = Session(None, max_ops=2 ** 62, steps="manual")  # its spans: no cap
+        model["module_ns"] = measure_module_hooks(scratch) if modules else 0
     model["probe_ns"] = _now() - t0
     return model
+
+
+@contextlib.contextmanager
+def _modes_aside() -> Iterator[None]:
+    """No dispatch mode or ``__torch_function__`` mode of the user's sees
+    the probes' ops: a mode active around ``record()`` (a FLOP counter, a
+    logger, a checker) would otherwise count some 900 ops the user never
+    ran. The probes' tensors are plain, so turning ``__torch_function__``
+    off for them changes nothing else."""
+    from torch.utils._python_dispatch import _disable_current_modes
+    with _disable_current_modes(), torch._C.DisableTorchFunction():
+        yield
 
 
 def refine(model: dict[str, int], rounds: int = 5) -> None:
@@ -287,7 +301,8 @@ def refine(model: dict[str, int], rounds: int = 5) -> None:
     few short batches catch the load of a few milliseconds only.
     ``stop_probe_ns`` says what this took."""
     t0 = _now()
-    again = measure_overhead(rounds=rounds)
+    with _modes_aside():
+        again = measure_overhead(rounds=rounds)
     for k in ("op_ns", "tensor_ns", "float_ns", "list_ns", "other_ns", "backward_ns",
               "detach_ns"):
         model[k] = round((model[k] + again[k]) / 2)

@@ -77,6 +77,8 @@ class Session:
         self.device, self.max_ops, self.steps = device, max_ops, steps
         # a simulator's run() answers for tensors that have no values (simhost.py)
         self.run: Callable | None = getattr(device, "run", None)
+        # and charges a launch's dispatch from the recorder's first look at it
+        self.mark: Callable | None = getattr(device, "mark_dispatch", None)
         self.off = False  # stopped, or cut at max_ops: the modes pass ops through
         self.cut_ns: int | None = None  # when max_ops cut the recording (truncate)
         self.span_count = itertools.count()  # spans count against max_ops too
@@ -215,7 +217,8 @@ class Session:
         t0 = _now()
         self.paused = True  # nor do this recording's hooks
         try:
-            with _disable_current_modes():  # no mode of the user's sees the probe
+            # no mode of the user's (dispatch or __torch_function__) sees the probe
+            with _disable_current_modes(), torch._C.DisableTorchFunction():
                 ratio = self.calibrator(2 if t1 is not None else 4)
         except Exception as exc:  # the user's program goes on, uncalibrated
             self.calibrator = None
@@ -246,6 +249,8 @@ class Session:
         """Dispatch an op that launches device work, between two events."""
         d = self.device
         stream = d.current_stream()
+        if self.mark is not None:
+            self.mark(t0)
         b = d.begin(stream, seq)
         if b < 0:  # the device records no event now (a stream captures a graph)
             flags |= _CAPTURED

@@ -14,13 +14,15 @@ What is drawn where (``plot`` without ``ax``; ``fig.axes`` in this order):
   grouped by device (dashed lines between devices), its work coloured by
   the phase of the op that launched it, grey when that op is unknown.
   Idle time on GPU lanes is shaded by its cause from ``analyze`` (waiting
-  for data, after a sync, waiting for dispatch, dependency / latency,
-  unknown). A red line joins each launch (on the launching thread's lane)
-  to the start of its work (on the stream's lane), drawn under the work
-  boxes so it never hides work; when the window holds more than ``flows``
-  such launches, ``flows`` of them, evenly spread over the rows, are drawn
-  (rows whose launch time or launching op is unknown get none). Faint dashed lines mark step starts. Legend at the
-  right.
+  for data, after a sync, waiting for launches, host busy elsewhere,
+  dependency / latency, unknown); a stream's idle time while another
+  stream of its device ran has no cause and stays unshaded. A red line
+  joins each launch (on the launching thread's lane) to the start of its
+  work (on the stream's lane), drawn under the work boxes so it never
+  hides work; when the window holds more than ``flows`` such launches,
+  ``flows`` of them, evenly spread over the rows, are drawn (rows whose
+  launch time or launching op is unknown get none). Faint dashed lines
+  mark step starts. Legend at the right.
 * ``fig.axes[1]`` — queue depth per stream: work launched and not yet
   finished, the largest value in each pixel column.
 * ``fig.axes[2]`` — CPU lead per stream in ms: GPU begin − host launch of

@@ -4,12 +4,13 @@ the shading, and the drawing of each part into matplotlib Axes.
 Lanes (``layout.py``), top to bottom: one row of host spans (steps,
 DataLoader fetches, user spans), one lane per CPU thread that dispatched
 ops, one lane per GPU stream, grouped by device — once per rank in a
-merged Timeline. Every
-metric drawn comes from ``analyze``: gap intervals and causes
-(``gaps.classify`` per pixel column), queue depth (``lanes.queue_depth``)
-and CPU lead (``Lanes.lead``). What is computed here is drawing only: an
-op's colour (its phase), pixel-resolution merging (``pixels.py``) and the
-thinning of launch lines.
+merged Timeline. Every metric drawn comes from ``analyze``: gap intervals
+and causes (``overlap.device_idle_amounts`` per pixel column), queue depth
+(``lanes.queue_depth``) and CPU lead (``Lanes.lead``). A stream's idle time
+while another stream of its device ran has no cause (``overlap.py``) and
+is left unshaded. What is computed here is drawing only: an op's colour
+(its phase), pixel-resolution merging (``pixels.py``) and the thinning of
+launch lines.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from ..analysis.gaps import CAUSES, classify
+from ..analysis.gaps import CAUSES
+from ..analysis.overlap import device_idle_amounts
 from ..errors import CutimelineError
 from ..numeric import intervals as iv
 from ..timeline.schema import NONE, GpuKind, OpFlag, SpanKind
@@ -37,10 +39,10 @@ PHASE_COLORS = ("#4c72b0", "#dd8452", "#55a868", "#8172b3", "#222222", "#9a9a9a"
 COMPILED_HATCH, COMPILED_EDGE = "////", "#ffffff"  # over a compiled region's rows
 # Idle shading on GPU lanes, light so that work drawn over it stands out;
 # no colour here is red, which only launch lines use.
-CAUSE_COLORS = {"data": "#cdbfe8", "sync": "#f3d36b", "dispatch": "#a6dcef",
-                "dependency": "#d5d5d5", "unknown": "#efe6cf"}
+CAUSE_COLORS = {"data": "#cdbfe8", "sync": "#f3d36b", "launch": "#a6dcef",
+                "host": "#b9e3b0", "dependency": "#d5d5d5", "unknown": "#efe6cf"}
 CAUSE_LABELS = {"data": "waiting for data", "sync": "after a sync",
-                "dispatch": "waiting for dispatch",
+                "launch": "waiting for launches", "host": "host busy elsewhere",
                 "dependency": "dependency / latency", "unknown": "unknown cause"}
 FLOW_COLOR = "#e00000"
 STEP_COLORS = ("#e4e4e4", "#f4f4f4")
@@ -183,8 +185,9 @@ class Scene:
 
     def _gaps(self, ax, cols, used) -> None:
         """Idle shading on GPU lanes: each whole pixel column inside a gap
-        gets the cause that claims most of it (``gaps.classify`` over that
-        column). Gaps narrower than a column are hidden by the work on
+        gets the cause that claims most of it (``overlap.device_idle_amounts``
+        over that column), none where other streams of the device ran for
+        most of it. Gaps narrower than a column are hidden by the work on
         both sides anyway."""
         ln = self.lanes
         if ln is None:
@@ -201,10 +204,13 @@ class Scene:
         n = c1 - c0
         r = np.repeat(sel, n)
         col = np.repeat(c0 - np.cumsum(n) + n, n) + np.arange(n.sum())
-        amounts = classify(gb[r], ge[r], grp.nl[r], grp.gnext[r] != NONE,
-                           grp.lam[grp.gg[r]], self.act, cols.time(col),
-                           cols.time(col + 1), after_sync=grp.after[r])
-        cause = np.argmax(amounts, axis=1)
+        amounts, over = device_idle_amounts(ln, self.act, r, cols.time(col),
+                                            cols.time(col + 1))
+        cause = np.argmax(np.column_stack([amounts, over]), axis=1)
+        shaded = cause < len(CAUSES)  # the last column: other streams ran
+        r, col, cause = r[shaded], col[shaded], cause[shaded]
+        if len(r) == 0:
+            return
         # runs of columns of one gap with one cause
         head = np.ones(len(r), bool)
         head[1:] = (r[1:] != r[:-1]) | (cause[1:] != cause[:-1]) | \

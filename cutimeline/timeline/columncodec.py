@@ -82,7 +82,7 @@ def unpack(entry: dict, data: bytes | memoryview, rows: int, kind: str) -> np.nd
             v[0] = first
         return v
     width, planes, zigzag = entry.get("width"), entry.get("planes"), entry.get("zigzag", False)
-    if width not in WIDTHS or not isinstance(zigzag, bool) or \
+    if not _int64(width) or width not in WIDTHS or not isinstance(zigzag, bool) or \
             (kind == "f" and (width != 8 or zigzag)) or \
             not isinstance(planes, list) or len(planes) != width:
         raise CodecError(f"its width {width!r}, zig-zag flag {zigzag!r} or "

@@ -25,14 +25,17 @@ import json
 import os
 import uuid
 import zipfile
+import zlib
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..errors import CutimelineError
+from .archive import check_names, json_member, member, npy_array
 from .columncodec import CodecError, pack, pack_bytes, unpack, unpack_bytes
 from .prediction import candidates, choose, decode, residual
-from .schema import FORMAT, FORMAT_VERSION, REFERENCES, SCHEMA, STRING_COLUMNS
+from .schema import (ENUM_COLUMNS, FORMAT, FORMAT_VERSION, REFERENCES, SCHEMA, STRING_COLUMNS,
+                     OpFlag)
 from .table import Table
 
 if TYPE_CHECKING:
@@ -121,9 +124,9 @@ def read(path: str | os.PathLike) -> tuple[dict[str, Table], list[str], dict[str
                               f"archive, or truncated).{hint}")
     try:
         with zipfile.ZipFile(path) as z:
-            names = set(z.namelist())
+            names = check_names(path, z)
             if HEAD + ".npy" in names:
-                tables, strings, meta = _read_npz(path)
+                tables, strings, meta = _read_npz(path, z, names)
             else:
                 tables, strings, meta = _read_zip(path, z, names)
         _check_ids(path, tables, len(strings))
@@ -131,7 +134,7 @@ def read(path: str | os.PathLike) -> tuple[dict[str, Table], list[str], dict[str
         if str(exc).startswith(path):
             raise
         raise CutimelineError(f"{path} is damaged: {exc}") from None
-    except (zipfile.BadZipFile, EOFError, OSError, ValueError, KeyError,
+    except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError, KeyError,
             UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise CutimelineError(f"{path} is damaged and cannot be read "
                               f"({type(exc).__name__}: {exc}).") from None
@@ -144,7 +147,7 @@ def _read_zip(path: str, z: zipfile.ZipFile, names: set[str]
     if HEAD not in names:
         raise CutimelineError(f"{path} is a zip archive but not a "
                               f"cutimeline file (it has no meta.json).")
-    head = json.loads(z.read(HEAD).decode())
+    head = json_member(path, member(path, z, HEAD), HEAD)
     _check_head(path, head)
     if head["format_version"] < 3:
         raise CutimelineError(f"{path} is damaged: it claims format version "
@@ -155,7 +158,7 @@ def _read_zip(path: str, z: zipfile.ZipFile, names: set[str]
     if not isinstance(manifest, dict):
         raise CutimelineError(f"{path} is damaged: its meta.json has no manifest.")
     rows = _rows(path, manifest)
-    tables, strings = _decode(path, manifest, rows, z.read(COLUMNS))
+    tables, strings = _decode(path, manifest, rows, member(path, z, COLUMNS))
     return tables, strings, head["meta"]
 
 
@@ -264,40 +267,35 @@ _NPZ_ENCODING = {
 _ADDED = {("syncs", "thread"): 2}
 
 
-def _read_npz(path: str) -> tuple[dict[str, Table], list[str], dict[str, Any]]:
-    with np.load(path, allow_pickle=False) as z:
-        names = set(z.files)
-        head = json.loads(bytes(z[HEAD]).decode())
-        _check_head(path, head)
-        if head["format_version"] > 2:
-            raise CutimelineError(f"{path} is damaged: it claims format version "
-                                  f"{head['format_version']} but is laid out as "
-                                  f"version 1 or 2 (an npz archive).")
-        tables = {}
-        for name, schema in SCHEMA.items():
-            cols: dict[str, np.ndarray] = {}
-            for col, dtype in schema:
-                key = f"{name}.{col}"
-                if key not in names and (name, col) in _ADDED and \
-                        head["format_version"] < _ADDED[name, col]:
-                    continue  # older than the column: Table fills it NONE
-                if key not in names:
-                    raise CutimelineError(f"{path} is damaged: it lacks "
-                                          f"column {key}.")
-                raw = z[key]
-                if raw.dtype != dtype or raw.ndim != 1:
-                    raise CutimelineError(
-                        f"{path} is damaged: column {key} is "
-                        f"{raw.dtype}{list(raw.shape)}, not 1-d {dtype}.")
-                cols[col] = raw
-            for kind in ("delta", "minus"):  # "minus" columns decode after their base
-                for col in list(cols):
-                    enc = _NPZ_ENCODING.get((name, col))
-                    if enc and enc[0] == kind and len(cols[col]):
-                        cols[col] = np.cumsum(cols[col], dtype=cols[col].dtype) \
-                            if kind == "delta" else cols[col] + cols[enc[1]]
-            tables[name] = Table(name, cols)
-        strings = _strings(path, z["strings.blob"], z["strings.offsets"])
+def _read_npz(path: str, z: zipfile.ZipFile, names: set[str]
+              ) -> tuple[dict[str, Table], list[str], dict[str, Any]]:
+    head = json_member(path, npy_array(path, z, HEAD + ".npy", np.dtype(np.uint8)).tobytes(),
+                       HEAD)
+    _check_head(path, head)
+    if head["format_version"] > 2:
+        raise CutimelineError(f"{path} is damaged: it claims format version "
+                              f"{head['format_version']} but is laid out as "
+                              f"version 1 or 2 (an npz archive).")
+    tables = {}
+    for name, schema in SCHEMA.items():
+        cols: dict[str, np.ndarray] = {}
+        for col, dtype in schema:
+            key = f"{name}.{col}"
+            if key + ".npy" not in names and (name, col) in _ADDED and \
+                    head["format_version"] < _ADDED[name, col]:
+                continue  # older than the column: Table fills it NONE
+            if key + ".npy" not in names:
+                raise CutimelineError(f"{path} is damaged: it lacks column {key}.")
+            cols[col] = npy_array(path, z, key + ".npy", dtype)
+        for kind in ("delta", "minus"):  # "minus" columns decode after their base
+            for col in list(cols):
+                enc = _NPZ_ENCODING.get((name, col))
+                if enc and enc[0] == kind and len(cols[col]):
+                    cols[col] = np.cumsum(cols[col], dtype=cols[col].dtype) \
+                        if kind == "delta" else cols[col] + cols[enc[1]]
+        tables[name] = Table(name, cols)
+    strings = _strings(path, npy_array(path, z, "strings.blob.npy", np.dtype(np.uint8)),
+                       npy_array(path, z, "strings.offsets.npy", np.dtype(np.int64)))
     return tables, strings, head["meta"]
 
 
@@ -316,6 +314,40 @@ def _check_head(path: str, head: object) -> None:
             f"cutimeline to read it.")
     if not isinstance(head.get("meta"), dict):
         raise CutimelineError(f"{path} is damaged: its meta is not a JSON object.")
+    for key, (fits, what) in _META.items():
+        value = head["meta"].get(key)
+        if value is not None and not fits(value):
+            raise CutimelineError(f"{path} is damaged: its meta[{key!r}] is "
+                                  f"{json.dumps(value)[:40]}, not {what}.")
+
+
+def _ns(x: object) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and 0 <= x < 2 ** 62
+
+
+def _int64s(x: object, n: int | None = None) -> bool:
+    return isinstance(x, list) and (n is None or len(x) == n) and all(
+        isinstance(v, int) and not isinstance(v, bool) and -2 ** 63 <= v < 2 ** 63 for v in x)
+
+
+#: the fields of meta that later stages compute with: what each must be
+#: when present (None is as absent)
+_META = {
+    "source": (lambda x: isinstance(x, str), "a str"),
+    "overhead_ns_per_op": (_ns, "a number of ns"),
+    "overhead_ns_per_launch": (_ns, "a number of ns"),
+    "overhead_model": (lambda x: isinstance(x, dict) and all(map(_ns, x.values())),
+                       "an object of numbers of ns"),
+    "clock_resolution_ns": (lambda x: isinstance(x, dict) and all(map(_ns, x.values())),
+                            "an object of numbers of ns by device"),
+    "overhead_calibrations": (lambda x: isinstance(x, list) and all(_int64s(c, 3) for c in x),
+                              "a list of [begin_ns, end_ns, ratio] integer triples"),
+    "overhead_ns_by_signature": (
+        lambda x: isinstance(x, dict) and all(_int64s(x.get(k)) for k in ("name", "shapes"))
+        and isinstance(x.get("ns"), list) and all(map(_ns, x["ns"]))
+        and len(x["name"]) == len(x["shapes"]) == len(x["ns"]),
+        'an object of equally long "name", "shapes" (string ids) and "ns" lists'),
+}
 
 
 def _strings(path: str, blob: np.ndarray, offsets: np.ndarray) -> list[str]:
@@ -331,7 +363,8 @@ def _strings(path: str, blob: np.ndarray, offsets: np.ndarray) -> list[str]:
 
 
 def _check_ids(path: str, tables: dict[str, Table], n_strings: int) -> None:
-    """Row and string ids in range, checked here so that the error names the file."""
+    """Row and string ids, enum codes and flag bits in range, checked here so
+    that the error names the file."""
     for (name, col), target in [*REFERENCES.items(),
                                 *((key, "strings") for key in STRING_COLUMNS)]:
         a = tables[name][col]
@@ -339,6 +372,19 @@ def _check_ids(path: str, tables: dict[str, Table], n_strings: int) -> None:
         if len(a) and (a.min() < -1 or a.max() >= n):
             raise CutimelineError(f"{path} is damaged: column {name}.{col} refers "
                                   f"to {target} outside 0..{n - 1}.")
+    for (name, col), codes in [*ENUM_COLUMNS.items(), (("ops", "flags"), OpFlag)]:
+        a = tables[name][col]
+        known = [int(c) for c in codes]
+        if codes is OpFlag:  # bits: any of them
+            mask = int(np.bitwise_or.reduce(known))
+            bad = a[(a | mask) != mask]
+        else:
+            bad = a[~np.isin(a, known)]
+        if len(bad):
+            raise CutimelineError(f"{path} is damaged or newer than this cutimeline: column "
+                                  f"{name}.{col} holds codes it does not know (such as "
+                                  f"{int(bad[0])}); upgrade cutimeline if a newer one "
+                                  f"wrote the file.")
 
 
 def _looks_like_json(path: str) -> bool:

@@ -57,7 +57,9 @@ def train_on_loader(num_workers):
 
 def test_dataloader_without_workers_is_input_bound():
     slow = train_on_loader(0)
-    steady = slow.steps[1:]  # step 0 also creates the iterator
+    # step 0 also creates the iterator; the last step's device window holds
+    # only its own work (its fetch, before that work, is the step before's)
+    steady = slow.steps[1:-1]
     assert set(steady["verdict"]) == {"input-bound"}
     assert steady["data_ns"].sum() >= 0.8 * steady["idle_ns"].sum()
     assert "waiting for DataLoader fetches" in slow.summary()
@@ -113,11 +115,15 @@ def test_tiny_ops_are_launch_bound():
     rep = ctl.analyze(rec.timeline)
     s = rep.steps
     # (the OS may stall the host inside an op's event bracket, which then
-    # counts as GPU time: demand most steps and the whole run, not all)
-    assert (s["verdict"] == "launch-bound").sum() >= len(s) - 1
+    # counts as GPU time, or between two ops for over host_gap_ns, which is
+    # then host time, enough on a loaded machine to make a step "mixed":
+    # demand launch on top in most steps and the whole run, not all)
+    assert (s["cause"] == "launch").sum() >= len(s) - 1
+    assert set(s["verdict"]) <= {"launch-bound", "mixed"}
     assert (s["busy_frac"] < 0.5).sum() >= len(s) - 1
     assert rep.overall["verdict"] == "launch-bound" and rep.overall["busy_frac"] < 0.5
-    assert s["dispatch_ns"].sum() >= 0.8 * s["idle_ns"].sum()
+    assert s["launch_ns"].sum() >= 0.6 * s["idle_ns"].sum()
+    assert (s["launch_ns"] + s["host_ns"]).sum() >= 0.8 * s["idle_ns"].sum()
     assert rep.offenders(0)["ops"][0][0] in ("aten::add.Tensor", "aten::mul.Tensor")
 
 
@@ -138,12 +144,12 @@ def test_large_matmuls_are_gpu_bound_and_the_lead_grows():
     # the host queues all ten matmuls at once: each waits longer than the last
     assert (s["lead_last_ns"] > 50 * np.maximum(s["lead_first_ns"], 1)).all()
     lead = rep.cpu_lead()
-    for b, e in zip(s["begin_ns"], s["end_ns"]):
+    for b, e in zip(s["host_begin_ns"], s["host_end_ns"]):  # launched in the step
         inside = (tl.gpu.launch_ns >= b) & (tl.gpu.launch_ns < e)
         assert np.all(np.diff(lead[inside]) > 0)
 
 
-def test_waiting_stream_shows_dependency_gaps():
+def test_a_stream_waiting_on_a_busy_stream_is_no_cause():
     gpu = ctl.SimGPU("h100", owns=("cpu", "meta"), cost={"aten::mm": 10_000_000, "aten::mul": 5_000_000,
                                    "aten::add": 100_000}, seed=5)
     a = torch.ones(64, 64, device="meta")
@@ -159,15 +165,16 @@ def test_waiting_stream_shows_dependency_gaps():
             rec.step()
     rep = ctl.analyze(rec.timeline)
     gaps = rep.gap_table("stream")
-    waiting = gaps[(gaps["stream"] == 1) & (gaps["cause"] == "dependency")]
+    # while stream 1 waits, stream 0 runs: the device never waits so, and
+    # the wait is no cause of idle time (overlapped), not dependency
+    waiting = gaps[(gaps["stream"] == 1) & (gaps["cause"] == "overlapped")]
     assert len(waiting) == 3
-    assert (waiting["dependency_ns"] >= 4_000_000).all()  # over 5 ms each
+    assert (waiting["overlapped_ns"] >= 4_000_000).all()  # over 5 ms each
     st = rep.streams
-    s0, s1 = st[st["stream"] == 0][0], st[st["stream"] == 1][0]
-    assert s1["dependency_ns"] >= waiting["dependency_ns"].sum()
-    assert s0["dependency_ns"] < 0.1 * s1["dependency_ns"]
-    # while stream 1 waits, stream 0 runs: the device itself never waits so
-    assert rep.devices["dependency_ns"][0] < 0.1 * s1["dependency_ns"]
+    s1 = st[st["stream"] == 1][0]
+    assert s1["overlapped_ns"] >= waiting["overlapped_ns"].sum()
+    assert s1["dependency_ns"] < 0.1 * s1["overlapped_ns"]
+    assert rep.devices["dependency_ns"][0] < 0.1 * s1["overlapped_ns"]
 
 
 def test_host_only_recording_gives_a_host_side_summary():
@@ -197,7 +204,9 @@ def test_host_only_recording_gives_a_host_side_summary():
 def test_every_imported_trace_analyses(path):
     tl = ctl.import_chrome(path)
     rep = ctl.analyze(tl)
-    assert rep.summary().startswith("cutimeline report — kineto")
+    first, second = rep.summary().splitlines()[:2]
+    assert first.startswith("Verdict: ") and "Most likely to help: " in first
+    assert second.startswith("cutimeline report — kineto")
     d = rep.to_dict()
     json.dumps(d, allow_nan=False)
     if rep.devices is not None:
@@ -231,8 +240,10 @@ def test_window_and_tables():
     tl = random_timeline(1, n=500, streams=2, steps=5)
     rep = ctl.analyze(tl, window=(1, 2))
     assert rep.steps["number"].tolist() == [1, 2]
-    b, e = tl.step_bounds(1, 2)
+    # a window of steps covers their device windows (their GPU work)
+    b, e = int(rep.steps["begin_ns"][0]), int(rep.steps["end_ns"][-1])
     assert rep.window == (b, e)
+    assert rep.steps["host_begin_ns"][0] == tl.step_bounds(1, 2)[0]
     assert (rep.streams["busy_ns"] + rep.streams["idle_ns"] == e - b).all()
     gaps = rep.gap_table()
     assert ((gaps["end_ns"] > b) & (gaps["begin_ns"] < e)).all()

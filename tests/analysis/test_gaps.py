@@ -23,13 +23,13 @@ def device_gaps(tl, engine="numba"):
 
 
 @pytest.mark.parametrize("engine", ENGINES)
-def test_host_gap_split_by_data_and_dispatch(engine):
+def test_host_gap_split_by_data_and_launch(engine):
     # work [10,20) and [30,40), launched at 5 and 25 (latency 5 both times);
-    # the host loads data over [21,28): the gap [20,30) is 7 data, 3 dispatch
+    # the host loads data over [21,28): the gap [20,30) is 7 data, 3 launch
     tl = timeline([(0, 5, 10, 20), (0, 25, 30, 40)],
                   spans=[(SpanKind.DATA, "next(DataLoader)", 21, 28)])
     gaps, _, _ = device_gaps(tl, engine)
-    assert (20, 30, [7, 0, 3, 0, 0]) in gaps
+    assert (20, 30, [7, 0, 3, 0, 0, 0]) in gaps
 
 
 @pytest.mark.parametrize("engine", ENGINES)
@@ -41,7 +41,7 @@ def test_queued_work_is_dependency(engine):
     st = lanes(tl, act, engine).streams
     s1 = [(b, e, a) for g, b, e, a in zip(st.gg, st.gb, st.ge, st.amounts.tolist())
           if g == 1]
-    assert (20, 60, [0, 0, 0, 40, 0]) in s1
+    assert (20, 60, [0, 0, 0, 0, 40, 0]) in s1
 
 
 @pytest.mark.parametrize("engine", ENGINES)
@@ -50,7 +50,7 @@ def test_sync_drains_then_post_sync_time_is_sync(engine):
     # launch at 70 starts at 75: the whole gap [60,75) is the sync's
     tl = timeline([(0, 45, 50, 60), (0, 70, 75, 80)], syncs=[(50, 61, 0)])
     gaps, _, _ = device_gaps(tl, engine)
-    assert (60, 75, [0, 15, 0, 0, 0]) in gaps
+    assert (60, 75, [0, 15, 0, 0, 0, 0]) in gaps
 
 
 @pytest.mark.parametrize("engine", ENGINES)
@@ -65,7 +65,7 @@ def test_gap_after_a_sync_ops_own_row_is_the_syncs(engine):
     act = host_activity(tl, slack_ns=10, engine=engine)
     ln = _lanes(tl, act, [tl.start_ns], [tl.end_ns], engine)
     d = ln.devices
-    assert (300, 405, [0, 101, 0, 4, 0]) in list(zip(d.gb.tolist(), d.ge.tolist(),
+    assert (300, 405, [0, 101, 0, 0, 4, 0]) in list(zip(d.gb.tolist(), d.ge.tolist(),
                                                      d.amounts.tolist()))
 
 
@@ -74,25 +74,25 @@ def test_post_sync_time_stops_at_the_next_fetch(engine):
     tl = timeline([(0, 45, 50, 60), (0, 100, 105, 110)], syncs=[(50, 61, 0)],
                   spans=[(SpanKind.DATA, "next(DataLoader)", 70, 95)])
     gaps, _, _ = device_gaps(tl, engine)
-    # [60,70) sync; [70,95) data; [95,105) dispatch (λ = 5 included)
-    assert (60, 105, [25, 10, 10, 0, 0]) in gaps
+    # [60,70) sync; [70,95) data; [95,105) launch (λ = 5 included)
+    assert (60, 105, [25, 10, 10, 0, 0, 0]) in gaps
 
 
 @pytest.mark.parametrize("engine", ENGINES)
 def test_late_launch_then_long_wait_is_split(engine):
     # launched at 80 after the stream went idle at 78; λ = 5, so [78,85) is
-    # host (dispatch) and [85,100) dependency
+    # host side (launch) and [85,100) dependency
     tl = timeline([(0, 0, 5, 78), (0, 80, 100, 110)])
     gaps, _, _ = device_gaps(tl, engine)
-    assert (78, 100, [0, 0, 7, 15, 0]) in gaps
+    assert (78, 100, [0, 0, 7, 0, 15, 0]) in gaps
 
 
 def test_unknown_launch_and_tail():
     tl = timeline([(0, 0, 5, 10), (0, NONE, 30, 40)],
                   ops=[("a", 0, 1, OpFlag.LAUNCH), ("b", 41, 60, 0)])
     gaps, _, _ = device_gaps(tl)
-    assert (10, 30, [0, 0, 0, 0, 20]) in gaps
-    assert (40, 60, [0, 0, 20, 0, 0]) in gaps  # the tail: host time
+    assert (10, 30, [0, 0, 0, 0, 0, 20]) in gaps
+    assert (40, 60, [0, 0, 20, 0, 0, 0]) in gaps  # the tail: host time
 
 
 def test_sync_inside_data_counts_as_data():
@@ -100,14 +100,14 @@ def test_sync_inside_data_counts_as_data():
                   spans=[(SpanKind.DATA, "next(DataLoader)", 10, 40)],
                   syncs=[(20, 30, 0)])
     gaps, _, _ = device_gaps(tl)
-    assert (10, 55, [30, 0, 15, 0, 0]) in gaps
+    assert (10, 55, [30, 0, 15, 0, 0, 0]) in gaps
 
 
 def test_profiler_dataloader_spans_count_as_data():
     tl = timeline([(0, 0, 5, 10), (0, 50, 55, 60)],
                   spans=[(SpanKind.USER, "enumerate(DataLoader)#_Iter.__next__", 12, 40)])
     gaps, _, _ = device_gaps(tl)
-    assert (10, 55, [28, 0, 17, 0, 0]) in gaps
+    assert (10, 55, [28, 0, 17, 0, 0, 0]) in gaps
 
 
 def test_subtract():
@@ -155,3 +155,87 @@ def test_classify_twins_agree(seed):
     args = (g.gb, g.ge, g.nl, g.gnext != NONE, g.lam[g.gg], act_nb, qa, qb)
     np.testing.assert_array_equal(classify(*args, engine="numba"),
                                   classify(*args, engine="numpy"))
+
+
+# -- launch or host: what the host did in the host part of a gap ----------------
+
+def _idle_host(second_launch, extra_ops=(), threads=None, **kw):
+    # work [1100, 2000) launched at 1000 and the next launched at
+    # ``second_launch`` (λ = 100); ops only around the launches (±1)
+    rows = [(0, 1000, 1100, 2000), (0, second_launch, second_launch + 100,
+                                    second_launch + 1000)]
+    ops = [("a", 999, 1001, OpFlag.LAUNCH), ("b", second_launch - 1, second_launch + 1,
+                                            OpFlag.LAUNCH)] + list(extra_ops)
+    tl = timeline(rows, ops=ops)
+    if threads is not None:
+        tl = tl.replace(ops=tl.ops.replace(thread=np.asarray(threads)))
+    act = host_activity(tl, **kw)
+    d = lanes(tl, act).devices
+    return {(b, e): a for b, e, a in zip(d.gb.tolist(), d.ge.tolist(), d.amounts.tolist())}
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_long_op_free_stretch_is_the_hosts(engine):
+    # no op over [1001, 499_999), 498,998 ns ≥ host_gap_ns: host; the op
+    # that launches, and its latency [500_000, 500_100), are launch
+    gaps = _idle_host(500_000, engine=engine)
+    assert gaps[(2000, 500_100)] == [0, 0, 101, 497_999, 0, 0]
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_short_op_free_stretch_is_launch_overhead(engine):
+    # 148,998 ns between two ops of a thread: framework glue, launch
+    assert _idle_host(150_000, engine=engine)[(2000, 150_100)] == [0, 0, 148_100, 0, 0, 0]
+    # and host_gap_ns moves the line
+    assert _idle_host(150_000, engine=engine, host_gap_ns=100_000)[(2000, 150_100)] == \
+        [0, 0, 101, 147_999, 0, 0]
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_an_op_on_any_thread_counts_as_launching(engine):
+    # a worker thread dispatches over [100_000, 300_000): launch there,
+    # host in the stretches without any op on either side of it
+    gaps = _idle_host(500_000, extra_ops=[("c", 100_000, 300_000, 0)],
+                      threads=[0, 0, 1], engine=engine)
+    assert gaps[(2000, 500_100)] == [0, 0, 200_101, 297_999, 0, 0]
+
+
+def test_the_hosts_time_before_the_first_op_is_the_hosts():
+    # the trace begins at a data span; the first op comes at 4: [0, 4) is
+    # host (nothing was dispatching), [4, 10) the op and its latency
+    tl = timeline([(0, 5, 10, 20), (0, 25, 30, 40)],
+                  spans=[(SpanKind.USER, "setup", 0, 3)])
+    gaps, _, _ = device_gaps(tl)
+    assert (0, 10, [0, 0, 6, 4, 0, 0]) in gaps
+
+
+def test_an_imported_trace_blames_an_idle_host_on_the_host():
+    import os
+
+    import cutimeline as ctl
+    path = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data", "kineto",
+                        "trace_filter", "sampled_rank-0.json.gz")
+    rep = ctl.analyze(ctl.import_chrome(path))
+    o = rep.overall
+    assert o["host_ns"] > 0.2 * o["idle_ns"]
+    # with no line between glue and an idle host, the stretches between ops
+    # read launch (only the time before a thread's first op stays the host's)
+    every = ctl.analyze(ctl.import_chrome(path), host_gap_ns=10**15).overall
+    assert every["host_ns"] < 0.2 * o["host_ns"] and every["launch_ns"] > o["launch_ns"]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_launch_and_host_twins_agree_with_short_host_gaps(seed):
+    # host_gap_ns within the random ops' spacing: both causes in play
+    tl = random_timeline(seed, n=500)
+    out = []
+    for engine in ENGINES:
+        act = host_activity(tl, engine=engine, host_gap_ns=3_000)
+        ln = _lanes(tl, act, [tl.start_ns], [tl.end_ns], engine)
+        cuts = np.sort(np.random.default_rng(seed).integers(ln.lo, ln.hi, 12))
+        win = idle_in(ln.devices, cuts[:-1], cuts[1:], act, engine)
+        out.append((ln.devices.amounts, ln.streams.amounts, ln.streams.idle, win))
+    for a, b in zip(*out):
+        np.testing.assert_array_equal(a, b)
+    am = out[0][0]
+    assert am[:, 2].sum() > 0 and am[:, 3].sum() > 0

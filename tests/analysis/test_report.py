@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import cutimeline as ctl
+from cutimeline.analysis.gaps import CAUSES
 from cutimeline.analysis.summary import fmt_ns
 from cutimeline.errors import CutimelineError
 from cutimeline.timeline.schema import SpanKind
@@ -30,16 +31,22 @@ def test_fmt_ns():
 
 
 def test_ranges_group_steps_and_give_advice():
+    # device windows: each step from its work at t + 90 to the next step's;
+    # the last one is its own work alone (GPU-bound)
     rep = ctl.analyze(input_bound())
-    (r,) = rep.ranges()
-    assert (r["first"], r["last"], r["verdict"], r["steps"]) == (0, 3, "input-bound", 4)
-    assert r["idle_ns"]["data"] == 4 * 80
-    assert r["advice"].startswith("steps 0–3: 89% of GPU idle time is spent waiting "
-                                  "for DataLoader fetches (4 fetches, mean 80 ns)")
+    r, last = rep.ranges()
+    assert (r["first"], r["last"], r["verdict"], r["steps"]) == (0, 2, "input-bound", 3)
+    assert (last["first"], last["verdict"]) == (3, "GPU-bound")
+    assert r["idle_ns"]["data"] == 3 * 80
+    assert r["text"] == "input-bound — 89% of idle time, next: launch 11%"
+    assert (r["cause"], r["runner_up"]) == ("data", "launch")
+    assert r["share"] == 80 / 90 and r["runner_up_share"] == 10 / 90
+    assert r["advice"].startswith("steps 0–2: 89% of GPU idle time is spent waiting "
+                                  "for DataLoader fetches (3 fetches, mean 80 ns)")
     assert "num_workers > 0" in r["advice"]
     text = rep.summary()
-    assert "• input-bound: steps 0–3" in text and "GPU busy 10%" in text
-    assert "biggest gaps:" in text
+    assert "• input-bound — 89% of idle time, next: launch 11%: steps 0–2" in text
+    assert "GPU busy 10%" in text and "biggest gaps:" in text
 
 
 def test_to_dict_is_json_and_complete():
@@ -63,7 +70,9 @@ def test_tables_as_numpy_and_pandas():
         assert isinstance(t, np.ndarray) and isinstance(df, pd.DataFrame)
         assert list(df.columns) == list(t.dtype.names) and len(df) == len(t)
     g = rep.gap_table("stream")
-    assert set(g["cause"]) <= {"data", "sync", "dispatch", "dependency", "unknown"}
+    assert set(g["cause"]) <= set(CAUSES) | {"overlapped"}
+    np.testing.assert_array_equal(
+        sum(g[f"{c}_ns"] for c in CAUSES) + g["overlapped_ns"], g["end_ns"] - g["begin_ns"])
     assert (rep.gap_table()["stream"] == -1).all()
 
 
@@ -81,7 +90,7 @@ def test_queue_depth_of_a_stream_and_errors():
 
 @pytest.mark.parametrize("name, advice", [
     ("next(DataLoader, num_workers=0)",
-     "num_workers=0); GPU busy 10%; next: dispatch 11% — try num_workers > 0"),
+     "num_workers=0); GPU busy 10% — try num_workers > 0"),
     ("next(DataLoader, num_workers=4)", "raise num_workers above 4"),
 ])
 def test_advice_uses_num_workers_when_the_span_names_it(name, advice):
@@ -94,11 +103,13 @@ def test_advice_uses_num_workers_when_the_span_names_it(name, advice):
 
 
 def test_a_verdict_names_the_runner_up_cause_with_its_share():
-    from cutimeline.analysis.report import _runner_up
-    share = {"data": 0.51, "sync": 0.0, "dispatch": 0.49, "dependency": 0.0, "unknown": 0.0}
-    assert _runner_up(share, "data") == "; next: dispatch 49%"
-    share = {"data": 1.0, "sync": 0.0, "dispatch": 0.0, "dependency": 0.0, "unknown": 0.0}
-    assert _runner_up(share, "data") == ""  # no other cause: nothing to say
+    from cutimeline.analysis.margins import verdict_text
+    idle = dict(zip(CAUSES, [51, 0, 49, 0, 0, 0]))
+    assert verdict_text("input-bound", idle, 0.2) == \
+        "input-bound — 51% of idle time, next: launch 49%"
+    idle = dict(zip(CAUSES, [100, 0, 0, 0, 0, 0]))
+    # no other cause: nothing to say
+    assert verdict_text("input-bound", idle, 0.2) == "input-bound — 100% of idle time"
 
 
 def test_launch_bound_advice_without_steps_counts_the_windows_ops():
@@ -173,3 +184,67 @@ def test_top_k_and_overlaps_match_brute_force(seed):
     for w0, w1 in rng.integers(0, 10_500, (20, 2)):
         w0, w1 = min(w0, w1), max(w0, w1) + 1
         assert ov.rows(w0, w1).tolist() == np.flatnonzero((e > w0) & (b < w1)).tolist()
+
+
+def mixed_steps():
+    # per step: 10 ns of work, then a 90 ns gap in which the host is
+    # blocked in a sync for 40 ns (begun after the gap: no drain) and
+    # launches for 50: launch 56%, sync 44%, within 0.2 of each other
+    rows, syncs, steps = [], [], []
+    for k in range(4):
+        t = 100 * k
+        rows.append((0, t + 5, t + 10, t + 20))
+        syncs.append((t + 30, t + 70))
+        steps.append((k, t, t + 100))
+    return timeline(rows, syncs=syncs, steps=steps)
+
+
+def test_a_close_split_reads_mixed_with_the_advice_for_both():
+    rep = ctl.analyze(mixed_steps(), sync_slack_ns=0)
+    s = rep.steps
+    assert s["verdict"][:3].tolist() == ["mixed"] * 3
+    assert s["cause"][0] == "launch" and s["runner_up"][0] == "sync"
+    assert s["share"][0] - s["runner_up_share"][0] < 0.2
+    # steps 0–2 (the last one runs on to its host window's end: more sync)
+    r = ctl.analyze(mixed_steps(), sync_slack_ns=0, window=(0, 2)).ranges()[0]
+    assert r["text"] == "mixed — launch 56%, sync 44% of idle time"
+    assert "for launch: launch fewer, larger kernels" in r["advice"]
+    assert "for sync: avoid .item()" in r["advice"]
+    assert r["offenders"]["ops"]  # of the top cause: host time in ops
+    # a wider margin makes it launch-bound, naming the runner-up
+    wide = ctl.analyze(mixed_steps(), sync_slack_ns=0, mixed_margin=0.1,
+                       window=(0, 2)).ranges()[0]
+    assert wide["text"] == "launch-bound — 56% of idle time, next: sync 44%"
+
+
+def test_the_summary_leads_with_the_runs_verdict_over_its_steady_steps():
+    first = ctl.analyze(input_bound()).summary().splitlines()[0]
+    # steps 1–3 (step 0 pays for warm-up): input-bound for 200 of 210 ns
+    assert first.startswith("Verdict: input-bound — 89% of idle time, next: launch 11% "
+                            "(steps 1–3, all but the first; 95% of their time). Most "
+                            "likely to help: try num_workers > 0")
+    assert first.endswith("(89% of GPU idle time waiting for DataLoader fetches).")
+    mixed = ctl.analyze(mixed_steps(), sync_slack_ns=0).summary().splitlines()[0]
+    assert mixed.startswith("Verdict: mixed — sync 46%, launch 38% of idle time")
+    assert "Most likely to help: avoid .item()" in mixed
+    two = ctl.analyze(timeline([(0, 5, 10, 20), (0, 105, 110, 120)],
+                               steps=[(0, 0, 100), (1, 100, 200)])).summary()
+    assert "(steps 0–1;" in two.splitlines()[0]  # under three steps: all of them
+    host = ctl.analyze(timeline(ops=[("aten::add", 0, 5, 0)])).summary().splitlines()
+    assert host[0].startswith("Verdict: host-only — no GPU work recorded (the whole window")
+    assert host[1].startswith("cutimeline report — handmade")
+
+
+def test_host_bound_steps_name_the_op_free_stretches():
+    # 1 µs of work, then 400 µs without any op before the next launch
+    rows = [(0, 1_000_000 * k + 10, 1_000_000 * k + 20, 1_000_000 * k + 1_020)
+            for k in range(3)]
+    tl = timeline(rows, steps=[(k, 1_000_000 * k, 1_000_000 * (k + 1)) for k in range(3)],
+                  spans=[(SpanKind.USER, "log_metrics", 1_000_000 * k + 100,
+                          1_000_000 * k + 900_000) for k in range(3)])
+    rep = ctl.analyze(tl)
+    r = rep.ranges()[0]
+    assert r["verdict"] == "host-bound" and r["cause"] == "host"
+    assert r["offenders"]["spans"][0][0] == "log_metrics"
+    assert "the host was busy outside op launches" in r["advice"]
+    assert "op-free stretches" in r["advice"] and "py-spy" in r["advice"]

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 import cutimeline as ctl
-from cutimeline.analysis.gaps import Cause
+from cutimeline.analysis.gaps import CAUSES, Cause
+from cutimeline.analysis.margins import VERDICTS, rank_causes, verdict_text
 from cutimeline.analysis.verdict import offenders, verdicts
 from cutimeline.timeline.schema import OpFlag, SpanKind
 
@@ -12,15 +13,47 @@ from handmade import timeline
 
 
 def test_rules():
-    idle = np.zeros((6, 5))
+    idle = np.zeros((7, 6))
     for k, c in enumerate(Cause):
         idle[k, c] = 1
-    busy = np.array([0.5] * 5 + [0.9])
+    busy = np.array([0.5] * 6 + [0.9])
     assert verdicts(busy, idle).tolist() == [
-        "input-bound", "sync-bound", "launch-bound", "dependency-bound", "unknown",
-        "GPU-bound"]
-    assert verdicts(busy, idle, gpu_bound_at=0.95)[-1] == "input-bound"
-    assert verdicts([0.1], [[1, 0, 0, 0, 0]], has_gpu=False).tolist() == ["host-only"]
+        "input-bound", "sync-bound", "launch-bound", "host-bound", "dependency-bound",
+        "unknown", "GPU-bound"]
+    assert verdicts(busy, idle, gpu_bound_at=0.95)[-1] == "unknown"  # no idle time
+    assert verdicts([0.1], [[1, 0, 0, 0, 0, 0]], has_gpu=False).tolist() == ["host-only"]
+    assert set(verdicts(busy, idle)) < set(VERDICTS)
+
+
+@pytest.mark.parametrize("split, margin, verdict", [
+    ((45, 40), 0.2, "mixed"),            # 5 points apart: both matter
+    ((60, 40), 0.2, "launch-bound"),     # 20 points: the top one leads
+    ((59, 41), 0.2, "mixed"),
+    ((51, 49), 0.0, "launch-bound"),     # margin 0: never mixed
+    ((51, 49), 0.01, "launch-bound"),
+    ((99, 1), 0.2, "launch-bound"),
+])
+def test_a_verdict_needs_a_margin_over_the_runner_up(split, margin, verdict):
+    idle = [[0, split[1], split[0], 0, 0, 0]]  # launch, then sync
+    assert verdicts([0.3], idle, mixed_margin=margin).tolist() == [verdict]
+
+
+def test_ranked_causes_and_the_verdict_text():
+    r = rank_causes([[0, 21, 62, 17, 0, 0], [0, 0, 0, 0, 0, 0], [0, 0, 5, 0, 0, 0]])
+    assert r["cause"].tolist() == [Cause.LAUNCH, -1, Cause.LAUNCH]
+    assert r["runner_up"].tolist() == [Cause.SYNC, -1, -1]
+    np.testing.assert_allclose(r["share"], [0.62, 0, 1])
+    np.testing.assert_allclose(r["runner_up_share"], [0.21, 0, 0])
+    idle = dict(zip(CAUSES, [0, 21, 62, 17, 0, 0]))
+    assert verdict_text("launch-bound", idle, 0.3) == \
+        "launch-bound — 62% of idle time, next: sync 21%"
+    idle = dict(zip(CAUSES, [0, 40, 45, 15, 0, 0]))
+    assert verdict_text("mixed", idle, 0.3) == "mixed — launch 45%, sync 40% of idle time"
+    assert verdict_text("GPU-bound", idle, 0.91) == "GPU-bound — GPU busy 91%"
+    alone = dict(zip(CAUSES, [0, 0, 999, 0, 1, 0]))
+    assert verdict_text("launch-bound", alone, 0.3).endswith("next: dependency <1%")
+    # no idle time and not GPU-bound (an empty window): unknown, not data
+    assert verdicts([0.0], [[0] * 6]).tolist() == ["unknown"]
 
 
 def test_offenders_by_verdict():
@@ -39,17 +72,25 @@ def test_offenders_by_verdict():
 
 
 def test_step_rows():
+    # host steps [0,60) and [60,120) launch work at 10 and 110; the GPU runs
+    # it over [12,60) and [112,120): step 0's device window is [12,112),
+    # with the data fetch of host step 1 in its idle time, and step 1's,
+    # the last, is its own work up to its host end, [112,120): GPU-bound
     tl = timeline([(0, 10, 12, 60), (0, 110, 112, 120)],
                   spans=[(SpanKind.DATA, "next(DataLoader)", 60, 105)],
-                  steps=[(0, 0, 60), (1, 60, 130)])
+                  steps=[(0, 0, 60), (1, 60, 120)])
     s = ctl.analyze(tl).steps
     assert s["number"].tolist() == [0, 1]
-    assert s["verdict"].tolist() == ["launch-bound", "input-bound"]
+    assert s["begin_ns"].tolist() == [12, 112] and s["end_ns"].tolist() == [112, 120]
+    assert s["host_begin_ns"].tolist() == [0, 60] and s["host_end_ns"].tolist() == [60, 120]
+    assert s["verdict"].tolist() == ["input-bound", "GPU-bound"]
     assert s["busy_ns"].tolist() == [48, 8]
     assert (s["busy_ns"] + s["idle_ns"] == s["duration_ns"]).all()
-    assert s["data_ns"].tolist() == [0, 45] and s["host_data_ns"].tolist() == [0, 45]
+    assert s["data_ns"].tolist() == [45, 0] and s["host_data_ns"].tolist() == [0, 45]
     assert s["launches"].tolist() == [1, 1] and s["ops"].tolist() == [1, 1]
     assert s["lead_first_ns"].tolist() == [2, 2]
+    assert s["cause"].tolist() == ["data", ""] and s["share"][0] == 45 / 52
+    assert s["runner_up"].tolist() == ["launch", ""]
 
 
 @pytest.mark.parametrize("seed", range(4))

@@ -1,0 +1,124 @@
+"""What to try for each verdict, in words, with the numbers behind it.
+
+``advice`` turns a range of steps with one verdict (``Report.ranges``)
+into a sentence: where the idle time went, the offenders, and the change
+most likely to help. A "mixed" range gets the advice for both of its
+leading causes. The margin itself (top share, runner-up) is said by
+``margins.verdict_text``, which the summary prints beside it.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from ..timeline.schema import NONE
+from .gaps import CAUSES
+from .margins import BY_CAUSE
+from .words import fmt_ns, pct
+
+__all__ = ["ADVICE", "WAITING", "advice"]
+
+ADVICE = {
+    "input-bound": "try num_workers > 0 (if it is 0), pin_memory=True and "
+                   "persistent_workers=True, or make the dataset's __getitem__ cheaper",
+    "sync-bound": "avoid .item(), .cpu(), .tolist() and printing GPU values "
+                  "inside the step: keep the values on the GPU and read them "
+                  "every N steps",
+    "launch-bound": "launch fewer, larger kernels: torch.compile, CUDA graphs, "
+                    "fused/foreach optimizers, a larger batch",
+    "host-bound": "find what the host does between ops (user Python, logging, "
+                  "checkpointing, metrics: py-spy or cProfile shows it) and move it "
+                  "out of the step or overlap it with GPU work",
+    "GPU-bound": "the host keeps up; only faster GPU work helps (mixed "
+                 "precision, TF32, better kernels for the top ops)",
+    "dependency-bound": "work was queued but waited on other streams or "
+                        "events: check wait_stream / event waits and overlap",
+    "unknown": "the trace lacks launch times for the work that ended the gaps",
+    "host-only": "record on a GPU (or ctl.SimGPU()) to see the device side",
+}
+
+# what the GPU's idle time was spent on, by cause ("62% of GPU idle time ...")
+WAITING = {"data": "waiting for DataLoader fetches", "sync": "following host syncs",
+           "launch": "waiting for the host to launch ops",
+           "host": "with the host busy outside op launches",
+           "dependency": "queued work waiting on streams or events",
+           "unknown": "of unknown cause"}
+
+
+def advice(r: dict, part: np.ndarray) -> str:
+    """The advice sentence for a range ``r`` of steps ``part`` (rows of
+    the step table); see the module doc."""
+    v, off = r["verdict"], r["offenders"]
+    idle = r["idle_total_ns"]
+    share = {c: (r["idle_ns"][c] / idle if idle else 0.0) for c in CAUSES}
+    steps = (f"step {r['first']}" if r["first"] == r["last"] else
+             f"steps {r['first']}–{r['last']}") if r["first"] != NONE else "the window"
+    busy = pct(r["busy_frac"])
+    tops = ", ".join(n for n, _ in off.get("ops", [])[:2])
+    if v == "mixed":
+        a, b = sorted(CAUSES, key=lambda c: -share[c])[:2]  # stable: ties by Cause
+        return (f"{steps}: GPU busy {busy}; no single cause: {a} {pct(share[a])} and "
+                f"{b} {pct(share[b])} of its idle time — for {a}: "
+                f"{ADVICE[BY_CAUSE[a]]}; for {b}: {ADVICE[BY_CAUSE[b]]}.")
+    if v == "input-bound":
+        spans = off.get("spans", [])
+        what = (f"{off.get('count', 0)} fetches, mean {fmt_ns(off.get('mean_ns', 0))}"
+                if spans else "DataLoader fetches")
+        workers = _num_workers(n for n, _ in spans)
+        if workers is not None:
+            what += f", num_workers={workers}"
+        text = (f"{steps}: {pct(share['data'])} of GPU idle time is spent waiting "
+                f"for DataLoader fetches ({what}); GPU busy {busy}")
+        if workers:  # workers already: more of them, or a cheaper dataset
+            return (f"{text} — raise num_workers above {workers}, use pin_memory=True "
+                    f"and persistent_workers=True, or make the dataset's "
+                    f"__getitem__ cheaper.")
+        if workers == 0:
+            return f"{text} — try num_workers > 0 and pin_memory=True."
+    elif v == "sync-bound":
+        mods = ", ".join(n for n, _ in off.get("modules", [])[:1])
+        text = (f"{steps}: {pct(share['sync'])} of GPU idle time follows host "
+                f"syncs ({off.get('count', 0)} syncs" + (f", top {tops}" if tops else "")
+                + (f" in {mods}" if mods else "") + f"); GPU busy {busy}")
+    elif v == "launch-bound":
+        per_step = part["ops"].mean() if len(part) else 0
+        unit = "ops per step" if r["first"] != NONE else "ops"  # no steps: the window
+        text = (f"{steps}: GPU busy {busy}; {pct(share['launch'])} of its idle "
+                f"time waits for the host to launch ops ({per_step:.0f} {unit}"
+                + (f"; most host time in {tops}" if tops else "") + ")")
+        if tops.startswith("inductor::"):  # compiled already: its launches cost
+            return (f"{text} — the top host time is torch.compile graphs launching "
+                    f"their kernels: try mode=\"reduce-overhead\" (CUDA graphs), or "
+                    f"a larger batch.")
+    elif v == "host-bound":
+        spans = ", ".join(n for n, _ in off.get("spans", [])[:2])
+        text = (f"{steps}: GPU busy {busy}; {pct(share['host'])} of its idle time "
+                f"the host was busy outside op launches or idle ("
+                f"{off.get('count', 0)} op-free stretches, {fmt_ns(off.get('total_ns', 0))}"
+                f" in all" + (f"; spans {spans}" if spans else "") + ")")
+    elif v == "GPU-bound":
+        lead = part["lead_max_ns"].max() if len(part) else NONE
+        text = (f"{steps}: GPU busy {busy}" +
+                (f", the host runs up to {fmt_ns(lead)} ahead" if lead != NONE else "")
+                + (f"; top GPU work {tops}" if tops else ""))
+    elif v == "dependency-bound":
+        where = ", ".join(n for n, _ in off.get("spans", [])[:2])
+        text = (f"{steps}: GPU busy {busy}; {pct(share['dependency'])} of its idle "
+                f"time is queued work waiting" + (f" ({where})" if where else ""))
+    elif v == "host-only":
+        text = f"{steps}: no GPU work recorded" + (f"; most host time in {tops}" if tops else "")
+    else:
+        text = f"{steps}: GPU busy {busy}; the causes of its idle time are unknown"
+    return f"{text} — {ADVICE[v]}."
+
+
+def _num_workers(names) -> int | None:
+    """num_workers=N from DataLoader span names, when the recorder put it
+    there (e.g. "next(DataLoader, num_workers=0)")."""
+    for n in names:
+        m = re.search(r"num_workers=(\d+)", str(n))
+        if m:
+            return int(m.group(1))
+    return None

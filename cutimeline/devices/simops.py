@@ -1,0 +1,158 @@
+"""SimGPU's op stream: the ops torch dispatches for CUDA, and the values meta tensors read back.
+
+A simulated program runs on ``meta`` tensors, where torch would take other
+paths than on CUDA: optimizers fall back to one op per parameter (their
+foreach and fused kernels are for CUDA-like devices) and
+``F.scaled_dot_product_attention`` decomposes into ~20 ops. While a SimGPU
+that owns meta tensors records, ``SimOps._as_cuda`` makes torch treat meta
+as it treats CUDA there, and undoes it when the last one stops. And a meta
+tensor has no values: ``SimOps.run`` answers a read-back (``.item()``,
+``bool()``, ``.tolist()``, ``.cpu()``) with zeros, after the host waited
+for the device as it would on CUDA (the recorder's sync rules do that).
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any, Callable
+
+import torch
+
+from .roofline import op_name
+
+__all__ = ["SimOps"]
+
+
+class SimOps:
+    """The op-stream half of ``SimGPU`` (mixed into it)."""
+
+    _owns: frozenset = frozenset()
+    _local: Any = None
+
+    def _as_cuda(self, on: bool) -> None:
+        """While recording, torch's optimizers and ``clip_grad_norm_`` treat
+        meta tensors as they treat CUDA ones: they default to their foreach
+        kernels (one launch per tensor group, not one per parameter) and
+        accept ``fused=True``; and ``F.scaled_dot_product_attention`` on meta
+        tensors is one fused kernel (forward and backward) as CUDA picks it
+        on an H100 (flash attention for fp16/bf16 without a mask, else
+        memory-efficient attention), where meta would decompose it into
+        ~20 ops. The patches act only while a SimGPU that owns meta tensors
+        is recording (one dropped unharvested stops counting when it is
+        collected) and are undone when the last one harvests."""
+        if on and "meta" in self._owns:
+            _RECORDING.add(self)
+            _install()
+        elif not on:
+            _RECORDING.discard(self)
+            if not _RECORDING:
+                _uninstall()
+
+    # -- values a meta tensor cannot give ------------------------------------
+    def run(self, func: Any, args: tuple, kwargs: dict) -> Any:
+        """Run op ``func`` for the recorder. On simulated (meta) tensors a
+        read-back has no value to read: ``.item()``, ``bool()``,
+        ``.tolist()`` and copies to the host return zeros (the host still
+        waits for the device, as it would on CUDA); and torch asks which
+        fused attention kernel to use, which on meta would be none."""
+        self._local.op = (op_name(func), args, kwargs)  # for its dispatch cost
+        name = getattr(func, "__name__", "")
+        sub = _SUBSTITUTES.get(name.split(".")[0])
+        if sub is not None:
+            out = sub(self, args, kwargs)
+            if out is not NotImplemented:
+                return out
+        return func(*args, **kwargs)
+
+
+
+
+_RECORDING: "weakref.WeakSet[Any]" = weakref.WeakSet()  # SimGPUs recording now
+_SAVED: dict[tuple[Any, str], Callable] = {}  # (module, name) -> torch's own
+
+
+def _install() -> None:
+    import torch.nn.functional as fn
+    import torch.optim.optimizer as optim
+    import torch.utils._foreach_utils as fe
+    if _SAVED:
+        return
+    for mod in (optim, fe):
+        for name in ("_get_foreach_kernels_supported_devices",
+                     "_get_fused_kernels_supported_devices"):
+            f = getattr(mod, name, None)
+            if f is not None:
+                _SAVED[mod, name] = f
+                setattr(mod, name, _with_meta(f))
+    _SAVED[fn, "scaled_dot_product_attention"] = f = fn.scaled_dot_product_attention
+    fn.scaled_dot_product_attention = _fused_attention(f)
+
+
+def _uninstall() -> None:
+    for (mod, name), f in _SAVED.items():
+        setattr(mod, name, f)
+    _SAVED.clear()
+
+
+def _with_meta(f: Callable) -> Callable:
+    def devices() -> list[str]:
+        return [*f(), "meta"] if _RECORDING else f()
+    devices.__wrapped__ = f  # type: ignore[attr-defined]
+    return devices
+
+
+def _fused_attention(sdpa: Callable) -> Callable:
+    def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
+                                     is_causal=False, scale=None, **kw):
+        if not _RECORDING or not (_meta(query) and _meta(key) and _meta(value)) \
+                or kw.get("enable_gqa") or query.dim() != 4 \
+                or not query.dtype.is_floating_point:
+            return sdpa(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p,
+                        is_causal=is_causal, scale=scale, **kw)
+        aten = torch.ops.aten
+        if attn_mask is None and query.dtype in (torch.float16, torch.bfloat16) \
+                and query.size(-1) <= 256:
+            return aten._scaled_dot_product_flash_attention(
+                query, key, value, dropout_p, is_causal, scale=scale)[0]
+        if attn_mask is not None and attn_mask.dtype == torch.bool:
+            attn_mask = torch.zeros((), dtype=query.dtype, device=query.device) \
+                .masked_fill(~attn_mask, float("-inf"))
+        grad = torch.is_grad_enabled() and any(
+            t.requires_grad for t in (query, key, value))
+        return aten._scaled_dot_product_efficient_attention(
+            query, key, value, attn_mask, grad, dropout_p, is_causal, scale=scale)[0]
+    scaled_dot_product_attention.__wrapped__ = sdpa  # type: ignore[attr-defined]
+    return scaled_dot_product_attention
+
+
+def _meta(t: Any) -> bool:
+    return isinstance(t, torch.Tensor) and t.device.type == "meta"
+
+
+def _zero_scalar(self: Any, args: tuple, kwargs: dict) -> Any:
+    if not _meta(args[0]):
+        return NotImplemented
+    dt = args[0].dtype
+    return False if dt == torch.bool else 0.0 if dt.is_floating_point else \
+        0j if dt.is_complex else 0
+
+
+def _to_copy(self: Any, args: tuple, kwargs: dict) -> Any:
+    dst = kwargs.get("device")
+    if not _meta(args[0]) or dst is None or torch.device(dst).type == "meta":
+        return NotImplemented
+    x = args[0]
+    kw = {k: v for k, v in kwargs.items() if k in ("dtype", "layout", "device", "pin_memory")}
+    kw.setdefault("dtype", x.dtype)
+    return torch.zeros(x.shape, **kw)
+
+
+def _copy_(self: Any, args: tuple, kwargs: dict) -> Any:
+    dst, src = args[0], args[1]
+    if not _meta(src) or _meta(dst):
+        return NotImplemented
+    return dst.zero_()
+
+
+_SUBSTITUTES: dict[str, Callable] = {
+    "_local_scalar_dense": _zero_scalar, "_to_copy": _to_copy, "copy_": _copy_}

@@ -1,0 +1,42 @@
+"""benchmarks/bench_verdicts.py: the verdict scenarios of known answer.
+
+The benchmark runs in a subprocess: it sets torch to one thread and starts
+DataLoader workers, neither of which should touch the test process.
+"""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_verdicts.py"
+
+
+def _bench(*args: str, timeout: float) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    env.pop("CUTIMELINE_DISABLE", None)  # the scenarios need a real recording
+    return subprocess.run([sys.executable, str(BENCH), *args], capture_output=True,
+                          text=True, timeout=timeout, env=env, check=False)
+
+
+def test_the_benchmark_lists_at_least_twelve_scenarios_and_a_fast_subset():
+    every = _bench("--list", timeout=120)
+    fast = _bench("--list", "--fast", timeout=120)
+    assert every.returncode == 0 and fast.returncode == 0, every.stderr + fast.stderr
+    names = [line.split()[0] for line in every.stdout.splitlines() if line.strip()]
+    quick = [line.split()[0] for line in fast.stdout.splitlines() if line.strip()]
+    assert len(names) >= 12
+    assert quick and set(quick) < set(names)
+    # each names its expected verdict and a reason
+    assert all(len(line.split()) >= 3 for line in every.stdout.splitlines() if line.strip())
+
+
+@pytest.mark.slow
+def test_every_fast_scenario_gets_its_verdict():
+    done = _bench("--fast", "--repeats", "1", timeout=600)
+    table = done.stdout + done.stderr[-2000:]
+    assert "Traceback" not in done.stderr, table
+    assert done.returncode == 0, f"scenarios missed their verdict:\n{table}"
+    assert " MISS" not in done.stdout, table
