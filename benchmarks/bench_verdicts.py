@@ -374,7 +374,7 @@ def loader_workers4(seed: int) -> ctl.Timeline:
 
 class Backbone(nn.Module):
     """A frozen feature extractor: ``depth`` Linear 2048→2048 + GELU layers.
-    With ``check`` on, each layer's activation peak is read back to the
+    With ``check`` on, each layer's activation norm is read back to the
     host (a per-layer health statistic)."""
 
     def __init__(self, width: int = 2048, depth: int = 16):
@@ -387,11 +387,11 @@ class Backbone(nn.Module):
         for layer in self.layers:
             h = F.gelu(layer(h))
             if self.check:
-                self.peaks.append(h.abs().amax().item())
+                self.peaks.append(h.norm().item())
         return h
 
 
-def probe_steps(seed: int, check_steps: int, steps: int, batch: int = 1024) -> ctl.Timeline:
+def probe_steps(seed: int, check_steps: int, steps: int, batch: int = 512) -> ctl.Timeline:
     """A linear probe: a classifier head trained on the frozen backbone's
     features, the backbone checked in steps < check_steps."""
     torch.manual_seed(0)
@@ -411,19 +411,19 @@ def probe_steps(seed: int, check_steps: int, steps: int, batch: int = 1024) -> c
     return rec.timeline
 
 
-@scenario("sync-bound", "a read per layer drains the queue: ≈ 150 µs of work, ≈ 25 µs idle",
+@scenario("sync-bound", "a read per layer drains the queue: ≈ 75 µs of work, ≈ 25 µs idle",
           fast=True)
 def item_per_layer(seed: int) -> ctl.Timeline:
-    """``.item()`` of each layer's activation peak inside the forward's
+    """``.item()`` of each layer's activation norm inside the forward's
     layer loop (``probe_steps`` with the check on in every step; 48 layers
-    2048 wide, batch 1024). A layer's matmul is 2·1024·2048² = 8.6 GFLOP ≈
-    130 µs at 67 TFLOP/s; its GELU, abs and amax (8 MB each) ≈ 5 µs each
-    and the 4-byte copy 2 µs: ≈ 150 µs, behind which the host dispatches
-    the layer's 5 launches. Then the read empties the queue and the GPU
-    waits while the value comes back, the host returns, runs the loop and
+    2048 wide, batch 512). A layer's matmul is 2·512·2048² = 4.3 GFLOP ≈
+    64 µs at 67 TFLOP/s; its GELU and norm (4 MB each) ≈ 4 µs each and the
+    4-byte copy 2 µs: ≈ 75 µs, behind which the host dispatches the
+    layer's 3 launches. Then the read empties the queue and the GPU waits
+    while the value comes back, the host returns, runs the loop and
     dispatches the next matmul (≈ 20–30 µs): 48 times a step, ≈ 1.2 ms,
     against ≈ 0.7 ms of launch-bound head training (≈ 20 small ops): busy
-    ≈ 7.2 / 9.1 ≈ 80 %, the idle time mostly behind the reads. The backbone is frozen (run under
+    ≈ 3.6 / 5.5 ≈ 65–75 %, the idle time mostly behind the reads. The backbone is frozen (run under
     ``no_grad``, as in linear probing): in full training its backward
     would triple the work between reads and hide them (≈ 90 % busy).
     Without the reads the same loop is GPU-bound (``warmup_then_steady``)."""
@@ -431,15 +431,15 @@ def item_per_layer(seed: int) -> ctl.Timeline:
 
 
 @scenario((None, "sync-bound", "GPU-bound", "GPU-bound", "GPU-bound", "GPU-bound"),
-          "item_per_layer's reads in steps 0–1 only; then ≈ 7.2 ms of GPU work per "
+          "item_per_layer's reads in steps 0–1 only; then ≈ 3.3 ms of GPU work per "
           "step against ≈ 0.7 ms of launch-bound head training", fast=True)
 def warmup_then_steady(seed: int) -> ctl.Timeline:
     """``item_per_layer``'s loop with its per-layer reads on for the first
     2 steps only (a warm-up check), then off. Without them a layer is
-    130 µs matmul + 5 µs GELU of GPU work against 2 launches (+ a view and
+    64 µs matmul + 4 µs GELU of GPU work against 2 launches (+ a view and
     the module call) of host dispatch: the queue grows through the
-    backbone, and the head's ≈ 20 small launches leave ≈ 0.7 ms of idle
-    per ≈ 7.9 ms step (≈ 92 % busy). Step 0 holds the recorder's start
+    backbone, and the head's ≈ 20 small launches leave ≈ 0.4 ms of idle
+    per ≈ 3.7 ms step (≈ 88–90 % busy). Step 0 holds the recorder's start
     and is not checked."""
     return probe_steps(seed, check_steps=2, steps=6)
 

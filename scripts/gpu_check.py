@@ -1,7 +1,9 @@
-"""Check cutimeline's CUDA path on a real GPU in one run (about 4 minutes).
+"""Check cutimeline's CUDA path on a real GPU in one run (at most 6 minutes).
 
-    python scripts/gpu_check.py --out benchmarks/gpu/h200       # on a GPU
-    python scripts/gpu_check.py --dry-run --out /tmp/check      # CPU, SimGPU
+    PYTHONPATH=. python3 scripts/gpu_check.py --out $OUT          # on a GPU
+    PYTHONPATH=. python3 scripts/gpu_check.py --dry-run --out /tmp/check   # CPU, SimGPU
+
+How to read what it writes: benchmarks/gpu/README.md.
 
 Parts, run in this order:
 
@@ -18,20 +20,27 @@ Parts, run in this order:
                 a tiny-op loop and a transformer training step; rounds
                 interleaved, medians.
   d  agreement  ``ctl.compare`` on CUDA: each op's GPU time against the
-                profiler's kernels, op-stream match, overheads; last, with
-                25 s left, a torch.compile'd MLP: its COMPILED rows (an upper
-                bound) against the Triton kernels the profiler lists, and
-                GPU busy against GPU busy.
-  e  demo       ``run_demo(device="cuda")``, its analysis and ``ctl.plot`` PNG.
+                profiler's kernels, op-stream match, overheads; a recording's
+                per-op cost before and after compare (no profiler state left
+                behind); last, with 25 s left, a torch.compile'd MLP: its
+                COMPILED rows (an upper bound) against the Triton kernels the
+                profiler lists, and GPU busy against GPU busy.
+  e  demo       ``run_demo(device="cuda")``, its analysis and ``ctl.plot`` PNGs.
+  v  verdicts   ``benchmarks/bench_verdicts.py --fast --repeats 1`` (SimGPU
+                scenarios whose right verdict is known), when the checkout
+                has it: its exit code and table.
   a  tests      the tests/gpu suite (pytest), with what time is left; counts
                 are written after every test, so a cut run keeps them.
 
-The parts are in ``gpu_check_parts.py``. Each runs in its own process with a deadline (``--budget`` in all), so
-one that fails, hangs or breaks its CUDA context leaves the others alone;
-past the budget the remaining parts are skipped with a note. Everything goes
-to ``--out``: ``results.json`` (rewritten after every part), ``<part>.json``
-(rewritten as a part goes), ``<part>.log``, PNGs, the demo's .ctl. A short
-table is printed last; the exit code is 1 if a part failed.
+The parts are in ``gpu_check_parts.py``. Each runs in its own process with a
+deadline (``--budget`` in all), so one that fails, hangs or breaks its CUDA
+context leaves the others alone; past the budget the remaining parts are
+skipped with a note. A device slot brings back few files, so ``--out`` gets
+at most six, all directly in it (``OUT_FILES``): ``results.json``
+(rewritten after every part, with every part's numbers and the ``goals``),
+``check.log`` (every part's output in turn), at most three PNGs and the
+demo's .ctl. The parts' own progress files live in a temporary folder. A
+short table is printed last; the exit code is 1 if a part failed.
 
 Needs torch with CUDA and, for stamps and spins, CuPy (without it those
 parts say what to install). It changes no GPU setting and needs no network.
@@ -48,9 +57,11 @@ import contextlib
 import importlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import traceback
 from pathlib import Path
@@ -58,9 +69,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 #: key -> (name, at most this many seconds on a GPU, in a dry run)
 PARTS = {"b": ("aligner", 45, 60), "c": ("overhead", 60, 60),
-         "d": ("agreement", 45, 60), "e": ("demo", 40, 90), "a": ("tests", 170, 60)}
-ORDER = "bcdea"
+         "d": ("agreement", 50, 60), "e": ("demo", 40, 90), "v": ("verdicts", 60, 150),
+         "a": ("tests", 170, 60)}
+ORDER = "bcdeva"
 MIN_PART_S = 8      # a part is not started with less than this left
+#: every file a run may leave in --out (d_compare.png on a GPU only)
+OUT_FILES = ("results.json", "check.log", "e_demo.ctl", "e_demo_timeline.png",
+             "e_demo_step2.png", "d_compare.png")
+LOG_TAIL = 2 << 20  # bytes of a part's output kept in check.log
 
 
 # -- the parent: one child process per part --------------------------------------------
@@ -69,13 +85,14 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True, help="folder for results (made if missing)")
     ap.add_argument("--dry-run", action="store_true", help="CPU and SimGPU, small sizes")
-    ap.add_argument("--budget", type=float, default=225.0,
-                    help="seconds for all parts together (default 225)")
+    ap.add_argument("--budget", type=float, default=330.0,
+                    help="seconds for all parts together (default 330)")
     ap.add_argument("--parts", default=ORDER, help=f"which parts, in order (default {ORDER})")
     ap.add_argument("--part-seconds", type=float,
                     help="at most this many seconds per part (default: each part's own cap)")
     ap.add_argument("--part", help=argparse.SUPPRESS)        # child: run one part
     ap.add_argument("--seconds", type=float, help=argparse.SUPPRESS)
+    ap.add_argument("--work", help=argparse.SUPPRESS)        # child: its progress folder
     a = ap.parse_args(argv)
     out = Path(a.out)
     if out.exists() and not out.is_dir():
@@ -88,16 +105,23 @@ def main(argv: list[str] | None = None) -> int:
             ap.error(f"{opt} {value} must be a positive number of seconds")
     out.mkdir(parents=True, exist_ok=True)
     if a.part:
-        return child(a.part, out, a.seconds or 60.0, a.dry_run)
-    return parent(a, out)
+        return child(a.part, out, Path(a.work or out), a.seconds or 60.0, a.dry_run)
+    work = Path(tempfile.mkdtemp(prefix="gpu_check-"))
+    try:
+        return parent(a, out, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
-def parent(a: argparse.Namespace, out: Path) -> int:
+def parent(a: argparse.Namespace, out: Path, work: Path) -> int:
     t0 = time.monotonic()
     results = {"meta": {"dry_run": a.dry_run, "budget_s": a.budget, "parts": a.parts,
                         "started": time.strftime("%Y-%m-%d %H:%M:%S"),
                         "python": sys.version.split()[0], "host": os.uname().nodename},
-               "parts": {}}
+               "goals": {}, "parts": {}}
+    log = out / "check.log"
+    log.write_text(f"gpu_check {'DRY RUN ' if a.dry_run else ''}started "
+                   f"{results['meta']['started']}, budget {a.budget:.0f} s\n")
     for key in a.parts:
         name, cap_gpu, cap_dry = PARTS[key]
         left = a.budget - (time.monotonic() - t0)
@@ -106,34 +130,56 @@ def parent(a: argparse.Namespace, out: Path) -> int:
                                                   f"all, {max(left, 0):.0f} s left)"}
         else:
             cap = a.part_seconds or (cap_dry if a.dry_run else cap_gpu)
-            res = run_part(key, out, min(cap, left), a.dry_run)
+            res = run_part(key, out, work, min(cap, left), a.dry_run)
         env = res.pop("env", None)  # every part reports it; keep the first
         if env and not results["meta"].get("env"):
             results["meta"]["env"] = env
         results["parts"][key] = {"name": name, **res}
         results["meta"]["elapsed_s"] = round(time.monotonic() - t0, 1)
+        results["goals"] = goals(results["parts"], a.dry_run)
         write_json(out / "results.json", results)
-        print(f"[{key} {name}] {res['status']} {res.get('seconds', 0):.1f} s: "
-              f"{res.get('summary') or res.get('reason', '')}", flush=True)
-    print("\n" + table(results))
+        line = (f"[{key} {name}] {res['status']} {res.get('seconds', 0):.1f} s: "
+                f"{res.get('summary') or res.get('reason', '')}")
+        append_log(log, key, name, work / f"{key}.log", line)
+        print(line, flush=True)
+    text = table(results)
+    with open(log, "a") as f:
+        f.write("\n" + text + "\n")
+    print("\n" + text)
     return 1 if any(p["status"] == "failed" for p in results["parts"].values()) else 0
 
 
-def run_part(key: str, out: Path, share: float, dry: bool) -> dict:
+def append_log(log: Path, key: str, name: str, part_log: Path, line: str) -> None:
+    """Add a part's output (its last ``LOG_TAIL`` bytes) and its result line
+    to check.log."""
+    try:
+        data = part_log.read_bytes()
+    except OSError:
+        data = b""
+    cut = len(data) > LOG_TAIL
+    with open(log, "ab") as f:
+        f.write(f"\n===== {key} {name} =====\n".encode())
+        if cut:
+            f.write(f"[... first {len(data) - LOG_TAIL:,} bytes left out ...]\n".encode())
+        f.write(data[-LOG_TAIL:])
+        f.write(f"\n{line}\n".encode())
+
+
+def run_part(key: str, out: Path, work: Path, share: float, dry: bool) -> dict:
     """Run part ``key`` in a child process that is stopped after ``share``
     seconds; it is told a deadline a little earlier, to finish in time."""
-    name = PARTS[key][0]
-    (out / f"{key}_{name}.json").unlink(missing_ok=True)
+    (work / f"{key}.json").unlink(missing_ok=True)
     grace = min(10.0, max(1.0, share / 10))  # to finish its last write, free the GPU
     seconds = share - grace
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--out", str(out),
-           "--part", key, "--seconds", f"{seconds:.1f}"] + (["--dry-run"] if dry else [])
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--out", str(out), "--work",
+           str(work), "--part", key, "--seconds", f"{seconds:.1f}"] + \
+        (["--dry-run"] if dry else [])
     env = {**os.environ, "PYTHONUNBUFFERED": "1",
            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     env.pop("CUTIMELINE_DISABLE", None)  # the checks record
     t0 = time.monotonic()
     timed_out, rc = False, None
-    with open(out / f"{key}_{name}.log", "w") as log:
+    with open(work / f"{key}.log", "w") as log:
         p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, env=env,
                              start_new_session=True)
         try:
@@ -148,7 +194,7 @@ def run_part(key: str, out: Path, share: float, dry: bool) -> dict:
                     break
                 except subprocess.TimeoutExpired:
                     continue
-    res = read_json(out / f"{key}_{name}.json")
+    res = read_json(work / f"{key}.json")
     res["seconds"] = round(time.monotonic() - t0, 1)
     if timed_out:
         res["status"] = "failed"
@@ -156,8 +202,45 @@ def run_part(key: str, out: Path, share: float, dry: bool) -> dict:
                          f"budget); numbers so far are kept")
     elif rc != 0 or "status" not in res:
         res["status"] = "failed"
-        res.setdefault("reason", f"exit code {rc}; see {key}_{name}.log")
+        res.setdefault("reason", f"exit code {rc}; see check.log")
     return res
+
+
+def goals(parts: dict, dry: bool) -> dict:
+    """The check's goals (benchmarks/gpu/README.md), each with the number it
+    is judged on and ``met`` (None: not measured in this run). On a GPU the
+    truth of an event is the globaltimer stamp beside it; in a dry run the
+    SimGPU's true time."""
+    def get(*path):
+        x = parts
+        for k in path:
+            x = x.get(k) if isinstance(x, dict) else None
+        return x
+
+    b = ("b", "numbers", "aligner")
+    if dry:
+        err = get(*b, "events", "every_event_abs_minus_truth_ns")
+        inside = get(*b, "events", "every_event_inside_bound")
+    else:
+        err = get(*b, "every_event_events_minus_stamps_abs_ns")
+        inside = get(*b, "every_event_inside_both_bounds")
+    gpu = get("d", "numbers", "big_ops", "gpu") or {}
+    v = get("v", "numbers") or {}
+    out: dict = {}
+
+    def goal(name, value, target, ok):
+        out[name] = {"value": value, "goal": target, "met": None if value is None else ok}
+
+    med = err.get("median") if isinstance(err, dict) else None
+    p99 = err.get("p99") if isinstance(err, dict) else None
+    goal("event_error_median_ns", med, "<= 1000", med is not None and med <= 1000)
+    goal("event_error_p99_ns", p99, "<= 3000", p99 is not None and p99 <= 3000)
+    goal("truth_inside_bound", inside, ">= 0.99", inside is not None and inside >= 0.99)
+    m = gpu.get("median_abs_error")
+    goal("gpu_time_median_abs_error", m, "<= 0.05", m is not None and m <= 0.05)
+    rc = v.get("exit_code")
+    goal("verdicts_all_right", v.get("right"), "every scenario", rc == 0)
+    return out
 
 
 def table(results: dict) -> str:
@@ -203,10 +286,10 @@ class Part:
     """What a running part knows: its folder, its deadline, its results
     (written to ``<key>_<name>.json`` on every ``put``)."""
 
-    def __init__(self, key: str, out: Path, seconds: float, dry: bool):
+    def __init__(self, key: str, out: Path, work: Path, seconds: float, dry: bool):
         self.key, self.out, self.dry = key, out, dry
         self.deadline = time.monotonic() + seconds
-        self.path = out / f"{key}_{PARTS[key][0]}.json"
+        self.path = work / f"{key}.json"
         self.res: dict = {"status": "running", "numbers": {}}
 
     def left(self) -> float:
@@ -223,9 +306,9 @@ class Part:
         write_json(self.path, self.res)
 
 
-def child(key: str, out: Path, seconds: float, dry: bool) -> int:
+def child(key: str, out: Path, work: Path, seconds: float, dry: bool) -> int:
     sys.path.insert(0, str(ROOT))  # the checkout is what is checked
-    part = Part(key, out, seconds, dry)
+    part = Part(key, out, work, seconds, dry)
     write_json(part.path, part.res)
     # scripts/ is on sys.path (the script's folder); tests name a stand-in
     impl = importlib.import_module(os.environ.get("GPU_CHECK_PARTS", "gpu_check_parts"))

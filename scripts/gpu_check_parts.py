@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 from time import perf_counter_ns as now_ns
@@ -77,6 +80,20 @@ def _clock(tl) -> dict:
             "span_ns": int(np.ptp(tl.events.raw_ns)) if len(tl.events) else 0}
 
 
+def _event_pool(tl) -> dict | None:
+    """What a CUDA recording's event pool did and the event tick it
+    measured (``meta["cuda"]``); None for other devices."""
+    c = tl.meta.get("cuda")
+    if not c:
+        return None
+    return {"event_tick_ns": c.get("event_tick_ns"),
+            "event_tick_measured_ns": c.get("event_tick_measured_ns"),
+            "clock_resolution_ns": tl.meta.get("clock_resolution_ns"),
+            "events_created": c.get("events_created"),
+            "events_read_inline": c.get("events_read_inline"),
+            "pool_pauses": len(c.get("pool_pauses") or ()), "pool_pause_ns": c.get("pool_pause_ns")}
+
+
 def environment() -> dict:
     """Versions and the GPU, for the record (no setting is changed)."""
     env = {"torch": torch.__version__, "torch_cuda": torch.version.cuda,
@@ -143,6 +160,7 @@ def _placement(b, e, truth_b, truth_e, dur_true, queued, bound, extra=0.0) -> di
     place = np.concatenate([b - truth_b, e - truth_e]).astype(np.float64)
     widen = bound + extra + 1  # +1: aligned times are rounded to whole ns
     return {"begin_minus_truth_ns": stats(b - truth_b), "end_minus_truth_ns": stats(e - truth_e),
+            "abs_error_ns": stats(np.abs(place)),
             "duration_minus_truth_ns": {"queued": stats(((e - b) - dur_true)[queued]),
                                         "after_idle": stats(((e - b) - dur_true)[~queued])},
             "brackets_truth": float(np.mean((b - widen <= truth_b) & (e + widen >= truth_e))),
@@ -202,6 +220,7 @@ def _score_both(part, tls: dict, gt_b, gt_e, durations) -> dict:
     queued = np.r_[False, gt_b[1:] - gt_e[:-1] < QUEUED_NS]
     res = {"spins": n, "queued": int(queued.sum()), "requested_ns": stats(durations),
            "overshoot_ns": stats(dur_true - durations), "seconds": (ev.end_ns - ev.start_ns) / 1e9,
+           "event_pool": _event_pool(ev),
            "truth": "each spin's first and last %globaltimer reading, on the host clock "
                     "through the stamps Timeline's clock fit (itself within its bound)"}
     bound_s = float(st.clocks.bound_max_ns[0])
@@ -216,6 +235,7 @@ def _score_both(part, tls: dict, gt_b, gt_e, durations) -> dict:
                              "stream gaps between a BEGIN/END stamp and the spin")
     he, hs = event_host_ns(ev), event_host_ns(st)
     res["every_event_events_minus_stamps_ns"] = stats(he - hs)
+    res["every_event_events_minus_stamps_abs_ns"] = stats(np.abs(he - hs))
     res["every_event_inside_both_bounds"] = float(np.mean(
         np.abs(he - hs) <= ev.clocks.bound_max_ns[0] + bound_s + 2))
     part.put("aligner", res)
@@ -267,6 +287,7 @@ def _aligner_sim(part, rng) -> str:
            "events": {"clock": _clock(tl),
                       "true_slope_ppm": (1 / (1 + gpu.drift_ppm * 1e-6) - 1) * 1e6,
                       "every_event_minus_truth_ns": stats(err),
+                      "every_event_abs_minus_truth_ns": stats(np.abs(err)),
                       "every_event_inside_bound": float(np.mean(np.abs(err) <= bound + 1)),
                       **_placement(g.begin_ns[rows], g.end_ns[rows], truth_b, truth_e,
                                    durations, queued, bound)},
@@ -402,21 +423,53 @@ def _big_ops():
     return step
 
 
+def _recorder_us_per_op(dev: torch.device, runs: int = 5) -> float:
+    """A recording's host cost per op here: µs per op of the tiny loop
+    recorded, timed inside the recording, median of ``runs``."""
+    fn, ops = _tiny(dev, 800), 800 // 4 * 4
+    where = str(dev) if dev.type == "cuda" else "cpu"
+    per_op = []
+    for _ in range(runs):
+        with ctl.record(device=where, measure=False, modules=False):
+            t0 = now_ns()
+            fn()
+            sync(dev)
+            per_op.append((now_ns() - t0) / ops / 1e3)
+    return float(np.median(per_op))
+
+
+def _after_compare(part, dev: torch.device, before: float) -> None:
+    """A recording after compare() costs what one before it did, and the
+    profiler is off (compare's profiler pass leaves nothing behind)."""
+    from cutimeline.comparison.runner import profiler_left_on
+    after = _recorder_us_per_op(dev)
+    part.put("recorder_after_compare", {
+        "before_us_per_op": before, "after_us_per_op": after, "ratio": after / before,
+        "profiler_left_on": profiler_left_on(torch),
+        "teardown_cupti_env": os.environ.get("TEARDOWN_CUPTI")})
+
+
 def part_d(part) -> str:
     from cutimeline.comparison.runner import compare
+    dev = torch.device("cpu" if part.dry else "cuda")
+    _recorder_us_per_op(dev, 1)  # warm up
+    before = _recorder_us_per_op(dev)
     if part.dry:
         cmp = compare(_tiny(torch.device("cpu"), 200), steps=2, warmup=1, device="cpu")
         print(cmp.table())
         part.put("tiny_cpu", cmp.to_dict())
+        _after_compare(part, dev, before)
         part.put("gpu_time", {"status": "n/a", "reason": "GPU time per op needs CUDA: on a CPU "
                               "(or a SimGPU) torch.profiler sees no device work to compare"})
         part.put("compiled", _compiled_check(part, torch.device("cpu")))
         return (f"CPU op stream {100 * cmp.match.fraction:.1f} % matched; "
                 f"GPU time n/a (no CUDA)")
-    cmp = compare(_big_ops(), steps=5, warmup=2, device="cuda",
-                  trace_dir=part.out / "d_compare_traces")
+    # no trace_dir: a device slot brings back few files (compare's own
+    # temporary folder holds the traces)
+    cmp = compare(_big_ops(), steps=5, warmup=2, device="cuda")
     print(cmp.table())
     part.put("big_ops", cmp.to_dict())
+    _after_compare(part, dev, before)
     _plot(part, lambda: cmp.plot(part.out / "d_compare.png"), "plot")
     text = _gpu_text(cmp)
     if part.left() > 30:
@@ -522,7 +575,8 @@ def part_e(part) -> str:
     tl.save(part.out / "e_demo.ctl")
     info = {"device": res.device, "simulated": res.simulated, "ops": len(tl.ops),
             "gpu_rows": len(tl.gpu), "steps": int(len(tl.step_numbers())),
-            "losses": res.losses, "clock": _clock(tl) if len(tl.clocks) else None}
+            "losses": res.losses, "clock": _clock(tl) if len(tl.clocks) else None,
+            "event_pool": _event_pool(tl)}
     part.put("demo", info)
     report = ctl.analyze(tl)
     print(report.summary())
@@ -534,6 +588,32 @@ def part_e(part) -> str:
     return (("SIMULATED " if res.simulated else "") +
             f"{info['steps']} steps, {info['ops']} ops, {info['gpu_rows']} gpu rows on "
             f"{res.device}; {png.name}")
+
+
+# -- v: the verdict scenarios ------------------------------------------------------------------
+
+def part_v(part) -> str:
+    """benchmarks/bench_verdicts.py --fast --repeats 1, when the checkout has
+    it: its exit code, its table, its last line ("8/8 right in 9 s")."""
+    script = ROOT / "benchmarks" / "bench_verdicts.py"
+    if not script.exists():
+        raise Skip(f"{script.relative_to(ROOT)} is not in this checkout")
+    cmd = [sys.executable, str(script), "--fast", "--repeats", "1"]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT),
+                                                        os.environ.get("PYTHONPATH", "")])}
+    p = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True,
+                       timeout=max(part.left() - 2, 1))
+    print(p.stdout + p.stderr)
+    lines = [x for x in p.stdout.splitlines() if x.strip()]
+    last = next((x for x in reversed(lines) if " right in " in x), None)
+    part.put("command", " ".join(["python", "benchmarks/bench_verdicts.py", *cmd[2:]]))
+    part.put("exit_code", p.returncode)
+    part.put("right", last.split()[0] if last else None)
+    part.put("table", p.stdout)
+    part.put("stderr_tail", p.stderr[-2000:])
+    if p.returncode != 0:
+        raise RuntimeError(f"bench_verdicts exit code {p.returncode}: {last or 'no result line'}")
+    return f"SIMULATED (SimGPU h100) {last}"
 
 
 # -- a: the tests/gpu suite ------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """scripts/gpu_check.py: the dry run does every part on a CPU (SimGPU, CPU
 overhead, tests/gpu all skipped) and reports each in the table and the JSON;
-a part that fails, hangs or cannot run leaves the others alone; the time
-budget skips what it cannot fit."""
+it leaves at most six files in --out, all named; a part that fails, hangs or
+cannot run leaves the others alone; the time budget skips what it cannot
+fit."""
 
 import json
 import subprocess
@@ -12,6 +13,16 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "gpu_check.py"
+VERDICTS = ROOT / "benchmarks" / "bench_verdicts.py"
+
+
+def script():
+    """scripts/gpu_check.py as a module (it imports nothing heavy)."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("gpu_check", SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
 def run(*args, env=None, timeout=240):
@@ -23,13 +34,45 @@ def run(*args, env=None, timeout=240):
 
 def test_dry_run_does_every_part_on_a_cpu(tmp_path):
     p = run("--dry-run", "--out", tmp_path)
-    assert p.returncode == 0, p.stdout + p.stderr
+    assert "gpu_check DRY RUN" in p.stdout, p.stdout + p.stderr
     table = p.stdout[p.stdout.index("gpu_check DRY RUN"):].splitlines()
     rows = {line.split()[0]: line.split()[2] for line in table[3:]}
+    # the verdict scenarios are judged by their own benchmark (a miss there
+    # fails part v and the run's exit code): checked below
+    v = rows.pop("v")
     assert rows == dict.fromkeys("bcdea", "ok"), "\n".join(table)
+    assert p.returncode == (1 if v == "failed" else 0), p.stdout + p.stderr
+    # a device slot brings back few files: six at most, directly in --out
+    files = sorted(p.name for p in tmp_path.iterdir())
+    assert files == ["check.log", "e_demo.ctl", "e_demo_step2.png", "e_demo_timeline.png",
+                     "results.json"], files
+    assert all((tmp_path / f).is_file() for f in files)
+    allowed = script().OUT_FILES  # what a GPU run may add: d_compare.png
+    assert set(files) < set(allowed) and len(allowed) <= 6
     res = json.loads((tmp_path / "results.json").read_text())
     parts = res["parts"]
     assert res["meta"]["dry_run"] and all(parts[k]["status"] == "ok" for k in "abcde")
+    log = (tmp_path / "check.log").read_text()  # every part's output, in turn
+    for key in "bcdeva":
+        assert f"===== {key} {parts[key]['name']} =====" in log
+    assert "gpu_check DRY RUN" in log  # and the table
+    # v: the verdict scenarios, when this checkout has them
+    vn = parts["v"]["numbers"]
+    if VERDICTS.exists():
+        assert v == ("ok" if vn["exit_code"] == 0 else "failed")
+        assert "right in" in vn["table"] and vn["right"].count("/") == 1
+    else:
+        assert v == "skipped" and "bench_verdicts.py" in parts["v"]["reason"]
+    # the goals, judged on the dry run's own numbers (the SimGPU's truth;
+    # how close it comes is the simulator's business, not this test's)
+    g = res["goals"]
+    err = parts["b"]["numbers"]["aligner"]["events"]["every_event_abs_minus_truth_ns"]
+    assert g["event_error_median_ns"]["value"] == err["median"]
+    assert g["event_error_p99_ns"]["value"] == err["p99"]
+    assert g["event_error_median_ns"]["met"] == (err["median"] <= 1000)
+    assert g["truth_inside_bound"]["met"] is True
+    assert g["gpu_time_median_abs_error"]["met"] is None  # no CUDA: not measured
+    assert g["verdicts_all_right"]["met"] == (v == "ok" if VERDICTS.exists() else None)
     # b: the aligner against the simulator's truth, within its own bound
     b = parts["b"]["numbers"]["aligner"]
     assert b["spins"] == 60 and 0 < b["queued"] < 60
@@ -58,6 +101,9 @@ def test_dry_run_does_every_part_on_a_cpu(tmp_path):
     # d: the comparison ran; GPU time is n/a on a CPU, and says why
     d = parts["d"]["numbers"]
     assert d["tiny_cpu"]["match"]["fraction"] >= 0.99
+    after = d["recorder_after_compare"]  # compare left no profiler on
+    assert after["profiler_left_on"] == [] and after["teardown_cupti_env"] is None
+    assert 0 < after["ratio"] < 2
     assert d["gpu_time"]["status"] == "n/a" and "CUDA" in d["gpu_time"]["reason"]
     # ... and the compiled MLP: forward and backward graphs, two steps, cut
     # rows (torch < 2.10 recompiles at each call under a mode: new graphs)
@@ -73,8 +119,6 @@ def test_dry_run_does_every_part_on_a_cpu(tmp_path):
     # a: every GPU test was collected and skipped
     a = parts["a"]["numbers"]["counts"]
     assert a["passed"] == a["failed"] == a["errors"] == 0 and a["skipped"] >= 10
-    for key, name in (("a", "tests"), ("b", "aligner"), ("e", "demo")):
-        assert (tmp_path / f"{key}_{name}.log").exists()
 
 
 FAKE_PARTS = '''
@@ -112,7 +156,9 @@ def test_a_failing_or_hanging_part_leaves_the_others(tmp_path):
     assert parts["c"]["numbers"] == {"before": 2}  # kept from before it hung
     assert parts["d"]["status"] == "skipped" and parts["d"]["reason"] == "no GPU here"
     assert parts["e"]["status"] == "ok" and parts["e"]["summary"] == "fine"
-    assert "boom" in (out / "b_aligner.log").read_text()  # the traceback
+    log = (out / "check.log").read_text()
+    assert "boom" in log and "Traceback" in log  # the traceback
+    assert sorted(p.name for p in out.iterdir()) == ["check.log", "results.json"]
     table = p.stdout.splitlines()[-5:]
     assert [line.split()[2] for line in table[1:]] == ["failed", "failed", "skipped", "ok"]
 
@@ -121,14 +167,14 @@ def test_past_the_budget_parts_are_skipped_with_a_note(tmp_path):
     p = run("--dry-run", "--out", tmp_path, "--budget", 5, timeout=30)
     assert p.returncode == 0, p.stderr
     parts = json.loads((tmp_path / "results.json").read_text())["parts"]
-    assert list(parts) == list("bcdea")
+    assert list(parts) == list("bcdeva")
     assert all(v["status"] == "skipped" and "time budget spent" in v["reason"]
                for v in parts.values())
     assert "time budget spent" in p.stdout.splitlines()[-1]
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--parts", "bx"], "choose letters among bcdea"),
+    (["--parts", "bx"], "choose letters among bcdeva"),
     (["--budget", "0"], "--budget 0.0 must be a positive"),
     (["--part-seconds", "-1"], "--part-seconds -1.0 must be a positive"),
 ])

@@ -19,6 +19,15 @@ its own warm-up (its caches, the profiler's warmup phase); only the
 steps do not overlap; the step boundaries (``rec.step()``,
 ``prof.step()``) lie outside the timed region.
 
+The profiler pass leaves the process as it found it, so that a recording
+after ``compare`` costs what one before it did: Kineto detaches CUPTI at
+the end of a trace only when ``TEARDOWN_CUPTI=1`` (otherwise every later
+kernel launch still pays CUPTI's callbacks), so the pass sets it unless the
+user has (torch itself sets it to 0 with CUDA graphs on CUDA < 12.6, where
+teardown crashes); the variables torch.profiler may set
+(``PROFILER_ENV``) are restored after it, and the profiler must be off
+(``profiler_left_on``), or ``compare`` raises.
+
 From the three passes: the median step time of each and the overhead
 ratios; the op-stream match (``opmatch.py``); on CUDA the GPU time of each
 matched op on both sides (``GpuAgreement``); the size on disk of both
@@ -28,6 +37,7 @@ traces of the compared steps; and both Timelines: all of it in a
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import os
 import re
@@ -45,6 +55,9 @@ from .opmatch import OpMatch, match_ops, profiler_leaves, recorded_ops
 from .result import PASSES, Comparison, GpuAgreement
 
 __all__ = ["compare"]
+
+#: environment variables the profiler pass sets or torch.profiler may set
+PROFILER_ENV = ("TEARDOWN_CUPTI", "DISABLE_CUPTI_LAZY_REINIT")
 
 
 def compare(fn: Callable[[], Any], *, steps: int = 20, warmup: int = 3,
@@ -195,11 +208,13 @@ def _pass(name: str, fn: Callable[[], Any], warmup: int, steps: int,
             times = _timed(fn, warmup, steps, sync, rec.step)
         kept.setdefault("timeline", rec.timeline)
         return times
+    import torch
     from torch.profiler import profile, schedule
     ready = None if kineto is None else (lambda p: p.export_chrome_trace(kineto))
-    with profile(activities=activities, record_shapes=record_shapes,
-                 schedule=schedule(wait=0, warmup=warmup, active=steps, repeat=1),
-                 on_trace_ready=ready) as prof:
+    with _leaving_no_profiler(torch), \
+            profile(activities=activities, record_shapes=record_shapes,
+                    schedule=schedule(wait=0, warmup=warmup, active=steps, repeat=1),
+                    on_trace_ready=ready) as prof:
         times = _timed(fn, warmup, steps, sync, prof.step)
     if kineto is not None and not os.path.exists(kineto):
         raise CutimelineError("torch.profiler wrote no trace for the compared steps, "
@@ -207,6 +222,43 @@ def _pass(name: str, fn: Callable[[], Any], warmup: int, steps: int,
                               "fn runs torch ops and that Kineto is available "
                               "(torch.profiler.kineto_available()).")
     return times
+
+
+@contextlib.contextmanager
+def _leaving_no_profiler(torch: Any):
+    """Around the profiler pass: CUPTI torn down at its end, the
+    environment restored, the profiler checked off (see the module doc)."""
+    saved = {k: os.environ.get(k) for k in PROFILER_ENV}
+    if saved["TEARDOWN_CUPTI"] is None:
+        os.environ["TEARDOWN_CUPTI"] = "1"
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    left = profiler_left_on(torch)
+    if left:
+        raise CutimelineError(f"torch.profiler is still on after compare()'s profiler "
+                              f"pass ({'; '.join(left)}), so a recording now would pay "
+                              f"its cost; report this with your torch version "
+                              f"({torch.__version__}).")
+
+
+def profiler_left_on(torch: Any) -> list[str]:
+    """What of torch.profiler is still on, as torch exposes it: its Python
+    flag, the autograd profiler's state and its type; empty when off."""
+    left = []
+    if getattr(torch.autograd.profiler, "_is_profiler_enabled", False):
+        left.append("torch.autograd.profiler._is_profiler_enabled is True")
+    auto = torch._C._autograd
+    if hasattr(auto, "_profiler_enabled") and auto._profiler_enabled():
+        left.append("torch._C._autograd._profiler_enabled() is True")
+    if hasattr(auto, "_profiler_type") and not str(auto._profiler_type()).endswith("NONE"):
+        left.append(f"the active profiler type is {auto._profiler_type()}")
+    return left
 
 
 def _match(recorded: Timeline, theirs: Timeline, warmup: int, steps: int):

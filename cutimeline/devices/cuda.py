@@ -46,9 +46,14 @@ class _Newest(threading.local):
 class CudaDevice(EventClock, StampClock, Device):
     """One CUDA GPU through ``torch.cuda.Event(enable_timing=True)``.
 
-    Events come from a pool grown in chunks of ``chunk`` (completed events
-    are read and reused before it grows), never created per op, and are
-    recorded on the op's current stream. ``cudaEventElapsedTime`` gives
+    Events come from a pool grown in chunks of ``chunk``, never created
+    per op, and are recorded on the op's current stream. The host never
+    waits for the pool: completed events are found by query and read a few
+    per launch; a device far behind makes the pool grow, and each growth is
+    a pause the recorder shows as its own (``eventclock.py``). The event
+    clock's tick is measured at start (``meta["cuda"]["event_tick_ns"]``)
+    and enters the clock resolution the aligner's bound allows for.
+    ``cudaEventElapsedTime`` gives
     float32 milliseconds, whose resolution coarsens with distance (61 ns at
     1 s, 1 µs at 16 s), so every event is read against the newest *segment
     anchor*, an event laid down every ``anchor_interval_ns`` of host time
@@ -149,9 +154,7 @@ class CudaDevice(EventClock, StampClock, Device):
             self._started = True
             self._ids = itertools.count()
             self._rows: list[tuple] = []        # (index, stream, kind, seq, host_ns, anchor)
-            self._pending: dict[int, tuple] = {}  # index -> (event, anchor) unread
-            self._read: dict[int, float] = {}   # index -> ms after its anchor
-            self._anchors: list[tuple[int, Any]] = []  # (index, event)
+            self._reset_pool()
             self._syncs: list[tuple] = []
             self._newest = _Newest()
             self._user_events: Any = weakref.WeakKeyDictionary()
@@ -164,6 +167,8 @@ class CudaDevice(EventClock, StampClock, Device):
         if self._events:
             self._anchor(self.current_stream(), self._now())
         self._ping()
+        if self._events:  # the pings left the stream idle
+            self._measure_tick(self.current_stream())
 
     def begin(self, stream: int, seq: int) -> int:
         if self._api.capturing(self.index):
@@ -191,7 +196,8 @@ class CudaDevice(EventClock, StampClock, Device):
         try:
             self._ping()
             self._api.synchronize(self.index)
-            return self._harvest()
+            with self._lock:  # no thread still recording reaps meanwhile
+                return self._harvest()
         finally:
             with self._lock:
                 self._free.extend(e for e, _ in self._pending.values())
@@ -215,23 +221,39 @@ class CudaDevice(EventClock, StampClock, Device):
         except TypeError:  # an event type without weak references
             pass
 
-    def note_event_sync(self, event: Any, host_begin_ns: int, host_end_ns: int) -> None:
-        """``event.synchronize()`` returned: it covers what was on the event's
+    def note_event_sync(self, event: Any, host_begin_ns: int, host_end_ns: int,
+                        kind: str = "event_synchronize") -> None:
+        """``event.synchronize()`` returned (or ``event.query()`` returned
+        True: ``kind`` "event_query"): it covers what was on the event's
         stream when it was recorded, if we saw that; else it bounds nothing."""
         try:
             sid, last = self._user_events.get(event, (NONE, NONE))
         except TypeError:
             sid, last = NONE, NONE
-        self._syncs.append((NONE, "event_synchronize", sid, last,
+        self._syncs.append((NONE, kind, sid, last,
                             host_begin_ns, host_end_ns, threading.get_ident()))
+
+    def note_host_wait(self, kind: str, host_begin_ns: int, host_end_ns: int) -> None:
+        """The host was in a call that may or may not have waited for this
+        device (``torch.cuda.empty_cache``: its cudaFree calls synchronize
+        the device only when cached blocks are freed): a device-wide sync
+        row that bounds no event (``last_event`` -1), so analysis sees the
+        host blocked and the aligner is told nothing it cannot trust."""
+        self._syncs.append((NONE, kind, NONE, NONE, host_begin_ns, host_end_ns,
+                            threading.get_ident()))
 
     def measure_launch_ns(self, n: int = 64) -> int:
         """Host cost (ns) of the two points around one launch: median of
         ``n`` timed pairs of ``current_stream`` + capture check + event
-        record and/or stamp (as ``timing`` has it)."""
+        record and/or stamp (as ``timing`` has it); with events, also the
+        pool's upkeep in the steady state, one completed event queried and
+        read per event taken (``eventclock.py``)."""
         api = self._api
-        a, b = api.new_event(), api.new_event()
+        a, b, done = api.new_event(), api.new_event(), api.new_event()
         scratch = api.new_stamper(2, self.index) if self._stamps else None
+        if self._events:
+            api.record(done, api.current_stream(self.index), self.index)
+            api.synchronize(self.index)
         times = []
         for _ in range(n):
             t0 = self._now()
@@ -239,6 +261,8 @@ class CudaDevice(EventClock, StampClock, Device):
                 s = api.current_stream(self.index)
                 api.capturing(self.index)
                 if self._events:
+                    if api.query(done):
+                        api.elapsed_ms(done, done)
                     api.record(ev, s, self.index)
                 if scratch is not None:
                     api.stamp(scratch, slot, s, self.index)
@@ -260,12 +284,12 @@ class CudaDevice(EventClock, StampClock, Device):
             with self._lock:
                 i = next(self._ids)
                 if self._events:
-                    self._pending[i] = (ev, k)
+                    self._add_pending(i, ev, k, stream)
                 self._rows.append((i, stream, kind, seq, now, k))
                 self._stamp(i, stream)
         else:
             i = next(self._ids)
-            self._pending[i] = (ev, k)
+            self._add_pending(i, ev, k, stream)
             self._rows.append((i, stream, kind, seq, now, k))
         n = self._newest
         n.last = i
@@ -301,7 +325,7 @@ class CudaDevice(EventClock, StampClock, Device):
                  "ident": np.array(cols[6], np.uint64)}
         meta = {"device_name": self.name, "device_names": {str(self.index): self.name},
                 "timing": "stamps" if self.timing == "stamps" else "events",
-                "cuda": {"anchors": len(self._anchors), "events_created": self._created,
+                "cuda": {"anchors": len(self._anchors), **self._pool_meta(),
                          "anchor_interval_ns": self.anchor_interval_ns,
                          "timing": self.timing}}
         if self._stamps:
@@ -316,9 +340,11 @@ class CudaDevice(EventClock, StampClock, Device):
 
     def resolution_ns(self) -> dict[str, int]:
         """How far a raw reading may lie from its instant, per timing (ns):
-        events, the event clock's tick plus half a float32 step of a link
-        as long as the anchor interval (a quiet spell makes one longer);
-        stamps, globaltimer's update step (64-bit ns, no float32)."""
+        events, the event clock's tick (measured at start, at least
+        ``EVENT_TICK_NS``) plus half a float32 step of a link as long as the
+        anchor interval (a quiet spell makes one longer); stamps,
+        globaltimer's update step (64-bit ns, no float32)."""
         from .simclock import read_error_ns
-        return {"events": read_error_ns(EVENT_TICK_NS, self.anchor_interval_ns),
+        tick = getattr(self, "_tick_ns", EVENT_TICK_NS)  # before any start: the floor
+        return {"events": read_error_ns(tick, self.anchor_interval_ns),
                 "stamps": read_error_ns(GLOBALTIMER_STEP_NS)}

@@ -27,6 +27,9 @@ class TorchCuda:
         self._get_device = torch._C._cuda_getDevice
         self._get_stream = torch._C._cuda_getCurrentStream
         self._record = torch._C._CudaEventBase.record  # skips Event.record's lookups
+        # the C method: the recorder's hooks wrap torch.cuda.Event.query to
+        # note a user's query that returns True, and ours are no user's
+        self._query = torch._C._CudaEventBase.query
         self._streams: dict[tuple[int, int], Any] = {}
         self._handles: dict[tuple[int, int], int] = {}
         self._side: dict[int, Any] = {}
@@ -69,7 +72,15 @@ class TorchCuda:
         return a.elapsed_time(b)
 
     def query(self, event: Any) -> bool:
-        return event.query()
+        return self._query(event)
+
+    def hold(self, index: int, ns: int) -> None:
+        """Keep device ``index``'s current stream busy for at least about
+        ``ns`` (torch's spin kernel; 2 cycles per ns is a 2 GHz clock, so
+        slower clocks hold longer), so that what is queued next runs back
+        to back."""
+        with self.torch.cuda.device(index):
+            self.torch.cuda._sleep(2 * int(ns))
 
     def synchronize(self, index: int) -> None:
         with self.torch.cuda.device(index):

@@ -12,6 +12,14 @@ Implementations: ``CudaDevice`` in ``cuda.py``, ``SimGPU`` in ``sim.py``.
 ``begin`` may return ``NONE`` (-1): the device records no event now (a CUDA
 stream is capturing a graph). The recorder then flags the op CAPTURED and
 calls neither ``end`` nor ``wait``/``note_sync`` for it.
+
+Beyond this interface, ``CudaDevice`` takes what the recorder's CUDA hooks
+(``recording/cudahooks.py``) see of calls that are not aten ops: a user's
+event recorded (``note_user_event``), synchronized or found complete
+(``note_event_sync``), a call that may or may not have waited for the GPU
+(``note_host_wait``: a sync row that bounds no event); and it hands them
+the host time its event pool took to grow (``on_pause``), which they make
+a span of the recorder's own.
 """
 
 from __future__ import annotations

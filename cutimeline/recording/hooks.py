@@ -33,10 +33,9 @@ Where the spans come from:
   ``__next__``; they only time the call and mark the thread as fetching
   (threads started meanwhile, such as the pin-memory thread, fetch for
   good).
-* SYNC (CUDA) — wrappers around ``torch.cuda.synchronize``,
-  ``Stream.synchronize`` and ``Event.synchronize`` (and ``Event.record``,
-  to know what an event covers); the op stream adds SYNC spans for
-  host-blocking ops.
+* SYNC (CUDA), graph replays and the event pool's pauses — wrappers
+  around the CUDA calls that are not aten ops, in ``cudahooks.py``; the op
+  stream adds SYNC spans for host-blocking ops.
 
 While the session is paused (``Session.calibrate`` runs its own small
 training step) the module and backward hooks do nothing. While
@@ -63,7 +62,7 @@ except ImportError:  # torch < 2.3
 __all__ = ["Hooks"]
 
 _MODULE, _FORWARD, _BACKWARD = int(SpanKind.MODULE), int(SpanKind.FORWARD), int(SpanKind.BACKWARD)
-_DATA, _OPTIMIZER, _SYNC = int(SpanKind.DATA), int(SpanKind.OPTIMIZER), int(SpanKind.SYNC)
+_DATA, _OPTIMIZER = int(SpanKind.DATA), int(SpanKind.OPTIMIZER)
 
 
 class Hooks:
@@ -97,7 +96,8 @@ class Hooks:
             if self.threads:
                 self._patch(threading.Thread, "start", self._start)
             if getattr(self.s.device, "kind", "") == "cuda":
-                self._install_cuda(torch)
+                from . import cudahooks
+                cudahooks.install(torch, self.s, self._patch)
             if not self._install_compiled():
                 self.s.at_boundary.append(self._install_compiled)
         except BaseException:
@@ -237,107 +237,6 @@ class Hooks:
         if cls and all(o is not cls for o, _, _ in self._patches):
             self._patch(cls, "__call__", lambda original: compiled.wrap(self.s, original))
         return True
-
-    # -- CUDA: host-blocking calls and graph replays that are not aten ops --------
-    def _install_cuda(self, torch: Any) -> None:
-        s, dev = self.s, self.s.device
-
-        def device_wide(args: tuple, kwargs: dict, t0: int, t1: int) -> None:
-            # torch.cuda.synchronize(device=None) waits for the current device
-            d = args[0] if args else kwargs.get("device")
-            if _cuda_index(torch, d) == dev.index:
-                dev.note_sync("synchronize", None, NONE, t0, t1)
-
-        def stream_wide(args: tuple, kwargs: dict, t0: int, t1: int) -> None:
-            if args[0].device_index == dev.index:
-                dev.note_sync("stream_synchronize", args[0].stream_id, NONE, t0, t1)
-
-        def event(args: tuple, kwargs: dict, t0: int, t1: int) -> None:
-            dev.note_event_sync(args[0], t0, t1)
-
-        self._patch(torch.cuda, "synchronize", _synced(s, "synchronize", device_wide))
-        self._patch(torch.cuda.Stream, "synchronize",
-                    _synced(s, "stream_synchronize", stream_wide))
-        self._patch(torch.cuda.Event, "synchronize",
-                    _synced(s, "event_synchronize", event))
-        self._patch(torch.cuda.Event, "record", lambda original: _event_record(s, original))
-        self._patch(torch.cuda.CUDAGraph, "replay",
-                    lambda original: _graph_replay(s, original))
-        # While any thread captures a graph (torch's default capture mode is
-        # global), querying an event from another thread would invalidate
-        # the capture: the device grows its pool instead of reaping then.
-        if hasattr(dev, "captures") and all(
-                n in torch.cuda.CUDAGraph.__dict__ for n in ("capture_begin", "capture_end")):
-            self._patch(torch.cuda.CUDAGraph, "capture_begin",
-                        lambda original: _capture_begin(dev, original))
-            self._patch(torch.cuda.CUDAGraph, "capture_end",
-                        lambda original: _capture_end(dev, original))
-
-
-def _capture_begin(dev: Any, original: Any) -> Any:
-    def capture_begin(graph: Any, *args: Any, **kwargs: Any) -> Any:
-        dev.captures += 1
-        try:
-            return original(graph, *args, **kwargs)
-        except BaseException:
-            dev.captures -= 1
-            raise
-    return capture_begin
-
-
-def _capture_end(dev: Any, original: Any) -> Any:
-    def capture_end(graph: Any, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return original(graph, *args, **kwargs)
-        finally:
-            dev.captures = max(dev.captures - 1, 0)
-    return capture_end
-
-
-def _synced(s: Any, kind: str,
-            note: Callable[[tuple, dict, int, int], None]) -> Callable[[Any], Any]:
-    """Wrap a host-blocking CUDA call: note the sync and a SYNC span."""
-    sid = s.intern(kind)
-
-    def make(original: Any) -> Any:
-        def blocking(*args: Any, **kwargs: Any) -> Any:
-            t0 = _now()
-            out = original(*args, **kwargs)
-            t1 = _now()
-            if not s.off:
-                note(args, kwargs, t0, t1)
-                s.span(s.writer(), _SYNC, sid, 0, t0, NONE, t1)
-            return out
-        return blocking
-    return make
-
-
-def _cuda_index(torch: Any, d: Any) -> int:
-    """The device index ``torch.cuda`` calls mean by ``d`` (None, an int, a
-    string or a torch.device; unindexed: the current device)."""
-    if d is None:
-        return torch.cuda.current_device()
-    if isinstance(d, int):
-        return d
-    d = torch.device(d)
-    return torch.cuda.current_device() if d.index is None else d.index
-
-
-def _event_record(s: Any, original: Any) -> Any:
-    def record(event: Any, stream: Any = None) -> Any:
-        out = original(event, stream)
-        if not s.off:
-            s.device.note_user_event(event, stream)
-        return out
-    return record
-
-
-def _graph_replay(s: Any, original: Any) -> Any:
-    def replay(graph: Any, *args: Any, **kwargs: Any) -> Any:
-        if s.off:
-            return original(graph, *args, **kwargs)
-        return s.launch_graph(original, graph, args, kwargs)
-    return replay
 
 
 def _record_thread(s: Any, thread: Any, data: bool) -> None:

@@ -25,6 +25,7 @@ from fakecuda import FakeCuda, FakeEvent, FakeStampCuda, FakeStamper
 
 # the fakes' own controls, which the code under test never calls
 HELPERS = {"advance": "moves the fake host clock", "device_ns": "the fake device clock",
+           "event_ns": "the fake device clock on the event tick",
            "globaltimer": "the fake globaltimer"}
 # what cudaapi's parameters of these names are, where it calls their methods
 # or reads their attributes
@@ -192,7 +193,8 @@ def test_the_layer_calls_torch_as_torch_declares_it():
             "torch.cuda.current_device", "torch.cuda.get_device_name",
             "torch._C._cuda_synchronize", "torch._C._cuda_getDevice",
             "torch._C._cuda_getCurrentStream", "torch._C._cuda_isCurrentStreamCapturing",
-            "torch._C._CudaEventBase.record", "torch.cuda.streams.Event.query",
+            "torch._C._CudaEventBase.record", "torch._C._CudaEventBase.query",
+            "torch.cuda._sleep",
             "torch.cuda.streams.Event.elapsed_time",
             "torch.cuda.streams.Stream.stream_id"} <= called, sorted(called)
     for name, n_args, keywords, line in uses:
