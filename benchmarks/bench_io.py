@@ -1,35 +1,55 @@
-"""Saving and loading ``.ctl`` files: format 2's writer ("before", kept
-below as it was) against today's (format 3), side by side in one run.
+"""Saving and loading ``.ctl`` files, exporting Chrome traces, writing
+Parquet: each against its "before" (kept below as it was), in one run.
 
     python benchmarks/bench_io.py [--sizes 1e5 1e6] [--reps 5] [--streams 4]
-                                  [--demo DIR]
+                                  [--demo DIR] [--parts save export parquet]
+                                  [--no-before]
 
 The Timelines are ``bench_analyze.synthetic(n, streams=...)`` (one gpu row
 per op; no events) and the demo's recording (``python -m cutimeline demo
 --out DIR``, run here unless ``--demo`` names a folder that has
-``demo.ctl``). Each repetition saves with both writers and loads both files
-(``ctl.load`` reads either format), in turn, after one warm-up round; the
-times are medians. "B/op" is the file's size over the Timeline's ops. Each
-file is checked to load back equal to the Timeline it was written from.
-Goal (10^6 ops): save ≤ 0.3 s at ≤ 8 B/op, load no slower than before.
+``demo.ctl``). Times are medians of ``--reps`` repetitions after one
+warm-up round, the writers taking turns.
+
+save: format 2's writer against today's (format 3); each repetition saves
+with both and loads both files (``ctl.load`` reads either). "B/op" is the
+file's size over the Timeline's ops. Each file is checked to load back
+equal to the Timeline it was written from. Goal (10^6 ops): save ≤ 0.3 s
+at ≤ 8 B/op, load no slower than before.
+
+export: ``ctl.export_chrome`` against the exporter as it was before issue
+25 (``export_before``: a Python string per event, gzip level 9), to .json
+and .json.gz. "rows" are the Timeline's rows (ops + gpu + syncs + spans);
+the warm-up round checks that both files hold the same bytes (gunzipped).
+"CPU s" is the process's CPU time (all threads), which other load on the
+machine moves less than the wall time. Goal: ≥ 10^6 rows/s, gzip included.
+
+parquet: ``Timeline.to_parquet`` (needs pyarrow): time and folder size.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
+import gzip
 import json
 import os
+import resource
+import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from typing import Any
 
 import numpy as np
 
 import cutimeline as ctl
+from cutimeline.errors import CutimelineError
+from cutimeline.formats.kinetoschema import EXPORTER, KIND_ARG, SHIFT_KEY
 from cutimeline.timeline.fileformat import _NPZ_ENCODING
-from cutimeline.timeline.schema import SCHEMA
+from cutimeline.timeline.schema import NONE, SCHEMA, GpuKind, OpFlag, SpanKind
 from cutimeline.timeline.timeline import Timeline
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -80,6 +100,311 @@ def save_after(tl: Timeline, path: str) -> None:
     tl.save(path)
 
 
+# -- before: the Chrome-trace export, as cutimeline/formats/chrome.py had it --
+GPU_CATEGORY = {GpuKind.MEMCPY: "gpu_memcpy", GpuKind.MEMSET: "gpu_memset"}
+LAUNCH_NAME = {GpuKind.MEMCPY: "cudaMemcpyAsync", GpuKind.MEMSET: "cudaMemsetAsync"}
+SYNC_CALL = {"Stream Sync": "cudaStreamSynchronize", "Event Sync": "cudaEventSynchronize",
+             "Context Sync": "cudaDeviceSynchronize",
+             "Stream Wait Event": "cudaStreamWaitEvent"}
+# Float µs hold ns exactly below 2^43 µs (see tracefile.to_ns).
+EXACT_LIMIT_NS = (1 << 43) * 1000
+HOST_PID = 1 << 20   # a pid no device index reaches
+SYNC_TID = 1 << 30   # the host "syncs" track, apart from every thread
+LAUNCH_TID = SYNC_TID + 1   # launches of GPU work whose op is unknown
+
+
+def export_before(tl: Timeline, path: str | os.PathLike) -> None:
+    """Before issue 25: write ``tl`` as Chrome-trace JSON (gzip when ``path`` ends in .gz).
+
+    The GPU rows must be on the host clock (an aligned Timeline: recorded
+    ones are aligned at stop, imported ones always are)."""
+    path = os.fspath(path)
+    if len(tl.gpu) and not tl.aligned:
+        raise CutimelineError(
+            "The Timeline is not aligned: its GPU times are still on the "
+            "device clock, so they cannot share a time axis with the host; "
+            "align it first with ctl.align(tl).")
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise CutimelineError(f"Cannot export to {path}: the folder {directory} "
+                              f"does not exist; create it first.")
+    text = _Trace(tl).json()
+    fd, tmp = tempfile.mkstemp(prefix=".export-", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as raw:
+            if path.endswith(".gz"):
+                with gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as gz:
+                    gz.write(text.encode("utf-8"))
+            else:
+                raw.write(text.encode("utf-8"))
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def queue_depth_before(tl: Timeline) -> dict[tuple[int, int], tuple[np.ndarray, np.ndarray]]:
+    """Work launched but not finished, per (device, stream): times (ns) at
+    which the depth changes and the depth from each time on.
+
+    Work enters the queue at its launch (``launch_ns``; else its op's end,
+    the latest it can have been launched; else its own begin) and leaves at
+    its end."""
+    g, o = tl.gpu, tl.ops
+    enq = g.launch_ns.copy()
+    no_launch = enq == NONE
+    has_op = no_launch & (g.op >= 0)
+    enq[has_op] = o.host_end_ns[g.op[has_op]]
+    enq[no_launch & ~has_op] = g.begin_ns[no_launch & ~has_op]
+    enq = np.minimum(enq, g.end_ns)
+    out = {}
+    for dev, stream in sorted(set(zip(g.device.tolist(), g.stream.tolist()))):
+        mine = (g.device == dev) & (g.stream == stream)
+        t = np.concatenate([enq[mine], g.end_ns[mine]])
+        step = np.concatenate([np.ones(mine.sum(), np.int64),
+                               -np.ones(mine.sum(), np.int64)])
+        order = np.lexsort((step, t))   # at one instant, leaving comes first
+        t, depth = t[order], np.cumsum(step[order])
+        last = np.append(t[1:] != t[:-1], True)   # the depth after each instant
+        out[dev, stream] = (t[last], depth[last])
+    return out
+
+
+def _us(ns: int) -> str:
+    """Exact µs decimal of an integer ns: 1234567 → "1234.567"."""
+    if ns < 0:
+        return "-" + _us(-ns)
+    q, r = divmod(ns, 1000)
+    return f"{q}.{r:03d}" if r else str(q)
+
+
+class _Trace:
+    """The events of one export, as JSON text fragments."""
+
+    def __init__(self, tl: Timeline):
+        self.tl = tl
+        times = [a for a in _times(tl) if len(a)]
+        largest = max((int(np.abs(a).max()) for a in times), default=0)
+        earliest = min((int(a.min()) for a in times), default=0)
+        # Epoch-sized ns would lose their last digits in a float µs.
+        self.shift = (earliest // 10**9) * 10**9 if largest >= EXACT_LIMIT_NS else 0
+        self.esc = [json.dumps(s) for s in tl.strings]
+        self.hosts = self._host_tracks()
+        self.events: list[str] = []
+
+    def host(self, thread: int) -> tuple[int, int]:
+        return self.hosts[thread] if 0 <= thread < len(self.hosts) else (HOST_PID, thread)
+
+    def name(self, sid: int) -> str:
+        return '""' if sid == NONE else self.esc[sid]
+
+    def ts(self, ns: int) -> str:
+        return _us(ns - self.shift)
+
+    def json(self) -> str:
+        self._metadata()
+        self._ops()
+        self._spans()
+        self._gpu()
+        self._syncs()
+        self._counters()
+        return ('{"traceEvents": [\n' + ",\n".join(self.events) + "\n],\n"
+                + json.dumps(self._header(), allow_nan=False)[1:])
+
+    # -- tracks --------------------------------------------------------------
+    def _host_tracks(self) -> list[tuple[int, int]]:
+        """(pid, tid) of each thread index used by ops or spans."""
+        n = 1 + max([int(a.max()) for a in (self.tl.ops.thread, self.tl.spans.thread)
+                     if len(a)] + [0])
+        info = self.tl.meta.get("threads") or []
+        devices = set(self.tl.gpu.device.tolist())
+        tracks = []
+        for i in range(n):
+            t = info[i] if i < len(info) and isinstance(info[i], dict) else {}
+            pid, tid = t.get("pid"), t.get("tid")
+            if not isinstance(pid, int) or isinstance(pid, bool) or pid in devices:
+                pid = HOST_PID
+            if not isinstance(tid, int) or isinstance(tid, bool):
+                tid = i
+            tracks.append((pid, tid))
+        if len(set(tracks)) < len(tracks):   # names collided: number them
+            tracks = [(HOST_PID, i) for i in range(n)]
+        return tracks
+
+    def _metadata(self) -> None:
+        tl, meta, out = self.tl, self.tl.meta, self.events
+        rank = meta.get("rank")
+        host = "Host" + (f" (rank {rank})" if isinstance(rank, int) else "")
+        info = meta.get("threads") or []
+        for pid in sorted({p for p, _ in self.hosts} | {HOST_PID}):
+            out.append(_meta_event("process_name", pid, 0, {"name": host}))
+            out.append(_meta_event("process_sort_index", pid, 0, {"sort_index": 0}))
+            out.append(_meta_event("thread_name", pid, SYNC_TID,
+                                   {"name": "syncs (host waits for the GPU)"}))
+            out.append(_meta_event("thread_name", pid, LAUNCH_TID,
+                                   {"name": "launches from unknown ops"}))
+        for i, (pid, tid) in enumerate(self.hosts):
+            given = info[i].get("name") if i < len(info) and isinstance(info[i], dict) else ""
+            out.append(_meta_event("thread_name", pid, tid,
+                                   {"name": given or f"thread {i}"}))
+            out.append(_meta_event("thread_sort_index", pid, tid, {"sort_index": i}))
+        names = meta.get("device_names") or {}
+        g = tl.gpu
+        for dev in sorted(set(g.device.tolist())):
+            label = f"GPU {dev}" + (f": {names[str(dev)]}" if names.get(str(dev)) else "")
+            out.append(_meta_event("process_name", dev, 0, {"name": label}))
+            out.append(_meta_event("process_sort_index", dev, 0, {"sort_index": 1 + dev}))
+            streams = sorted(set(g.stream[g.device == dev].tolist()))
+            for k, s in enumerate(streams):
+                out.append(_meta_event("thread_name", dev, s, {"name": f"stream {s}"}))
+                out.append(_meta_event("thread_sort_index", dev, s, {"sort_index": k}))
+
+    # -- slices ----------------------------------------------------------------
+    def _ops(self) -> None:
+        o, out = self.tl.ops, self.events
+        cols = zip(o.seq.tolist(), o.thread.tolist(), o["name"].tolist(), o.shapes.tolist(),
+                   o.grad_fn.tolist(), o.module.tolist(), o.flags.tolist(),
+                   o.device.tolist(), o.stream.tolist(),
+                   o.host_begin_ns.tolist(), o.host_end_ns.tolist())
+        for seq, th, nm, sh, gf, mod, fl, dev, st, b, e in cols:
+            pid, tid = self.host(th)
+            args = [f'"External id": {seq}']
+            if dev != NONE:   # not "stream": Kineto tools take that for GPU work
+                args.append(f'"op device": {dev}, "op stream": {st}')
+            if sh != NONE:
+                args.append(f'"Shapes": {self.name(sh)}')
+            if gf != NONE:
+                args.append(f'"grad_fn": {self.name(gf)}')
+            if mod != NONE:
+                args.append(f'"module": {self.name(mod)}')
+            if fl:
+                args.append(f'"flags": "{_flag_names(fl)}"')
+            out.append(f'{{"ph": "X", "cat": "cpu_op", "name": {self.name(nm)}, '
+                       f'"pid": {pid}, "tid": {tid}, "ts": {self.ts(b)}, '
+                       f'"dur": {_us(e - b)}, "args": {{{", ".join(args)}}}}}')
+
+    def _spans(self) -> None:
+        s, out = self.tl.spans, self.events
+        for kind, nm, th, num, b, e in zip(s.kind.tolist(), s["name"].tolist(),
+                                           s.thread.tolist(), s.number.tolist(),
+                                           s.begin_ns.tolist(), s.end_ns.tolist()):
+            pid, tid = self.host(th)
+            kname = SpanKind(kind).name.lower()
+            label = (json.dumps(f"ProfilerStep#{num}") if kind == SpanKind.STEP
+                     else self.name(nm))
+            out.append(f'{{"ph": "X", "cat": "user_annotation", "name": {label}, '
+                       f'"pid": {pid}, "tid": {tid}, "ts": {self.ts(b)}, '
+                       f'"dur": {_us(e - b)}, "args": {{"{KIND_ARG}": "{kname}", '
+                       f'"name": {self.name(nm)}}}}}')
+
+    def _gpu(self) -> None:
+        """GPU slices, their launch calls and flow arrows; correlation ids
+        are row index + 1."""
+        g, o, out = self.tl.gpu, self.tl.ops, self.events
+        for i, (op, dev, st, nm, kind, launch, b, e) in enumerate(zip(
+                g.op.tolist(), g.device.tolist(), g.stream.tolist(), g["name"].tolist(),
+                g.kind.tolist(), g.launch_ns.tolist(), g.begin_ns.tolist(),
+                g.end_ns.tolist())):
+            corr = i + 1
+            kind = GpuKind(kind)
+            args = (f'"device": {dev}, "stream": {st}, "correlation": {corr}, '
+                    f'"{KIND_ARG}": "{kind.name.lower()}"')
+            if op != NONE:
+                args += f', "External id": {int(o.seq[op])}'
+            out.append(f'{{"ph": "X", "cat": "{GPU_CATEGORY.get(kind, "kernel")}", '
+                       f'"name": {self.name(nm)}, "pid": {dev}, "tid": {st}, '
+                       f'"ts": {self.ts(b)}, "dur": {_us(e - b)}, "args": {{{args}}}}}')
+            if op == NONE:
+                # Launched from a thread the Timeline does not know.
+                if launch != NONE:
+                    out.append(self._launch(kind, HOST_PID, LAUNCH_TID, launch, corr))
+                continue
+            pid, tid = self.host(int(o.thread[op]))
+            at = int(o.host_begin_ns[op]) if launch == NONE else launch
+            if launch != NONE:
+                out.append(self._launch(kind, pid, tid, launch, corr))
+            out.append(f'{{"ph": "s", "id": {corr}, "cat": "ac2g", "name": "ac2g", '
+                       f'"pid": {pid}, "tid": {tid}, "ts": {self.ts(at)}}}')
+            out.append(f'{{"ph": "f", "id": {corr}, "cat": "ac2g", "name": "ac2g", '
+                       f'"pid": {dev}, "tid": {st}, "ts": {self.ts(b)}, "bp": "e"}}')
+
+    def _launch(self, kind: GpuKind, pid: int, tid: int, ns: int, corr: int) -> str:
+        return (f'{{"ph": "X", "cat": "cuda_runtime", '
+                f'"name": "{LAUNCH_NAME.get(kind, "cudaLaunchKernel")}", '
+                f'"pid": {pid}, "tid": {tid}, "ts": {self.ts(ns)}, '
+                f'"dur": 0, "args": {{"correlation": {corr}}}}}')
+
+    def _syncs(self) -> None:
+        y, o, out = self.tl.syncs, self.tl.ops, self.events
+        first = len(self.tl.gpu) + 1
+        for j, (op, kind, dev, st, b, e) in enumerate(zip(
+                y.op.tolist(), y.kind.tolist(), y.device.tolist(), y.stream.tolist(),
+                y.host_begin_ns.tolist(), y.host_end_ns.tolist())):
+            corr = first + j
+            kname = self.tl.string(kind) or "sync"
+            pid, tid = self.host(int(o.thread[op])) if op != NONE else (HOST_PID, 0)
+            link = f', "External id": {int(o.seq[op])}' if op != NONE else ""
+            out.append(f'{{"ph": "X", "cat": "cuda_sync", "name": {json.dumps(kname)}, '
+                       f'"pid": {pid}, "tid": {SYNC_TID}, "ts": {self.ts(b)}, '
+                       f'"dur": {_us(e - b)}, "args": {{"cuda_sync_kind": '
+                       f'{json.dumps(kname)}, "device": {dev}, "stream": {st}, '
+                       f'"correlation": {corr}{link}}}}}')
+            # The blocking call on the op's own track, where it lies in the op.
+            if op != NONE and int(o.host_begin_ns[op]) <= b <= int(o.host_end_ns[op]):
+                call = SYNC_CALL.get(kname, "cudaDeviceSynchronize" if st == NONE
+                                     else "cudaStreamSynchronize")
+                end = min(e, int(o.host_end_ns[op]))
+                out.append(f'{{"ph": "X", "cat": "cuda_runtime", "name": "{call}", '
+                           f'"pid": {pid}, "tid": {tid}, "ts": {self.ts(b)}, '
+                           f'"dur": {_us(max(0, end - b))}, '
+                           f'"args": {{"correlation": {corr}}}}}')
+
+    def _counters(self) -> None:
+        for (dev, st), (t, depth) in queue_depth_before(self.tl).items():
+            name = json.dumps(f"queue depth (stream {st})")
+            for ns, d in zip(t.tolist(), depth.tolist()):
+                self.events.append(f'{{"ph": "C", "name": {name}, "pid": {dev}, '
+                                   f'"ts": {self.ts(ns)}, "args": {{"depth": {d}}}}}')
+
+    def _header(self) -> dict[str, Any]:
+        from cutimeline import __version__
+        meta = self.tl.meta
+        head: dict[str, Any] = {"schemaVersion": 1, "displayTimeUnit": "ms",
+                                "traceName": str(meta.get("file") or meta.get("trace_name")
+                                                 or "cutimeline"),
+                                "exportedBy": f"{EXPORTER} {__version__}"}
+        base = int(meta.get("base_time_ns", 0) or 0)
+        if base or self.shift:
+            head["baseTimeNanoseconds"] = base + self.shift
+        if self.shift:
+            head[SHIFT_KEY] = self.shift
+        if meta.get("devices"):
+            head["deviceProperties"] = meta["devices"]
+        if isinstance(meta.get("distributed"), dict):
+            head["distributedInfo"] = meta["distributed"]
+        elif isinstance(meta.get("rank"), int):
+            head["distributedInfo"] = {"rank": meta["rank"],
+                                       "world_size": meta.get("world_size", 1)}
+        return head
+
+
+def _times(tl: Timeline) -> list[np.ndarray]:
+    o, g, s, y = tl.ops, tl.gpu, tl.spans, tl.syncs
+    return [o.host_begin_ns, o.host_end_ns, g.begin_ns, g.end_ns,
+            g.launch_ns[g.launch_ns != NONE], s.begin_ns, s.end_ns,
+            y.host_begin_ns, y.host_end_ns]
+
+
+def _flag_names(flags: int) -> str:
+    return "|".join(f.name for f in OpFlag if flags & f)
+
+
+def _meta_event(name: str, pid: int, tid: int, args: dict) -> str:
+    return (f'{{"ph": "M", "name": "{name}", "pid": {pid}, "tid": {tid}, '
+            f'"ts": 0, "args": {json.dumps(args)}}}')
+
+
 # -- the run -------------------------------------------------------------------
 
 def same(a: Timeline, b: Timeline) -> bool:
@@ -118,23 +443,66 @@ def demo_timeline(folder: str | None) -> Timeline:
     return ctl.load(os.path.join(folder, "demo.ctl"))
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--sizes", nargs="+", type=float, default=[1e5, 1e6])
-    ap.add_argument("--reps", type=int, default=5)
-    ap.add_argument("--streams", type=int, default=4)
-    ap.add_argument("--demo", metavar="DIR", help="a folder with the demo's demo.ctl")
-    args = ap.parse_args()
-    label = f"synthetic, {args.streams} stream{'s' * (args.streams != 1)}"
-    cases = [(label, synthetic(int(n), streams=args.streams)) for n in args.sizes]
-    cases.append(("demo", demo_timeline(args.demo)))
+def rows_of(tl: Timeline) -> int:
+    return len(tl.ops) + len(tl.gpu) + len(tl.syncs) + len(tl.spans)
+
+
+def text_of(path: str) -> bytes:
+    with open(path, "rb") as f:
+        data = f.read()
+    return gzip.decompress(data) if path.endswith(".gz") else data
+
+
+def measure_export(tl: Timeline, folder: str, reps: int, suffix: str,
+                   before: bool = True) -> dict[str, dict]:
+    writers = {"before": export_before, "after": ctl.export_chrome}
+    if not before:
+        writers.pop("before")
+    times: dict[str, list[float]] = {w: [] for w in writers}
+    cpu: dict[str, list[float]] = {w: [] for w in writers}
+    for rep in range(reps + 1):  # round 0 warms up and checks
+        for w, export in writers.items():
+            path = os.path.join(folder, f"{w}{suffix}")
+            c0, t0 = cpu_s(), time.perf_counter()
+            export(tl, path)
+            if rep:
+                times[w].append(time.perf_counter() - t0)
+                cpu[w].append(cpu_s() - c0)
+        if not rep and before and text_of(os.path.join(folder, f"before{suffix}")) != \
+                text_of(os.path.join(folder, f"after{suffix}")):
+            raise SystemExit(f"the {suffix} exports differ")
+    return {w: {"s": statistics.median(t), "cpu": statistics.median(cpu[w]),
+                "bytes": os.path.getsize(os.path.join(folder, f"{w}{suffix}"))}
+            for w, t in times.items()}
+
+
+def cpu_s() -> float:
+    """CPU seconds of this process, all threads, user and system."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def measure_parquet(tl: Timeline, folder: str, reps: int) -> dict[str, float]:
+    out = os.path.join(folder, "parquet")
+    times = []
+    for rep in range(reps + 1):
+        t0 = time.perf_counter()
+        tl.to_parquet(out)
+        if rep:
+            times.append(time.perf_counter() - t0)
+    size = sum(os.path.getsize(os.path.join(out, f)) for f in os.listdir(out))
+    shutil.rmtree(out)
+    return {"s": statistics.median(times), "bytes": size}
+
+
+def run_save(cases: list[tuple[str, Timeline]], reps: int) -> None:
     print("| Timeline | ops | writer | save s | load s | file | B/op |")
     print("|---|---:|---|---:|---:|---:|---:|")
     ratios = []
     with tempfile.TemporaryDirectory() as folder:
         for label, tl in cases:
             n = len(tl.ops)
-            r = measure(tl, folder, args.reps)
+            r = measure(tl, folder, reps)
             for w in ("before", "after"):
                 m = r[w]
                 print(f"| {label} | {n:,} | {w} | {m['save']:.3f} | {m['load']:.3f} "
@@ -142,10 +510,62 @@ def main() -> None:
             b, a = r["before"], r["after"]
             ratios.append((label, n, b["save"] / a["save"], b["load"] / a["load"],
                            b["bytes"] / a["bytes"]))
-    print("\n| Timeline | ops | save: before ÷ after | load: before ÷ after | size: before ÷ after |")
+    print("\n| Timeline | ops | save: before ÷ after | load: before ÷ after "
+          "| size: before ÷ after |")
     print("|---|---:|---:|---:|---:|")
     for label, n, s, lo, b in ratios:
         print(f"| {label} | {n:,} | {s:.1f}× | {lo:.2f}× | {b:.2f}× |")
+
+
+def run_export(cases: list[tuple[str, Timeline]], reps: int, before: bool = True) -> None:
+    print("| Timeline | ops | rows | file | before s | after s | before ÷ after "
+          "| after rows/s | after ops/s | after CPU s | before size | after size |")
+    print("|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    with tempfile.TemporaryDirectory() as folder:
+        for label, tl in cases:
+            n, rows = len(tl.ops), rows_of(tl)
+            for suffix in (".json", ".json.gz"):
+                r = measure_export(tl, folder, reps, suffix, before)
+                a = r["after"]
+                b = r.get("before", {"s": float("nan"), "bytes": float("nan")})
+                print(f"| {label} | {n:,} | {rows:,} | {suffix} | {b['s']:.3f} | {a['s']:.3f} "
+                      f"| {b['s'] / a['s']:.1f}× | {rows / a['s'] / 1e6:.2f} M "
+                      f"| {n / a['s'] / 1e6:.2f} M | {a['cpu']:.3f} | {b['bytes'] / 1e6:.1f} MB "
+                      f"| {a['bytes'] / 1e6:.1f} MB |")
+
+
+def run_parquet(cases: list[tuple[str, Timeline]], reps: int) -> None:
+    print("| Timeline | ops | rows | to_parquet s | rows/s | folder | B/row |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    with tempfile.TemporaryDirectory() as folder:
+        for label, tl in cases:
+            n, rows = len(tl.ops), rows_of(tl)
+            r = measure_parquet(tl, folder, reps)
+            print(f"| {label} | {n:,} | {rows:,} | {r['s']:.3f} | {rows / r['s'] / 1e6:.2f} M "
+                  f"| {r['bytes'] / 1e6:.2f} MB | {r['bytes'] / rows:.2f} |")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sizes", nargs="+", type=float, default=[1e5, 1e6])
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--streams", type=int, default=4)
+    ap.add_argument("--demo", metavar="DIR", help="a folder with the demo's demo.ctl")
+    ap.add_argument("--parts", nargs="+", default=["save", "export", "parquet"],
+                    choices=["save", "export", "parquet"])
+    ap.add_argument("--no-before", action="store_true",
+                    help="export: time today's exporter alone (the old one takes a minute "
+                         "at 10^6 ops)")
+    args = ap.parse_args()
+    label = f"synthetic, {args.streams} stream{'s' * (args.streams != 1)}"
+    cases = [(label, synthetic(int(n), streams=args.streams)) for n in args.sizes]
+    cases.append(("demo", demo_timeline(args.demo)))
+    export = functools.partial(run_export, before=not args.no_before)
+    for part, run in (("save", run_save), ("export", export), ("parquet", run_parquet)):
+        if part in args.parts:
+            print(f"\n### {part}\n", flush=True)
+            run(cases, args.reps)
+            sys.stdout.flush()
 
 
 if __name__ == "__main__":

@@ -227,6 +227,12 @@ class Timeline:
         """Write the Timeline to a ``.ctl`` file (``fileformat``; no pickle)."""
         fileformat.save(self, path)
 
+    def to_parquet(self, folder: str | os.PathLike) -> None:
+        """Write each table as ``folder``/<table>.parquet, strings decoded,
+        with meta.json (``parquet``; needs pyarrow)."""
+        from . import parquet
+        parquet.write(self, folder)
+
     def __repr__(self) -> str:
         o, g = self.ops, self.gpu
         streams = len(set(zip(g.device.tolist(), g.stream.tolist())))

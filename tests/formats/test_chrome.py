@@ -7,14 +7,25 @@ from __future__ import annotations
 import collections
 import gzip
 import json
+import os
+import pathlib
+import stat
+import sys
 
 import numpy as np
 import pytest
 from test_kineto import DATA, TRACES
 
+import cutimeline as ctl
 from cutimeline import CutimelineError, Timeline
+from cutimeline.formats import chrome, jsonrows
 from cutimeline.formats.chrome import export_chrome, import_chrome, queue_depth
 from cutimeline.timeline.schema import NONE, GpuKind, OpFlag, SpanKind
+
+from handmade import random_timeline
+from synth import trace
+
+BENCHMARKS = pathlib.Path(__file__).parents[2] / "benchmarks"
 
 
 @pytest.fixture(scope="module")
@@ -246,3 +257,116 @@ def test_export_needs_an_aligned_timeline(tmp_path):
     assert not list(tmp_path.iterdir())
 
 
+# -- export: the same file as before issue 25 -------------------------------------
+@pytest.fixture(scope="module")
+def before():
+    """benchmarks/bench_io.py: the exporter as it was (a string per event)."""
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import bench_io
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    return bench_io
+
+
+def odd(offset_ns: int = 0, alike: bool = False) -> Timeline:
+    """Every branch of the export: unknown flag bits, negative threads and
+    durations, names to escape, launches and ops unknown, every GPU kind,
+    sync kinds named and not, steps without a number, threads named in
+    meta (``alike``: two named alike, so all are numbered)."""
+    names = ["aten::mm", 'quote " and \\ back', "new\nline\ttab", "é 日本 \ud800",
+             "Stream Sync", "Event Sync", "", "custom wait", "float[2,2]", "step"]
+    t = offset_ns + np.array([0, 100, 150, 300, 1000, 5000, 7000], np.int64)
+    n_ops = 6
+    tables = {
+        "ops": {"seq": [0, 1, 2, 3, 10**12, 5], "thread": [0, 1, -2, 2, 0, 1],
+                "name": [0, 1, 2, 3, 6, 0], "shapes": [8, NONE, 3, NONE, 1, 2],
+                "grad_fn": [NONE, 2, NONE, 0, NONE, NONE], "module": [1, NONE, NONE, 3, NONE, 0],
+                "device": [0, NONE, 1, 0, 2, NONE], "stream": [7, NONE, 2**63 - 1, 0, 3, NONE],
+                "flags": [0, int(OpFlag.SYNC | OpFlag.VIEW), 64, 255, int(OpFlag.TRUNCATED), 128],
+                "depth": [0, 1, 0, 0, 2, 0],
+                "host_begin_ns": t[[0, 1, 2, 3, 4, 5]], "host_end_ns": t[[1, 0, 4, 5, 6, 6]]},
+        "gpu": {"op": [0, NONE, 2, NONE, 3, 4, 5], "device": [0, 1, 1, 2, 0, 2, 0],
+                "stream": [7, 3, 2, 2**40, 7, 3, 0], "name": [0, 1, 2, 3, 6, 8, 9],
+                "kind": [int(k) for k in GpuKind],
+                "launch_ns": [t[1], t[1], NONE, NONE, t[3] + 1, t[4], NONE],
+                "begin_ns": t[[2, 2, 3, 3, 4, 5, 6]], "end_ns": t[[3, 3, 3, 6, 5, 6, 6]] + 1},
+        "syncs": {"op": [1, NONE, 4, 3, 2, 5], "kind": [4, 5, 6, NONE, 7, 4],
+                  "device": [0, 1, 0, 2, 0, 1], "stream": [NONE, 3, 7, NONE, 2, NONE],
+                  "host_begin_ns": t[[0, 2, 4, 5, 3, 6]], "host_end_ns": t[[1, 3, 6, 6, 5, 6]] + 9,
+                  "thread": [0, 0, 1, 2, 0, 1]},
+        "spans": {"kind": [int(k) for k in SpanKind] + [int(SpanKind.STEP)],
+                  "name": [9, 1, 2, 3, NONE, 0, 8, 6, 9], "thread": [0, 1, -2, 2, 0, 1, 0, 0, 1],
+                  "depth": [0] * 9, "number": [3, NONE, NONE, NONE, NONE, NONE, NONE, NONE, NONE],
+                  "begin_ns": t[[0, 1, 2, 3, 4, 5, 0, 1, 2]],
+                  "end_ns": t[[6, 2, 3, 4, 5, 6, 6, 1, 5]]},
+    }
+    assert len(tables["ops"]["seq"]) == n_ops
+    meta = {"source": "test", "aligned": True, "rank": 3, "base_time_ns": 17,
+            "threads": [{"pid": 4242, "tid": 9, "name": "main é"}, {"pid": True, "tid": "x"},
+                        {"pid": 4242, "tid": 9 if alike else 11}, "not a dict"],
+            "device_names": {"0": "NVIDIA \"H100\"", "2": ""},
+            "devices": [{"id": 0, "name": "x"}], "trace_name": "odd \u2603"}
+    return Timeline(tables, names, meta)
+
+
+def exports(tl: Timeline, folder: pathlib.Path, write) -> dict[str, bytes]:
+    out = {}
+    for suffix in (".json", ".json.gz"):
+        path = folder / f"{write.__name__}{suffix}"
+        write(tl, path)
+        data = path.read_bytes()
+        out[suffix] = gzip.decompress(data) if suffix.endswith(".gz") else data
+    return out
+
+
+def cases():
+    yield from ((f"kineto {k}", lambda p=p: import_chrome(DATA / p)) for k, p in TRACES.items())
+    for offset in (0, 1_700_000_000_123_456_789, -(2**62) + 5 * 10**9, 2**62 - 10**4):
+        yield f"odd {offset}", lambda o=offset: odd(o)
+    yield "odd, threads alike", lambda: odd(0, alike=True)
+    yield "handmade", lambda: handmade(1_700_000_000_000_000_000)
+    yield "random", lambda: random_timeline(4, n=2_000, streams=3)
+    yield "simulated, 2 devices", lambda: ctl.align(trace(2, devices=2, n_ops=800))
+    yield "empty", lambda: Timeline(meta={"aligned": True, "threads": [{"pid": 1, "tid": 1}]})
+
+
+@pytest.mark.parametrize("case", [c for c, _ in cases()])
+def test_export_writes_the_bytes_it_wrote_before(before, tmp_path, case):
+    tl = dict(cases())[case]()
+    new = exports(tl, tmp_path, export_chrome)
+    assert new == exports(tl, tmp_path, before.export_before)
+    assert new[".json"] == new[".json.gz"]
+    json.loads(new[".json"])
+
+
+def test_chunks_and_threads_change_no_byte(before, tmp_path, monkeypatch):
+    tl = random_timeline(8, n=3_000, streams=4)
+    want = exports(tl, tmp_path, before.export_before)
+    monkeypatch.setattr(jsonrows, "CHUNK_BYTES", 3_000)   # rows of a few hundred bytes
+    monkeypatch.setattr(chrome, "POOL_ROWS", 0)            # and worker threads
+    assert exports(tl, tmp_path, export_chrome) == want
+
+
+def test_queue_depth_is_what_it_was(before):
+    for tl in (handmade(), odd(), random_timeline(3, n=1_000, streams=3)):
+        new, old = queue_depth(tl), before.queue_depth_before(tl)
+        assert list(new) == list(old)
+        for key in old:
+            assert all(type(k) is int for k in key)
+            assert np.array_equal(new[key][0], old[key][0])
+            assert np.array_equal(new[key][1], old[key][1])
+
+
+def test_export_keeps_the_files_mode_and_leaves_nothing_on_failure(before, tmp_path):
+    tl = handmade()
+    export_chrome(tl, tmp_path / "new.json.gz")
+    before.export_before(tl, tmp_path / "old.json.gz")
+    mode = [stat.S_IMODE(os.stat(tmp_path / f).st_mode) for f in ("new.json.gz", "old.json.gz")]
+    assert mode[0] == mode[1]
+    bad = tl.replace(spans=tl.spans.replace(kind=[9, 1]))   # no SpanKind 9
+    with pytest.raises(CutimelineError, match="spans.kind holds 9, which is no SpanKind"):
+        export_chrome(bad, tmp_path / "bad.json.gz")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["new.json.gz", "old.json.gz"]
+    with pytest.raises(CutimelineError, match="folder .* does not exist"):
+        export_chrome(tl, tmp_path / "missing" / "x.json")

@@ -1,0 +1,126 @@
+"""Timeline → a folder of Parquet files, one a table, that query engines
+(DuckDB, Polars, Spark, pandas) read without cutimeline.
+
+The folder holds ``<table>.parquet`` for each table of ``SCHEMA`` (ops,
+events, gpu, syncs, spans, clocks, truth), each with the table's columns in
+order and dtype, and ``meta.json`` (the Timeline's meta, row counts and how
+columns are spelled), written last: a folder with meta.json is whole.
+
+Columns are as in the Timeline, except that those a reader could not use
+without it are decoded: string ids become dictionary-encoded strings and
+enum codes their lower-case names (as ``to_pandas`` gives them), and NONE
+becomes null in those and in row references (``gpu.op``: the ``ops`` row,
+counted from 0, as DuckDB's ``file_row_number``). Other integer columns
+keep NONE as -1 (a CPU op's ``device``, a ``launch_ns`` not measured).
+
+pyarrow is imported here only: ``pip install 'cutimeline[parquet]'``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..errors import CutimelineError
+from .schema import ENUM_COLUMNS, NONE, REFERENCES, SCHEMA, STRING_COLUMNS
+
+if TYPE_CHECKING:   # timeline.py imports this module when it is used
+    from .timeline import Timeline
+
+__all__ = ["write", "FORMAT", "VERSION"]
+
+FORMAT = "cutimeline-parquet"
+VERSION = 1
+# zstd: half the size of snappy (pyarrow's default) for these columns, in
+# a fifth more time (benchmarks/RESULTS.md); DuckDB, Polars, Spark and
+# pandas read it.
+COMPRESSION = "zstd"
+
+
+def write(tl: Timeline, folder: str | os.PathLike) -> None:
+    """Write ``tl`` as ``folder``/<table>.parquet and ``folder``/meta.json,
+    making the folder if need be; files of an earlier write are replaced."""
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise CutimelineError("Timeline.to_parquet needs pyarrow: "
+                              "pip install 'cutimeline[parquet]'.") from None
+    folder = os.fspath(folder)
+    if os.path.exists(folder) and not os.path.isdir(folder):
+        raise CutimelineError(f"Cannot write Parquet to {folder}: it is a file; "
+                              f"give a folder (made if missing).")
+    try:
+        head = json.dumps(_head(tl), allow_nan=False, indent=1)
+    except (TypeError, ValueError) as exc:
+        raise CutimelineError(f"The Timeline's meta cannot be written as JSON "
+                              f"({exc}); keep meta to str, numbers, lists and "
+                              f"dicts.") from None
+    os.makedirs(folder, exist_ok=True)
+    strings = pa.array(tl.strings, pa.string())
+    meta_path = os.path.join(folder, "meta.json")
+    if os.path.exists(meta_path):   # the folder is incomplete until the end
+        os.unlink(meta_path)
+    for name in SCHEMA:
+        table = pa.table({col: _column(pa, tl, name, col, strings)
+                          for col, _ in SCHEMA[name]})
+        _replace(os.path.join(folder, f"{name}.parquet"),
+                 lambda tmp, t=table: pq.write_table(t, tmp, compression=COMPRESSION))
+    _replace(meta_path, lambda tmp: _write_text(tmp, head))
+
+
+def _column(pa: Any, tl: Timeline, table: str, col: str, strings: Any) -> Any:
+    a = tl.table(table)[col]
+    if (table, col) in STRING_COLUMNS:
+        return _dictionary(pa, a, strings)
+    if (table, col) in ENUM_COLUMNS:
+        codes = np.unique(a)
+        names = {int(k): k.name.lower() for k in ENUM_COLUMNS[table, col]}
+        labels = pa.array([names.get(int(c), str(int(c))) for c in codes], pa.string())
+        return _dictionary(pa, np.searchsorted(codes, a), labels)
+    if (table, col) in REFERENCES:
+        return pa.array(a, mask=a == NONE)
+    return pa.array(a)
+
+
+def _dictionary(pa: Any, ids: np.ndarray, values: Any) -> Any:
+    """Ids into ``values`` (NONE: null) as a dictionary array of just the
+    values in use: a column refers to few of the strings, and each column
+    chunk of the file stores its dictionary."""
+    used = np.zeros(len(values) + 1, bool)
+    used[ids + 1] = True   # slot 0: NONE
+    keep = np.flatnonzero(used[1:])
+    renumber = (np.cumsum(used) - 1 - used[0]).astype(np.int32)
+    index = pa.array(renumber[ids + 1], mask=ids == NONE)
+    return pa.DictionaryArray.from_arrays(index, values.take(pa.array(keep)))
+
+
+def _head(tl: Timeline) -> dict[str, Any]:
+    from .. import __version__
+    return {"format": FORMAT, "format_version": VERSION,
+            "written_by": f"cutimeline {__version__}",
+            "tables": {name: {"file": f"{name}.parquet", "rows": len(tl.table(name))}
+                       for name in SCHEMA},
+            "none": "null in string, enum and row-reference columns; -1 in the others",
+            "meta": tl.meta}
+
+
+def _replace(path: str, write_to: Any) -> None:
+    """Write through a temporary file beside ``path``, then rename it."""
+    tmp = os.path.join(os.path.dirname(path), f".{uuid.uuid4().hex[:12]}.tmp")
+    try:
+        write_to(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _write_text(path: str, text: str) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
