@@ -4,16 +4,15 @@ verdicts and the step table measure.
 The host runs ahead of the GPU, so a host step's window holds the tail of
 the previous step's GPU work and misses the tail of its own: measured
 there, a GPU-bound loop whose host runs a step ahead reads half idle. A
-step's *device window* is [start of the first GPU work launched by an op
-of host step k, start of the first GPU work launched by an op of step
-k + 1): the GPU's own step. The last step ends at the end of the last GPU
-work launched in it or of its host window, whichever is later (what the
-host does after its last launch, a logging read-back, the next fetch, is
-the step's own). Work belongs to the step whose host window holds its
-launch time. A step that launched no GPU work keeps its host window, and
-the step before it ends where that window begins (windows tile the time);
-where that would end a step before it began, the step ends with its own
-last work instead.
+step's *device window* runs from the end of the previous step's last GPU
+work to the end of its own last GPU work: the time the GPU took to finish
+this step once it had finished the last one, so what kept it waiting for
+this step (its batch being fetched, the Python before its first launch, a
+read-back inside it) is in its window. (Start to start, the wait for step
+k + 1's batch would land in step k, and the last step would have none.)
+The first step begins with its first GPU work. Work belongs to the step
+whose host window holds its launch time. A step that launched no GPU work
+ends with its host window, never before the previous window ends.
 """
 
 from __future__ import annotations
@@ -57,14 +56,11 @@ def device_windows(launch, begin, end, hb, he, fb=None,
         # few steps (one per iteration): a slice each is cheap enough
         first[has] = [rb[i:j].min() for i, j in zip(a[has], b[has])]
         last[has] = [re[i:j].max() for i, j in zip(a[has], b[has])]
-    w0 = first
-    w1 = np.empty_like(w0)
+    # end to end: each window ends with its own last work (or, without work,
+    # its host end) and begins where the previous one ended
+    w1 = np.maximum.accumulate(last) if len(last) else last
+    w0 = np.empty_like(w1)
     if len(w0):
-        w1[:-1] = w0[1:]
-        # the last step has no next one to end it: it runs to its last work
-        # or to the end of its host window, whichever is later (the host time
-        # after its work, a logging read-back or the next fetch, is its own)
-        w1[-1] = max(last[-1], (he if fe is None else np.asarray(fe, np.int64))[-1])
-        short = w1 <= w0  # the next window begins first: end with own work
-        w1[short] = np.maximum(last[short], w0[short])
+        w0[0] = min(first[0], w1[0])
+        w0[1:] = w1[:-1]
     return w0, w1

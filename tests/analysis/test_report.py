@@ -31,21 +31,22 @@ def test_fmt_ns():
 
 
 def test_ranges_group_steps_and_give_advice():
-    # device windows: each step from its work at t + 90 to the next step's;
-    # the last one is its own work alone (GPU-bound)
+    # device windows, end to end: step 0 is its own work alone (GPU-bound);
+    # each later one runs from the previous step's last work to its own,
+    # through the fetch of its batch
     rep = ctl.analyze(input_bound())
-    r, last = rep.ranges()
-    assert (r["first"], r["last"], r["verdict"], r["steps"]) == (0, 2, "input-bound", 3)
-    assert (last["first"], last["verdict"]) == (3, "GPU-bound")
+    first, r = rep.ranges()
+    assert (r["first"], r["last"], r["verdict"], r["steps"]) == (1, 3, "input-bound", 3)
+    assert (first["first"], first["verdict"]) == (0, "GPU-bound")
     assert r["idle_ns"]["data"] == 3 * 80
     assert r["text"] == "input-bound — 89% of idle time, next: launch 11%"
     assert (r["cause"], r["runner_up"]) == ("data", "launch")
     assert r["share"] == 80 / 90 and r["runner_up_share"] == 10 / 90
-    assert r["advice"].startswith("steps 0–2: 89% of GPU idle time is spent waiting "
+    assert r["advice"].startswith("steps 1–3: 89% of GPU idle time is spent waiting "
                                   "for DataLoader fetches (3 fetches, mean 80 ns)")
     assert "num_workers > 0" in r["advice"]
     text = rep.summary()
-    assert "• input-bound — 89% of idle time, next: launch 11%: steps 0–2" in text
+    assert "• input-bound — 89% of idle time, next: launch 11%: steps 1–3" in text
     assert "GPU busy 10%" in text and "biggest gaps:" in text
 
 
@@ -99,7 +100,7 @@ def test_advice_uses_num_workers_when_the_span_names_it(name, advice):
     st[st.index("next(DataLoader)")] = name
     tl = ctl.Timeline({k: tl.table(k) for k in ("ops", "gpu", "spans", "syncs")}, st,
                       tl.meta)
-    assert advice in ctl.analyze(tl).ranges()[0]["advice"]
+    assert advice in ctl.analyze(tl).ranges()[1]["advice"]
 
 
 def test_a_verdict_names_the_runner_up_cause_with_its_share():
@@ -202,31 +203,30 @@ def mixed_steps():
 def test_a_close_split_reads_mixed_with_the_advice_for_both():
     rep = ctl.analyze(mixed_steps(), sync_slack_ns=0)
     s = rep.steps
-    assert s["verdict"][:3].tolist() == ["mixed"] * 3
-    assert s["cause"][0] == "launch" and s["runner_up"][0] == "sync"
-    assert s["share"][0] - s["runner_up_share"][0] < 0.2
-    # steps 0–2 (the last one runs on to its host window's end: more sync)
-    r = ctl.analyze(mixed_steps(), sync_slack_ns=0, window=(0, 2)).ranges()[0]
+    assert s["verdict"][1:].tolist() == ["mixed"] * 3  # step 0: its own work alone
+    assert s["cause"][1] == "launch" and s["runner_up"][1] == "sync"
+    assert s["share"][1] - s["runner_up_share"][1] < 0.2
+    r = ctl.analyze(mixed_steps(), sync_slack_ns=0, window=(1, 3)).ranges()[0]
     assert r["text"] == "mixed — launch 56%, sync 44% of idle time"
     assert "for launch: launch fewer, larger kernels" in r["advice"]
     assert "for sync: avoid .item()" in r["advice"]
     assert r["offenders"]["ops"]  # of the top cause: host time in ops
     # a wider margin makes it launch-bound, naming the runner-up
     wide = ctl.analyze(mixed_steps(), sync_slack_ns=0, mixed_margin=0.1,
-                       window=(0, 2)).ranges()[0]
+                       window=(1, 3)).ranges()[0]
     assert wide["text"] == "launch-bound — 56% of idle time, next: sync 44%"
 
 
 def test_the_summary_leads_with_the_runs_verdict_over_its_steady_steps():
     first = ctl.analyze(input_bound()).summary().splitlines()[0]
-    # steps 1–3 (step 0 pays for warm-up): input-bound for 200 of 210 ns
+    # steps 1–3 (step 0 pays for warm-up): input-bound throughout
     assert first.startswith("Verdict: input-bound — 89% of idle time, next: launch 11% "
-                            "(steps 1–3, all but the first; 95% of their time). Most "
+                            "(steps 1–3, all but the first; 100% of their time). Most "
                             "likely to help: try num_workers > 0")
-    assert first.endswith("(89% of GPU idle time waiting for DataLoader fetches).")
+    assert "(89% of GPU idle time waiting for DataLoader fetches)" in first
     mixed = ctl.analyze(mixed_steps(), sync_slack_ns=0).summary().splitlines()[0]
-    assert mixed.startswith("Verdict: mixed — sync 46%, launch 38% of idle time")
-    assert "Most likely to help: avoid .item()" in mixed
+    assert mixed.startswith("Verdict: mixed — launch 56%, sync 44% of idle time")
+    assert "Most likely to help: launch fewer, larger kernels" in mixed
     two = ctl.analyze(timeline([(0, 5, 10, 20), (0, 105, 110, 120)],
                                steps=[(0, 0, 100), (1, 100, 200)])).summary()
     assert "(steps 0–1;" in two.splitlines()[0]  # under three steps: all of them
@@ -243,7 +243,7 @@ def test_host_bound_steps_name_the_op_free_stretches():
                   spans=[(SpanKind.USER, "log_metrics", 1_000_000 * k + 100,
                           1_000_000 * k + 900_000) for k in range(3)])
     rep = ctl.analyze(tl)
-    r = rep.ranges()[0]
+    r = rep.ranges()[-1]  # steps 1–2: the stretch before each one's work
     assert r["verdict"] == "host-bound" and r["cause"] == "host"
     assert r["offenders"]["spans"][0][0] == "log_metrics"
     assert "the host was busy outside op launches" in r["advice"]

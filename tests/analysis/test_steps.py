@@ -9,28 +9,24 @@ from cutimeline.timeline.schema import NONE
 from handmade import timeline
 
 
-def test_a_step_runs_from_its_first_work_to_the_next_steps_first_work():
+def test_a_step_runs_from_the_previous_steps_last_work_to_its_own():
     launch = [10, 20, 110, 210, NONE]
     begin = [50, 120, 150, 260, 5]
     end = [120, 140, 250, 290, 9]
     b, e = device_windows(launch, begin, end, [0, 100, 200], [100, 200, 300])
-    # step 1's first work starts at 150; the last step ends with its host
-    # window at 300, after its work (290); the row without a launch time
+    # step 0 from its first work (50) to its last work's end (140); step 1
+    # from there to 250, step 2 to 290; the row without a launch time
     # belongs to no step
-    assert b.tolist() == [50, 150, 260] and e.tolist() == [150, 260, 300]
-    b, e = device_windows(launch, begin, [120, 140, 250, 390, 9], [0, 100, 200],
-                          [100, 200, 300])
-    assert e.tolist() == [150, 260, 390]  # ... or with its work, if later
+    assert b.tolist() == [50, 140, 250] and e.tolist() == [140, 250, 290]
 
 
-def test_a_step_without_gpu_work_keeps_its_host_window():
+def test_a_step_without_gpu_work_ends_with_its_host_window():
     b, e = device_windows([10, 210], [50, 260], [120, 290], [0, 100, 200],
                           [100, 200, 300])
-    assert b.tolist() == [50, 100, 260] and e.tolist() == [100, 260, 300]
-    # the step before one without work ends at that step's host begin,
-    # unless that would end it before it began: then with its own work
-    b, e = device_windows([10], [150], [170], [0, 100], [100, 200])
-    assert b.tolist() == [150, 100] and e.tolist() == [170, 200]
+    assert b.tolist() == [50, 120, 200] and e.tolist() == [120, 200, 290]
+    # never before the previous window ends: an empty window then
+    b, e = device_windows([10], [150], [170], [0, 100], [100, 130])
+    assert b.tolist() == [150, 170] and e.tolist() == [170, 170]
 
 
 def test_a_host_a_step_ahead_of_a_busy_gpu_reads_gpu_bound():
