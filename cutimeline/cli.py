@@ -3,6 +3,7 @@
     cutimeline demo [--out DIR] [--steps N] [--device auto|cuda|sim]
     cutimeline plot FILE -o OUT.png [--window W]
     cutimeline summary FILE [--window W] [--json]
+    cutimeline whatif FILE [--window W] [--json]
     cutimeline export FILE -o OUT.json.gz
     cutimeline import TRACE -o OUT.ctl
     cutimeline merge DIR -o merged.ctl
@@ -127,6 +128,27 @@ def _cmd_summary(a: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_whatif(a: argparse.Namespace) -> int:
+    import cutimeline as ctl
+
+    from .analysis.words import fmt_ns, pct
+    tl = _open(a.file)
+    rep = ctl.analyze(tl, window=parse_window(a.window) if a.window else None)
+    preds = rep.what_if()
+    if a.json:
+        print(json.dumps([p.to_dict() for p in preds], indent=1))
+        return 0
+    if not preds:
+        raise CutimelineError(f"{a.file} gives no what-if predictions: it needs gpu rows "
+                              f"and something a fix would remove.")
+    print(f"what if (steady-state steps, median; recorded step "
+          f"{fmt_ns(preds[0].step_ns)}, GPU busy {pct(preds[0].busy_frac)}):")
+    for p in preds:
+        print(f"  {p.edit.name:<9} {-p.gain:+7.1%}  step {fmt_ns(p.predicted_step_ns):>9}  "
+              f"GPU busy {pct(p.predicted_busy_frac):>4}  {p.edit.code}")
+    return 0
+
+
 def _cmd_export(a: argparse.Namespace) -> int:
     import cutimeline as ctl
     ctl.export_chrome(_open(a.file), a.output)
@@ -168,15 +190,17 @@ def _parser() -> argparse.ArgumentParser:
     for name, helptext, run in (
             ("plot", "draw the timeline of FILE", _cmd_plot),
             ("summary", "print the analysis of FILE", _cmd_summary),
+            ("whatif", "predict the step time of FILE under each fix, ranked",
+             _cmd_whatif),
             ("export", "write FILE as a Chrome/Perfetto trace", _cmd_export)):
         c = sub.add_parser(name, help=helptext)
         c.add_argument("file", metavar="FILE", help=".ctl file or torch.profiler trace")
-        if name != "summary":
+        if name not in ("summary", "whatif"):
             c.add_argument("-o", "--output", required=True)
-        if name in ("plot", "summary"):
+        if name in ("plot", "summary", "whatif"):
             c.add_argument("--window", help="step (3), steps (3-5) or seconds (0.5s-0.75s)")
-        if name == "summary":
-            c.add_argument("--json", action="store_true", help="the report as JSON")
+        if name in ("summary", "whatif"):
+            c.add_argument("--json", action="store_true", help="the result as JSON")
         c.set_defaults(run=run)
     i = sub.add_parser("import", help="read a torch.profiler trace into a .ctl file")
     i.add_argument("trace", metavar="TRACE")

@@ -179,3 +179,32 @@ def test_progress_bar_waits_before_showing_short_work():
     bar("parsing", 0.5)
     bar.done()
     assert tty.getvalue() == ""
+
+
+def test_whatif_prints_the_ranked_edits_and_json(tmp_path, capsys):
+    from cutimeline.timeline.schema import SpanKind
+
+    from handmade import timeline
+    spans = [(SpanKind.DATA, "next(DataLoader)", 10_000_000 * k, 10_000_000 * k + 7_000_000)
+             for k in range(3)]
+    gpu = [(0, 10_000_000 * k + 8_000_000, 10_000_000 * k + 9_000_000,
+            10_000_000 * k + 11_000_000) for k in range(3)]
+    path = tmp_path / "fetch.ctl"
+    timeline(gpu=gpu, spans=spans, steps=[(k, 10_000_000 * k, 10_000_000 * (k + 1))
+                                          for k in range(3)]).save(path)
+    assert main(["whatif", str(path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("what if") and lines[1].split()[0] == "data"
+    assert "num_workers" in lines[1] and lines[1].split()[1].startswith("-")
+    assert main(["whatif", str(path), "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d[0]["edit"] == "data" and d[0]["steps"][1]["predicted_ns"] == 3_000_000
+
+
+def test_whatif_without_gpu_rows_is_one_line_exit_2(tmp_path, capsys):
+    from handmade import timeline
+    path = tmp_path / "host.ctl"
+    timeline(ops=[("aten::add", 0, 10, 0)], steps=[(0, 0, 20)]).save(path)
+    assert main(["whatif", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("cutimeline: error: ") and "no what-if predictions" in err

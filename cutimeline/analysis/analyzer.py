@@ -14,6 +14,8 @@ drawn and the Timeline is not changed. The stages, each in its module:
   margins, evidence and top offenders;
 * ``compensation.py`` — the timeline replayed without the recorder's cost
   (``costs.py``: what the recorder spent, per op);
+* ``whatif.py`` / ``whatif_edits.py`` — the same replay under a fix
+  (input, syncs, host Python, launch cost) and the step times it predicts;
 * ``hta.py`` — HolisticTraceAnalysis-compatible measures;
 * ``optable.py`` — per-op counts and times;
 * ``report.py`` / ``summary.py`` / ``advice.py`` — the ``Report``:
@@ -155,7 +157,7 @@ def analyze(tl: Timeline, *, window: Any = None, engine: str = "numba",
     return Report(tl=tl, window=(int(w0), int(w1)), lanes=ln, activity=act,
                   streams=streams, devices=devices, primary=primary,
                   steps=rows[1:], overall=rows[0], compensation=comp,
-                  settings=settings)
+                  settings=settings, reanalyze=analyze)
 
 
 def _by_steps(window: Any) -> bool:

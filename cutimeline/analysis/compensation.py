@@ -35,7 +35,7 @@ from ..timeline.schema import NONE
 from ..timeline.timeline import Timeline
 from .costs import costs, mix_scale
 
-__all__ = ["replay", "held", "compensate", "shifted"]
+__all__ = ["replay", "held", "compensate", "shifted", "engine_inputs"]
 
 _FAR_PAST = -(2 ** 62)
 _FAR_FUTURE = I64_MAX
@@ -191,6 +191,71 @@ def shifted(t, comp: dict, engine: str = "numba") -> np.ndarray:
     return t + comp["jumps"][k] - comp["cost_cum"][i]
 
 
+def engine_inputs(tl: Timeline, ln, sy: np.ndarray, keep: np.ndarray | None = None,
+                  launch: np.ndarray | None = None, engine: str = "numba"):
+    """What ``replay`` needs of the device side: (the gpu rows in launch
+    order, or None when they are in it already, and when ``keep`` is given
+    only the kept rows; a dict of their ``g_launch``, ``g_grp``,
+    ``g_begin``, ``g_end`` and ``lam``; each sync's row of ``covers``; the
+    bool ``covers``, sync kinds × streams). ``sy``: the syncs replayed, by
+    begin. ``launch``: the rows' host launch times to use (default the
+    recorded ones); an unknown launch is taken as begin − λ."""
+    y = tl.syncs
+    if ln is None:
+        return (np.zeros(0, np.int64), dict(
+            g_launch=np.zeros(0), g_grp=np.zeros(0), g_begin=np.zeros(0),
+            g_end=np.zeros(0), lam=np.zeros(0)), np.zeros(len(sy), np.int64),
+            np.zeros((1, 0), bool))
+    keys, n_s = ln.stream_keys, len(ln.stream_keys)
+    lam = ln.streams.lam
+    sid = ln.streams.of_row
+    launch = ln.launch if launch is None else launch
+    if not (launch != NONE).all():
+        launch = np.where(launch != NONE, launch, ln.begin - lam[sid])
+    if keep is None:
+        rows = sort_order(launch, engine)
+    else:
+        kept = np.flatnonzero(keep)
+        rows = kept[np.argsort(launch[kept], kind="stable")]
+    end = _sync_rows_clipped(tl, ln)
+    if rows is None:
+        g = dict(g_launch=launch, g_grp=sid, g_begin=ln.begin, g_end=end, lam=lam)
+    else:
+        g = dict(g_launch=launch[rows], g_grp=sid[rows], g_begin=ln.begin[rows],
+                 g_end=end[rows], lam=lam)
+    # which streams a sync covers: its stream on its device, or all of
+    # its device's streams (all streams when the device is unknown)
+    dev, st = y.device[sy].astype(np.int64), y.stream[sy].astype(np.int64)
+    kinds, s_grp = np.unique(np.stack([dev, st], 1), axis=0,
+                             return_inverse=True) if len(sy) else \
+        (np.zeros((0, 2), np.int64), np.zeros(0, np.int64))
+    s_grp = s_grp.reshape(-1)
+    covers = np.zeros((max(len(kinds), 1), n_s), bool)
+    for k, (d, s) in enumerate(kinds):
+        covers[k] = ((keys[:, 0] == d) | (d == NONE)) & \
+            ((keys[:, 1] == s) | (s == NONE))
+    return rows, g, s_grp, covers
+
+
+def _sync_rows_clipped(tl: Timeline, ln) -> np.ndarray:
+    """The gpu rows' ends, those of a sync op's own rows (a ``.item()``'s
+    read-back) no later than the host's return from that sync: the row's
+    closing event is recorded when the host is back, so its recorded end
+    includes the host's wake-up, which the replay adds once more as the
+    sync's own latency (a sync would wait for its own return)."""
+    y, g = tl.syncs, tl.gpu
+    has = y.op != NONE
+    if not has.any() or not len(g):
+        return ln.end
+    back = np.full(len(tl.ops), NONE, np.int64)
+    np.maximum.at(back, np.asarray(y.op[has], np.int64), np.asarray(y.host_end_ns[has], np.int64))
+    at = np.where(g.op != NONE, back[np.maximum(g.op, 0)], NONE)
+    hit = at != NONE
+    if not hit.any():
+        return ln.end
+    return np.where(hit, np.maximum(np.minimum(ln.end, at), ln.begin), ln.end)
+
+
 def compensate(tl: Timeline, ln=None, engine: str = "numba") -> dict | None:
     """Replay ``tl`` without the recorder's overhead (see the module doc).
 
@@ -208,35 +273,7 @@ def compensate(tl: Timeline, ln=None, engine: str = "numba") -> dict | None:
     per_launch = tl.meta.get("overhead_ns_per_launch") or 0
     y = tl.syncs
     sy = np.argsort(y.host_begin_ns, kind="stable")
-    if ln is None:
-        covers = np.zeros((1, 0), bool)
-        s_grp = np.zeros(len(sy), np.int64)
-        g = dict(g_launch=np.zeros(0), g_grp=np.zeros(0), g_begin=np.zeros(0),
-                 g_end=np.zeros(0), lam=np.zeros(0))
-        rows = np.zeros(0, np.int64)
-    else:
-        keys, n_s = ln.stream_keys, len(ln.stream_keys)
-        lam = ln.streams.lam
-        sid = ln.streams.of_row
-        launch = ln.launch if (ln.launch != NONE).all() else \
-            np.where(ln.launch != NONE, ln.launch, ln.begin - lam[sid])
-        rows = sort_order(launch, engine)
-        if rows is None:
-            g = dict(g_launch=launch, g_grp=sid, g_begin=ln.begin, g_end=ln.end, lam=lam)
-        else:
-            g = dict(g_launch=launch[rows], g_grp=sid[rows], g_begin=ln.begin[rows],
-                     g_end=ln.end[rows], lam=lam)
-        # which streams a sync covers: its stream on its device, or all of
-        # its device's streams (all streams when the device is unknown)
-        dev, st = y.device[sy].astype(np.int64), y.stream[sy].astype(np.int64)
-        kinds, s_grp = np.unique(np.stack([dev, st], 1), axis=0,
-                                 return_inverse=True) if len(sy) else \
-            (np.zeros((0, 2), np.int64), np.zeros(0, np.int64))
-        s_grp = s_grp.reshape(-1)
-        covers = np.zeros((max(len(kinds), 1), n_s), bool)
-        for k, (d, s) in enumerate(kinds):
-            covers[k] = ((keys[:, 0] == d) | (d == NONE)) & \
-                ((keys[:, 1] == s) | (s == NONE))
+    rows, g, s_grp, covers = engine_inputs(tl, ln, sy, engine=engine)
     b_r, jumps = replay(
         cost_t, cost, y.host_begin_ns[sy], y.host_end_ns[sy], s_grp,
         g["g_launch"], g["g_grp"], g["g_begin"], g["g_end"], g["lam"], covers, engine)

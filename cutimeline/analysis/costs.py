@@ -22,7 +22,7 @@ from ..numeric.ordering import is_sorted, sort_order
 from ..timeline.schema import NONE, OpFlag, SpanKind
 from ..timeline.timeline import Timeline
 
-__all__ = ["costs", "op_costs", "mix_scale", "repeats"]
+__all__ = ["costs", "op_costs", "recorder_op_costs", "mix_scale", "repeats"]
 
 _LAUNCH = int(OpFlag.LAUNCH)
 REPEAT_WINDOW = 8
@@ -187,6 +187,21 @@ def _merge2_nb(ta, ca, tb, cb):
     return t, c
 
 
+def recorder_op_costs(tl: Timeline, engine: str = "numba") -> np.ndarray | None:
+    """What the recorder spent on each op of ``tl`` (int64 ns, one per ops
+    row), priced as ``costs`` prices them; None without a measured cost.
+    The what-if edits that scale an op's host time scale only the rest."""
+    m = tl.meta
+    if m.get("overhead_ns_per_op") is None:
+        return None
+    o = tl.ops
+    model = m.get("overhead_model") or {}
+    return op_costs(o["name"], o["shapes"], o.grad_fn, o.thread,
+                    (o.flags & _LAUNCH) != 0, m.get("overhead_ns_by_signature"),
+                    float(m["overhead_ns_per_op"]), float(model.get("backward_ns") or 0),
+                    mix_scale(m), int(m.get("overhead_ns_per_launch") or 0), engine=engine)
+
+
 def costs(tl: Timeline, engine: str = "numba") -> tuple[np.ndarray, np.ndarray] | None:
     """When and how much host time the recorder spent (ns), sorted by time
     (ties in this order): each op at its begin, priced by ``op_costs`` with
@@ -209,10 +224,7 @@ def costs(tl: Timeline, engine: str = "numba") -> tuple[np.ndarray, np.ndarray] 
     model = m.get("overhead_model") or {}
     calibrations = np.asarray(m.get("overhead_calibrations") or [], np.int64).reshape(-1, 3)
     scale = mix_scale(m)
-    cost = op_costs(o["name"], o["shapes"], o.grad_fn, o.thread,
-                    (o.flags & _LAUNCH) != 0, m.get("overhead_ns_by_signature"),
-                    float(per_op), float(model.get("backward_ns") or 0), scale,
-                    int(m.get("overhead_ns_per_launch") or 0), engine=engine)
+    cost = recorder_op_costs(tl, engine)
     t = np.asarray(o.host_begin_ns, np.int64)
     more_t, more_c = [], []
     if model.get("module_ns") and len(tl.spans):

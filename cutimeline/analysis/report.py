@@ -38,10 +38,11 @@ class Report:
     use; None without gpu rows), ``compensation`` (the overhead replay, None without measured
     overhead), ``settings``. Methods: ``summary()``, ``to_dict()``,
     ``table(name)``, ``op_table()``, ``gap_table()``, ``offenders()``,
-    ``cpu_lead()``, ``queue_depth()``."""
+    ``cpu_lead()``, ``queue_depth()``, ``what_if()``."""
 
     def __init__(self, *, tl: Timeline, window, lanes, activity, streams,
-                 devices, primary, steps, overall, compensation, settings):
+                 devices, primary, steps, overall, compensation, settings,
+                 reanalyze=None):
         self.timeline, self.window = tl, window
         self.lanes, self.activity = lanes, activity
         self.streams, self.devices, self.primary = streams, devices, primary
@@ -51,6 +52,8 @@ class Report:
         self._self_ns: np.ndarray | None = None
         self._overlaps: dict = {}  # verdict.Overlaps, made on first use
         self._hta: dict | None = None
+        self._what_if: list | None = None  # whatif.Prediction, made on first use
+        self._reanalyze = reanalyze  # ``analyze`` itself, for the what-if replays
 
     @property
     def hta(self) -> dict | None:
@@ -189,6 +192,24 @@ class Report:
                          index=self._overlaps, engine=self.settings["engine"],
                          act=self.activity)
 
+    def what_if(self, edit=None):
+        """Without ``edit``: for each fix that applies to this Timeline, the
+        predicted step time and GPU busy fraction per step window
+        (``whatif.Prediction``, with the fix spelled as the change in
+        code), ranked by gain. With ``edit`` (a name: data, sync, host,
+        graphs, launch, recorder): the Timeline replayed under that fix,
+        to analyse or plot beside the recorded one (``whatif.py``)."""
+        from .whatif import predict, replayed
+        if edit is not None:
+            return replayed(self, edit)
+        if self._what_if is None:
+            if self._reanalyze is None:
+                raise CutimelineError("This Report was not made by ctl.analyze, so it "
+                                      "cannot analyse what-if replays; use "
+                                      "ctl.analyze(tl).what_if().")
+            self._what_if = predict(self, self._reanalyze)
+        return self._what_if
+
     # -- text and dict -----------------------------------------------------------
     def ranges(self) -> list[dict]:
         """Consecutive steps with the same verdict, with their totals,
@@ -238,6 +259,12 @@ class Report:
         busy = "no GPU" if self.lanes is None else f"GPU busy {_pct(o['busy_frac'])}"
         return (f"<Report {fmt_ns(self.window[1] - self.window[0])}, "
                 f"{len(self.steps)} steps, {busy}, {o['verdict']}>")
+
+    def _repr_html_(self) -> str:
+        """Jupyter: the verdict line and the step table (``rendering/notebook.py``,
+        loaded by name: analysis may not import rendering)."""
+        import importlib
+        return importlib.import_module("cutimeline.rendering.notebook").report_html(self)
 
 
 def _find(keys: np.ndarray, value: int, what: str) -> int:
