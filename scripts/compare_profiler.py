@@ -209,7 +209,7 @@ def notes(results: dict) -> list[str]:
 def figure(result, path: str) -> str | None:
     """The side-by-side figure, or why there is none."""
     try:
-        import cutimeline.rendering.figure
+        import cutimeline.rendering.figure  # noqa: F401 (only: can it draw here?)
     except ImportError as exc:
         return f"no figure: cutimeline.rendering.figure.plot_compare is not available ({exc})"
     result.plot(path, title=f"One training step of the transformer on "

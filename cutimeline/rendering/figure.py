@@ -2,6 +2,14 @@
 
     fig = ctl.plot(tl, "timeline.png", window=3)     # step 3
 
+The figure answers first. Its title block says what was recorded and
+which window is drawn ("steps 3–5", "the whole recording", "first to
+last device activity" for an imported trace without steps), then the
+run's verdict with its margin (the first sentence of ``summary()``),
+then the counts. Under it, the *verdict strip* (``strip.py``): one cell
+per step over its device window, coloured by its verdict and labelled
+with its step time and GPU busy % where wide enough.
+
 What is drawn where (``plot`` without ``ax``; ``fig.axes`` in this order):
 
 * ``fig.axes[0]`` — the lanes, top to bottom: *host spans* (steps as
@@ -28,12 +36,22 @@ What is drawn where (``plot`` without ``ax``; ``fig.axes`` in this order):
 * ``fig.axes[2]`` — CPU lead per stream in ms: GPU begin − host launch of
   each piece of work, placed at its GPU begin; the band is the range in
   each pixel column, the line its top.
+* ``fig.axes[3]`` — the verdict strip, drawn above the lanes.
+
+GPU bars wide enough carry the name of their op or kernel, clipped to
+the bar (``names.py``). A side stream (busy less than half as long as its
+device's busiest) is shaded only where it waited on a dependency: idle
+with nothing queued is not blamed on it. When the window holds more than
+``overview.ROWS_PER_PX`` GPU rows per pixel column, the GPU lanes become
+an overview (``overview.py``): per pixel column the share of time busy,
+by phase, and idle, by cause, as stacked bands; launch lines are thinned
+to one per few columns, and the title's last line says so.
 
 The time axis is milliseconds from the window's start (the x label says
 where that start lies in the recording). The title names the source; a
 simulated Timeline says SIMULATED.
 
-With ``ax=``, only the lanes are drawn, into that Axes (its title, its x
+With ``ax=``, only the lanes are drawn (no strip), into that Axes (its title, its x
 label, and a legend just right of it, outside: leave room, or save with
 ``bbox_inches="tight"`` as ``plot`` does when given a path); the figure is
 ``ax.figure``. Work is merged at the
@@ -45,17 +63,23 @@ canvas: nothing here touches pyplot or the user's backend.
 
 from __future__ import annotations
 
+import math
 import os
 from typing import Any, Sequence
 
 import numpy as np
 
 from ..analysis.gaps import CAUSES
+from ..analysis.verdict import VERDICTS
 from ..errors import CutimelineError
 from ..timeline.timeline import Timeline
 from . import pixels as px
-from .scene import (CAUSE_COLORS, CAUSE_LABELS, COMPILED_EDGE, COMPILED_HATCH, FLOW_COLOR,
-                    PHASE_COLORS, PHASES, STEP_COLORS, USER_COLOR, Scene)
+from .palette import (CAUSE_COLORS, CAUSE_LABELS, COMPILED_EDGE, COMPILED_HATCH, FLOW_COLOR,
+                      PHASE_COLORS, PHASES, STEP_COLORS, USER_COLOR, VERDICT_COLORS)
+from .panels import draw_lead, draw_queue
+from .scene import Scene
+from .strip import draw_strip, verdict_line
+from .titles import SEP, counts_text, source_name, window_text, xlabel
 
 __all__ = ["plot", "plot_compare"]
 
@@ -65,41 +89,59 @@ LANE_IN = 0.42        # inches per lane
 PANEL_IN = 1.0        # inches per lower panel
 LEGEND_IN = 2.35      # right margin that holds the legends
 MIN_MAIN_IN = 2.6     # the lanes' legend must fit beside the lanes
+STRIP_IN = 0.3        # inches of the verdict strip
+TITLE_IN = 0.95       # inches above the strip: three lines of title
 
 
 def plot(tl: Timeline, path: str | os.PathLike | None = None, *, window: Any = None,
          ax: Any = None, width: float = 14.0, dpi: int = 100, flows: int = 500,
-         title: str | None = None):
+         title: str | None = None, report: Any = None, overview: bool | None = None):
     """Draw a Timeline; returns the matplotlib ``Figure``.
 
     ``path``: write the figure, as PNG, SVG or PDF by its extension (None:
     don't save). ``window``: a step (3), a range of steps ((3, 5) or
     range(3, 6)) or seconds from the start ((0.5, 0.75)); default the whole
-    Timeline. ``ax``: draw only the lanes into this Axes. ``width``: figure
+    Timeline (for an imported trace without steps, first to last device
+    activity). ``ax``: draw only the lanes into this Axes. ``width``: figure
     width in inches (ignored with ``ax``); ``dpi``: pixels per inch of the
     figure and of the saved PNG. ``flows``: at most this many launch lines
-    (0: none). ``title``: replaces the generated title.
+    (0: none). ``title``: replaces the generated name of the source in the
+    first title line (the window and the verdict are still stated).
+    ``report``: ``ctl.analyze(tl)`` if you have it (else it is made here).
+    ``overview``: True or False to force or forbid the overview of dense
+    windows; None (default) picks it by density.
     """
     fmt = _check_path(path)
     _check_options(width, dpi, flows, title)
-    scene = Scene(tl, window)
+    if overview is not None and not isinstance(overview, bool):
+        raise CutimelineError(f"overview={overview!r} must be True, False or None "
+                              f"(None: an overview when the window is too dense "
+                              f"to draw bar by bar).")
+    scene = Scene(tl, window, report=report)
+    head = f"{title or source_name(scene)} — {window_text(scene)}"
     if ax is not None:
         fig = _figure_of(ax)
         cols = px.Columns(scene.w0, scene.w1, int(round(ax.bbox.width)))
-        used = scene.draw_lanes(ax, cols, flows)
+        dense = scene.dense(cols) if overview is None else overview
+        used = scene.draw_lanes(ax, cols, flows, dense)
         _style(ax)
-        ax.set_title(title or _title(scene), loc="left", fontsize=FONT + 1)
-        ax.set_xlabel(_xlabel(scene), fontsize=FONT)
+        ax.set_title(f"{head}\n{verdict_line(scene.report)}", loc="left",
+                     fontsize=FONT + 1)
+        ax.set_xlabel(xlabel(scene), fontsize=FONT)
         ax.legend(handles=_lane_handles(used), loc="upper left", fontsize=FONT - 1,
                   bbox_to_anchor=(1.005, 1.0), borderaxespad=0, frameon=False)
     else:
-        fig, axes = _layout([scene.labels], width, dpi, panels=True)
+        fig, axes = _layout([scene.labels], width, dpi, panels=True, strip=True)
         cols = px.Columns(scene.w0, scene.w1, _px_width(axes[0]))
-        used = scene.draw_lanes(axes[0], cols, flows)
-        _panels(axes[1:], [scene], cols)
+        dense = scene.dense(cols) if overview is None else overview
+        used = scene.draw_lanes(axes[0], cols, flows, dense)
+        used["verdicts"] = draw_strip(scene, axes[3], cols)
+        _panels(axes[1:3], [scene], cols)
         _legends(fig, axes, [used], [scene])
-        axes[-1].set_xlabel(_xlabel(scene), fontsize=FONT)
-        _titles(fig, axes[0], title or _title(scene), _subtitle(scene))
+        axes[2].set_xlabel(xlabel(scene), fontsize=FONT)
+        _titles(fig, axes[3], head, counts_text(scene, dense),
+                verdict_line(scene.report), scene.report.overall["verdict"])
+    fig.cutimeline_overview = dense  # which way the GPU lanes were drawn
     if fmt:
         # into a given Axes the lane labels and the legend stick out of it:
         # a tight bounding box keeps them in the file
@@ -130,7 +172,7 @@ def plot_compare(a: Timeline, b: Timeline, path: str | os.PathLike | None = None
                               f"Timeline, such as ('num_workers=0', 'num_workers=4').")
     scenes = [Scene(t, window, what="plot_compare") for t in (a, b)]
     if labels is None:
-        labels = (_title(scenes[0]), _title(scenes[1]))
+        labels = (source_name(scenes[0]), source_name(scenes[1]))
     # room above the first lanes for their own title under the figure's
     fig, axes = _layout([s.labels for s in scenes], width, dpi, panels=True, top=0.95)
     span = max(s.span_ms for s in scenes)
@@ -147,10 +189,9 @@ def plot_compare(a: Timeline, b: Timeline, path: str | os.PathLike | None = None
         _panels(axes[2:], [scene], cols, prefix=f"{'ab'[i]}: ", ls=("-", "--")[i])
     _legends(fig, axes, used, scenes, lanes_axes=2)
     axes[-1].set_xlabel("time (ms) from the start of each window", fontsize=FONT)
-    where = _subtitle(scenes[0]).split("   ·   ")[0]
     _titles(fig, axes[0], title or "cutimeline comparison",
-            f"{where}, each Timeline from the start of its own window   ·   "
-            f"queue depth and CPU lead: a solid, b dashed")
+            f"{window_text(scenes[0])}, each Timeline from the start of its own "
+            f"window{SEP}queue depth and CPU lead: a solid, b dashed")
     if fmt:
         fig.savefig(os.fspath(path), format=fmt, dpi=fig.dpi)
     return fig
@@ -205,10 +246,11 @@ def _figure_of(ax: Any):
 # -- layout --------------------------------------------------------------------
 
 def _layout(lane_labels: list[list[str]], width: float, dpi: float, panels: bool,
-            top: float = 0.72):
+            top: float = 0.72, strip: bool = False):
     """A Figure on the Agg canvas with the lanes' Axes (one per Timeline)
     over the queue-depth and CPU-lead panels, placed in inches so that the
-    lanes' pixel width is known before anything is drawn."""
+    lanes' pixel width is known before anything is drawn; with ``strip``
+    the verdict strip's Axes above the lanes, added last."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     chars = max((len(s) for labels in lane_labels for s in labels), default=10)
@@ -218,6 +260,8 @@ def _layout(lane_labels: list[list[str]], width: float, dpi: float, panels: bool
     mains = [max(LANE_IN * len(labels), MIN_MAIN_IN / n, 0.8) for labels in lane_labels]
     heights = mains + ([PANEL_IN, PANEL_IN] if panels else [])
     gaps = [title_gap if i else 0 for i in range(n)] + ([0.3, gap] if panels else [])
+    if strip:
+        top = TITLE_IN + STRIP_IN + 0.06
     height = top + bottom + sum(heights) + sum(gaps)
     fig = Figure(figsize=(width, height), dpi=dpi)
     FigureCanvasAgg(fig)
@@ -225,7 +269,7 @@ def _layout(lane_labels: list[list[str]], width: float, dpi: float, panels: bool
     if w < 1:
         raise CutimelineError(f"width={width!r} inches leaves no room for the "
                               f"lanes beside their labels; use a width of at "
-                              f"least {left + LEGEND_IN + 1:.0f}.")
+                              f"least {math.ceil(left + LEGEND_IN + 1)}.")
     axes, y = [], height - top
     for h, g in zip(heights, gaps):
         y -= g + h
@@ -234,6 +278,10 @@ def _layout(lane_labels: list[list[str]], width: float, dpi: float, panels: bool
         axes.append(ax)
     for ax in axes[:-1]:
         ax.tick_params(labelbottom=False)
+    if strip:
+        y0 = height - TITLE_IN - STRIP_IN
+        axes.append(fig.add_axes([left / width, y0 / height, w / width, STRIP_IN / height],
+                                 sharex=axes[0]))
     for ax in axes:
         _style(ax)
     return fig, axes
@@ -251,8 +299,8 @@ def _style(ax) -> None:
 def _panels(axes, scenes, cols, prefix: str = "", ls: str = "-") -> None:
     q, lead = axes
     for scene in scenes:
-        scene.draw_queue(q, cols, prefix=prefix, ls=ls)
-        scene.draw_lead(lead, cols, ls=ls)
+        draw_queue(scene, q, cols, prefix=prefix, ls=ls)
+        draw_lead(scene, lead, cols, ls=ls)
     for ax, label in ((q, "queue depth"), (lead, "CPU lead (ms)")):
         ax.set_ylabel(label, fontsize=FONT)
         ax.grid(True, axis="y", color="#e6e6e6", lw=0.6)
@@ -270,8 +318,10 @@ def _panels(axes, scenes, cols, prefix: str = "", ls: str = "-") -> None:
 def _lane_handles(used: dict) -> list:
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
-    hs = [Patch(color=c, label=p) for p, c in zip(PHASES, PHASE_COLORS)
-          if p in used["phases"]]
+    hs = [Patch(color=VERDICT_COLORS[v], label=f"step: {v}") for v in VERDICTS
+          if v in used.get("verdicts", ())]
+    hs += [Patch(color=c, label=p) for p, c in zip(PHASES, PHASE_COLORS)
+           if p in used["phases"]]
     hs += [Patch(color=CAUSE_COLORS[c], label=f"GPU idle: {CAUSE_LABELS[c]}")
            for c in CAUSES if c in used["causes"]]
     if used["flows"]:
@@ -292,9 +342,12 @@ def _legends(fig, axes, used: list[dict], scenes, lanes_axes: int = 1) -> None:
     merged = {k: set().union(*(u[k] for u in used)) for k in ("phases", "causes", "spans")}
     merged["flows"] = sum(u["flows"] for u in used)
     merged["compiled"] = any(u.get("compiled") for u in used)
+    merged["verdicts"] = set().union(*(u.get("verdicts", ()) for u in used))
+    # from the top of the strip, when there is one (the last Axes)
+    top = axes[-1] if merged["verdicts"] else axes[0]
     x = axes[0].get_position().x1 + 0.12 / fig.get_figwidth()
     fig.legend(handles=_lane_handles(merged), loc="upper left", fontsize=FONT - 0.5,
-               bbox_to_anchor=(x, axes[0].get_position().y1), frameon=False,
+               bbox_to_anchor=(x, top.get_position().y1), frameon=False,
                borderaxespad=0, handlelength=1.6)
     q = axes[lanes_axes]
     handles, names = q.get_legend_handles_labels()
@@ -307,46 +360,21 @@ def _legends(fig, axes, used: list[dict], scenes, lanes_axes: int = 1) -> None:
                    borderaxespad=0, title="streams", title_fontsize=FONT - 0.5)
 
 
-def _titles(fig, ax, title: str, subtitle: str) -> None:
+def _titles(fig, ax, title: str, subtitle: str, verdict: str | None = None,
+            run_verdict: str | None = None) -> None:
+    """The title block above ``ax``: the title in bold; the verdict line,
+    after a square of the run verdict's colour; the subtitle."""
     x = ax.get_position().x0
     h = fig.get_figheight()
     fig.text(x, 1 - 0.2 / h, title, ha="left", va="top", fontsize=FONT + 3,
              fontweight="bold")
-    fig.text(x, 1 - 0.47 / h, subtitle, ha="left", va="top", fontsize=FONT,
+    y = 0.47
+    if verdict is not None:
+        square = VERDICT_COLORS.get(str(run_verdict), VERDICT_COLORS["unknown"])
+        fig.text(x, 1 - y / h, "■", ha="left", va="top", fontsize=FONT + 2,
+                 color=square)
+        fig.text(x + 0.16 / fig.get_figwidth(), 1 - y / h, verdict, ha="left",
+                 va="top", fontsize=FONT + 1.5, fontweight="bold", color="#222222")
+        y += 0.24
+    fig.text(x, 1 - y / h, subtitle, ha="left", va="top", fontsize=FONT,
              color="#444444")
-
-
-def _title(scene: Scene) -> str:
-    m = scene.tl.meta
-    src = m.get("source", "")
-    what = {"record": "recorded by cutimeline", "kineto": "torch.profiler trace",
-            "synthetic": "synthetic Timeline"}.get(src, src or "Timeline")
-    if m.get("file"):
-        what += f" {os.path.basename(str(m['file']))}"
-    device = m.get("device_name")
-    if device:
-        what += f" on {device}"
-    return ("SIMULATED — " if m.get("simulated") else "") + what
-
-
-def _subtitle(scene: Scene) -> str:
-    tl, w = scene.tl, scene.window
-    if w is None:
-        where = "whole Timeline"
-    elif isinstance(w, (int, np.integer)):
-        where = f"step {w}"
-    elif isinstance(w, range) or all(isinstance(v, (int, np.integer)) for v in w):
-        a, b = (w[0], w[-1]) if isinstance(w, range) else w
-        where = f"steps {a}–{b}"
-    else:
-        where = f"{w[0]:g}–{w[1]:g} s"
-    n_steps = len(tl.step_numbers())
-    parts = [where, f"{scene.span_ms:,.3f} ms shown", f"{len(tl.ops):,} ops",
-             f"{len(tl.gpu):,} GPU rows", f"{n_steps} step{'s' * (n_steps != 1)}"]
-    return "   ·   ".join(parts)
-
-
-def _xlabel(scene: Scene) -> str:
-    off = (scene.w0 - scene.tl.start_ns) / 1e6
-    where = f"{off:,.3f} ms" if off < 10_000 else f"{off / 1e3:,.3f} s"
-    return f"time (ms) from the start of the window, {where} into the Timeline"

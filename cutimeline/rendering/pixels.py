@@ -8,7 +8,10 @@ columns (the first column they touch to the last) and, per lane and
 colour, runs that touch are merged: at most about ``width / 2`` rectangles
 per lane and colour remain however many rows there were. Step functions
 (queue depth) and point series (CPU lead) are reduced per column the same
-way. Nothing here measures: these are the drawing's own decimations.
+way, and for the overview of a dense window (``overview.py``) intervals
+are binned into columns as the time each column holds of them
+(``coverage``). Nothing here measures: these are the drawing's own
+decimations of intervals the analysis already found.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from ..numeric import intervals as iv
 from ..numeric.ordering import group_order
 from ..timeline.schema import NONE
 
-__all__ = ["Columns", "runs", "step_max", "envelope", "even_sample"]
+__all__ = ["Columns", "runs", "coverage", "step_max", "envelope", "even_sample"]
 
 
 class Columns:
@@ -73,6 +76,39 @@ def runs(lane, begin, end, n_lanes: int, cols: Columns,
     ig, ib, ie = iv.merge(c0, c1, np.full(len(c0), NONE, np.int64), order,
                           starts, 0, 0, engine)[:3]
     return ig, ib, ie
+
+
+def coverage(lane, begin, end, n_lanes: int, cols: Columns) -> np.ndarray:
+    """(n_lanes, width) float ns: how much of each pixel column each lane's
+    intervals [begin, end) cover, clipped to the window. Intervals of one
+    lane that overlap count twice (a stream's work does not overlap). O(rows
+    + lanes·width): a row adds its partial first and last columns, and
+    the whole columns between them through a running count."""
+    w = cols.width
+    lane = np.asarray(lane, np.int64)
+    b = np.maximum(np.asarray(begin, np.int64), cols.w0)
+    e = np.minimum(np.asarray(end, np.int64), cols.w1)
+    keep = (e > b) & (lane >= 0)
+    lane, b, e = lane[keep], b[keep], e[keep]
+    size = n_lanes * w
+    if len(lane) == 0:
+        return np.zeros((n_lanes, w))
+    c0 = np.clip(cols.floor(b), 0, w - 1)
+    c1 = np.clip(cols.floor(e - 1), 0, w - 1)  # the column of the last ns
+    base = lane * w
+    one = c0 == c1
+    acc = np.bincount(base[one] + c0[one], weights=(e - b)[one], minlength=size)
+    m = ~one
+    if m.any():
+        b, e, c0, c1, base = b[m], e[m], c0[m], c1[m], base[m]
+        acc += np.bincount(base + c0, weights=cols.time(c0 + 1) - b, minlength=size)
+        acc += np.bincount(base + c1, weights=e - cols.time(c1), minlength=size)
+        inner = c1 > c0 + 1  # whole columns c0+1 .. c1-1, all in one lane
+        step = np.bincount(base[inner] + c0[inner] + 1, minlength=size + 1) - \
+            np.bincount(base[inner] + c1[inner], minlength=size + 1)
+        col = np.arange(w)
+        acc += np.cumsum(step)[:size] * np.tile(cols.time(col + 1) - cols.time(col), n_lanes)
+    return acc.reshape(n_lanes, w)
 
 
 def step_max(t, d, cols: Columns) -> np.ndarray:

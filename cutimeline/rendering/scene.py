@@ -1,16 +1,22 @@
 """A Timeline made ready to draw: its window, its lanes, the analysis behind
-the shading, and the drawing of each part into matplotlib Axes.
+the shading, and the drawing of the lanes into a matplotlib Axes.
 
 Lanes (``layout.py``), top to bottom: one row of host spans (steps,
 DataLoader fetches, user spans), one lane per CPU thread that dispatched
 ops, one lane per GPU stream, grouped by device — once per rank in a
-merged Timeline. Every metric drawn comes from ``analyze``: gap intervals
-and causes (``overlap.device_idle_amounts`` per pixel column), queue depth
-(``lanes.queue_depth``) and CPU lead (``Lanes.lead``). A stream's idle time
+merged Timeline. Every metric drawn comes from ``analyze`` (a Report made
+here, or the one given): gap intervals and causes
+(``overlap.device_idle_amounts`` per pixel column), queue depth and CPU
+lead (``panels.py``), step verdicts (``strip.py``). A stream's idle time
 while another stream of its device ran has no cause (``overlap.py``) and
-is left unshaded. What is computed here is drawing only: an op's colour
-(its phase), pixel-resolution merging (``pixels.py``) and the thinning of
-launch lines.
+is left unshaded; so is all idle time of a *side stream* (busy less than
+half as long as its device's busiest stream) but the part spent waiting
+on a dependency: a side stream with nothing queued is idle, not starved,
+and its lane must not repeat the device's blame. What is computed here is
+drawing only: an op's colour (its phase, ``phases.py``), pixel-resolution
+merging (``pixels.py``), which streams are side streams, and the thinning
+of launch lines. A window with more GPU rows than pixels can show is
+drawn as an overview (``overview.py``).
 """
 
 from __future__ import annotations
@@ -23,40 +29,31 @@ from ..analysis.gaps import CAUSES
 from ..analysis.overlap import device_idle_amounts
 from ..errors import CutimelineError
 from ..numeric import intervals as iv
-from ..timeline.schema import NONE, GpuKind, OpFlag, SpanKind
+from ..timeline.schema import NONE, GpuKind, SpanKind
 from ..timeline.timeline import Timeline
 from . import pixels as px
+from .artists import GAP_HALF, HALF, boxes as _boxes
 from .layout import lay_out
+from .names import draw_names
+from .overview import ROWS_PER_PX, draw_overview
+from .palette import (CAUSE_COLORS, CAUSE_LABELS, COMPILED_EDGE, COMPILED_HATCH, FLOW_COLOR,
+                      PHASE_COLORS, PHASES, STEP_COLORS, STREAM_COLORS, USER_COLOR)
+from .phases import DATA, SYNC, gpu_phases, op_phases
 
-__all__ = ["PHASES", "PHASE_COLORS", "CAUSE_COLORS", "FLOW_COLOR", "Scene"]
+__all__ = ["PHASES", "PHASE_COLORS", "CAUSE_COLORS", "CAUSE_LABELS", "FLOW_COLOR",
+           "STEP_COLORS", "STREAM_COLORS", "USER_COLOR", "COMPILED_EDGE",
+           "COMPILED_HATCH", "HALF", "GAP_HALF", "Scene"]
 
-# Phase of an op, by priority (a later one wins): forward is everything
-# not claimed by another (the loss, zero_grad...); "no op" is GPU work
-# whose launching op is unknown.
-PHASES = ("forward / other", "backward", "optimizer", "data", "sync", "no op")
-FORWARD, BACKWARD, OPTIMIZER, DATA, SYNC, NO_OP = range(len(PHASES))
-PHASE_COLORS = ("#4c72b0", "#dd8452", "#55a868", "#8172b3", "#222222", "#9a9a9a")
-COMPILED_HATCH, COMPILED_EDGE = "////", "#ffffff"  # over a compiled region's rows
-# Idle shading on GPU lanes, light so that work drawn over it stands out;
-# no colour here is red, which only launch lines use.
-CAUSE_COLORS = {"data": "#cdbfe8", "sync": "#f3d36b", "launch": "#a6dcef",
-                "host": "#b9e3b0", "dependency": "#d5d5d5", "unknown": "#efe6cf"}
-CAUSE_LABELS = {"data": "waiting for data", "sync": "after a sync",
-                "launch": "waiting for launches", "host": "host busy elsewhere",
-                "dependency": "dependency / latency", "unknown": "unknown cause"}
-FLOW_COLOR = "#e00000"
-STEP_COLORS = ("#e4e4e4", "#f4f4f4")
-USER_COLOR = "#2a9d8f"
-STREAM_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b",
-                 "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
-HALF = 0.38        # half-height of work boxes, in lanes
-GAP_HALF = 0.46    # half-height of idle shading
+SIDE_BELOW = 0.5   # a stream busy less than this share of its device's busiest is a side stream
+SIDE_CAUSES = ("dependency",)  # the only idle a side stream's lane is shaded for
+OVERVIEW_FLOW_PX = 8  # in an overview, at most one launch line per this many columns
 
 
 class Scene:
     """One Timeline over one window, with the analysis it is drawn from."""
 
-    def __init__(self, tl: Any, window: Any = None, *, what: str = "plot"):
+    def __init__(self, tl: Any, window: Any = None, *, what: str = "plot",
+                 report: Any = None):
         if not isinstance(tl, Timeline):
             raise CutimelineError(f"{what} needs a Timeline (from ctl.record, "
                                   f"ctl.load or ctl.import_chrome), not "
@@ -66,12 +63,27 @@ class Scene:
                                   "spans), so there is nothing to plot; was "
                                   "recording disabled (CUTIMELINE_DISABLE)?")
         from ..analysis.analyzer import analyze
-        self.tl = tl
-        self.report = analyze(tl)  # raises for unaligned gpu rows
-        self.lanes, self.act = self.report.lanes, self.report.activity
+        from ..analysis.report import Report
+        if report is None:
+            report = analyze(tl)  # raises for unaligned gpu rows
+        elif not isinstance(report, Report) or report.timeline is not tl:
+            raise CutimelineError(f"report={report!r} must be the Report of the "
+                                  f"Timeline drawn, from ctl.analyze(tl) on that "
+                                  f"same Timeline object.")
+        self.tl, self.report = tl, report
+        self.lanes, self.act = report.lanes, report.activity
         lo, hi = tl.start_ns, tl.end_ns
+        # "recording": the whole Timeline; "device": first to last device
+        # activity, the default for imported traces without steps (as HTA:
+        # their host-only preamble would squeeze the GPU work into a corner)
+        self.extent = "recording"
         if window is None:
             w0, w1 = lo, max(hi, lo + 1)
+            g = tl.gpu
+            if (len(g) and not len(tl.step_numbers())
+                    and tl.meta.get("source") == "kineto"):
+                w0, w1 = int(g.begin_ns.min()), max(int(g.end_ns.max()), int(g.begin_ns.min()) + 1)
+                self.extent = "device"
         else:
             w0, w1 = tl.window_bounds(window)
             if w1 <= lo or w0 >= hi:
@@ -82,7 +94,9 @@ class Scene:
         self.window, self.w0, self.w1 = window, int(w0), int(w1)
         self.span_ms = (self.w1 - self.w0) / 1e6
         self._layout()
-        self.phase = _op_phases(tl, self.act)
+        self.phase = op_phases(tl, self.act)
+        self.gpu_phase = gpu_phases(tl, self.phase)
+        self.side = self._side_streams()
 
     # -- lanes -------------------------------------------------------------
     def _layout(self) -> None:
@@ -97,10 +111,38 @@ class Scene:
     def stream_label(self, k: int) -> str:
         return self.labels[self.stream_y[k]]
 
+    def _side_streams(self) -> np.ndarray:
+        """Per stream group: busy less than SIDE_BELOW of the busiest stream
+        of its device (busy time from the report's streams table)."""
+        ln = self.lanes
+        if ln is None:
+            return np.zeros(0, bool)
+        st = self.report.streams
+        busy = np.zeros(len(self.keys))
+        for i, (d, s) in enumerate(self.keys):
+            hit = (st["device"] == d) & (st["stream"] == s)
+            busy[i] = st["busy_ns"][hit].sum()
+        top = np.zeros(len(busy))
+        for d in np.unique(self.keys[:, 0]):
+            m = self.keys[:, 0] == d
+            top[m] = busy[m].max()
+        return busy < SIDE_BELOW * top
+
+    def dense(self, cols: px.Columns) -> bool:
+        """More GPU rows in the window than ``overview.ROWS_PER_PX`` per pixel
+        column: too many to draw one by one (``overview.py``)."""
+        ln = self.lanes
+        if ln is None:
+            return False
+        n = np.count_nonzero((ln.begin < self.w1) & (ln.end > self.w0))
+        return n > ROWS_PER_PX * cols.width
+
     # -- the main lanes ------------------------------------------------------
-    def draw_lanes(self, ax, cols: px.Columns, flows: int) -> dict[str, set]:
+    def draw_lanes(self, ax, cols: px.Columns, flows: int,
+                   overview: bool = False) -> dict[str, set]:
         """Draw every lane into ax; returns what was drawn, for the legend:
-        {"phases": {...}, "causes": {...}, "flows": n, "spans": {...}}."""
+        {"phases": {...}, "causes": {...}, "flows": n, "spans": {...}}.
+        ``overview``: GPU lanes as per-column busy and idle bands."""
         ax.set_ylim(self.n_lanes - 0.5, -0.5)
         ax.set_yticks(np.arange(self.n_lanes), self.labels)
         ax.set_xlim(0, self.span_ms)
@@ -110,7 +152,8 @@ class Scene:
         used = {"phases": set(), "causes": set(), "spans": set(), "flows": 0,
                 "compiled": False}
         self._separators(ax)
-        self._gaps(ax, cols, used)
+        if not overview:
+            self._gaps(ax, cols, used)
         self._spans(ax, cols, used)
         o, y = self.tl.ops, self.tl.syncs
         lane = np.searchsorted(self.threads, o.thread)
@@ -131,14 +174,17 @@ class Scene:
             phase = np.concatenate([phase, np.full(int(free.sum()), SYNC)])
         self._work(ax, cols, lane, self.thread_y, begin, end, phase, used)
         ln = self.lanes
-        if ln is not None:
-            g = self.tl.gpu
-            ph = np.where(g.op >= 0, self.phase[np.maximum(g.op, 0)], NO_OP) \
-                if len(self.phase) else np.full(len(g), NO_OP)
+        if ln is None:
+            return used
+        if overview:
+            draw_overview(self, ax, cols, used)
+            flows = min(flows, cols.width // OVERVIEW_FLOW_PX)
+        else:
             self._work(ax, cols, ln.streams.of_row, self.stream_y, ln.begin,
-                       ln.end, ph, used)
-            self._compiled(ax, cols, g.kind == GpuKind.COMPILED, used)
-            used["flows"] = self._flows(ax, flows)
+                       ln.end, self.gpu_phase, used)
+            self._compiled(ax, cols, self.tl.gpu.kind == GpuKind.COMPILED, used)
+            draw_names(self, ax, cols)
+        used["flows"] = self._flows(ax, flows)
         return used
 
     def _separators(self, ax) -> None:
@@ -206,8 +252,10 @@ class Scene:
         col = np.repeat(c0 - np.cumsum(n) + n, n) + np.arange(n.sum())
         amounts, over = device_idle_amounts(ln, self.act, r, cols.time(col),
                                             cols.time(col + 1))
+        amounts = self.unblamed(amounts, grp.gg[r])
         cause = np.argmax(np.column_stack([amounts, over]), axis=1)
-        shaded = cause < len(CAUSES)  # the last column: other streams ran
+        # the last column: other streams ran; all zero: a side stream's idle
+        shaded = (cause < len(CAUSES)) & (amounts.max(axis=1) > 0)
         r, col, cause = r[shaded], col[shaded], cause[shaded]
         if len(r) == 0:
             return
@@ -222,6 +270,15 @@ class Scene:
         _boxes(ax, cols.ms(col[h]), cols.ms(col[last] + 1), y - GAP_HALF,
                y + GAP_HALF, np.array([CAUSE_COLORS[c] for c in names]), zorder=1)
         used["causes"].update(names.tolist())
+
+    def unblamed(self, amounts: np.ndarray, group: np.ndarray) -> np.ndarray:
+        """Idle amounts by cause with a side stream's causes but SIDE_CAUSES
+        set to 0: ``group`` is the stream group of each row of amounts."""
+        side = self.side[group]
+        if not side.any():
+            return amounts
+        keep = np.array([c in SIDE_CAUSES for c in CAUSES])
+        return np.where(side[:, None] & ~keep, 0, amounts)
 
     def _spans(self, ax, cols, used) -> None:
         """Steps (alternating greys, upper half), data fetches and user
@@ -309,89 +366,3 @@ class Scene:
         ax.add_collection(LineCollection(seg, colors=FLOW_COLOR, linewidths=0.6,
                                          alpha=0.8, zorder=1.5))
         return len(ok)
-
-    # -- the lower panels -----------------------------------------------------
-    def draw_queue(self, ax, cols, *, prefix: str = "", ls: str = "-") -> list:
-        """Queue depth of each stream (the largest in each pixel column)."""
-        ln, handles = self.lanes, []
-        if ln is None:
-            return handles
-        from ..analysis.lanes import queue_depth
-        edges = cols.ms(np.arange(cols.width + 1))
-        for j, k in enumerate(self.stream_order):
-            t, d = queue_depth(ln, ln.streams, int(k))
-            v = px.step_max(t, d, cols)
-            # a steps-post line, not ax.stairs: a Patch of ``width`` steps
-            # costs a slow bounding-box update
-            h, = ax.plot(edges, np.append(v, v[-1]), drawstyle="steps-post",
-                         color=STREAM_COLORS[j % len(STREAM_COLORS)], lw=1.0,
-                         ls=ls, label=prefix + self.stream_label(k))
-            handles.append(h)
-        return handles
-
-    def draw_lead(self, ax, cols, *, ls: str = "-") -> None:
-        """CPU lead (GPU begin − launch, ms) of each stream's work at its
-        GPU begin: per pixel column a bar over the range and a dot at its
-        top (no lines join columns: a line would invent values between
-        sparse points)."""
-        ln = self.lanes
-        if ln is None:
-            return
-        from matplotlib.collections import LineCollection
-        grp = ln.streams
-        for j, k in enumerate(self.stream_order):
-            rows = grp.order[grp.starts[k]:grp.starts[k + 1]]
-            rows = rows[ln.lead[rows] != NONE]
-            c, lo, hi = px.envelope(ln.begin[rows], ln.lead[rows], cols)
-            if len(c) == 0:
-                continue
-            x = cols.ms(c + 0.5)
-            color = STREAM_COLORS[j % len(STREAM_COLORS)]
-            bar = np.stack([np.stack([x, lo / 1e6], 1), np.stack([x, hi / 1e6], 1)], 1)
-            ax.add_collection(LineCollection(bar, colors=color, linewidths=1.0,
-                                             linestyles=ls))
-            ax.scatter(x, hi / 1e6, s=4, color=color, lw=0,
-                       marker="o" if ls == "-" else "^")
-        ax.autoscale_view()
-
-
-def _boxes(ax, x0, x1, y0, y1, colors, zorder) -> None:
-    """One PolyCollection of axis-aligned boxes, not antialiased: the boxes
-    already sit on pixel columns, and crisp edges keep colours exact."""
-    if len(x0) == 0:
-        return
-    from matplotlib.collections import PolyCollection
-    y0 = np.broadcast_to(y0, np.shape(x0))
-    y1 = np.broadcast_to(y1, np.shape(x0))
-    verts = np.stack([np.stack([x0, y0], 1), np.stack([x0, y1], 1),
-                      np.stack([x1, y1], 1), np.stack([x1, y0], 1)], 1)
-    ax.add_collection(PolyCollection(verts, facecolors=colors, edgecolors="none",
-                                     linewidths=0, antialiaseds=False, zorder=zorder))
-
-
-def _inside(segments: tuple[np.ndarray, np.ndarray], t: np.ndarray) -> np.ndarray:
-    b, e = segments
-    if len(b) == 0:
-        return np.zeros(len(t), bool)
-    i = np.searchsorted(b, t, side="right")
-    return (i > 0) & (t < e[np.maximum(i - 1, 0)])
-
-
-def _op_phases(tl: Timeline, act) -> np.ndarray:
-    """The phase of each op (for its colour), from where it began."""
-    o, s = tl.ops, tl.spans
-    t = o.host_begin_ns
-
-    def spans(kind):
-        m = s.kind == kind
-        return iv.union(s.begin_ns[m], s.end_ns[m])
-
-    phase = np.full(len(o), FORWARD, np.int64)
-    phase[(o.grad_fn != NONE) | _inside(spans(SpanKind.BACKWARD), t)] = BACKWARD
-    phase[_inside(spans(SpanKind.OPTIMIZER), t)] = OPTIMIZER
-    phase[_inside(act.data, t)] = DATA
-    sync = (o.flags & OpFlag.SYNC) != 0
-    y_op = tl.syncs.op
-    sync[y_op[y_op >= 0]] = True
-    phase[sync] = SYNC
-    return phase

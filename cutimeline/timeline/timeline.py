@@ -267,6 +267,12 @@ class Timeline:
                 raise CutimelineError(f"Column {table}.{col} refers to rows "
                                       f"outside table {target!r} (0..{n - 1}).")
 
+    def _repr_png_(self) -> bytes | None:
+        """Jupyter: the figure as PNG (``rendering/notebook.py``, loaded by
+        name: the timeline stage may not import rendering)."""
+        import importlib
+        return importlib.import_module("cutimeline.rendering.notebook").timeline_png(self)
+
 
 def load(path: str | os.PathLike) -> Timeline:
     """Read a Timeline written by ``Timeline.save``."""

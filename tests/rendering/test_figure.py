@@ -112,7 +112,7 @@ def test_one_lane_per_thread_and_stream_named(drawn):
     labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
     assert labels == ["host spans", "CPU thread 0 (MainThread)", "CPU thread 1 (worker)",
                       "GPU0 stream 0", "GPU0 stream 1"]
-    assert len(fig.axes) == 3  # lanes, queue depth, CPU lead
+    assert len(fig.axes) == 4  # lanes, queue depth, CPU lead, verdict strip
 
 
 @pytest.mark.parametrize("lane, cause, lo, hi", [
@@ -201,7 +201,7 @@ def test_window_selects_the_x_range(tl):
     fig = plot(tl, window=1, flows=0)
     ax = fig.axes[0]
     assert ax.get_xlim() == pytest.approx((0, 50.0))
-    assert "50.000 ms into" in fig.axes[-1].get_xlabel()
+    assert "50.000 ms into" in fig.axes[2].get_xlabel()
     img = render(fig)
     # the data gap (20–40 ms) lies in step 0: not shown
     assert len(colour_columns(img, lane_row(fig, ax, "GPU0 stream 0"),

@@ -121,3 +121,21 @@ def test_columns_floor_ceil_and_time():
     c = np.arange(24)
     assert (odd.floor(odd.time(c)) == c).all()
     assert (odd.floor(odd.time(c) - 1) == c - 1).all()
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_coverage_is_the_time_each_column_holds(seed):
+    rng = np.random.default_rng(seed)
+    cols = px.Columns(1_000, 1_000 + 997_003, int(rng.integers(1, 300)))
+    n, lanes = 400, 3
+    begin = rng.integers(0, 1_100_000, n)
+    end = begin + rng.integers(0, 200_000, n)
+    lane = rng.integers(-1, lanes, n)
+    got = px.coverage(lane, begin, end, lanes, cols)
+    want = np.zeros((lanes, cols.width))
+    starts = cols.time(np.arange(cols.width + 1))
+    for k, b, e in zip(lane, begin, end):
+        if k < 0:
+            continue
+        want[k] += np.maximum(np.minimum(e, starts[1:]) - np.maximum(b, starts[:-1]), 0)
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-6)
