@@ -56,12 +56,24 @@ def merge(dir_or_paths: str | os.PathLike | Iterable[Any]) -> Timeline:
     the merged seq and has a ``rank`` column. Host times are mapped onto
     the reference clock (the rank files keep the raw ones); gpu times
     follow their rank's host clock. ``meta["ranks"]`` lists per rank its
-    file, host, error (a rank whose code raised), thread and device ids.
+    file, host, error (a rank whose code raised), partial (why a rank's
+    recording was cut short: "SIGTERM at step 7"), truncated (cut at
+    max_ops, by ``truncated_by``), thread and device ids.
+
+    Completeness: ``meta["world_size"]`` is the largest world size a rank
+    names; ``missing_ranks`` those below it without a file,
+    ``partial_ranks`` and ``errors`` those marked partial or errored. And
+    ``meta["stragglers"]``: who held the others up, per step and over the
+    run (``straggler.slowest``). ``ctl.analyze(merged).summary()`` shows
+    all of it (``analysis/ranks_report.py``).
     """
     from .rankclock import fit_rank_clocks
+    from .straggler import slowest
     parts = _inputs(dir_or_paths)
     clocks = fit_rank_clocks([(r, tl) for r, tl, _ in parts])
-    return _concat(parts, clocks)
+    tl = _concat(parts, clocks)
+    tl.meta["stragglers"] = slowest(tl)  # for analyze's summary, which cannot import dist
+    return tl
 
 
 def _inputs(src: Any) -> list[tuple[int, Timeline, str | None]]:
@@ -183,7 +195,8 @@ def _concat(parts: list[tuple[int, Timeline, str | None]], clocks: dict[int, dic
         ranks.append({
             "rank": rank, "file": label, "host": meta.get("host"), "pid": meta.get("pid"),
             "world_size": meta.get("world_size"), "error": meta.get("error"),
-            "truncated": bool(meta.get("truncated", False)),
+            "partial": meta.get("partial"), "truncated": meta.get("truncated") is True,
+            **{k: meta.get(k) for k in ("truncated_by", "max_ops") if k in meta},
             "threads": list(range(t_base, len(thread_rank))),
             "devices": [int(x) for x in dev_lut[local]], "seq_base": seq_base,
             "ops": len(tl.ops), "clock": clock,
@@ -218,7 +231,11 @@ def _merged_meta(ranks: list[dict], clocks: dict[int, dict], devices: list[dict]
     """Meta of the merged Timeline; the reference rank's clock pair relates
     it to the wall clock."""
     ref = ranks[0]
-    world = max([r["world_size"] or 0 for r in ranks] + [len(ranks)])
+    # a world size no rank names sensibly (not a whole number up to 2^20)
+    # is not believed: it would list millions of missing ranks
+    world = max([w for w in (r["world_size"] for r in ranks) if isinstance(w, int)
+                 and not isinstance(w, bool) and 0 < w <= 2 ** 20]
+                + [len(ranks), max(r["rank"] for r in ranks) + 1])
     present = {r["rank"] for r in ranks}
     meta: dict[str, Any] = {
         "source": "merge", "aligned": True, "reference_rank": ref["rank"],
@@ -235,4 +252,5 @@ def _merged_meta(ranks: list[dict], clocks: dict[int, dict], devices: list[dict]
     meta["overhead_ns_per_op"] = meta["overhead_ns_per_launch"] = None
     if any(r["error"] for r in ranks):
         meta["errors"] = [r["rank"] for r in ranks if r["error"]]
+    meta["partial_ranks"] = [r["rank"] for r in ranks if r["partial"]]
     return meta

@@ -14,10 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from .matching import _rows, roles
 from ..errors import CutimelineError
 from ..timeline.schema import NONE
 from ..timeline.timeline import Timeline
+from .matching import _rows, roles
 
 __all__ = ["fit_rank_clocks"]
 

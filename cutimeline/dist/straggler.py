@@ -19,14 +19,14 @@ from typing import Any
 
 import numpy as np
 
-from .matching import _rows, roles
-from ..recording.collectives import KINDS
 from ..errors import CutimelineError
+from ..recording.collectives import KINDS
 from ..timeline.ranks import rank_of_thread
 from ..timeline.schema import NONE, SpanKind
 from ..timeline.timeline import Timeline
+from .matching import _rows, roles
 
-__all__ = ["collectives", "stragglers", "rank_activity", "describe",
+__all__ = ["collectives", "stragglers", "slowest", "rank_activity", "describe",
            "COLLECTIVE_DTYPE", "STRAGGLER_DTYPE", "ACTIVITY_DTYPE"]
 
 COLLECTIVE_DTYPE = [
@@ -152,6 +152,23 @@ def stragglers(tl: Timeline) -> np.ndarray:
     return np.concatenate(rows) if rows else np.zeros(0, STRAGGLER_DTYPE)
 
 
+def slowest(tl: Timeline) -> dict[str, Any]:
+    """The straggler finding ``merge`` stores as ``meta["stragglers"]`` for
+    ``ctl.analyze``'s summary (``analysis/ranks_report.py``): for the whole
+    run (step NONE, first) and per step, the rank ``stragglers`` ranks
+    first, where it held the others up (``held_ns`` > 0), as columns
+    ``step``, ``rank``, ``held_ns``, ``last``, ``collectives``,
+    ``late_mean_ns`` (None unknown); ``steps``: how many steps had
+    collectives."""
+    s = stragglers(tl)
+    top = s[(s["order"] == 1) & (s["held_ns"] > 0)]
+    out: dict[str, Any] = {c: top[c].tolist() for c in
+                           ("step", "rank", "held_ns", "last", "collectives")}
+    out["late_mean_ns"] = [None if np.isnan(x) else float(x) for x in top["late_mean_ns"]]
+    out["steps"] = len(np.unique(s["step"][s["step"] != NONE]))
+    return out
+
+
 def rank_activity(tl: Timeline) -> np.ndarray:
     """Per rank (``ACTIVITY_DTYPE``), over its own span (first to last host
     op): ``busy_ns`` (union of its host ops), ``collective_ns`` (union of
@@ -194,7 +211,8 @@ def _union_ns(b: np.ndarray, e: np.ndarray) -> int:
 
 def describe(tl: Timeline) -> str:
     """A few lines on a merged Timeline: each rank's clock and its bound,
-    and the worst straggler over the whole run."""
+    whether it raised or was cut short, the missing ranks, and the worst
+    straggler over the whole run."""
     from ..analysis.summary import fmt_ns
     lines = []
     for r in tl.meta.get("ranks") or []:
@@ -203,7 +221,10 @@ def describe(tl: Timeline) -> str:
         lines.append(f"rank {r['rank']}: clock {c.get('method', '?')}, shift "
                      f"{fmt_ns(c.get('shift_ns', 0))}" + (f" ± {fmt_ns(b)}" if b is not None
                                                          else " (bound unknown)")
-                     + (f"; raised {r['error']}" if r.get("error") else ""))
+                     + (f"; raised {r['error']}" if r.get("error") else "")
+                     + (f"; partial ({r['partial']})" if r.get("partial") else ""))
+    lines += [f"rank {r}: missing (no file; the world size is {tl.meta.get('world_size')})"
+              for r in tl.meta.get("missing_ranks") or []]
     s = stragglers(tl)
     whole = s[s["step"] == NONE]
     if len(whole) and whole["held_ns"][0] > 0:

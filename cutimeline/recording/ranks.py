@@ -3,7 +3,9 @@
 ``ctl.record(out_dir=DIR)`` on every rank records that rank and
 writes ``DIR/rank-<r>.ctl`` at stop (atomically), also when the recorded
 block raises (``meta["error"]`` then says what; the file holds what was
-recorded up to there). Each file's meta names ``rank``, ``world_size``,
+recorded up to there) and when the recording is interrupted: by Ctrl-C,
+SIGTERM or an exit while recording (``meta["partial"]`` says which and in
+which step, e.g. "SIGTERM at step 7"; ``lifecycle.py``). Each file's meta names ``rank``, ``world_size``,
 ``local_rank``, ``backend``, ``host``, ``pid`` and the clock pair
 ``start_epoch_ns`` (``time.time_ns()``) / ``start_host_ns`` (host clock),
 read together at start. Without an initialised process group the rank is
@@ -61,21 +63,25 @@ def _int_env(name: str, default: int) -> int:
     return int(v) if re.fullmatch(r"\d+", v) else default
 
 
-def write_rank(tl: Timeline, out_dir: str, error: BaseException | None = None) -> Timeline:
+def write_rank(tl: Timeline, out_dir: str, error: BaseException | None = None,
+               partial: str | None = None) -> Timeline:
     """Write a rank's Timeline to ``out_dir/rank-<r>.ctl`` (atomically) and
     return it as written: with ``meta["error"]`` when the recorded block
-    raised, and the test clock skew applied when ``CUTIMELINE_TEST_CLOCK_SKEW_NS``
-    is set (see the module doc)."""
+    raised an ``Exception``, ``meta["partial"]`` (``partial``: why the
+    recording was cut short) and the test clock skew applied when
+    ``CUTIMELINE_TEST_CLOCK_SKEW_NS`` is set (see the module doc)."""
     meta = dict(tl.meta)
-    if error is not None:
+    if isinstance(error, Exception):  # an interruption is partial, not an error
         meta["error"] = f"{type(error).__name__}: {error}"
+    if partial is not None:
+        meta["partial"] = partial
     skew = os.environ.get(SKEW_ENV, "").strip()
     if skew:
         if not re.fullmatch(r"[+-]?\d+", skew):
             raise CutimelineError(f"{SKEW_ENV}={skew!r} must be a whole number of "
                                   f"nanoseconds.")
         tl = shift_host(tl, int(skew), epoch=True)
-        meta = {**tl.meta, **{k: v for k, v in meta.items() if k == "error"},
+        meta = {**tl.meta, **{k: v for k, v in meta.items() if k in ("error", "partial")},
                 "test_clock_skew_ns": int(skew)}
     tl = tl.replace(meta=meta)
     rank = meta.get("rank", 0)

@@ -76,6 +76,7 @@ from .assembly import _align, _assemble, meta_at_stop
 from .devicespec import _device
 from .forks import step_aside
 from .hooks import Hooks, _compiling
+from .lifecycle import RankGuard
 from .opstream import Mode
 from .selfcost import calibrator, measure, refine
 from .session import Session
@@ -90,10 +91,9 @@ _ACTIVE: Session | None = None  # the recording in progress, for span()
 _RECORDER: Recorder | None = None  # its Recorder, for _forked
 _ACTIVE_LOCK = threading.Lock()
 # how often (at most) a real mix of ops is priced again between steps
-# (Session.calibrate; 0: only at stop). Off by default: each run is a few ms
-# of the recorder's own host work inside the user's loop, GPU idle time that
-# analyze would read as dispatch (it flipped the demo's step verdicts); the
-# one at stop prices the mix without touching the recorded run.
+# (Session.calibrate; 0: only at stop). Off by default: each run is a few ms of
+# the recorder's host work in the user's loop, GPU idle time analyze would read
+# as dispatch (it flipped the demo's verdicts); the one at stop touches nothing.
 CALIBRATE_EVERY_NS = 0
 
 
@@ -125,7 +125,8 @@ def record(*, device: str | Device = "auto", max_ops: int = 10_000_000,
     ``CudaDevice``); other devices take only "events" ("auto" without
     CUDA records no device, so there it is moot). ``out_dir``: under
     torch.distributed, write this rank's Timeline to ``out_dir/rank-<r>.ctl``
-    at stop, also when the recorded block raises; ``ctl.merge(out_dir)``
+    at stop, also when the recorded block raises, and marked partial on
+    Ctrl-C, SIGTERM or exit (``lifecycle.py``); ``ctl.merge(out_dir)``
     joins the ranks (see ``ranks.py``).
 
     With ``CUTIMELINE_DISABLE=1`` in the environment the recorder does
@@ -173,6 +174,7 @@ class Recorder:
         self._meta: dict[str, Any] = {}
         self._error: BaseException | None = None  # what the recorded block raised
         self._forked = False  # a forked child's copy: it stepped aside (forks.py)
+        self._guard: Any = None  # with out_dir: SIGTERM and exit (lifecycle.py)
 
     def __repr__(self) -> str:
         dev = "cpu" if self.device is None else getattr(self.device, "name", self.device)
@@ -247,6 +249,8 @@ class Recorder:
             self._thread = threading.get_ident()
             _ACTIVE = s
             self._state = "recording"
+        if self.options.get("out_dir"):  # last: a SIGTERM finds the recording whole
+            self._guard = RankGuard(self).install()
         return self
 
     def stop(self) -> "Recorder":
@@ -274,7 +278,9 @@ class Recorder:
             raise CutimelineError(
                 "stop() found another TorchDispatchMode entered inside the recording "
                 "and still active; exit it first. The recording goes on.")
-        s = self._session
+        s, guard = self._session, self._guard
+        if guard is not None:  # Ctrl-C or SIGTERM now waits for the file
+            guard.hold()
         s.off = True
         try:
             self._mode.__exit__(None, None, None)
@@ -285,13 +291,11 @@ class Recorder:
             if self._meta.get("overhead_model"):  # after the last op: not timed
                 refine(self._meta["overhead_model"])
                 s.calibrate()  # at least one price of a real mix
-            tl = _assemble(s, harvest, meta_at_stop(s, harvest, self._meta, self.device,
-                                                     self.options))
+            tl = _assemble(s, harvest, {**meta_at_stop(s, harvest, self._meta, self.device,
+                                                       self.options), **s.cut_meta()})
             self._timeline = _align(tl)
-            if self.options.get("out_dir"):  # this rank's file (ranks.py)
-                from .ranks import write_rank
-                self._timeline = write_rank(self._timeline, self.options["out_dir"],
-                                            self._error)
+            if guard is not None:  # this rank's file (ranks.py)
+                self._timeline = guard.write(self._timeline, self._error, s.step_number)
             # timing="both": the same rows timed by the other clock's raw_ns
             self._timelines = {tl.meta.get("timing", "events"): self._timeline}
             for name, raw in (harvest.alternates if harvest else {}).items():
@@ -305,9 +309,11 @@ class Recorder:
                 _ACTIVE = _RECORDER = None
             # drop the session (modes left in other threads see it is off) and
             # free its buffers now, not when the last recorded thread ends
-            self._session = self._mode = self._hooks = None
+            self._session = self._mode = self._hooks = self._guard = None
             for w in s.writers:
                 w.ops, w.launches, w.spans, w.users = [], [], [], []
+            if guard is not None:  # handlers back; a held signal is delivered now
+                guard.release()
         return self
 
     def step(self) -> None:

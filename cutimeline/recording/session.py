@@ -80,7 +80,7 @@ class Session:
         # and charges a launch's dispatch from the recorder's first look at it
         self.mark: Callable | None = getattr(device, "mark_dispatch", None)
         self.off = False  # stopped, or cut at max_ops: the modes pass ops through
-        self.cut_ns: int | None = None  # when max_ops cut the recording (truncate)
+        self.cut_ns, self.cut_by = None, ""  # when max_ops cut the recording, by what
         self.span_count = itertools.count()  # spans count against max_ops too
         self.paused = False  # True while calibrate() runs: the hooks do nothing
         self.backward = 0  # backward passes running (hooks.py counts them)
@@ -360,9 +360,9 @@ class Session:
              number: int = NONE, end_ns: int | None = None) -> None:
         """Append a span of ``w``'s thread ending now (or at ``end_ns``).
         Spans count against ``max_ops`` as ops do: the one past it cuts
-        the recording (``truncate``). A span that began before the cut is
-        kept when it ends (only those open at the cut: bounded by nesting),
-        none that begins after it."""
+        the recording (``truncate``) and is not kept. A span that began
+        before the cut is kept when it ends (only those open at the cut:
+        bounded by nesting), none that begins after it."""
         if end_ns is None:
             end_ns = _now()
         cut = self.cut_ns
@@ -370,7 +370,13 @@ class Session:
             return
         if next(self.span_count) >= self.max_ops and cut is None:
             self.truncate("spans")
+            return  # the span past the cap is not kept: at most max_ops before the cut
         w.spans.append((kind, name, w.thread, depth, number, begin_ns, end_ns))
+
+    def cut_meta(self) -> dict[str, Any]:
+        """Meta on the cut: which reached max_ops first ("ops" or "spans")."""
+        return {} if self.cut_ns is None else {"truncated_by": self.cut_by,
+                                               "max_ops": self.max_ops}
 
     def truncate(self, what: str = "ops") -> None:
         """Cut the recording now: ``max_ops`` ``what`` (ops or spans) are
@@ -380,7 +386,7 @@ class Session:
         with self.lock:
             if self.cut_ns is not None:
                 return
-            self.cut_ns, self.off = _now(), True
+            self.cut_ns, self.off, self.cut_by = _now(), True, what
         warnings.warn(f"cutimeline recorded max_ops={self.max_ops:,} {what} and stops "
                       f"recording here (the program goes on); the Timeline is "
                       f"marked truncated. Pass a larger max_ops to record more.",

@@ -9,8 +9,8 @@ import pytest
 import torch
 
 import cutimeline as ctl
-from cutimeline.errors import CutimelineError
 from cutimeline.dist.straggler import collectives, stragglers
+from cutimeline.errors import CutimelineError
 from cutimeline.timeline.ranks import rank_of_device, rank_of_thread
 from cutimeline.timeline.schema import NONE
 from cutimeline.timeline.timeline import Timeline

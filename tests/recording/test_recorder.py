@@ -639,9 +639,11 @@ def test_max_ops_caps_spans_and_steps_and_their_names():
     with pytest.warns(RuntimeWarning, match="max_ops=100 spans") as caught:
         tl, peak = _spans_and_steps(20_000)
     assert len(caught) == 1 and tl.truncated and "TRUNCATED" in repr(tl)
-    # the span at the cap is kept, and those open across the cut with their
-    # true ends (the step and "outer"); none that begins after the cut
-    assert len(tl.spans) == 100 + 1 + 2
+    # the first 100 spans are kept, and those open across the cut with their
+    # true ends (the step and "outer"); not the one past the cap, none that
+    # begins after the cut
+    assert len(tl.spans) == 100 + 2
+    assert tl.meta["truncated_by"] == "spans" and tl.meta["max_ops"] == 100
     spans = tl.to_pandas("spans")
     outer = spans[spans.name == "outer"]
     assert len(outer) == 1 and outer.end_ns.iloc[0] == spans.end_ns.max()
@@ -652,6 +654,37 @@ def test_max_ops_caps_spans_and_steps_and_their_names():
     with pytest.warns(RuntimeWarning, match="max_ops=100 spans"):
         small, small_peak = _spans_and_steps(200)
     assert len(small.spans) == len(tl.spans) and peak < small_peak + 200_000
+
+
+def test_200k_user_spans_under_max_ops_1000_keep_at_most_1000_and_say_so():
+    import tracemalloc
+    tracemalloc.start()
+    try:
+        with pytest.warns(RuntimeWarning, match="max_ops=1,000 spans") as caught:
+            with ctl.record(device="cpu", max_ops=1000, measure=False) as rec:
+                for i in range(200_000):
+                    with ctl.span(f"span {i}"):
+                        pass
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    tl = rec.timeline
+    assert len(caught) == 1 and len(tl.spans) == 1000 <= tl.meta["max_ops"]
+    assert tl.truncated and tl.meta["truncated_by"] == "spans"
+    assert tl.decode(tl.spans["name"]).tolist() == [f"span {i}" for i in range(1000)]
+    assert len(tl.strings) < 1100  # no name interned after the cut
+    assert peak < 2_000_000  # bytes: what 1,000 spans need, not 200,000
+    summary = ctl.analyze(tl).summary()
+    assert ("TRUNCATED: the recording stopped at max_ops (1,000 spans); nothing after "
+            "that point is in it") in summary
+
+
+def test_an_uncut_recording_says_nothing_of_a_cut():
+    with ctl.record(device="cpu", measure=False) as rec:
+        with ctl.span("one"):
+            torch.ones(2).sum()
+    assert not rec.timeline.truncated and "truncated_by" not in rec.timeline.meta
+    assert "TRUNCATED" not in ctl.analyze(rec.timeline).summary()
 
 
 def test_a_cut_by_ops_ends_the_spans_too():
@@ -666,6 +699,7 @@ def test_a_cut_by_ops_ends_the_spans_too():
     assert torch.equal(x, torch.full((3,), 5001.0))
     tl = rec.timeline
     assert tl.truncated and len(tl.ops) == 11 and tl.ops.flags[-1] & OpFlag.TRUNCATED
+    assert tl.meta["truncated_by"] == "ops" and tl.meta["max_ops"] == 10
     assert len(tl.spans) == 2 * 3  # the third span and step were open at the cut
     assert tl.spans.begin_ns.max() < tl.ops.host_end_ns[-1]  # none begins after the cut
 
