@@ -1,6 +1,7 @@
 """The ``cutimeline`` command (also ``python -m cutimeline``), on the public API.
 
-    cutimeline demo [--out DIR] [--steps N] [--device auto|cuda|sim]
+    cutimeline --version
+    cutimeline demo [--out DIR] [--steps N] [--device auto|cuda|cuda:N|sim]
     cutimeline plot FILE -o OUT.png [--window W]
     cutimeline summary FILE [--window W] [--json]
     cutimeline whatif FILE [--window W] [--json]
@@ -10,7 +11,10 @@
 
 FILE is a ``.ctl`` file or a torch.profiler trace (``.json``/``.json.gz``).
 W is a step (``3``), a step range (``3-5``) or seconds from the start
-(``0.5s-0.75s``). Errors print one line and exit with status 2; a bug in
+(``0.5s-0.75s``): the spellings ``window=`` takes in Python, read by the
+same parser (``timeline/windows.py``); ``--device`` takes the spellings of
+``record(device=)`` (``recording/devicespec.py``) that name a GPU, real or
+simulated. Errors print one line and exit with status 2; a bug in
 cutimeline prints its traceback and a line asking for a report (status 3).
 """
 
@@ -19,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import sys
 import time
 from typing import Any, Sequence
@@ -30,19 +33,36 @@ __all__ = ["main", "parse_window"]
 
 
 def parse_window(text: str) -> Any:
-    """``"3"`` → 3, ``"3-5"`` → (3, 5), ``"0.5s-0.75s"`` → (0.5, 0.75)."""
-    t = text.strip().replace(":", "-")
-    if re.fullmatch(r"\d+", t):
-        return int(t)
-    m = re.fullmatch(r"(\d+)-(\d+)", t)
-    if m:
-        return int(m.group(1)), int(m.group(2))
-    m = re.fullmatch(r"(\d*\.?\d+)s-(\d*\.?\d+)s", t)
-    if m and float(m.group(1)) < float(m.group(2)):
-        return float(m.group(1)), float(m.group(2))
-    raise CutimelineError(f"--window {text!r} is not understood: give a step (3), "
-                          f"a step range (3-5) or seconds from the start "
-                          f"(0.5s-0.75s).")
+    """``--window``'s text, by the parser ``window=`` uses (see
+    ``timeline/windows.py``): ``"3"`` → 3, ``"3-5"`` → (3, 5),
+    ``"0.5s-0.75s"`` → (0.5, 0.75)."""
+    from .timeline.windows import parse_window as parse
+    try:
+        return parse(text)
+    except CutimelineError:
+        raise CutimelineError(f"--window {text!r} is not understood: give a step (3), "
+                              f"a step range (3-5 or 3:5, first to last) or seconds "
+                              f"from the start (0.5s-0.75s, begin to end).") from None
+
+
+def _demo_device(text: str) -> str:
+    """``--device``'s text in the vocabulary of ``record(device=)``, as the
+    demo takes it: "auto", "cuda" (after making cuda:N current) or "sim"."""
+    from .recording.devicespec import cuda_index, device_spelling
+    try:
+        spec = device_spelling(text, "--device ...")
+    except CutimelineError:
+        raise CutimelineError(f"--device {text!r} is not understood; give 'auto', "
+                              f"'cuda', 'cuda:N' or 'sim' (a simulated H100).") from None
+    if spec == "cpu":
+        raise CutimelineError("--device 'cpu' records no GPU, and the demo is about "
+                              "one; give 'auto', 'cuda', 'cuda:N' or 'sim' (a "
+                              "simulated H100).")
+    if isinstance(spec, str) and spec.startswith("cuda:"):
+        import torch
+        torch.cuda.set_device(cuda_index(spec, "--device ..."))
+        return "cuda"
+    return spec
 
 
 class Progress:
@@ -94,8 +114,9 @@ def _cmd_demo(a: argparse.Namespace) -> int:
     import cutimeline as ctl
 
     from .demo import run_demo
+    device = _demo_device(a.device)
     os.makedirs(a.out, exist_ok=True)
-    res = run_demo(steps=a.steps, device=a.device)
+    res = run_demo(steps=a.steps, device=device)
     where = ("on a SIMULATED GPU (no CUDA device here): " if res.simulated
              else "on ") + res.device
     print(f"recorded {a.steps} training steps {where}")
@@ -177,15 +198,18 @@ def _cmd_merge(a: argparse.Namespace) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
+    from . import __version__
     p = argparse.ArgumentParser(
         prog="cutimeline", description="What a PyTorch program does on both "
         "sides of the CPU/GPU boundary.")
+    p.add_argument("--version", action="version", version=f"cutimeline {__version__}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     d = sub.add_parser("demo", help="record a small training loop, plot and "
                        "summarise it (CUDA when present, else a simulated GPU)")
     d.add_argument("--out", default="cutimeline-demo", help="output folder")
     d.add_argument("--steps", type=int, default=8)
-    d.add_argument("--device", default="auto", choices=("auto", "cuda", "sim"))
+    d.add_argument("--device", default="auto", help="auto (CUDA when present, else "
+                   "sim), cuda, cuda:N or sim (a simulated H100)")
     d.set_defaults(run=_cmd_demo)
     for name, helptext, run in (
             ("plot", "draw the timeline of FILE", _cmd_plot),
@@ -198,7 +222,8 @@ def _parser() -> argparse.ArgumentParser:
         if name not in ("summary", "whatif"):
             c.add_argument("-o", "--output", required=True)
         if name in ("plot", "summary", "whatif"):
-            c.add_argument("--window", help="step (3), steps (3-5) or seconds (0.5s-0.75s)")
+            c.add_argument("--window", help="step (3), steps (3-5 or 3:5) or seconds "
+                           "(0.5s-0.75s)")
         if name in ("summary", "whatif"):
             c.add_argument("--json", action="store_true", help="the result as JSON")
         c.set_defaults(run=run)

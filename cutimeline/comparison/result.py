@@ -132,7 +132,9 @@ class Comparison:
             lines += ["| difference | count | example | why |", "|---|---:|---|---|"]
             lines += [f"| {d} | {c:,} | {e} | {w} |" for d, c, e, w in diffs]
         if "gpu_not_compared" in self.meta:
-            lines += ["", f"GPU time not compared: {self.meta['gpu_not_compared']}."]
+            if lines[-1]:  # one blank line between sections
+                lines.append("")
+            lines.append(f"GPU time not compared: {self.meta['gpu_not_compared']}.")
         if self.gpu is not None:
             g = self.gpu.summary()
             lines += ["", f"GPU time: {g['ops']:,} matched ops with device work; on the "

@@ -40,7 +40,6 @@ from __future__ import annotations
 import contextlib
 import gzip
 import os
-import re
 import tempfile
 from collections.abc import Callable, Iterable
 from time import perf_counter_ns as _now
@@ -72,7 +71,12 @@ def compare(fn: Callable[[], Any], *, steps: int = 20, warmup: int = 3,
     compared steps per pass (≥ 1). ``warmup``: untimed steps before them
     (≥ 0). ``device``: "auto" (CUDA when available), "cpu", "cuda",
     "cuda:N" or a ``torch.device`` — what ``ctl.record`` records and what
-    is synchronized after each step. ``profiler_activities``: torch.profiler activities (default
+    is synchronized after each step; or "sim" / a ``ctl.SimGPU``: the
+    cutimeline pass records that simulated GPU (``fn`` puts its work on
+    ``meta`` tensors) and is synchronized with it, while the other two
+    passes run the same ops on the CPU side only, since torch.profiler
+    cannot see a simulated GPU (``meta["profiler_device"]`` is "cpu" and
+    the table says so). ``profiler_activities``: torch.profiler activities (default
     CPU, plus CUDA on a CUDA device); CPU is required. ``record_shapes``:
     passed to torch.profiler. ``rounds``: how many times the three passes
     run (odd rounds in reverse order); every round is timed, the first
@@ -96,12 +100,15 @@ def compare(fn: Callable[[], Any], *, steps: int = 20, warmup: int = 3,
     if os.environ.get("CUTIMELINE_DISABLE", "").strip() not in ("", "0"):
         raise CutimelineError("CUTIMELINE_DISABLE is set, so the cutimeline pass would "
                               "record nothing; unset it to compare.")
-    dev = _device(device, torch)
+    dev, sim = _device(device, torch)
     activities = _activities(profiler_activities, dev, torch)
     if trace_dir is not None and os.path.exists(trace_dir) and not os.path.isdir(trace_dir):
         raise CutimelineError(f"compare(trace_dir={os.fspath(trace_dir)!r}) names a "
                               f"file; give a folder (it is made if missing).")
     sync = (lambda: torch.cuda.synchronize(dev)) if dev.type == "cuda" else (lambda: None)
+    syncs = {name: sync for name in PASSES}
+    if sim is not None:  # only the cutimeline pass has the simulated GPU to wait for
+        syncs["cutimeline"] = sim.synchronize
 
     with tempfile.TemporaryDirectory(prefix="cutimeline-compare-") as tmp:
         folder = tmp if trace_dir is None else os.fspath(trace_dir)
@@ -112,7 +119,8 @@ def compare(fn: Callable[[], Any], *, steps: int = 20, warmup: int = 3,
         for r in range(rounds):
             # odd rounds run backwards, so no pass always comes first
             for name in PASSES if r % 2 == 0 else PASSES[::-1]:
-                times[name].append(_pass(name, fn, warmup, steps, sync, dev,
+                times[name].append(_pass(name, fn, warmup, steps, syncs[name],
+                                         str(dev) if sim is None else sim,
                                          activities, record_shapes,
                                          kineto if r == 0 else None, kept))
         from ..formats.kineto import import_chrome
@@ -128,37 +136,44 @@ def compare(fn: Callable[[], Any], *, steps: int = 20, warmup: int = 3,
     elif dev.type == "cuda":   # the recorder warned; say so in the table too
         why = ("our GPU times are not on the host clock: "
                f"{recorded.meta.get('align_error', 'the recording is not aligned')}")
-    meta = {"device": str(dev), "steps": steps, "warmup": warmup, "rounds": rounds,
+    meta = {"device": str(dev) if sim is None else sim.name,
+            "profiler_device": str(dev), "steps": steps, "warmup": warmup, "rounds": rounds,
             "torch": torch.__version__, "threads": torch.get_num_threads(),
             "activities": [str(a).split(".")[-1] for a in activities],
             "record_shapes": record_shapes,
             "trace_dir": None if trace_dir is None else os.fspath(trace_dir)}
     if why:
         meta["gpu_not_compared"] = why
+    if sim is not None:
+        meta["gpu_not_compared"] = (
+            f"cutimeline recorded {sim.name}; torch.profiler cannot see a simulated "
+            f"GPU, so its pass (and the uninstrumented one) ran the same ops on the "
+            f"CPU side only, and the step times are not a GPU's")
     if dev.type == "cuda":
         meta["device_name"] = torch.cuda.get_device_name(dev)
     return Comparison(step_ns={k: np.stack(v) for k, v in times.items()}, match=match,
                       gpu=gpu, sizes=sizes, ours=ours, theirs=theirs, meta=meta)
 
 
-def _device(device: Any, torch: Any) -> Any:
-    if isinstance(device, torch.device):
-        device = str(device)
-    m = re.fullmatch(r"cuda(?::(\d+))?", device) if isinstance(device, str) else None
-    if not (m or device in ("auto", "cpu")):
-        raise CutimelineError(f"compare(device={device!r}) is not understood; give "
-                              f"'auto', 'cpu', 'cuda' or 'cuda:N'.")
-    if device == "cpu" or device == "auto" and not torch.cuda.is_available():
-        return torch.device("cpu")
-    if not torch.cuda.is_available():
-        raise CutimelineError(f"compare(device={device!r}) needs CUDA, but "
-                              f"torch.cuda.is_available() is False here; use "
-                              f"device='auto' or 'cpu'.")
-    index = int(m.group(1)) if m and m.group(1) else torch.cuda.current_device()
-    if index >= torch.cuda.device_count():
-        raise CutimelineError(f"compare(device={device!r}) names a GPU this machine "
-                              f"lacks; it has {torch.cuda.device_count()}.")
-    return torch.device("cuda", index)
+def _device(device: Any, torch: Any) -> tuple[Any, Any]:
+    """The torch.device synchronized after each step (and the profiler's),
+    and the SimGPU the cutimeline pass records when ``device`` names one."""
+    from ..devices.device import Device
+    from ..recording.devicespec import cuda_index, device_spelling
+    where = "compare(device=...)"
+    spec = device_spelling(device, where)
+    if spec == "sim":
+        from ..devices.sim import SimGPU
+        spec = SimGPU("h100")
+    if isinstance(spec, Device):
+        if getattr(spec, "kind", "") != "sim":
+            raise CutimelineError(
+                f"compare(device={device!r}) takes a SimGPU as its Device; for a CUDA "
+                f"GPU give 'cuda' or 'cuda:N', which both passes then see.")
+        return torch.device("cpu"), spec
+    if spec == "cpu" or spec == "auto" and not torch.cuda.is_available():
+        return torch.device("cpu"), None
+    return torch.device("cuda", cuda_index(spec, where)), None
 
 
 def _activities(given: Iterable[Any] | None, dev: Any, torch: Any) -> list[Any]:
@@ -197,14 +212,15 @@ def _timed(fn: Callable[[], Any], warmup: int, steps: int, sync: Callable[[], No
 def _pass(name: str, fn: Callable[[], Any], warmup: int, steps: int,
           sync: Callable[[], None], dev: Any, activities: list[Any],
           record_shapes: bool, kineto: str | None, kept: dict[str, Any]) -> np.ndarray:
-    """One pass; its step times (ns). The cutimeline pass keeps its first
+    """One pass; its step times (ns). The cutimeline pass records ``dev``
+    (a device spelling or a SimGPU) and keeps its first
     Timeline in ``kept``; the profiler pass exports its trace to ``kineto``
     when given."""
     if name == "none":
         return _timed(fn, warmup, steps, sync)
     if name == "cutimeline":
         from ..recording.recorder import record
-        with record(device=str(dev), steps="manual") as rec:
+        with record(device=dev, steps="manual") as rec:
             times = _timed(fn, warmup, steps, sync, rec.step)
         kept.setdefault("timeline", rec.timeline)
         return times

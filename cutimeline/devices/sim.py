@@ -283,8 +283,10 @@ class SimGPU(SimHost, SimOps, SimStreams, Device):
         with self._lock:
             self._started = False
             self._as_cuda(False)
-            self._host_stop()
-            return self._harvest()
+            try:
+                return self._harvest()
+            finally:
+                self._host_stop()
 
     # -- internals (the lock is held where noted) ------------------------------
     def _require(self, what: str) -> None:

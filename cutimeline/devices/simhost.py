@@ -131,6 +131,13 @@ class SimHost:
     simulator's lock, clock and per-thread state."""
 
     _host_cost: Any = None
+    _skew = 0          # real − virtual after the last knot (0: not recording)
+    _kr: Any = None    # the map's knots, made by _host_start
+
+    def _real_only(self) -> bool:
+        """Whether the host clock is the real one: host_cost="measured", or
+        not recording (a synchronize() between recordings)."""
+        return self._host_cost == "measured" or self._kr is None
 
     def _host_start(self, now: int) -> None:
         """A new recording: virtual = real at ``now`` (lock held)."""
@@ -150,7 +157,7 @@ class SimHost:
         last knot, ``real − skew``; before it (a time read before another
         thread's later knot), on the map."""
         kr = self._kr
-        if real >= kr[-1]:
+        if kr is None or real >= kr[-1]:
             return real - self._skew
         i = bisect.bisect_right(kr, real) - 1
         if i < 0:
@@ -172,7 +179,7 @@ class SimHost:
         program would not have lost it on a host of its own."""
         real = self._clock.now()
         t0, self._local.t0 = getattr(self._local, "t0", None), None
-        if self._host_cost == "measured":
+        if self._real_only():
             return real, real - self._skew
         mark = real if t0 is None else min(t0, real)
         v = self._knot(mark)
@@ -200,7 +207,7 @@ class SimHost:
         wait begins, and one where it ends, no earlier than ``target`` on
         the virtual clock (the device work it waited for is done by then),
         later only by what the host's own lateness was, less runqueue delay."""
-        measured = self._host_cost == "measured"
+        measured = self._real_only()
         with self._lock:
             now = self._clock.now()
             v = now - self._skew if measured else self._knot(now)
@@ -224,7 +231,7 @@ class SimHost:
         lasted the modelled cost (lock held)."""
         m, self._local.mark = getattr(self._local, "mark", None), None
         cost = self._host_cost
-        if m is None or cost == "measured" or real <= self._kr[-1]:
+        if m is None or self._real_only() or real <= self._kr[-1]:
             return
         ns = dispatch_ns(name, args, kwargs) if cost is None else \
             cost if isinstance(cost, int) else self._call_host_cost(name, args, kwargs)
@@ -236,7 +243,7 @@ class SimHost:
     def _aside(self, real0: int, real1: int) -> None:
         """The simulator's own bookkeeping from ``real0`` to ``real1`` takes
         no virtual time (lock held)."""
-        if self._host_cost == "measured" or real1 <= max(real0, self._kr[-1]):
+        if self._real_only() or real1 <= max(real0, self._kr[-1]):
             return
         v0 = real0 - self._skew
         if real0 > self._kr[-1]:
@@ -271,6 +278,7 @@ class SimHost:
             os.close(fd)
         self._sched_fds = []
         self._local.sched_fd = None
+        self._kr, self._skew = None, 0  # the map is handed over; the real clock again
 
     def _call_host_cost(self, name: str, args: tuple, kwargs: dict) -> int:
         ns = self._host_cost(name, args, kwargs)

@@ -71,17 +71,28 @@ def export_chrome(tl: Timeline, path: str | os.PathLike) -> None:
     shift = _shift(tl)
     rows = len(tl.ops) + 3 * len(tl.gpu) + len(tl.syncs) + len(tl.spans)
     # A private temporary file (mkstemp: mode 0600) replaces the target
-    # only once whole, so a failed export leaves no half-written trace.
+    # only once whole, so a failed export leaves no half-written trace; it
+    # then gets the mode any file the user writes gets (their umask).
     fd, tmp = tempfile.mkstemp(prefix=".export-", suffix=".tmp", dir=directory)
     try:
         with os.fdopen(fd, "wb") as raw:
             write_chunks(raw, _jobs(tl, shift), gzip=path.endswith(".gz"),
                          threads=1 if rows < POOL_ROWS else None)
+        os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def _umask() -> int:
+    """The process's umask. os.umask can only be read by setting it, so set
+    it back at once (another thread creating a file in between would get
+    this same value, which is what it had)."""
+    old = os.umask(0o022)
+    os.umask(old)
+    return old
 
 
 def queue_depth(tl: Timeline) -> dict[tuple[int, int], tuple[np.ndarray, np.ndarray]]:

@@ -1,13 +1,17 @@
-"""Device specs: the ``Device`` a ``record(device=..., timing=...)`` names.
+"""Device spellings: the one vocabulary of ``record(device=)``,
+``compare(device=)`` and the command line's ``--device``, and the
+``Device`` a ``record(device=..., timing=...)`` names.
 
 "auto" is CUDA when available, else none (host rows only); "cpu" is none;
-"cuda" and "cuda:N" need CUDA and that GPU; a ``Device`` is taken as given.
-A spec that names none of these, or a ``timing`` the device cannot take,
-is a ``CutimelineError`` that says what to give instead.
+"cuda" and "cuda:N" need CUDA and that GPU; "sim" is ``SimGPU("h100")``;
+a ``torch.device`` is read as its string and a ``Device`` is taken as
+given. A spelling outside these, or a ``timing`` the device cannot take,
+is a ``CutimelineError`` that lists what to give instead.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import torch
@@ -15,34 +19,64 @@ import torch
 from ..devices.device import Device
 from ..errors import CutimelineError
 
+__all__ = ["DEVICE_FORMS", "device_spelling", "cuda_index"]
+
+#: the accepted spellings, in words, for error messages
+DEVICE_FORMS = ("'auto', 'cpu', 'cuda', 'cuda:N', 'sim' (a simulated H100) or a "
+                "Device such as ctl.SimGPU('a100')")
+
+
+def device_spelling(device: Any, where: str) -> str | Device:
+    """``device`` in its canonical spelling ("auto", "cpu", "cuda",
+    "cuda:N", "sim"), or the ``Device`` itself. ``where`` names the option
+    in the error, as the user wrote it: "record(device=...)", "--device ..."."""
+    if isinstance(device, Device):
+        return device
+    text = str(device) if isinstance(device, torch.device) else device
+    if isinstance(text, str):
+        text = text.strip().lower()
+        if text in ("auto", "cpu", "cuda", "sim") or re.fullmatch(r"cuda:\d+", text):
+            return text
+    raise CutimelineError(f"{where.replace('...', repr(device))} is not understood; "
+                          f"give {DEVICE_FORMS}.")
+
+
+def cuda_index(spelling: str, where: str) -> int:
+    """The GPU index "cuda" (the current one) or "cuda:N" names, after
+    checking that CUDA and that GPU are here."""
+    if not torch.cuda.is_available():
+        raise CutimelineError(
+            f"{where.replace('...', repr(spelling))} needs CUDA, but "
+            f"torch.cuda.is_available() is False here; use 'auto' or 'sim' (a "
+            f"simulated GPU).")
+    index = int(spelling[5:]) if ":" in spelling else torch.cuda.current_device()
+    if index >= torch.cuda.device_count():
+        n = torch.cuda.device_count()
+        raise CutimelineError(
+            f"{where.replace('...', repr(spelling))} names a GPU this machine lacks; "
+            f"it has {n} (cuda:0..cuda:{n - 1}).")
+    return index
+
 
 def _device(device: Any, *, resolve: bool, timing: str = "events") -> Device | None:
-    if timing != "events" and (device == "cpu" or isinstance(device, Device)
-                               and getattr(device, "timing", "events") != timing):
+    """The Device ``record(device=device, timing=timing)`` records with
+    (None: no device); with ``resolve`` False only the checks run."""
+    where = "record(device=...)"
+    spec = device_spelling(device, where)
+    if timing != "events" and (spec in ("cpu", "sim") or isinstance(spec, Device)
+                               and getattr(spec, "timing", "events") != timing):
         raise CutimelineError(
             f"record(timing={timing!r}) applies to the CUDA device record() makes, "
             f"not to device={device!r}; give device='cuda' (or 'auto'), or a "
             f"CudaDevice(timing={timing!r}).")
-    if isinstance(device, Device):
-        return device
-    import re
-    m = re.fullmatch(r"cuda(?::(\d+))?", device) if isinstance(device, str) else None
-    if not (m or device in ("auto", "cpu")):
-        raise CutimelineError(
-            f"record(device={device!r}) is not understood; give 'auto', 'cpu', "
-            f"'cuda', 'cuda:N' or a Device such as ctl.SimGPU().")
-    if not resolve or device == "cpu":
+    if isinstance(spec, Device):
+        return spec
+    if not resolve or spec == "cpu":
         return None
+    if spec == "sim":
+        from ..devices.sim import SimGPU
+        return SimGPU("h100")
     from ..devices.cuda import CudaDevice
-    if device == "auto":
+    if spec == "auto":
         return CudaDevice(timing=timing) if torch.cuda.is_available() else None
-    if not torch.cuda.is_available():
-        raise CutimelineError(
-            f"record(device={device!r}) needs CUDA, but torch.cuda.is_available() "
-            f"is False here; use device='auto', 'cpu' or a ctl.SimGPU().")
-    index = int(m.group(1)) if m.group(1) else torch.cuda.current_device()
-    if index >= torch.cuda.device_count():
-        raise CutimelineError(
-            f"record(device={device!r}) names a GPU this machine lacks; it has "
-            f"{torch.cuda.device_count()} (cuda:0..cuda:{torch.cuda.device_count() - 1}).")
-    return CudaDevice(index, timing=timing)
+    return CudaDevice(cuda_index(spec, where), timing=timing)

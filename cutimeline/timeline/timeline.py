@@ -19,6 +19,7 @@ from ..errors import CutimelineError
 from . import fileformat
 from .schema import ENUM_COLUMNS, NONE, REFERENCES, SCHEMA, STRING_COLUMNS, SpanKind
 from .table import Strings, Table
+from .windows import parse_window
 
 __all__ = ["Timeline", "load"]
 
@@ -130,23 +131,17 @@ class Timeline:
         return int(s.begin_ns[step].min()), int(s.end_ns[step].max())
 
     def window_bounds(self, window: Any) -> tuple[int, int]:
-        """Resolve a window: an int step, a (first, last) pair of int steps,
-        or a (begin_s, end_s) pair of floats in seconds from the start."""
-        if isinstance(window, (int, np.integer)) and not isinstance(window, bool):
-            return self.step_bounds(int(window))
-        if isinstance(window, range) and len(window):
-            return self.step_bounds(window[0], window[-1])
-        if isinstance(window, tuple) and len(window) == 2:
-            a, b = window
-            if all(isinstance(v, (int, np.integer)) for v in window):
-                return self.step_bounds(int(a), int(b))
-            if all(isinstance(v, (int, float, np.number)) for v in window) and a < b:
-                t0 = self.start_ns
-                return t0 + int(round(a * 1e9)), t0 + int(round(b * 1e9))
-        raise CutimelineError(
-            f"Window {window!r} is not understood: give a step number (3), "
-            f"a step range ((3, 5) or range(3, 6)), or seconds from the "
-            f"start as floats ((0.5, 0.75)).")
+        """Host-clock (begin_ns, end_ns) of a window in any spelling of
+        ``windows.parse_window``: a step, a step range, or seconds from the
+        start (``3``, ``"3-5"``, ``(3, 5)``, ``(0.5, 0.75)``, ``"0.5s-0.75s"``)."""
+        w = parse_window(window)
+        if isinstance(w, int):
+            return self.step_bounds(w)
+        a, b = w
+        if isinstance(a, int):
+            return self.step_bounds(a, b)
+        t0 = self.start_ns
+        return t0 + int(round(a * 1e9)), t0 + int(round(b * 1e9))
 
     def slice_time(self, begin_ns: int, end_ns: int) -> Timeline:
         """The rows that overlap [begin_ns, end_ns) on the host clock;

@@ -1,5 +1,6 @@
-"""runner.py and result.py: cutimeline and torch.profiler on the same steps (CPU), and
-GPU-time agreement on a hand-made trace (the matcher: test_opmatch.py)."""
+"""runner.py and result.py: cutimeline and torch.profiler on the same steps (CPU, and a
+SimGPU against the profiler on the CPU), and GPU-time agreement on a hand-made trace
+(the matcher: test_opmatch.py)."""
 
 import dataclasses
 import json
@@ -234,6 +235,41 @@ def test_an_exception_from_fn_propagates_unchanged(failing_call):
                    device="cpu").match.fraction == 1.0
 
 
+# -- a simulated GPU on the cutimeline side ----------------------------------------------
+
+def meta_step():
+    w = torch.randn(128, 128, device="meta")
+
+    def step():
+        x = torch.randn(32, 128, device="meta")
+        (x @ w).relu().sum()
+    return step
+
+
+@pytest.mark.parametrize("device", ["sim", "simgpu"])
+def test_a_simulated_gpu_is_compared_with_the_profiler_on_the_cpu(device):
+    gpu = ctl.SimGPU("a100", seed=2) if device == "simgpu" else device
+    cmp = compare(meta_step(), steps=2, warmup=1, device=gpu)
+    name = "SimGPU a100 (simulated)" if device == "simgpu" else "SimGPU h100 (simulated)"
+    assert cmp.meta["device"] == name and cmp.meta["profiler_device"] == "cpu"
+    assert cmp.meta["activities"] == ["CPU"]
+    assert cmp.ours.meta["simulated"] and cmp.ours.meta["device_name"] == name
+    assert len(cmp.ours.gpu) > 0 and len(cmp.theirs.gpu) == 0
+    assert cmp.match.fraction == 1.0 and cmp.gpu is None
+    text = cmp.table()
+    assert text.startswith(f"cutimeline vs torch.profiler on {name}:")
+    assert "torch.profiler cannot see a simulated GPU" in text
+    assert "ran the same ops on the CPU side only" in text and "\n\n\n" not in text
+    assert f"Comparison {name}" in repr(cmp)
+
+
+def test_the_cutimeline_pass_waits_for_the_simulated_gpu():
+    gpu = ctl.SimGPU(seed=3, cost={"aten::mm": 20_000_000})  # 20 ms per matmul
+    cmp = compare(meta_step(), steps=2, warmup=1, device=gpu)
+    assert (cmp.step_ns["cutimeline"] >= 20_000_000).all()
+    assert (cmp.step_ns["none"] < 20_000_000).all()  # no simulated GPU to wait for
+
+
 # -- options -------------------------------------------------------------------------
 
 @pytest.mark.parametrize("kwargs, words", [
@@ -241,6 +277,7 @@ def test_an_exception_from_fn_propagates_unchanged(failing_call):
     ({"warmup": -1}, "warmup=-1"), ({"rounds": 0}, "rounds=0"),
     ({"device": "tpu"}, "device='tpu'"),
     ({"device": 0}, "compare(device=0) is not understood"),
+    ({"device": "gpu0"}, "give 'auto', 'cpu', 'cuda', 'cuda:N', 'sim'"),
     ({"record_shapes": "yes"}, "record_shapes='yes'"),
     ({"profiler_activities": "cpu"}, "profiler_activities='cpu'"),
     ({"profiler_activities": [torch.profiler.ProfilerActivity.CUDA]}, "includes CPU"),
@@ -249,6 +286,17 @@ def test_an_exception_from_fn_propagates_unchanged(failing_call):
 def test_bad_options_are_named(kwargs, words):
     with pytest.raises(CutimelineError, match=re.escape(words)):
         compare(lambda: None, **kwargs)
+
+
+def test_a_device_other_than_a_simgpu_is_named():
+    from cutimeline.devices.device import Device
+
+    class Other(Device):
+        kind = "other"
+        owns = start = current_stream = begin = end = wait = note_sync = harvest = None
+    with pytest.raises(CutimelineError, match="takes a SimGPU as its Device; for a CUDA "
+                       "GPU give 'cuda' or 'cuda:N'"):
+        compare(lambda: None, device=Other())
 
 
 def test_fn_must_be_callable():

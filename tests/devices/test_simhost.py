@@ -166,3 +166,12 @@ def test_cpu_tensors_stay_host_work_next_to_meta_ones():
     tl = rec.timeline
     names = tl.decode(tl.ops["name"][tl.gpu.op])
     assert list(names).count("aten::mm") == 1
+
+
+def test_synchronize_between_recordings_uses_the_real_clock():
+    gpu = SimGPU(pings=1)
+    gpu.synchronize()  # before any recording
+    with ctl.record(device=gpu, measure=False):
+        torch.ones(8, device="meta") * 2
+    gpu.synchronize()  # after it: the map was handed over with the Timeline
+    assert gpu.host_map is not None

@@ -358,12 +358,16 @@ def test_queue_depth_is_what_it_was(before):
             assert np.array_equal(new[key][1], old[key][1])
 
 
-def test_export_keeps_the_files_mode_and_leaves_nothing_on_failure(before, tmp_path):
+def test_export_follows_the_umask_and_leaves_nothing_on_failure(tmp_path):
     tl = handmade()
-    export_chrome(tl, tmp_path / "new.json.gz")
-    before.export_before(tl, tmp_path / "old.json.gz")
+    old = os.umask(0o027)
+    try:
+        export_chrome(tl, tmp_path / "new.json.gz")
+        export_chrome(tl, tmp_path / "old.json.gz")
+    finally:
+        os.umask(old)
     mode = [stat.S_IMODE(os.stat(tmp_path / f).st_mode) for f in ("new.json.gz", "old.json.gz")]
-    assert mode[0] == mode[1]
+    assert mode == [0o640, 0o640]  # as any file the user writes, not mkstemp's 0600
     bad = tl.replace(spans=tl.spans.replace(kind=[9, 1]))   # no SpanKind 9
     with pytest.raises(CutimelineError, match="spans.kind holds 9, which is no SpanKind"):
         export_chrome(bad, tmp_path / "bad.json.gz")
