@@ -1,16 +1,18 @@
 """Kineto import speed: ``ctl.import_chrome`` against HolisticTraceAnalysis
-loading the same trace, side by side in one run.
+loading the same trace, side by side in one run; then, per shared trace,
+what cutimeline says beside what HTA says.
 
     python benchmarks/bench_import.py [--trace PATH] [--reps 5]
                                       [--hta-python /work/hta-venv/bin/python]
+                                      [--traces DIR]
 
 Each side runs in a fresh interpreter of its own (so peak RSS is its own):
 it imports its package (timed), loads the trace once to warm the file
 cache, then ``--reps`` timed loads; the medians are compared. HTA's load is
 ``TraceAnalysis(trace_files={0: path})``, which parses the trace into its
 DataFrame and aligns and filters it (in-process for a single rank; a
-forked worker's peak RSS, if any, would be reported apart). HTA is never a dependency of cutimeline: install it
-into a venv of its own, e.g.
+forked worker's peak RSS, if any, would be reported apart). HTA is never a
+dependency of cutimeline: install it into a venv of its own, e.g.
 
     python3 -m venv /work/hta-venv
     /work/hta-venv/bin/pip install torch==2.13.0   # first, so no CUDA torch
@@ -18,6 +20,15 @@ into a venv of its own, e.g.
 
 and pass that interpreter with ``--hta-python``; without it only our side
 runs.
+
+The per-trace table (every trace of ``bench_traces.TRACES`` under
+``--traces``, by default ``../shared/traces/kineto``): cutimeline's idle %
+over its own window (the whole trace; for a trace without steps, first to
+last device activity), the idle time by cause and the verdict
+(``bench_traces.one``), beside HTA 0.5.0's idle / compute / non-compute %
+as the traces' README publishes them (where it lists none: our
+HTA-compatible figures, marked †), the difference in idle points, and the
+median ``ctl.load`` time (with ``--hta-python``, HTA's load time too).
 """
 
 from __future__ import annotations
@@ -66,10 +77,13 @@ HTA = _COMMON.format(
     check="len(an.t.get_trace(0))")
 
 
-def run_side(python: str, script: str, trace: str, reps: int) -> dict:
+def run_side(python: str, script: str, trace: str, reps: int,
+             fatal: bool = True) -> dict | None:
     proc = subprocess.run([python, "-c", script, trace, str(reps)],
                           capture_output=True, text=True, cwd=ROOT)
     if proc.returncode != 0:
+        if not fatal:  # a trace HTA refuses is a cell of the table, not the end
+            return None
         sys.exit(f"{python} failed:\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -80,11 +94,85 @@ def median(xs: list[float]) -> float:
     return xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
 
 
+def per_trace(path: str, reps: int, hta_python: str | None) -> dict:
+    """One row of the per-trace table (see the module doc)."""
+    import time
+
+    from bench_traces import one
+
+    import cutimeline as ctl
+    ctl.load(path)  # warms the file cache and the lazily imported stages
+    times = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        tl = ctl.load(path)
+        times.append(time.perf_counter() - t)
+    rep = ctl.analyze(tl)
+    w0, w1 = rep.window
+    row = {**one(path), "load_s": median(times), "window": rep.settings["window"],
+           "window_ns": w1 - w0, "before_ns": w0 - tl.start_ns, "after_ns": tl.end_ns - w1,
+           "hta_span_ns": rep.hta["temporal_breakdown"]["span_ns"] if rep.hta else None,
+           "hta_window": rep.hta["window"] if rep.hta else None}
+    if hta_python:
+        h = run_side(hta_python, HTA, path, reps, fatal=False)
+        row["hta_load_s"] = None if h is None else median(h["times"])
+    return row
+
+
+def trace_table(folder: str, reps: int, hta_python: str | None) -> None:
+    """Print the per-trace table as Markdown, then for each idle % more
+    than 2 points from HTA's the two windows, so the difference can be
+    read off them."""
+    from bench_traces import TRACES
+
+    from cutimeline.analysis.words import fmt_ns
+    print(f"\nper trace (under {folder}; median of {reps} ctl.load after one warm-up):")
+    print("| trace | steps | our window | idle % | idle by cause | verdict (steady steps) "
+          "| HTA idle / compute / non-compute % | Δ idle | ctl.load s |"
+          + (" HTA load s |" if hta_python else ""))
+    print("|---|---|---|---|---|---|---|---|---|" + ("---|" if hta_python else ""))
+    notes = []
+    for name, (rel, peer) in TRACES.items():
+        path = os.path.join(folder, rel)
+        if not os.path.exists(path):
+            print(f"| {name} | missing: {path} |")
+            continue
+        r = per_trace(path, reps, hta_python)
+        idle = 100 * (1 - r["busy"]) if r["busy"] is not None else None
+        theirs, mark = (peer, "") if peer is not None else (r["hta"], "†")
+        delta = None if idle is None or theirs is None else idle - theirs[0]
+        window = f"{r['window']} ({fmt_ns(r['window_ns'])})"
+        if r["window"] == "first to last device activity":
+            window += (f"; {fmt_ns(r['before_ns'])} host-only before, "
+                       f"{fmt_ns(r['after_ns'])} after, not counted")
+        causes = ", ".join(f"{c} {v:.0%}" for c, v in sorted(r["idle"].items(),
+                                                             key=lambda kv: -kv[1]))
+        cells = [name, str(r["steps"]), window, "—" if idle is None else f"{idle:.2f}",
+                 causes or "—", r["verdict"],
+                 "—" if theirs is None else " / ".join(f"{v:.2f}" for v in theirs) + mark,
+                 "—" if delta is None else f"{delta:+.2f}", f"{r['load_s']:.3f}"]
+        if hta_python:
+            cells.append("failed" if r["hta_load_s"] is None else f"{r['hta_load_s']:.3f}")
+        print("| " + " | ".join(cells) + " |")
+        if delta is not None and abs(delta) > 2:
+            notes.append(f"{name}: ours over {r['window']} ({fmt_ns(r['window_ns'])}), "
+                         f"HTA's over {r['hta_window']} ({fmt_ns(r['hta_span_ns'])} "
+                         f"span, first to last GPU work)")
+    print("† HTA published no numbers for this trace: our HTA-compatible ones "
+          "(analysis/hta.py, equal to HTA's where it published them).")
+    for n in notes:
+        print(f"Δ idle over 2 points — {n}.")
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--trace", default=DEFAULT_TRACE, help="a Kineto .json(.gz) trace")
     p.add_argument("--reps", type=int, default=5, help="timed loads per side")
     p.add_argument("--hta-python", help="interpreter with holistictraceanalysis")
+    p.add_argument("--traces", default=os.path.join(os.path.dirname(ROOT), "shared",
+                                                    "traces", "kineto"),
+                   help="folder of the shared traces for the per-trace table "
+                        "('' to skip the table)")
     args = p.parse_args(argv)
     trace = os.path.abspath(args.trace)
 
@@ -109,6 +197,8 @@ def main(argv: list[str] | None = None) -> None:
         ratio = median(hta["times"]) / median(ours["times"])
         print(f"HTA load ÷ cutimeline import: {ratio:.2f}× "
               f"({'faster' if ratio > 1 else 'SLOWER'} than HTA)")
+    if args.traces:
+        trace_table(args.traces, args.reps, args.hta_python)
 
 
 if __name__ == "__main__":

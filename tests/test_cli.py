@@ -91,11 +91,6 @@ def test_a_window_in_seconds_reads_alike_as_text_and_floats(four_steps):
         four_steps.window_bounds((0.0, float(end_s)))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "analysis/analyzer.py (not this change's) looks at the window as given "
-    "(_by_steps, _window_words), so a text step range is measured over host time, "
-    "not the steps' device windows; analyze() (and rendering's Scene) need "
-    "`window = parse_window(window)` (timeline/windows.py) where they resolve it"))
 @pytest.mark.parametrize("text, same", [("2", 2), ("1-2", (1, 2)), ("0s-1s", (0.0, 1.0))])
 def test_analyze_reports_a_text_window_exactly_as_its_canonical_form(four_steps, text, same):
     assert ctl.analyze(four_steps, window=text).to_dict() == \

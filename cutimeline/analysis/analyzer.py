@@ -38,8 +38,9 @@ from numba import njit
 
 from ..errors import CutimelineError
 from ..numeric.engines import _i64, check_engine
-from ..timeline.schema import NONE
+from ..timeline.schema import NONE, SpanKind
 from ..timeline.timeline import Timeline
+from ..timeline.windows import parse_window
 from .compensation import compensate
 from .gaps import CAUSES, HOST_GAP_NS, Cause, host_activity
 from .lanes import Group, lanes
@@ -67,6 +68,9 @@ def analyze(tl: Timeline, *, window: Any = None, engine: str = "numba",
     ``window``: restrict the totals, tables and steps to a step (3), a
     range of steps ((3, 5) or range(3, 6)) or seconds from the start
     ((0.5, 0.75)); gaps keep the causes they have in the whole trace.
+    Without a window: the whole Timeline, except for an imported trace
+    without steps, where it runs from the first to the last device
+    activity as HTA's does (``settings["window"]`` names it in words).
     ``engine``: "numba" or "numpy" (the reference twin). ``gpu_bound_at``:
     busy fraction from which a step is GPU-bound. ``sync_slack_ns``: how
     soon after a sync returned a gap that begins still counts as the sync's
@@ -94,7 +98,8 @@ def analyze(tl: Timeline, *, window: Any = None, engine: str = "numba",
     if not (isinstance(host_gap_ns, (int, np.integer)) and host_gap_ns > 0):
         raise CutimelineError(f"host_gap_ns={host_gap_ns!r} must be a whole "
                               f"number of ns above 0 (default 200_000).")
-    has_gpu = len(tl.gpu) > 0
+    g = tl.gpu
+    has_gpu = len(g) > 0
     lo, hi, missing = _extent(tl, engine)
     if has_gpu and not tl.aligned:
         why = tl.meta.get("align_error")
@@ -106,10 +111,19 @@ def analyze(tl: Timeline, *, window: Any = None, engine: str = "numba",
     if has_gpu and missing:
         raise CutimelineError("Some gpu rows have no begin or end time (NONE); "
                               "align the Timeline again with ctl.align(tl).")
-    w0, w1 = tl.window_bounds(window) if window is not None else (lo, hi)
+    device = window is None and _device_default(tl)
+    if window is not None:
+        w0, w1 = tl.window_bounds(window)
+        window = parse_window(window)  # "3-5" is (3, 5) from here on
+    elif device:
+        # a profiler trace's host-only preamble (model set-up, a warm-up
+        # outside the profiler's schedule, 30 s of it in one trace) would
+        # otherwise be most of an idle % no GPU was ever asked to fill
+        w0, w1 = int(g.begin_ns.min()), int(g.end_ns.max())
+    else:
+        w0, w1 = lo, hi
     w0, w1 = max(w0, lo), max(min(w1, hi), max(w0, lo))
     numbers, hb, he = step_windows(tl)
-    g = tl.gpu
     sb, se = device_windows(g.launch_ns, g.begin_ns, g.end_ns, hb, he) if has_gpu \
         else (hb, he)
     inside = (he > w0) & (hb < w1)
@@ -145,7 +159,8 @@ def analyze(tl: Timeline, *, window: Any = None, engine: str = "numba",
             for c in Cause:
                 streams[f"{CAUSES[c]}_ns"] = am[:, c]
         primary = int(np.argmax(devices["busy_ns"])) if len(devices) else 0
-    settings = {"engine": engine, "gpu_bound_at": gpu_bound_at,
+    settings = {"window": _window_words(window, device),
+                "engine": engine, "gpu_bound_at": gpu_bound_at,
                 "sync_slack_ns": int(sync_slack_ns), "top": int(top),
                 "host_gap_ns": int(host_gap_ns), "mixed_margin": float(mixed_margin)}
     # window 0 is the report's, the others the steps inside it
@@ -158,6 +173,30 @@ def analyze(tl: Timeline, *, window: Any = None, engine: str = "numba",
                   streams=streams, devices=devices, primary=primary,
                   steps=rows[1:], overall=rows[0], compensation=comp,
                   settings=settings, reanalyze=analyze)
+
+
+def _device_default(tl: Timeline) -> bool:
+    """Whether the default window is first to last device activity: for an
+    imported trace with gpu rows and no steps (recordings, and traces with
+    steps, keep the whole Timeline)."""
+    return (tl.meta.get("source") == "kineto" and len(tl.gpu) > 0
+            and not bool((tl.spans.kind == SpanKind.STEP).any()))
+
+
+def _window_words(window: Any, device: bool) -> str:
+    """The window analysed, as the figures' titles name theirs: "the whole
+    recording", "first to last device activity", "step 3", "steps 3–5",
+    "0.5–0.75 s" (``window`` as given, once ``window_bounds`` took it)."""
+    if window is None:
+        return "first to last device activity" if device else "the whole recording"
+    if isinstance(window, range):
+        window = (window[0], window[-1])
+    if _by_steps(window):
+        a, b = (window, window) if not isinstance(window, tuple) else window
+        return f"step {a}" if a == b else f"steps {a}–{b}"
+    if isinstance(window, tuple) and len(window) == 2:
+        return f"{window[0]:g}–{window[1]:g} s"
+    return f"window {window!r}"  # a spelling window_bounds reads and this does not
 
 
 def _by_steps(window: Any) -> bool:

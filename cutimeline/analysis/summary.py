@@ -4,7 +4,10 @@ The text leads with the run's verdict over its steady-state steps (all
 but the first, which pays for warm-up, when there are three or more): the
 verdict that holds for the most of their time, its margin, and the one
 change most likely to help, with its number and the step time the top
-what-if prediction gives (``whatif.py``).
+what-if prediction gives (``whatif.py``). Its header names what the
+Timeline was read from or made by and the window every figure covers
+("over the whole recording", "over steps 3–5", "from the first to the
+last device activity", with the host-only time that leaves out).
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from .words import fmt_ns, pct as _pct
 if TYPE_CHECKING:
     from .report import Report
 
-__all__ = ["summary_text", "report_dict", "fmt_ns", "headline"]
+__all__ = ["summary_text", "report_dict", "fmt_ns", "headline", "source_words"]
 
 
 def _shares(idle: dict[str, int]) -> str:
@@ -130,13 +133,14 @@ def summary_text(rep: Report) -> str:
     h = headline(rep)
     first = (f"Verdict: {h['text']} ({h['steps']}; {_pct(h['share'])} of their time). "
              f"Most likely to help: {h['help']}{_predicted(rep, h['cause'])}.")
-    head = [f"cutimeline report — {tl.meta.get('source', 'recording')}"]
+    head = [f"cutimeline report — {source_words(tl.meta)}"]
     if tl.meta.get("device_name"):
         head.append(str(tl.meta["device_name"]))
-    head.append(f"{len(rep.steps)} steps, {fmt_ns(w1 - w0)}")
+    head.append(f"{len(rep.steps)} steps, {fmt_ns(w1 - w0)} {_over(rep)}")
     if tl.meta.get("simulated"):
         head.append("SIMULATED")
-    lines = [first, ", ".join(head), *run_notes(tl)]  # cut, partial, ranks, straggler
+    lines = [first, ", ".join(head), *_outside(rep),
+             *run_notes(tl)]  # cut, partial, ranks, straggler
     if rep.lanes is None:
         lines += _host_only(rep)
         return "\n".join(lines)
@@ -176,6 +180,44 @@ def summary_text(rep: Report) -> str:
                      f"compute {t['compute_pct']:.1f}%, non-compute "
                      f"{t['non_compute_pct']:.1f}%{wait}")
     return "\n".join(lines)
+
+
+#: what recorded the Timeline, by ``meta["source"]``; other sources
+#: (handmade, test) are named as they are
+_SOURCES = {"kineto": "read as a torch.profiler trace", "record": "recorded by cutimeline",
+            "merge": "ranks merged by cutimeline", "synthetic": "a synthetic Timeline"}
+
+
+def source_words(meta: dict) -> str:
+    """What the Timeline was read from or made by: "read as a torch.profiler
+    trace (run.json.gz)", "recorded by cutimeline". A ``.ctl`` file keeps
+    the source of what it holds (``ctl.load`` returns its meta as saved)."""
+    src = str(meta.get("source") or "recording")
+    words = _SOURCES.get(src, src)
+    if src == "kineto" and meta.get("file"):
+        words += f" ({meta['file']})"
+    return words
+
+
+def _over(rep: Report) -> str:
+    """The report's window after its length: "over the whole recording",
+    "over steps 3–5", "from the first to the last device activity"."""
+    w = rep.settings.get("window", "the whole recording")
+    return "from the first to the last device activity" \
+        if w == "first to last device activity" else f"over {w}"
+
+
+def _outside(rep: Report) -> list[str]:
+    """For the default window of a trace without steps, the host-only time
+    it leaves out, in one sentence (the report's figures do not count it)."""
+    if rep.settings.get("window") != "first to last device activity":
+        return []
+    tl = rep.timeline
+    before, after = rep.window[0] - tl.start_ns, tl.end_ns - rep.window[1]
+    if before <= 0 and after <= 0:
+        return []
+    return [f"Not counted: {fmt_ns(before)} of host-only time before the first "
+            f"device activity, {fmt_ns(after)} after the last."]
 
 
 def _compensation(rep: Report) -> list[str]:

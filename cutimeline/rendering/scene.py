@@ -31,6 +31,7 @@ from ..errors import CutimelineError
 from ..numeric import intervals as iv
 from ..timeline.schema import NONE, GpuKind, SpanKind
 from ..timeline.timeline import Timeline
+from ..timeline.windows import parse_window
 from . import pixels as px
 from .artists import GAP_HALF, HALF, boxes as _boxes
 from .layout import lay_out
@@ -86,6 +87,7 @@ class Scene:
                 self.extent = "device"
         else:
             w0, w1 = tl.window_bounds(window)
+            window = parse_window(window)  # one spelling for the analysis
             if w1 <= lo or w0 >= hi:
                 raise CutimelineError(
                     f"Window {window!r} lies outside the Timeline, which spans "

@@ -16,7 +16,7 @@ from torch.utils.data import DataLoader, Dataset
 import cutimeline as ctl
 from cutimeline.errors import CutimelineError
 from cutimeline.recording.recorder import record
-from cutimeline.timeline.schema import NONE
+from cutimeline.timeline.schema import NONE, OpFlag
 
 from handmade import random_timeline, timeline
 
@@ -208,13 +208,90 @@ def test_every_imported_trace_analyses(path):
     rep = ctl.analyze(tl)
     first, second = rep.summary().splitlines()[:2]
     assert first.startswith("Verdict: ") and "Most likely to help: " in first
-    assert second.startswith("cutimeline report — kineto")
+    assert second.startswith("cutimeline report — read as a torch.profiler trace (")
+    # a trace with steps keeps the whole trace; one without runs from its
+    # first to its last device activity, as HTA's window does
+    if len(tl.step_numbers()) or not len(tl.gpu):
+        assert rep.window == (tl.start_ns, tl.end_ns)
+        assert second.endswith("over the whole recording")
+    else:
+        assert rep.window == (tl.gpu.begin_ns.min(), tl.gpu.end_ns.max())
+        assert second.endswith("from the first to the last device activity")
     d = rep.to_dict()
     json.dumps(d, allow_nan=False)
     if rep.devices is not None:
         w = rep.window[1] - rep.window[0]
         assert (rep.devices["busy_ns"] + rep.devices["idle_ns"] == w).all()
         assert (rep.streams["busy_ns"] + rep.streams["idle_ns"] == w).all()
+
+
+def _stepless(source="kineto", steps=()):
+    """Host work from 0 to 3 ms; GPU work from 1.02 ms to 2.8 ms only."""
+    rows = [(0, 1_000_000, 1_020_000, 1_500_000), (0, 1_600_000, 1_700_000, 2_800_000)]
+    ops = [("aten::mm", 999_000, 1_001_000, OpFlag.LAUNCH),
+           ("aten::mm", 1_599_000, 1_601_000, OpFlag.LAUNCH),
+           ("setup", 0, 900_000, 0), ("teardown", 2_900_000, 3_000_000, 0)]
+    return timeline(rows, ops=ops, steps=steps, meta={"source": source})
+
+
+@pytest.mark.parametrize("engine", ["numba", "numpy"])
+def test_a_trace_without_steps_is_read_from_its_first_to_last_device_activity(engine):
+    rep = ctl.analyze(_stepless(), engine=engine)
+    assert rep.window == (1_020_000, 2_800_000)
+    assert rep.settings["window"] == "first to last device activity"
+    assert rep.overall["duration_ns"] == 1_780_000
+    assert rep.devices["busy_ns"][0] == 480_000 + 1_100_000
+    assert rep.devices["idle_ns"][0] == 200_000  # the gap between the two rows
+    lines = rep.summary().splitlines()
+    assert lines[1] == ("cutimeline report — read as a torch.profiler trace, 0 steps, "
+                        "1.78 ms from the first to the last device activity")
+    assert lines[2] == ("Not counted: 1.02 ms of host-only time before the first "
+                        "device activity, 200 µs after the last.")
+    assert ctl.analyze(_stepless(), engine=engine).to_dict()["settings"]["window"] == \
+        "first to last device activity"
+
+
+def test_recordings_traces_with_steps_and_given_windows_keep_their_windows():
+    # a recording (any source but a trace) without steps: the whole of it
+    rec = ctl.analyze(_stepless(source="record"))
+    assert rec.window == (0, 3_000_000)
+    assert rec.summary().splitlines()[1] == ("cutimeline report — recorded by "
+                                             "cutimeline, 0 steps, 3 ms over the "
+                                             "whole recording")
+    assert "Not counted" not in rec.summary()
+    # a trace with steps: the whole trace, as before
+    stepped = ctl.analyze(_stepless(steps=[(0, 900_000, 1_550_000),
+                                           (1, 1_550_000, 2_850_000)]))
+    assert stepped.window == (0, 3_000_000)
+    assert stepped.summary().splitlines()[1].endswith("2 steps, 3 ms over the whole recording")
+    # a window given is the window used, named as the figures name theirs
+    for window, words in [(1, "step 1"), ((0, 1), "steps 0–1"), (range(0, 2), "steps 0–1"),
+                          ((0.0005, 0.0025), "0.0005–0.0025 s")]:
+        rep = ctl.analyze(_stepless(steps=[(0, 900_000, 1_550_000),
+                                           (1, 1_550_000, 2_850_000)]), window=window)
+        assert rep.settings["window"] == words
+        assert rep.summary().splitlines()[1].endswith(f" over {words}")
+    seconds = ctl.analyze(_stepless(), window=(0.0005, 0.0025))
+    assert seconds.window == (500_000, 2_500_000)
+    assert "Not counted" not in seconds.summary()
+
+
+def test_alexnet_is_measured_without_its_30_s_preamble():
+    # no ProfilerStep, 30.4 s of model set-up before the first kernel
+    tl = ctl.load(os.path.join(DATA, "critical_path", "alexnet",
+                               "benchmark_result_2869224_1695835535_trace.json.gz"))
+    assert tl.meta["source"] == "kineto"
+    rep = ctl.analyze(tl)
+    g = tl.gpu
+    assert rep.window == (g.begin_ns.min(), g.end_ns.max())
+    assert rep.window[1] - rep.window[0] == 12_920_244_000  # HTA: 12996.0 (see test_hta)
+    lines = rep.summary().splitlines()
+    assert lines[1].endswith("0 steps, 12.9 s from the first to the last device activity")
+    assert lines[2] == ("Not counted: 30.4 s of host-only time before the first "
+                        "device activity, 75.8 ms after the last.")
+    # the gap before the first kernel is no longer a gap of the report
+    assert not any(gp["begin_s"] < 30 for gp in rep.to_dict()["biggest_gaps"])
+    assert rep.hta["temporal_breakdown"]["idle_pct"] == pytest.approx(99.49, abs=0.01)
 
 
 @pytest.mark.parametrize("seed, n", [(0, 400), (1, 400), (2, 400), (3, 70_000)])

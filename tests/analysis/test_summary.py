@@ -1,0 +1,39 @@
+"""summary.py: the report's header names what the Timeline was read from
+or made by, and the window its figures cover."""
+
+import pytest
+
+import cutimeline as ctl
+from cutimeline.analysis.summary import source_words
+
+from handmade import timeline
+
+
+@pytest.mark.parametrize("meta, words", [
+    ({"source": "kineto", "file": "run.json.gz"}, "read as a torch.profiler trace (run.json.gz)"),
+    ({"source": "kineto"}, "read as a torch.profiler trace"),
+    ({"source": "record"}, "recorded by cutimeline"),
+    ({"source": "merge"}, "ranks merged by cutimeline"),
+    ({"source": "handmade"}, "handmade"),    # other sources as they are
+    ({}, "recording"),
+])
+def test_the_header_names_the_source(meta, words):
+    assert source_words(meta) == words
+
+
+def test_the_header_names_the_window_and_run_notes_follow():
+    tl = timeline([(0, 5, 10, 20), (0, 105, 110, 120)], steps=[(0, 0, 100), (1, 100, 200)],
+                  meta={"partial": "SIGTERM"})
+    lines = ctl.analyze(tl).summary().splitlines()
+    assert lines[1] == "cutimeline report — handmade, 2 steps, 200 ns over the whole recording"
+    assert lines[2].startswith("PARTIAL: the recording was cut short (SIGTERM)")
+    assert ctl.analyze(tl, window=1).summary().splitlines()[1].endswith(" over step 1")
+
+
+def test_a_trace_without_gpu_rows_keeps_its_whole_window():
+    # nothing on the device: no device window to narrow to, a host-side report
+    rep = ctl.analyze(timeline(ops=[("aten::add", 0, 5, 0)], meta={"source": "kineto"}))
+    assert rep.settings["window"] == "the whole recording"
+    lines = rep.summary().splitlines()
+    assert lines[1].endswith("0 steps, 5 ns over the whole recording")
+    assert "Not counted" not in rep.summary()
