@@ -391,14 +391,18 @@ class Backbone(nn.Module):
         return h
 
 
-def probe_steps(seed: int, check_steps: int, steps: int, batch: int = 512) -> ctl.Timeline:
+def probe_steps(seed: int, check_steps: int, steps: int, batch: int = 512,
+                steady_batch: int | None = None) -> ctl.Timeline:
     """A linear probe: a classifier head trained on the frozen backbone's
-    features, the backbone checked in steps < check_steps."""
+    features, the backbone checked in steps < check_steps (with batches of
+    ``batch``; ``steady_batch`` for the later steps if given)."""
     torch.manual_seed(0)
-    backbone = Backbone(depth=48).to(META).requires_grad_(False)
+    backbone = Backbone(depth=96).to(META).requires_grad_(False)
     head = nn.Linear(2048, 10).to(META)
     opt = torch.optim.SGD(head.parameters(), lr=0.01, momentum=0.9)
-    batches = meta_batches(steps, batch, 2048)
+    later = steady_batch or batch
+    batches = meta_batches(min(check_steps, steps), batch, 2048) + \
+        meta_batches(max(steps - check_steps, 0), later, 2048)
     with ctl.record(device=ctl.SimGPU("h100", seed=seed)) as rec:
         for i, (x, y) in enumerate(batches):
             backbone.check = i < check_steps
@@ -415,15 +419,16 @@ def probe_steps(seed: int, check_steps: int, steps: int, batch: int = 512) -> ct
           fast=True)
 def item_per_layer(seed: int) -> ctl.Timeline:
     """``.item()`` of each layer's activation norm inside the forward's
-    layer loop (``probe_steps`` with the check on in every step; 48 layers
+    layer loop (``probe_steps`` with the check on in every step; 96 layers
     2048 wide, batch 512). A layer's matmul is 2·512·2048² = 4.3 GFLOP ≈
     64 µs at 67 TFLOP/s; its GELU and norm (4 MB each) ≈ 4 µs each and the
     4-byte copy 2 µs: ≈ 75 µs, behind which the host dispatches the
     layer's 3 launches. Then the read empties the queue and the GPU waits
     while the value comes back, the host returns, runs the loop and
-    dispatches the next matmul (≈ 20–30 µs): 48 times a step, ≈ 1.2 ms,
-    against ≈ 0.7 ms of launch-bound head training (≈ 20 small ops): busy
-    ≈ 3.6 / 5.5 ≈ 65–75 %, the idle time mostly behind the reads. The backbone is frozen (run under
+    dispatches the next matmul (≈ 20–30 µs): 96 times a step, ≈ 2.4 ms,
+    against ≈ 0.7 ms of launch-bound head training (≈ 20 small ops) and
+    the loop between steps: busy ≈ 7.2 / 10.5 ≈ 65–75 %, the idle time
+    mostly (≈ 70 %) behind the reads. The backbone is frozen (run under
     ``no_grad``, as in linear probing): in full training its backward
     would triple the work between reads and hide them (≈ 90 % busy).
     Without the reads the same loop is GPU-bound (``warmup_then_steady``)."""
@@ -431,17 +436,18 @@ def item_per_layer(seed: int) -> ctl.Timeline:
 
 
 @scenario((None, "sync-bound", "GPU-bound", "GPU-bound", "GPU-bound", "GPU-bound"),
-          "item_per_layer's reads in steps 0–1 only; then ≈ 3.3 ms of GPU work per "
+          "item_per_layer's reads in steps 0–1 only; then ≈ 13 ms of GPU work per "
           "step against ≈ 0.7 ms of launch-bound head training", fast=True)
 def warmup_then_steady(seed: int) -> ctl.Timeline:
     """``item_per_layer``'s loop with its per-layer reads on for the first
-    2 steps only (a warm-up check), then off. Without them a layer is
-    64 µs matmul + 4 µs GELU of GPU work against 2 launches (+ a view and
-    the module call) of host dispatch: the queue grows through the
-    backbone, and the head's ≈ 20 small launches leave ≈ 0.4 ms of idle
-    per ≈ 3.7 ms step (≈ 88–90 % busy). Step 0 holds the recorder's start
+    2 steps only (a warm-up check on batches of 512), then off, on the
+    full batch of 1024. Then a layer is 130 µs matmul + 5 µs GELU of GPU
+    work against 2 launches (+ a view and the module call) of host
+    dispatch, ≈ 30–60 µs here: the queue grows through the backbone, and
+    the head's ≈ 20 small launches leave ≈ 0.5–0.8 ms of idle per
+    ≈ 13 ms step (≈ 94 % busy). Step 0 holds the recorder's start
     and is not checked."""
-    return probe_steps(seed, check_steps=2, steps=6)
+    return probe_steps(seed, check_steps=2, steps=6, steady_batch=1024)
 
 
 @scenario("GPU-bound", "one 2 µs read-back per ≈ 25 ms step", fast=True)
