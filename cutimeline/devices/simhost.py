@@ -39,7 +39,6 @@ waited for.
 
 from __future__ import annotations
 
-import bisect
 import math
 import os
 from array import array
@@ -159,12 +158,8 @@ class SimHost:
         kr = self._kr
         if kr is None or real >= kr[-1]:
             return real - self._skew
-        i = bisect.bisect_right(kr, real) - 1
-        if i < 0:
-            return real
-        dr = kr[i + 1] - kr[i]
-        dv = self._kv[i + 1] - self._kv[i]
-        return self._kv[i] + (round((real - kr[i]) * dv / dr) if dr else dv)
+        return int(piecewise([real], np.frombuffer(kr, np.int64),
+                             np.frombuffer(self._kv, np.int64))[0])
 
     def mark_dispatch(self, t0: int) -> None:
         """The recorder took op's dispatch in hand at ``t0`` (real host

@@ -14,37 +14,16 @@ import numpy as np
 from .schema import NONE
 from .timeline import Timeline
 
-__all__ = ["shift_host", "warp_host", "piecewise", "HOST_COLUMNS", "apply", "rank_of_thread", "rank_of_device"]
+__all__ = ["shift_host", "warp_host", "piecewise", "HOST_COLUMNS", "apply",
+           "rank_of_thread", "rank_of_device"]
 
 
-def shift_host(tl: Timeline, ns: int, *, epoch: bool = False) -> Timeline:
-    """``tl`` with every host time moved by ``ns`` (NONE stays NONE), and
-    ``start_epoch_ns`` too with ``epoch=True``."""
-    def f(t):
-        return t + ns
+def _map_host(tl: Timeline, f: Any) -> tuple[dict, dict]:
+    """(tables, meta) of ``tl`` with every host time ``t`` made ``f(t)``
+    (NONE stays NONE): the HOST_COLUMNS, the overhead calibrations and the
+    collectives' completion times."""
     tables = {name: tl.table(name).replace(**{c: apply(f, tl.table(name)[c]) for c in cols})
               for name, cols in HOST_COLUMNS.items()}
-    tables["clocks"] = tables["clocks"].replace(
-        ping_offset_ns=apply(f, tl.clocks.ping_offset_ns))  # host − raw
-    meta = dict(tl.meta)
-    for key in ("start_host_ns",) + (("start_epoch_ns",) if epoch else ()):
-        if isinstance(meta.get(key), int):
-            meta[key] += ns
-    if meta.get("collectives"):
-        c = meta["collectives"]
-        done = apply(f, np.asarray(c["done_ns"], np.int64))
-        meta["collectives"] = {**c, "done_ns": done.tolist()}
-    return tl.replace(meta=meta, **tables)
-
-
-def warp_host(tl: Timeline, real: np.ndarray, virtual: np.ndarray) -> Timeline:
-    """``tl`` with every host time mapped through the piecewise-linear map
-    with knots (real, virtual) (see ``piecewise``): a simulator's virtual
-    host clock (``devices/simhost.py``)."""
-    def f(t):
-        return piecewise(t, real, virtual)
-    tables = {name: tl.table(name).replace(**{c: apply(f, tl.table(name)[c]) for c in cols})
-              for name, cols in HOST_COLUMNS.items() if name != "clocks"}
     meta = dict(tl.meta)
     if meta.get("overhead_calibrations"):
         c = np.asarray(meta["overhead_calibrations"], np.int64).reshape(-1, 3)
@@ -54,6 +33,29 @@ def warp_host(tl: Timeline, real: np.ndarray, virtual: np.ndarray) -> Timeline:
         c = meta["collectives"]
         meta["collectives"] = {**c, "done_ns": apply(
             f, np.asarray(c["done_ns"], np.int64)).tolist()}
+    return tables, meta
+
+
+def shift_host(tl: Timeline, ns: int, *, epoch: bool = False) -> Timeline:
+    """``tl`` with every host time moved by ``ns`` (NONE stays NONE), and
+    ``start_epoch_ns`` too with ``epoch=True``."""
+    def f(t):
+        return t + ns
+    tables, meta = _map_host(tl, f)
+    tables["clocks"] = tables["clocks"].replace(
+        ping_offset_ns=apply(f, tl.clocks.ping_offset_ns))  # host − raw
+    for key in ("start_host_ns",) + (("start_epoch_ns",) if epoch else ()):
+        if isinstance(meta.get(key), int):
+            meta[key] += ns
+    return tl.replace(meta=meta, **tables)
+
+
+def warp_host(tl: Timeline, real: np.ndarray, virtual: np.ndarray) -> Timeline:
+    """``tl`` with every host time mapped through the piecewise-linear map
+    with knots (real, virtual) (see ``piecewise``): a simulator's virtual
+    host clock (``devices/simhost.py``). Done before alignment, so there
+    are no clock fits yet whose offsets a non-shift map would garble."""
+    tables, meta = _map_host(tl, lambda t: piecewise(t, real, virtual))
     return tl.replace(meta=meta, **tables)
 
 

@@ -289,7 +289,9 @@ def test_without_process_group_rank_comes_from_environment(tmp_path, monkeypatch
 
 def test_shift_host_moves_every_host_time_and_back():
     tl = fake_ranks(4, 2)[1]
+    tl = tl.replace(meta={**tl.meta, "overhead_calibrations": [[1_000, 2_000, 950]]})
     moved = shift_host(tl, 123, epoch=True)
+    assert moved.meta["overhead_calibrations"] == [[1_123, 2_123, 950]]
     assert np.array_equal(moved.ops.host_begin_ns, tl.ops.host_begin_ns + 123)
     assert np.array_equal(moved.spans.end_ns, tl.spans.end_ns + 123)
     assert moved.meta["start_epoch_ns"] == tl.meta["start_epoch_ns"] + 123
