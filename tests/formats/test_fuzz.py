@@ -29,6 +29,8 @@ import sys
 
 import pytest
 
+from fuzzsweep import Timeout, sweep as run_sweep, work
+
 DATA = pathlib.Path(__file__).parents[1] / "data" / "kineto"
 TRACE = DATA / "critical_path" / "cuda_event_sync" / "event_sync_trace.json.gz"
 SEED = int(os.environ.get("FUZZ_SEED", 20240601))
@@ -177,10 +179,6 @@ def mutants(count: int = COUNT, seed: int = SEED,
 
 
 # -- the worker: each mutant through the pipeline, in process ------------------------
-class _Timeout(BaseException):   # not an Exception: cutimeline must not catch it
-    pass
-
-
 def _outcome(path: str, out_dir: str, plot: bool) -> dict:
     import cutimeline as ctl
     from cutimeline import CutimelineError
@@ -196,7 +194,7 @@ def _outcome(path: str, out_dir: str, plot: bool) -> dict:
             ctl.plot(tl, os.path.join(out_dir, "plot.png"))
     except CutimelineError as exc:
         return {"outcome": "CutimelineError", "message": str(exc)}
-    except (Exception, _Timeout) as exc:
+    except (Exception, Timeout) as exc:
         import traceback
         return {"outcome": type(exc).__name__, "stage": stage, "message": str(exc)[:300],
                 "traceback": traceback.format_exc()[-3000:]}
@@ -205,56 +203,21 @@ def _outcome(path: str, out_dir: str, plot: bool) -> dict:
 
 
 def _work(folder: str, plot_every: int) -> None:
-    """Run every mutant of ``folder`` (listed in its manifest.json), one
-    JSON line of outcome each on stdout."""
-    import resource
-    import signal
-
+    """The worker: every mutant of ``folder``; a plot of every
+    ``plot_every``-th one that imports."""
     import matplotlib
 
     import cutimeline  # noqa: F401  (imports are not the mutants' memory)
     matplotlib.use("Agg")
-    with open("/proc/self/statm") as f:
-        used = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
-    resource.setrlimit(resource.RLIMIT_AS, (used + MEMORY_CAP, resource.RLIM_INFINITY))
-
-    def timeout(signum, frame):
-        raise _Timeout(f"took over {TIME_LIMIT_S} s")
-    signal.signal(signal.SIGALRM, timeout)
-    with open(os.path.join(folder, "manifest.json")) as f:
-        manifest = json.load(f)
-    imported = 0
-    for label, name in manifest:
-        signal.setitimer(signal.ITIMER_REAL, TIME_LIMIT_S)
-        try:
-            res = _outcome(os.path.join(folder, name), folder,
-                           plot=plot_every > 0 and imported % plot_every == 0)
-        except MemoryError:   # even the report needs memory
-            res = {"outcome": "MemoryError", "message": ""}
-        finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-        imported += res["outcome"] == "ok"
-        print(json.dumps({"label": label, "file": name, **res}), flush=True)
+    work(folder, lambda path, ok: _outcome(path, folder, plot=plot_every > 0
+                                           and ok % plot_every == 0),
+         memory_cap=MEMORY_CAP, time_limit_s=TIME_LIMIT_S)
 
 
 def sweep(folder: pathlib.Path, items: list[tuple[str, bytes, str]],
           plot_every: int = PLOT_EVERY, timeout: float = 300) -> list[dict]:
     """Write the mutants to ``folder`` and run them in a worker process."""
-    manifest = []
-    for i, (label, data, suffix) in enumerate(items):
-        name = f"mutant{i:03d}{suffix}"
-        (folder / name).write_bytes(data)
-        manifest.append((label, name))
-    (folder / "manifest.json").write_text(json.dumps(manifest))
-    proc = subprocess.run([sys.executable, __file__, "--worker", str(folder), str(plot_every)],
-                          capture_output=True, text=True, timeout=timeout,
-                          cwd=pathlib.Path(__file__).parents[2])
-    results = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
-    if len(results) < len(manifest):
-        died = manifest[len(results)][0]
-        pytest.fail(f"the worker died (status {proc.returncode}) at mutant {died!r}:\n"
-                    f"{proc.stderr[-3000:]}")
-    return results
+    return run_sweep(folder, items, __file__, str(plot_every), timeout=timeout)
 
 
 def bases(folder: pathlib.Path) -> dict[str, dict]:

@@ -31,13 +31,14 @@ import os
 import pathlib
 import random
 import struct
-import subprocess
 import sys
 import warnings
 import zipfile
 
 import numpy as np
 import pytest
+
+from fuzzsweep import Timeout, sweep as run_sweep, work
 
 DATA = pathlib.Path(__file__).parents[1] / "data" / "ctl"
 SEED = int(os.environ.get("FUZZ_SEED", 20240621))
@@ -386,10 +387,6 @@ def mutants(bases: dict[str, bytes], count: int = COUNT,
 
 
 # -- the worker: each mutant through load, analyze and save, in process ---------------
-class _Timeout(BaseException):   # not an Exception: cutimeline must not catch it
-    pass
-
-
 def _outcome(path: str, out_dir: str) -> dict:
     import cutimeline as ctl
     from cutimeline import CutimelineError
@@ -402,7 +399,7 @@ def _outcome(path: str, out_dir: str) -> dict:
         tl.save(os.path.join(out_dir, "again.ctl"))
     except CutimelineError as exc:
         return {"outcome": "CutimelineError", "stage": stage, "message": str(exc)}
-    except (Exception, _Timeout) as exc:
+    except (Exception, Timeout) as exc:
         import traceback
         return {"outcome": type(exc).__name__, "stage": stage, "message": str(exc)[:300],
                 "traceback": traceback.format_exc()[-3000:]}
@@ -410,51 +407,18 @@ def _outcome(path: str, out_dir: str) -> dict:
 
 
 def _work(folder: str) -> None:
-    """Run every mutant of ``folder`` (listed in its manifest.json), one
-    JSON line of outcome each on stdout."""
-    import resource
-    import signal
-
+    """The worker: every mutant of ``folder``."""
     import cutimeline as ctl  # imports and the first analysis are not the mutants' memory
     ctl.analyze(ctl.load(DATA / "v2.ctl")).summary()
-    with open("/proc/self/statm") as f:
-        used = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
-    resource.setrlimit(resource.RLIMIT_AS, (used + MEMORY_CAP, resource.RLIM_INFINITY))
-
-    def timeout(signum, frame):
-        raise _Timeout(f"took over {TIME_LIMIT_S} s")
-    signal.signal(signal.SIGALRM, timeout)
-    with open(os.path.join(folder, "manifest.json")) as f:
-        manifest = json.load(f)
-    for label, name in manifest:
-        signal.setitimer(signal.ITIMER_REAL, TIME_LIMIT_S)
-        try:
-            res = _outcome(os.path.join(folder, name), folder)
-        except MemoryError:   # even the report needs memory
-            res = {"outcome": "MemoryError", "message": ""}
-        finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-        print(json.dumps({"label": label, "file": name, **res}), flush=True)
+    work(folder, lambda path, ok: _outcome(path, folder), memory_cap=MEMORY_CAP,
+         time_limit_s=TIME_LIMIT_S)
 
 
 def sweep(folder: pathlib.Path, items: list[tuple[str, bytes]],
           timeout: float = 300) -> list[dict]:
     """Write the mutants to ``folder`` and run them in a worker process."""
-    manifest = []
-    for i, (label, data) in enumerate(items):
-        name = f"mutant{i:03d}.ctl"
-        (folder / name).write_bytes(data)
-        manifest.append((label, name))
-    (folder / "manifest.json").write_text(json.dumps(manifest))
-    proc = subprocess.run([sys.executable, __file__, "--worker", str(folder)],
-                          capture_output=True, text=True, timeout=timeout,
-                          cwd=pathlib.Path(__file__).parents[2])
-    results = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
-    if len(results) < len(manifest):
-        died = manifest[len(results)][0]
-        pytest.fail(f"the worker died (status {proc.returncode}) at mutant {died!r}:\n"
-                    f"{proc.stderr[-3000:]}")
-    return results
+    return run_sweep(folder, [(label, data, ".ctl") for label, data in items], __file__,
+                     timeout=timeout)
 
 
 # -- the tests ---------------------------------------------------------------------
