@@ -77,7 +77,7 @@ from .devicespec import _device
 from .forks import step_aside
 from .hooks import Hooks, _compiling
 from .lifecycle import RankGuard
-from .opstream import Mode
+from .options import checked
 from .selfcost import calibrator, measure, refine
 from .session import Session
 
@@ -85,7 +85,6 @@ __all__ = ["record", "Recorder", "span"]
 
 # -- the public surface ------------------------------------------------------------
 
-_STEPS = ("auto", "optimizer", "manual")
 _USER, _SYNC_SPAN = int(SpanKind.USER), int(SpanKind.SYNC)
 _ACTIVE: Session | None = None  # the recording in progress, for span()
 _RECORDER: Recorder | None = None  # its Recorder, for _forked
@@ -100,7 +99,8 @@ CALIBRATE_EVERY_NS = 0
 def record(*, device: str | Device = "auto", max_ops: int = 10_000_000,
            modules: bool = True, threads: bool = True, steps: str = "auto",
            measure: bool = True, timing: str = "events",
-           out_dir: str | os.PathLike | None = None) -> "Recorder":
+           out_dir: str | os.PathLike | None = None, stack: bool = False,
+           memory: bool = False) -> "Recorder":
     """A recorder of the aten op stream and the device work it launches.
 
     ``device``: "auto" (CUDA when available, else "cpu"), "cuda", "cuda:N",
@@ -127,36 +127,18 @@ def record(*, device: str | Device = "auto", max_ops: int = 10_000_000,
     torch.distributed, write this rank's Timeline to ``out_dir/rank-<r>.ctl``
     at stop, also when the recorded block raises, and marked partial on
     Ctrl-C, SIGTERM or exit (``lifecycle.py``); ``ctl.merge(out_dir)``
-    joins the ranks (see ``ranks.py``).
+    joins the ranks (see ``ranks.py``). ``stack``: the source line of every
+    op, not only of syncs (``sources``). ``memory``: device memory per op.
 
     With ``CUTIMELINE_DISABLE=1`` in the environment the recorder does
     nothing and its timeline is empty.
     """
     disabled = os.environ.get("CUTIMELINE_DISABLE", "").strip() not in ("", "0")
-    if isinstance(max_ops, bool) or not isinstance(max_ops, int) or max_ops < 1:
-        raise CutimelineError(f"record(max_ops={max_ops!r}) must be a whole "
-                              f"number of ops ≥ 1.")
-    for name, value in (("modules", modules), ("threads", threads), ("measure", measure)):
-        if not isinstance(value, bool):
-            raise CutimelineError(f"record({name}={value!r}) must be True or False.")
-    if steps not in _STEPS:
-        raise CutimelineError(f"record(steps={steps!r}) is not understood; give "
-                              f"one of {', '.join(map(repr, _STEPS))}.")
-    from ..devices.cuda import TIMINGS
-    if timing not in TIMINGS:
-        raise CutimelineError(f"record(timing={timing!r}) is not understood; give "
-                              f"one of {', '.join(map(repr, TIMINGS))}.")
-    if out_dir is not None:
-        if not isinstance(out_dir, (str, os.PathLike)) or not os.fspath(out_dir):
-            raise CutimelineError(f"record(out_dir={out_dir!r}) must name a folder "
-                                  f"(a str or path).")
-        out_dir = os.fspath(out_dir)
-        if not disabled:
-            os.makedirs(out_dir, exist_ok=True)
+    options = checked(dict(max_ops=max_ops, modules=modules, threads=threads,
+                           steps=steps, measure=measure, timing=timing,
+                           out_dir=out_dir, stack=stack, memory=memory), disabled=disabled)
     dev = _device(device, resolve=not disabled, timing=timing)
-    return Recorder(dev, disabled=disabled, max_ops=max_ops, modules=modules,
-                    threads=threads, steps=steps, measure=measure, timing=timing,
-                    out_dir=out_dir)
+    return Recorder(dev, disabled=disabled, **options)
 
 
 class Recorder:
@@ -166,10 +148,8 @@ class Recorder:
     def __init__(self, device: Device | None, *, disabled: bool, **options: Any):
         self.device, self.disabled, self.options = device, disabled, options
         self._state = "new"
-        self._session: Session | None = None
-        self._mode: Mode | None = None
-        self._hooks: Hooks | None = None
-        self._timeline: Timeline | None = None
+        # Session, Mode and Hooks while recording; the Timeline after
+        self._session = self._mode = self._hooks = self._timeline = None
         self._timelines: dict[str, Timeline] = {}
         self._meta: dict[str, Any] = {}
         self._error: BaseException | None = None  # what the recorded block raised
@@ -219,7 +199,8 @@ class Recorder:
                 self._meta = rank_meta()
             model = measure(o["modules"]) if o["measure"] else None
             per_launch = getattr(self.device, "measure_launch_ns", None)
-            s = Session(self.device, max_ops=o["max_ops"], steps=o["steps"])
+            s = Session(self.device, max_ops=o["max_ops"], steps=o["steps"],
+                        stack=o["stack"], memory=o["memory"])
             if model is not None:
                 s.calibrate_every(CALIBRATE_EVERY_NS)
                 s.calibrator = calibrator(model)

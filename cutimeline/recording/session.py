@@ -1,17 +1,16 @@
 """The session: the state of one recording, shared by its threads' modes and hooks.
 
 One ``Session`` per recording holds the caches (op signatures, module
-contexts, autograd node names, the strings) and the per-thread
-``Writer``s, each made on its thread's first access; only cache misses
-take its lock. It keeps the cap: ops and spans each count against
-``max_ops``, and the first past it cuts the whole recording (``truncate``).
-It ends steps, prices the recorder again between them
-(``calibrate``), and dispatches the ops that launch device work between
-two events (``launch``), those that may block the host
-(``launch_ruled``), collectives (``collective``) and CUDA graph replays
-(``launch_graph``). Launching ops append ``(seq, stream, begin_event,
-end_event, gpu kind)`` to ``Writer.launches``; ``recorder.py`` turns the
-writers and the device's ``Harvest`` into a Timeline at stop.
+contexts, autograd node names, the strings) and the per-thread ``Writer``s,
+each made on its thread's first access; only cache misses take its lock. It
+keeps the cap: ops and spans each count against ``max_ops``, and the first
+past it cuts the whole recording (``truncate``). It ends steps, prices the
+recorder again between them (``calibrate``), and dispatches the ops that
+launch device work between two events (``launch``), those that may block
+the host (``launch_ruled``), collectives (``collective``) and CUDA graph
+replays (``launch_graph``). Launching ops append ``(seq, stream,
+begin_event, end_event, gpu kind)`` to ``Writer.launches``; ``recorder.py``
+turns the writers and the device's ``Harvest`` into a Timeline at stop.
 """
 
 from __future__ import annotations
@@ -73,8 +72,10 @@ class _Local(threading.local):
 class Session:
     """The state of one recording, shared by its threads' modes and hooks."""
 
-    def __init__(self, device: Device | None, *, max_ops: int, steps: str):
+    def __init__(self, device: Device | None, *, max_ops: int, steps: str,
+                 stack: bool = False, memory: bool = False):
         self.device, self.max_ops, self.steps = device, max_ops, steps
+        self.stack, self.memory = stack, memory  # record(stack=, memory=)
         # a simulator's run() answers for tensors that have no values (simhost.py)
         self.run: Callable | None = getattr(device, "run", None)
         # and charges a launch's dispatch from the recorder's first look at it
@@ -90,8 +91,7 @@ class Session:
         self.sigs: dict[tuple, tuple] = {}  # key -> (sig, flags, rule, callable)
         self.sig_table: list[tuple[int, int, int]] = []    # (name, shapes, device)
         self.sig_args: list[tuple[int, int, int, int]] = []  # argument kinds: _arg_kinds
-        self.funcs: list[Any] = []
-        self.nodes: dict[type, int] = {}                     # autograd node type -> name
+        self.funcs: list[Any] = []; self.nodes: dict[type, int] = {}  # autograd node type -> name
         self.ctxs: dict[tuple[int, int], int] = {(NONE, NONE): 0}
         self.ctx_table: list[tuple[int, int]] = [(NONE, NONE)]  # (module, depth)
         self.writers: list[Writer] = []

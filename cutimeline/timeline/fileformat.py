@@ -35,7 +35,7 @@ from .archive import check_names, json_member, member, npy_array
 from .columncodec import CodecError, pack, pack_bytes, unpack, unpack_bytes
 from .prediction import candidates, choose, decode, residual
 from .schema import (ENUM_COLUMNS, FORMAT, FORMAT_VERSION, REFERENCES, SCHEMA, STRING_COLUMNS,
-                     OpFlag)
+                     TABLE_ADDED, OpFlag)
 from .table import Table
 
 if TYPE_CHECKING:
@@ -129,6 +129,7 @@ def read(path: str | os.PathLike) -> tuple[dict[str, Table], list[str], dict[str
                 tables, strings, meta = _read_npz(path, z, names)
             else:
                 tables, strings, meta = _read_zip(path, z, names)
+        tables = {n: tables.get(n) or Table(n) for n in SCHEMA}  # newer: empty
         _check_ids(path, tables, len(strings))
     except CutimelineError as exc:
         if str(exc).startswith(path):
@@ -157,19 +158,25 @@ def _read_zip(path: str, z: zipfile.ZipFile, names: set[str]
     manifest = head.get("manifest")
     if not isinstance(manifest, dict):
         raise CutimelineError(f"{path} is damaged: its meta.json has no manifest.")
-    rows = _rows(path, manifest)
+    rows = _rows(path, manifest, head["format_version"])
     tables, strings = _decode(path, manifest, rows, member(path, z, COLUMNS))
     return tables, strings, head["meta"]
 
 
-def _rows(path: str, manifest: dict) -> dict[str, int]:
+def _rows(path: str, manifest: dict, version: int) -> dict[str, int]:
+    """Rows per table of the file's version (later tables: made empty)."""
     rows = manifest.get("rows")
-    if not isinstance(rows, dict) or not all(_count(rows.get(n)) for n in SCHEMA) \
+    if not isinstance(rows, dict) or not all(_count(rows.get(n)) for n in _tables(version)) \
             or not _count(manifest.get("strings")) \
             or not isinstance(manifest.get("columns"), dict):
         raise CutimelineError(f"{path} is damaged: its manifest does not give "
                               f"the rows of every table and the strings.")
-    return {n: rows[n] for n in SCHEMA}
+    return {n: rows[n] for n in _tables(version)}
+
+
+def _tables(version: int) -> list[str]:
+    """The tables a file of this format version holds."""
+    return [n for n in SCHEMA if TABLE_ADDED.get(n, 0) <= version]
 
 
 def _count(n: object) -> bool:
@@ -207,8 +214,8 @@ def _decode(path: str, manifest: dict, rows: dict[str, int],
         return stored[name, col]
 
     encodings = {}
-    for name, schema in SCHEMA.items():
-        witness = None
+    for name in rows:
+        schema, witness = SCHEMA[name], None
         for col, dtype in schema:
             key = f"{name}.{col}"
             witness = witness or ("fill" not in located(key)[0] and col)
@@ -233,9 +240,9 @@ def _decode(path: str, manifest: dict, rows: dict[str, int],
     except CodecError as exc:
         raise CutimelineError(f"{path} is damaged: {exc}.") from None
     tables = {}
-    for name, schema in SCHEMA.items():
+    for name in rows:
         cols = {col: column(name, col) if dtype.kind == "f" else ints[name][col]
-                for col, dtype in schema}
+                for col, dtype in SCHEMA[name]}
         tables[name] = Table(name, cols)
     if "fill" in located("strings.lengths")[0]:
         raise CutimelineError(f"{path} is damaged: its string lengths claim a "
@@ -277,8 +284,8 @@ def _read_npz(path: str, z: zipfile.ZipFile, names: set[str]
                               f"{head['format_version']} but is laid out as "
                               f"version 1 or 2 (an npz archive).")
     tables = {}
-    for name, schema in SCHEMA.items():
-        cols: dict[str, np.ndarray] = {}
+    for name in _tables(head["format_version"]):
+        schema, cols = SCHEMA[name], {}
         for col, dtype in schema:
             key = f"{name}.{col}"
             if key + ".npy" not in names and (name, col) in _ADDED and \

@@ -84,7 +84,7 @@ HOST_COLUMNS = {"ops": ("host_begin_ns", "host_end_ns"), "spans": ("begin_ns", "
                 "syncs": ("host_begin_ns", "host_end_ns"),
                 "gpu": ("launch_ns", "begin_ns", "end_ns"),
                 "events": ("host_record_ns",), "clocks": ("offset_ns",),
-                "truth": ("host_ns",)}
+                "truth": ("host_ns",), "memory": ("host_ns",)}
 
 
 def apply(f: Any, a: np.ndarray) -> np.ndarray:

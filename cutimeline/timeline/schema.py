@@ -18,7 +18,7 @@ import numpy as np
 __all__ = [
     "NONE", "SCHEMA", "FORMAT", "FORMAT_VERSION", "OpFlag", "SpanKind", "GpuKind",
     "EventKind", "STRING_COLUMNS", "ENUM_COLUMNS", "REFERENCES", "ENCODING",
-    "COMPILED_PREFIX",
+    "COMPILED_PREFIX", "TABLE_ADDED",
 ]
 
 NONE = -1
@@ -26,7 +26,8 @@ FORMAT = "cutimeline"
 # 2: syncs.thread (files of version 1 read with it NONE)
 # 3: one zip of meta.json (with a manifest) and columns.bin (each column
 #    predicted, narrowed and deflated on its own; versions 1-2: an .npz)
-FORMAT_VERSION = 3
+# 4: tables sources, memory and flops (older files read with them empty)
+FORMAT_VERSION = 4
 
 i8, i16, i32, i64, u8, f64 = (np.dtype(t) for t in
                               ("i1", "i2", "i4", "i8", "u1", "f8"))
@@ -101,19 +102,36 @@ SCHEMA: dict[str, tuple[tuple[str, np.dtype], ...]] = {
                ("ping_offset_ns", i64)),
     # Simulated runs only: the true host-clock time of each event.
     "truth": (("event", i64), ("host_ns", i64)),
+    # Where in the user's code an op (op) or a host span (span; the other
+    # NONE) came from: the first frame outside torch and cutimeline.
+    "sources": (("op", i64), ("span", i64), ("file", i32), ("line", i32),
+                ("function", i32), ("code", i32)),
+    # Device memory: per op that changed it (op; NONE when imported without
+    # one), bytes it allocated and bytes freed since the previous row, and
+    # the bytes in use after it, at host time host_ns.
+    "memory": (("op", i64), ("device", i16), ("host_ns", i64), ("allocated", i64),
+               ("freed", i64), ("in_use", i64)),
+    # Floating-point operations of an op's device work (torch's formulas).
+    "flops": (("op", i64), ("flops", f64)),
 }
+
+#: the format version that added each table after version 3
+TABLE_ADDED = {"sources": 4, "memory": 4, "flops": 4}
 
 # Columns holding string ids, decoded by to_pandas.
 STRING_COLUMNS = {("ops", "name"), ("ops", "shapes"), ("ops", "module"),
                   ("ops", "grad_fn"), ("gpu", "name"), ("syncs", "kind"),
-                  ("spans", "name")}
+                  ("spans", "name"), ("sources", "file"), ("sources", "function"),
+                  ("sources", "code")}
 ENUM_COLUMNS = {("spans", "kind"): SpanKind, ("gpu", "kind"): GpuKind,
                 ("events", "kind"): EventKind}
 # Columns holding a row index of another table.
 REFERENCES = {("gpu", "op"): "ops", ("events", "op"): "ops",
               ("syncs", "op"): "ops", ("syncs", "last_event"): "events",
               ("gpu", "begin_event"): "events", ("gpu", "end_event"): "events",
-              ("truth", "event"): "events"}
+              ("truth", "event"): "events", ("sources", "op"): "ops",
+              ("sources", "span"): "spans", ("memory", "op"): "ops",
+              ("flops", "op"): "ops"}
 # On disk (format 3 on) an integer column is stored as its residual after a
 # prediction: ("raw",) none; ("delta",) the previous row's value; ("minus",
 # c) column c of the same row; ("after", c) column c of the previous row
@@ -147,6 +165,11 @@ ENCODING = {
     ("spans", "end_ns"): (("minus", "begin_ns"),),
     ("truth", "event"): (_DELTA,),
     ("truth", "host_ns"): (_DELTA, ("ref", "event", "events", "host_record_ns")),
+    ("sources", "op"): (_DELTA,),
+    ("memory", "op"): (_DELTA,),
+    ("memory", "host_ns"): (_DELTA, ("ref", "op", "ops", "host_end_ns")),
+    ("memory", "in_use"): (_DELTA,),
+    ("flops", "op"): (_DELTA,),
 }
 
 # The op name of a torch.compile graph's call: COMPILED_PREFIX + its number

@@ -51,6 +51,9 @@ class Timeline:
     spans = property(lambda self: self._tables["spans"])
     clocks = property(lambda self: self._tables["clocks"])
     truth = property(lambda self: self._tables["truth"])
+    sources = property(lambda self: self._tables["sources"])
+    memory = property(lambda self: self._tables["memory"])
+    flops = property(lambda self: self._tables["flops"])
 
     def table(self, name: str) -> Table:
         if name not in self._tables:
@@ -172,9 +175,14 @@ class Timeline:
         keep_ev[r[r >= 0]] = True
         keep_truth = keep_ev[self.truth.event] if len(self.truth) else \
             np.zeros(0, bool)
+        m = self.memory
         keep = {"ops": keep_ops, "gpu": keep_gpu, "syncs": keep_syncs,
                 "spans": overlaps(s.begin_ns, s.end_ns), "events": keep_ev,
-                "truth": keep_truth}
+                "truth": keep_truth,
+                # memory read without an op: by its time
+                "memory": np.where(m.op >= 0, keep_ops[np.maximum(m.op, 0)],
+                                   overlaps(m.host_ns, m.host_ns)) if len(m)
+                else np.zeros(0, bool)}
         meta = dict(self.meta, window=[int(begin_ns), int(end_ns)])
         return self._take(keep, meta)
 
@@ -182,6 +190,20 @@ class Timeline:
         return self.slice_time(*self.step_bounds(first, last))
 
     def _take(self, keep: Mapping[str, np.ndarray], meta: dict) -> Timeline:
+        """The rows ``keep`` selects, references renumbered. A table ``keep``
+        does not name keeps the rows whose references all survive (NONE
+        stays NONE) when it refers to a table ``keep`` names, else all."""
+        keep = dict(keep)
+        for name, table in self._tables.items():
+            refs = [(col, keep[target]) for (tn, col), target in REFERENCES.items()
+                    if tn == name and target in keep]
+            if name in keep or not refs:
+                continue
+            mask = np.ones(len(table), bool)
+            for col, target in refs:
+                r = table[col]
+                mask &= (r < 0) | np.append(target, False)[np.where(r >= 0, r, -1)]
+            keep[name] = mask
         remap = {}
         for name, mask in keep.items():
             m = np.full(len(mask) + 1, NONE, np.int64)  # slot -1 maps NONE

@@ -16,7 +16,7 @@ from test_timeline import assert_same, make_timeline
 
 import cutimeline as ctl
 from cutimeline.timeline import fileformat
-from cutimeline.timeline.schema import SCHEMA
+from cutimeline.timeline.schema import FORMAT_VERSION, SCHEMA
 from cutimeline.timeline.table import Strings
 from cutimeline.timeline.timeline import Timeline
 
@@ -118,7 +118,7 @@ def test_an_older_cutimeline_sees_a_newer_format(tmp_path):
     make_timeline().save(tmp_path / "run.ctl")
     with np.load(tmp_path / "run.ctl", allow_pickle=False) as z:
         head = json.loads(bytes(z["meta.json"]).decode())
-    assert head["format"] == "cutimeline" and head["format_version"] == 3
+    assert head["format"] == "cutimeline" and head["format_version"] == FORMAT_VERSION
 
 
 # -- files of earlier versions -----------------------------------------------
@@ -127,7 +127,7 @@ def fixture_timeline():
     """The Timeline tests/data/ctl/v1.ctl and v2.ctl were written from, by the
     writer of format 2 (``save_before`` in benchmarks/bench_io.py; v1.ctl
     from a Timeline without syncs.thread, as version 1 wrote)."""
-    tl = make_timeline(n=40, seed=1)
+    tl = make_timeline(n=40, seed=1, extras=False)
     s = Strings(list(tl.strings) + ["naïve ✓ \udcff"])
     return Timeline({n: tl.table(n).columns for n in SCHEMA}, s,
                     dict(tl.meta, note="ünïcode", numbers=[1.5, -2, None]))
@@ -135,6 +135,12 @@ def fixture_timeline():
 
 def test_a_version_2_file_reads_as_it_was_written():
     assert_same(fixture_timeline(), ctl.load(OLD_FILES / "v2.ctl"))
+
+
+def test_a_version_3_file_reads_with_the_tables_added_since_empty():
+    old = ctl.load(OLD_FILES / "v3.ctl")
+    assert not len(old.sources) and not len(old.memory) and not len(old.flops)
+    assert_same(make_timeline(extras=False), old)
 
 
 def test_a_version_1_file_reads_with_the_columns_added_since_unknown():

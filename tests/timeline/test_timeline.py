@@ -11,8 +11,9 @@ from cutimeline.timeline.table import Strings, Table
 from cutimeline.timeline.timeline import Timeline
 
 
-def make_timeline(n=50, seed=0):
-    """A small hand-built Timeline with every table filled."""
+def make_timeline(n=50, seed=0, extras=True):
+    """A small hand-built Timeline with every table filled (``extras=False``:
+    those of format 3 only, as tests/data/ctl/v3.ctl was written from)."""
     rng = np.random.default_rng(seed)
     s = Strings()
     names = [s.intern(f"aten::op{i}") for i in range(5)]
@@ -43,9 +44,19 @@ def make_timeline(n=50, seed=0):
                   bound_ns=[250.0], bound_max_ns=[400.0], relax_ns=[0.0],
                   n_lower=[2 * n], n_upper=[1], ping_offset_ns=[10**12 + 30])
     truth = dict(event=np.arange(2 * n), host_ns=ev["host_record_ns"] + 2000)
-    return Timeline(dict(ops=ops, events=ev, gpu=gpu, syncs=syncs, spans=spans,
-                         clocks=clocks, truth=truth), s,
-                    {"source": "test", "aligned": True, "nested": {"a": [1, 2]}})
+    tables = dict(ops=ops, events=ev, gpu=gpu, syncs=syncs, spans=spans,
+                  clocks=clocks, truth=truth)
+    if extras:
+        line = s.intern("loss.item()")
+        tables["sources"] = dict(op=[n - 1, NONE], span=[NONE, 2],
+                                 file=[s.intern("train.py")] * 2, line=[57, 12],
+                                 function=[s.intern("main")] * 2, code=[line, NONE])
+        m = np.arange(0, n, 5)
+        tables["memory"] = dict(op=m, device=np.zeros(len(m)), host_ns=end[m],
+                                allocated=(m + 1) * 4096, freed=m * 1024,
+                                in_use=np.cumsum((m + 1) * 4096 - m * 1024))
+        tables["flops"] = dict(op=m, flops=m * 2.0e6)
+    return Timeline(tables, s, {"source": "test", "aligned": True, "nested": {"a": [1, 2]}})
 
 
 def assert_same(a: Timeline, b: Timeline):

@@ -1,0 +1,42 @@
+"""``record()``'s options checked: each bad one is a ``CutimelineError``
+sentence that names it and what it takes."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ..errors import CutimelineError
+
+__all__ = ["checked", "STEPS"]
+
+STEPS = ("auto", "optimizer", "manual")
+_FLAGS = ("modules", "threads", "measure", "stack", "memory")
+
+
+def checked(options: dict[str, Any], *, disabled: bool) -> dict[str, Any]:
+    """``options`` (record's keyword arguments but ``device``) checked, with
+    ``out_dir`` as a str (made, unless the recorder is disabled)."""
+    max_ops = options["max_ops"]
+    if isinstance(max_ops, bool) or not isinstance(max_ops, int) or max_ops < 1:
+        raise CutimelineError(f"record(max_ops={max_ops!r}) must be a whole "
+                              f"number of ops ≥ 1.")
+    for name in _FLAGS:
+        if not isinstance(options[name], bool):
+            raise CutimelineError(f"record({name}={options[name]!r}) must be True or False.")
+    if options["steps"] not in STEPS:
+        raise CutimelineError(f"record(steps={options['steps']!r}) is not understood; "
+                              f"give one of {', '.join(map(repr, STEPS))}.")
+    from ..devices.cuda import TIMINGS
+    if options["timing"] not in TIMINGS:
+        raise CutimelineError(f"record(timing={options['timing']!r}) is not understood; "
+                              f"give one of {', '.join(map(repr, TIMINGS))}.")
+    out_dir = options["out_dir"]
+    if out_dir is not None:
+        if not isinstance(out_dir, (str, os.PathLike)) or not os.fspath(out_dir):
+            raise CutimelineError(f"record(out_dir={out_dir!r}) must name a folder "
+                                  f"(a str or path).")
+        out_dir = os.fspath(out_dir)
+        if not disabled:
+            os.makedirs(out_dir, exist_ok=True)
+    return {**options, "out_dir": out_dir}
