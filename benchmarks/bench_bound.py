@@ -23,8 +23,8 @@ import numpy as np
 import torch
 
 from cutimeline.alignment.aligner import align, event_host_ns
-from cutimeline.recording.recorder import record
 from cutimeline.devices.sim import SimGPU, synthetic_events
+from cutimeline.recording.recorder import record
 
 
 def recorded(seed: int):

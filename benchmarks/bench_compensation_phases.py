@@ -26,8 +26,8 @@ import time
 
 import numpy as np
 import torch
-
 from bench_compensation import mlp_parts, transformer_parts
+
 from cutimeline.analysis.costs import costs
 from cutimeline.recording.recorder import record
 

@@ -116,11 +116,11 @@ def _rss_kib() -> int:
 def child(folder: str, what: str) -> None:
     """One timed run in this fresh interpreter; prints a JSON line."""
     import glob
+
     import cutimeline as ctl
-    from cutimeline.recording import ranks as dist
-    from cutimeline.dist import merger
-    from cutimeline.dist import rankclock
     from cutimeline.alignment.clockfit import fit_clock
+    from cutimeline.dist import merger, rankclock
+    from cutimeline.recording import ranks as dist
     base = _rss_kib()
     t = time.perf_counter()
     if what == "load":
@@ -168,6 +168,7 @@ def collective_cost(reps: int, n: int = 300) -> dict[str, float]:
     import torch
     import torch.distributed as dist
     from torch.utils._python_dispatch import TorchDispatchMode
+
     import cutimeline as ctl
 
     class PassThrough(TorchDispatchMode):

@@ -30,8 +30,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import cutimeline as ctl
-from cutimeline.recording.opstream import (_TRUNCATED, _VIEW, NONE, Mode, _ident, _node,
-                                           _now, _Tensor)
+from cutimeline.recording.opstream import (_TRUNCATED, _VIEW, NONE, Mode, _ident, _node, _now,
+                                           _Tensor)
 from cutimeline.recording.session import Session
 from cutimeline.recording.signatures import _COLL
 

@@ -1,6 +1,7 @@
 """The ``cutimeline`` command (also ``python -m cutimeline``), on the public API.
 
     cutimeline --version
+    cutimeline [--quiet] COMMAND ...   (--quiet: no progress bars or notices)
     cutimeline demo [--out DIR] [--steps N] [--device auto|cuda|cuda:N|sim]
     cutimeline plot FILE -o OUT.png [--window W]
     cutimeline summary FILE [--window W] [--json]
@@ -16,6 +17,12 @@ same parser (``timeline/windows.py``); ``--device`` takes the spellings of
 ``record(device=)`` (``recording/devicespec.py``) that name a GPU, real or
 simulated. Errors print one line and exit with status 2; a bug in
 cutimeline prints its traceback and a line asking for a report (status 3).
+
+Work that lasts over ``PROGRESS_AFTER_S`` shows a progress bar on stderr
+(tqdm's when it is installed: ``pip install cutimeline[progress]``), only
+on a terminal and never with ``--quiet``; a first run that compiles the
+Numba kernels says so once. Small Timelines are analysed by the kernels'
+NumPy twins (``engine="auto"``), which compile nothing.
 """
 
 from __future__ import annotations
@@ -24,12 +31,17 @@ import argparse
 import json
 import os
 import sys
+import threading
 import time
-from typing import Any, Sequence
+from contextlib import contextmanager
+from typing import Any, Iterator, Sequence
 
 from .errors import CutimelineError
 
 __all__ = ["main", "parse_window"]
+
+PROGRESS_AFTER_S = 2.0         # shorter work shows no progress bar
+COMPILE_NOTICE_AFTER_S = 1.0   # shorter compiles pass without a notice
 
 
 def parse_window(text: str) -> Any:
@@ -67,20 +79,27 @@ def _demo_device(text: str) -> str:
 
 class Progress:
     """A one-line progress bar on stderr, shown only on a terminal and only
-    for work that lasts longer than ``after_s``."""
+    for work that lasts longer than ``after_s`` (default
+    ``PROGRESS_AFTER_S``); ``fraction`` None: a stage without a known
+    fraction ("analysing… 3 s")."""
 
-    def __init__(self, label: str, *, stream=None, after_s: float = 0.3, width: int = 30):
+    def __init__(self, label: str, *, stream=None, after_s: float | None = None,
+                 width: int = 30, quiet: bool = False):
         self.label, self.stream, self.width = label, stream or sys.stderr, width
-        self.t0, self.after_s, self.shown = time.perf_counter(), after_s, False
-        self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
+        self.after_s = PROGRESS_AFTER_S if after_s is None else after_s
+        self.t0, self.shown = time.perf_counter(), False
+        self.tty = not quiet and _tty(self.stream)
 
-    def __call__(self, stage: str, fraction: float) -> None:
+    def __call__(self, stage: str, fraction: float | None) -> None:
         if not self.tty or time.perf_counter() - self.t0 < self.after_s:
             return
-        f = min(max(float(fraction), 0.0), 1.0)
-        n = int(round(f * self.width))
-        self.stream.write(f"\r{self.label} [{'#' * n}{'.' * (self.width - n)}] "
-                          f"{f:4.0%} {stage:<12}")
+        if fraction is None:
+            self.stream.write(f"\r{self.label}… {stage:<12}")
+        else:
+            f = min(max(float(fraction), 0.0), 1.0)
+            n = int(round(f * self.width))
+            self.stream.write(f"\r{self.label} [{'#' * n}{'.' * (self.width - n)}] "
+                              f"{f:4.0%} {stage:<12}")
         self.stream.flush()
         self.shown = True
 
@@ -96,11 +115,71 @@ class Progress:
             self.stream.flush()
 
 
-def _open(path: str):
+class _TqdmBar:
+    """``Progress``'s interface over a tqdm bar (tqdm waits ``delay`` before
+    it shows one), for work with a known fraction."""
+
+    def __init__(self, tqdm, label: str, stream):
+        self.bar = tqdm(total=1000, desc=label, file=stream, delay=PROGRESS_AFTER_S,
+                        leave=False, bar_format="{desc} {percentage:3.0f}%|{bar}| "
+                        "{elapsed} {postfix}")
+
+    def __call__(self, stage: str, fraction: float) -> None:
+        self.bar.set_postfix_str(stage, refresh=False)
+        self.bar.update(int(min(max(fraction, 0.0), 1.0) * 1000) - self.bar.n)
+
+    def clear(self) -> None:
+        self.bar.close()
+
+    done = clear
+
+
+def _tty(stream) -> bool:
+    return hasattr(stream, "isatty") and stream.isatty()
+
+
+def _bar(label: str, quiet: bool):
+    """A progress callback ``(stage, fraction)`` with ``clear()`` and
+    ``done()`` on stderr: tqdm's bar if tqdm is installed, else ``Progress``;
+    silent with --quiet or when stderr is not a terminal."""
+    if not quiet and _tty(sys.stderr):
+        try:
+            from tqdm import tqdm
+        except ImportError:
+            pass
+        else:
+            return _TqdmBar(tqdm, label, sys.stderr)
+    return Progress(label, quiet=quiet)
+
+
+@contextmanager
+def _stage(label: str, quiet: bool) -> Iterator[None]:
+    """``label… N s`` on stderr while the block runs past PROGRESS_AFTER_S
+    (a line of its own: a stage has no fraction for tqdm to draw)."""
+    bar = Progress(label, quiet=quiet)
+    stop, t0 = threading.Event(), time.perf_counter()
+
+    def tick() -> None:
+        while not stop.wait(0.25):
+            bar(f"{time.perf_counter() - t0:.0f} s", None)
+
+    ticker = threading.Thread(target=tick, name="cutimeline-progress", daemon=True)
+    if bar.tty:
+        ticker.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        if ticker.is_alive():
+            ticker.join()
+        bar.clear()
+
+
+def _open(path: str, quiet: bool = False):
     """A Timeline from a .ctl file or a torch.profiler trace (``ctl.load``),
     with a progress bar while a trace imports."""
     import cutimeline as ctl
-    bar = Progress(f"importing {os.path.basename(path)}")
+    bar = _bar(f"importing {os.path.basename(path)}", quiet)
     try:
         tl = ctl.load(path, progress=bar)
     except BaseException:
@@ -110,13 +189,33 @@ def _open(path: str):
     return tl
 
 
+def _analyze(tl, quiet: bool, window: Any = None):
+    """``ctl.analyze`` by the engine its size calls for (the NumPy twins
+    for a small Timeline: they compile nothing), with a progress line."""
+    import cutimeline as ctl
+
+    from .numeric.engines import resolve_engine
+    engine = resolve_engine("auto", len(tl.ops) + len(tl.gpu))
+    with _stage("analysing", quiet):
+        return ctl.analyze(tl, window=window, engine=engine)
+
+
+def _plot(tl, path: str, quiet: bool, window: Any = None, report: Any = None) -> None:
+    import cutimeline as ctl
+    if report is None:
+        report = _analyze(tl, quiet)  # of the whole Timeline, as plot's own
+    with _stage("plotting", quiet):
+        ctl.plot(tl, path, window=window, report=report)
+
+
 def _cmd_demo(a: argparse.Namespace) -> int:
     import cutimeline as ctl
 
     from .demo import run_demo
     device = _demo_device(a.device)
     os.makedirs(a.out, exist_ok=True)
-    res = run_demo(steps=a.steps, device=device)
+    with _stage("recording", a.quiet):
+        res = run_demo(steps=a.steps, device=device)
     where = ("on a SIMULATED GPU (no CUDA device here): " if res.simulated
              else "on ") + res.device
     print(f"recorded {a.steps} training steps {where}")
@@ -124,38 +223,36 @@ def _cmd_demo(a: argparse.Namespace) -> int:
     paths = {k: os.path.join(a.out, v) for k, v in
              (("ctl", "demo.ctl"), ("png", "timeline.png"), ("trace", "demo.json.gz"))}
     tl.save(paths["ctl"])
-    ctl.plot(tl, paths["png"])
+    rep = _analyze(tl, a.quiet)
+    _plot(tl, paths["png"], a.quiet, report=rep)
     ctl.export_chrome(tl, paths["trace"])
-    print(ctl.analyze(tl).summary())
+    print(rep.summary())
     print(f"\nwrote {paths['png']} (timeline), {paths['trace']} (open in "
           f"https://ui.perfetto.dev) and {paths['ctl']} (ctl.load)")
     return 0
 
 
 def _cmd_plot(a: argparse.Namespace) -> int:
-    import cutimeline as ctl
-    tl = _open(a.file)
+    tl = _open(a.file, a.quiet)
     window = parse_window(a.window) if a.window else None
-    ctl.plot(tl, a.output, window=window)
+    _plot(tl, a.output, a.quiet, window)
     print(f"wrote {a.output}")
     return 0
 
 
 def _cmd_summary(a: argparse.Namespace) -> int:
-    import cutimeline as ctl
-    tl = _open(a.file)
-    rep = ctl.analyze(tl, window=parse_window(a.window) if a.window else None)
+    tl = _open(a.file, a.quiet)
+    rep = _analyze(tl, a.quiet, parse_window(a.window) if a.window else None)
     print(json.dumps(rep.to_dict(), indent=1) if a.json else rep.summary())
     return 0
 
 
 def _cmd_whatif(a: argparse.Namespace) -> int:
-    import cutimeline as ctl
-
     from .analysis.words import fmt_ns, pct
-    tl = _open(a.file)
-    rep = ctl.analyze(tl, window=parse_window(a.window) if a.window else None)
-    preds = rep.what_if()
+    tl = _open(a.file, a.quiet)
+    rep = _analyze(tl, a.quiet, parse_window(a.window) if a.window else None)
+    with _stage("predicting", a.quiet):
+        preds = rep.what_if()
     if a.json:
         print(json.dumps([p.to_dict() for p in preds], indent=1))
         return 0
@@ -172,13 +269,15 @@ def _cmd_whatif(a: argparse.Namespace) -> int:
 
 def _cmd_export(a: argparse.Namespace) -> int:
     import cutimeline as ctl
-    ctl.export_chrome(_open(a.file), a.output)
+    tl = _open(a.file, a.quiet)
+    with _stage("exporting", a.quiet):
+        ctl.export_chrome(tl, a.output)
     print(f"wrote {a.output}")
     return 0
 
 
 def _cmd_import(a: argparse.Namespace) -> int:
-    tl = _open(a.trace)
+    tl = _open(a.trace, a.quiet)
     tl.save(a.output)
     print(f"wrote {a.output}: {tl!r}")
     for w in tl.meta.get("import_warnings", []):
@@ -190,7 +289,13 @@ def _cmd_merge(a: argparse.Namespace) -> int:
     import cutimeline as ctl
 
     from .dist.straggler import describe
-    tl = ctl.merge(a.dir)
+    bar = _bar(f"merging {os.path.basename(os.path.normpath(a.dir))}", a.quiet)
+    try:
+        tl = ctl.merge(a.dir, progress=bar)
+    except BaseException:
+        bar.clear()
+        raise
+    bar.done()
     tl.save(a.output)
     print(f"wrote {a.output}: {tl!r}")
     print(describe(tl))
@@ -199,13 +304,23 @@ def _cmd_merge(a: argparse.Namespace) -> int:
 
 def _parser() -> argparse.ArgumentParser:
     from . import __version__
+
+    # --quiet before or after the command: SUPPRESS keeps a subcommand's
+    # parser from resetting what the main parser read
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS,
+                        help="no progress bars and no notice that kernels compile")
     p = argparse.ArgumentParser(
         prog="cutimeline", description="What a PyTorch program does on both "
-        "sides of the CPU/GPU boundary.")
+        "sides of the CPU/GPU boundary.", parents=[common])
     p.add_argument("--version", action="version", version=f"cutimeline {__version__}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    d = sub.add_parser("demo", help="record a small training loop, plot and "
-                       "summarise it (CUDA when present, else a simulated GPU)")
+
+    def command(name: str, **kw: Any) -> argparse.ArgumentParser:
+        return sub.add_parser(name, parents=[common], **kw)
+
+    d = command("demo", help="record a small training loop, plot and "
+                "summarise it (CUDA when present, else a simulated GPU)")
     d.add_argument("--out", default="cutimeline-demo", help="output folder")
     d.add_argument("--steps", type=int, default=8)
     d.add_argument("--device", default="auto", help="auto (CUDA when present, else "
@@ -217,7 +332,7 @@ def _parser() -> argparse.ArgumentParser:
             ("whatif", "predict the step time of FILE under each fix, ranked",
              _cmd_whatif),
             ("export", "write FILE as a Chrome/Perfetto trace", _cmd_export)):
-        c = sub.add_parser(name, help=helptext)
+        c = command(name, help=helptext)
         c.add_argument("file", metavar="FILE", help=".ctl file or torch.profiler trace")
         if name not in ("summary", "whatif"):
             c.add_argument("-o", "--output", required=True)
@@ -227,11 +342,11 @@ def _parser() -> argparse.ArgumentParser:
         if name in ("summary", "whatif"):
             c.add_argument("--json", action="store_true", help="the result as JSON")
         c.set_defaults(run=run)
-    i = sub.add_parser("import", help="read a torch.profiler trace into a .ctl file")
+    i = command("import", help="read a torch.profiler trace into a .ctl file")
     i.add_argument("trace", metavar="TRACE")
     i.add_argument("-o", "--output", required=True)
     i.set_defaults(run=_cmd_import)
-    m = sub.add_parser("merge", help="merge the rank-<r>.ctl files of DIR")
+    m = command("merge", help="merge the rank-<r>.ctl files of DIR")
     m.add_argument("dir", metavar="DIR")
     m.add_argument("-o", "--output", required=True)
     m.set_defaults(run=_cmd_merge)
@@ -242,9 +357,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run one command: 0 on success, 2 on bad input or usage (one line on
     stderr), 3 on a bug in cutimeline (the traceback, then one line that
     asks for a report), 130 on Ctrl-C."""
+    from .numeric.compiling import compile_notice
     args = _parser().parse_args(argv)
+    args.quiet = getattr(args, "quiet", False)
     try:
-        return args.run(args)
+        with compile_notice(sys.stderr, after_s=COMPILE_NOTICE_AFTER_S,
+                            enabled=not args.quiet):
+            return args.run(args)
     except CutimelineError as exc:
         print(f"cutimeline: error: {_one_line(exc)}", file=sys.stderr)
         return 2

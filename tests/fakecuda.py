@@ -112,6 +112,10 @@ class FakeCuda:
         self.syncs += 1
         self.t = max(self.t, self.last_done)
 
+    def memory_counters(self, index):
+        """The allocator's (allocated, freed, in use) bytes: set by a test."""
+        return getattr(self, "memory", (0, 0, 0))
+
 
 class CpuAsCuda(CudaDevice):
     """The fake GPU 'runs' CPU tensors, so the recorder drives it end to end."""

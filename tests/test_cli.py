@@ -17,6 +17,7 @@ import pytest
 import cutimeline as ctl
 from cutimeline.cli import Progress, main, parse_window
 from cutimeline.errors import CutimelineError
+from cutimeline.numeric.engines import resolve_engine
 
 ALEXNET = next((Path(__file__).parent / "data" / "kineto" / "critical_path"
                 / "alexnet").glob("*.json.gz"))
@@ -147,7 +148,10 @@ def test_summary_of_ctl_and_of_the_trace_itself_agree(imported, capsys):
     assert from_ctl.splitlines()[1].startswith("cutimeline report")
     assert main(["summary", str(imported), "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
-    assert d == json.loads(json.dumps(ctl.analyze(ctl.load(imported)).to_dict()))
+    tl = ctl.load(imported)  # small: the command analyses it with the NumPy twins
+    assert d["settings"]["engine"] == resolve_engine("auto", len(tl.ops) + len(tl.gpu))
+    assert d == json.loads(json.dumps(ctl.analyze(tl, engine=d["settings"]["engine"])
+                                      .to_dict()))
 
 
 def test_summary_window_narrows_the_report(four_steps, tmp_path, capsys):
@@ -309,3 +313,132 @@ def test_whatif_without_gpu_rows_is_one_line_exit_2(tmp_path, capsys):
     assert main(["whatif", str(path)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("cutimeline: error: ") and "no what-if predictions" in err
+
+
+# -- progress on a terminal, --quiet, the compile notice ----------------------------
+
+@pytest.fixture
+def terminal(monkeypatch):
+    """Progress shown at once; the test makes stderr this terminal (pytest
+    puts its own stderr back after the fixtures ran)."""
+    import cutimeline.cli as cli
+    monkeypatch.setattr(cli, "PROGRESS_AFTER_S", 0.0)
+    return _Tty()
+
+
+def test_quiet_anywhere_on_the_line_hides_the_progress_bar(terminal, tmp_path, monkeypatch):
+    monkeypatch.setattr(sys, "stderr", terminal)
+    out = str(tmp_path / "x.ctl")
+    assert main(["import", str(ALEXNET), "-o", out]) == 0
+    assert "importing " in terminal.getvalue() and "done in" in terminal.getvalue()
+    for argv in (["--quiet", "import", str(ALEXNET), "-o", out],
+                 ["import", str(ALEXNET), "-o", out, "--quiet"],
+                 ["-q", "summary", out]):
+        terminal.seek(0)
+        terminal.truncate()
+        assert main(argv) == 0
+        assert terminal.getvalue() == ""
+
+
+def test_a_long_stage_shows_its_name_until_it_ends(terminal, imported, monkeypatch, capsys):
+    import threading
+    shown = threading.Event()
+    real = ctl.analyze
+
+    class Watch(_Tty):
+        def write(self, s):
+            if "analysing…" in s:
+                shown.set()
+            return super().write(s)
+    monkeypatch.setattr(sys, "stderr", Watch())
+
+    def slow(*args, **kw):
+        assert shown.wait(60), "no progress line while analysing"
+        return real(*args, **kw)
+    monkeypatch.setattr(ctl, "analyze", slow)
+    assert main(["summary", str(imported)]) == 0
+    assert capsys.readouterr().out.startswith("Verdict: ")
+    assert sys.stderr.getvalue().endswith("\r")  # the line is cleared at the end
+    shown.clear()
+    monkeypatch.setattr(ctl, "analyze", real)
+    assert main(["--quiet", "summary", str(imported)]) == 0
+
+
+def test_merge_reports_progress(terminal, tmp_path, monkeypatch, capsys):
+    from fakeranks import fake_ranks
+    monkeypatch.setattr(sys, "stderr", terminal)
+    for tl in fake_ranks(1, world=2, n=8):
+        tl.save(tmp_path / f"rank-{tl.meta['rank']}.ctl")
+    seen = []
+    ctl.merge(tmp_path, progress=lambda stage, f: seen.append((stage, f)))
+    fractions = [f for _, f in seen]
+    assert seen[0][0] == "rank 0" and fractions == sorted(fractions) and fractions[-1] == 1.0
+    assert main(["merge", str(tmp_path), "-o", str(tmp_path / "m.ctl")]) == 0
+    assert f"merging {tmp_path.name}" in terminal.getvalue()
+
+
+def _fake_compile(module="cutimeline.numeric.intervals"):
+    from types import SimpleNamespace
+
+    from numba.core import event
+    data = {"dispatcher": SimpleNamespace(py_func=SimpleNamespace(__module__=module))}
+    event.start_event("numba:compile", data=data)
+    event.end_event("numba:compile", data=data)
+
+
+@pytest.mark.parametrize("quiet", [False, True])
+def test_compiling_is_said_at_most_once_and_not_with_quiet(quiet, imported, monkeypatch,
+                                                          capsys):
+    import cutimeline.cli as cli
+    real = ctl.analyze
+
+    def compiling(*args, **kw):  # as a first run on a cold cache: two kernels compile
+        _fake_compile()
+        _fake_compile("cutimeline.analysis.queues")
+        return real(*args, **kw)
+    monkeypatch.setattr(cli, "COMPILE_NOTICE_AFTER_S", 0.0)
+    monkeypatch.setattr(ctl, "analyze", compiling)
+    assert main((["--quiet"] if quiet else []) + ["summary", str(imported)]) == 0
+    err = capsys.readouterr().err
+    assert err.count("compiling cutimeline's kernels (once, up to ~") == (0 if quiet else 1)
+    _fake_compile()  # after the command: nobody listens
+    assert capsys.readouterr().err == ""
+
+
+def test_tqdm_draws_the_bars_when_it_is_installed(terminal, tmp_path, monkeypatch):
+    import types
+    calls = []
+
+    class FakeTqdm:
+        def __init__(self, **kw):
+            calls.append(("new", kw["desc"], kw["file"] is terminal, kw["leave"]))
+            self.n = 0
+
+        def set_postfix_str(self, s, refresh=True):
+            calls.append(("stage", s))
+
+        def update(self, k):
+            self.n += k
+
+        def close(self):
+            calls.append(("close", self.n))
+    monkeypatch.setitem(sys.modules, "tqdm", types.SimpleNamespace(tqdm=FakeTqdm))
+    monkeypatch.setattr(sys, "stderr", terminal)
+    out = str(tmp_path / "x.ctl")
+    assert main(["import", str(ALEXNET), "-o", out]) == 0
+    assert calls[0] == ("new", f"importing {ALEXNET.name}", True, False)
+    assert ("stage", "parsing") in calls and calls[-1] == ("close", 950)  # 95%: building
+    calls.clear()
+    assert main(["--quiet", "import", str(ALEXNET), "-o", out]) == 0
+    assert calls == [] and terminal.getvalue() == ""
+
+
+def test_a_stage_without_a_fraction_shows_its_name_and_time():
+    tty = _Tty()
+    bar = Progress("analysing", stream=tty, after_s=0.0)
+    bar("3 s", None)
+    bar.clear()
+    assert tty.getvalue().startswith("\ranalysing… 3 s") and tty.getvalue().endswith("\r")
+    quiet = Progress("analysing", stream=_Tty(), after_s=0.0, quiet=True)
+    quiet("3 s", None)
+    assert quiet.stream.getvalue() == ""

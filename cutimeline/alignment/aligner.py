@@ -166,7 +166,7 @@ def _lookup(clocks: Table, n_dev: int) -> tuple[np.ndarray, ...]:
     return ref, off, slope
 
 
-def event_host_ns(tl: Timeline, *, method: str = "fit", backend: str = "numba") -> np.ndarray:
+def event_host_ns(tl: Timeline, *, method: str = "fit", backend: str = "auto") -> np.ndarray:
     """Aligned host time (int64 ns) of every event.
 
     ``method="fit"``: through the clocks table (fitted now if the Timeline
@@ -209,7 +209,7 @@ def _host_ns(tl: Timeline, clocks: Table, devices: np.ndarray,
                            tl.syncs.stream[pts["index"]], pts["end"], backend)
 
 
-def align(tl: Timeline, *, backend: str = "numba") -> Timeline:
+def align(tl: Timeline, *, backend: str = "auto") -> Timeline:
     """The Timeline with its device clocks fitted: a ``clocks`` row per
     device, ``gpu.begin_ns/end_ns`` on the host clock, ``meta["aligned"]``.
 

@@ -77,8 +77,9 @@ class ClockFit:
 
 def _check_backend(backend: str) -> None:
     if backend not in hull.BACKENDS:
-        raise CutimelineError(f"backend={backend!r} is not known; use 'numba' "
-                              f"(compiled) or 'numpy' (its reference twin).")
+        raise CutimelineError(f"backend={backend!r} is not known; use 'auto' (by "
+                              f"size), 'numba' (compiled) or 'numpy' (its "
+                              f"reference twin).")
 
 
 class _Band:
@@ -175,7 +176,7 @@ def _fit_band(band: _Band, u_first: float, u_last: float) -> tuple[float, float,
 
 def fit_clock(lower_raw: np.ndarray, lower_host: np.ndarray, upper_raw: np.ndarray,
               upper_host: np.ndarray, *, resolution_ns: int = 0,
-              backend: str = "numba") -> ClockFit:
+              backend: str = "auto") -> ClockFit:
     """Fit one device clock to lower-bound points ``host(lower_raw) ≥
     lower_host`` and upper-bound points ``host(upper_raw) ≤ upper_host``
     (int64 ns columns), each raw reading within ``resolution_ns`` of the

@@ -3,7 +3,9 @@ aligned event times clamped by the syncs that cover them.
 
 Each pass is a Numba kernel (``@njit(cache=True)``, compiled on first call,
 never at import) with a NumPy twin that does the same float64 arithmetic in
-the same order, so both give equal results; ``backend`` picks one.
+the same order, so both give equal results; ``backend`` picks one, and
+"auto" picks by size (``numeric.engines.resolve_engine``: a recording of a
+few steps aligns with the twins and compiles nothing).
 
 Points are clock readings in *sheared* coordinates relative to a reference:
 ``u = raw − ref_raw`` and ``v = sign·(host − raw − ref_off)`` (ns, float64).
@@ -23,9 +25,11 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from ..numeric.engines import AUTO, ENGINES, _ro, resolve_engine
+
 __all__ = ["BACKENDS", "upper_hull", "deadlines", "host_times"]
 
-BACKENDS = ("numba", "numpy")
+BACKENDS = (AUTO,) + ENGINES
 _TOL = 1.0        # ns: keep points this close below H' (float rounding)
 _MAX_BUCKETS = 1 << 14
 _NO_DEADLINE = np.iinfo(np.int64).max
@@ -167,13 +171,12 @@ _KERNELS = {"numba": (_tops_nb, _survivors_nb, _chain_nb, _sorted_nb),
 
 
 def upper_hull(raw: np.ndarray, host: np.ndarray, ref_raw: int, ref_off: int,
-               sign: float, backend: str = "numba") -> tuple[np.ndarray, np.ndarray]:
+               sign: float, backend: str = "auto") -> tuple[np.ndarray, np.ndarray]:
     """Upper convex hull of the points (u, v) = (raw − ref_raw,
     sign·(host − raw − ref_off)) of int64 ns columns: vertex coordinates
     (u ascending), float64. ``sign=-1`` gives the lower hull, negated."""
-    tops, survivors, chain, sort = _KERNELS[backend]
-    raw = np.ascontiguousarray(raw, np.int64)
-    host = np.ascontiguousarray(host, np.int64)
+    raw, host = _ro(raw), _ro(host)  # read-only: one compile of each kernel
+    tops, survivors, chain, sort = _KERNELS[resolve_engine(backend, len(raw))]
     if not len(raw):
         return np.zeros(0), np.zeros(0)
     raw_min = np.int64(raw.min())
@@ -288,15 +291,13 @@ def host_times(raw: np.ndarray, device: np.ndarray, stream: np.ndarray,
                floor_ns: np.ndarray, ref_raw: np.ndarray, offset: np.ndarray,
                slope: np.ndarray, last: np.ndarray, sy_device: np.ndarray,
                sy_stream: np.ndarray, end: np.ndarray,
-               backend: str = "numba") -> np.ndarray:
+               backend: str = "auto") -> np.ndarray:
     """Host time (int64 ns) of each raw reading through its device's line
     ``offset + slope·(raw − ref_raw)`` (arrays indexed by device id),
     clamped into [floor_ns, earliest host_end of a covering sync] (the
     syncs given by last event, device, stream, host_end; see ``deadlines``)."""
-    fn = _host_times_nb if backend == "numba" else _host_times_np
-    return fn(np.ascontiguousarray(raw, np.int64), np.ascontiguousarray(device),
-              np.ascontiguousarray(stream, np.int64),
-              np.ascontiguousarray(floor_ns, np.int64),
-              np.asarray(ref_raw, np.int64), np.asarray(offset, np.int64),
-              np.asarray(slope, np.float64),
-              *_sync_args(last, sy_device, sy_stream, end))
+    compiled = resolve_engine(backend, len(raw)) == "numba"
+    fn = _host_times_nb if compiled else _host_times_np
+    return fn(_ro(raw), _ro(device), _ro(stream), _ro(floor_ns), _ro(ref_raw),
+              _ro(offset), _ro(slope, np.float64),
+              *(_ro(a) for a in _sync_args(last, sy_device, sy_stream, end)))

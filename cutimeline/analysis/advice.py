@@ -4,7 +4,11 @@
 into a sentence: where the idle time went, the offenders, and the change
 most likely to help. A "mixed" range gets the advice for both of its
 leading causes. The margin itself (top share, runner-up) is said by
-``margins.verdict_text``, which the summary prints beside it.
+``margins.verdict_text``, which the summary prints beside it. Where the
+Timeline has a sources table, a verdict that names syncs or DataLoader
+fetches quotes their top source line with its count, and one led by an op
+(GPU-, launch-bound, host-only) says where that op was called most
+(``sources.py``).
 """
 
 from __future__ import annotations
@@ -57,10 +61,16 @@ def advice(r: dict, part: np.ndarray) -> str:
              f"steps {r['first']}–{r['last']}") if r["first"] != NONE else "the window"
     busy = pct(r["busy_frac"])
     tops = ", ".join(n for n, _ in off.get("ops", [])[:2])
+    n_steps = r["steps"] if r["first"] != NONE else 1
+    called = _lead(off.get("source"))
     if v == "mixed":
         a, b = sorted(CAUSES, key=lambda c: -share[c])[:2]  # stable: ties by Cause
-        return (f"{steps}: GPU busy {busy}; no single cause: {a} {pct(share[a])} and "
-                f"{b} {pct(share[b])} of its idle time — for {a}: "
+        # the offenders are the top cause's: its leading op, when launch
+        lead_a = f" ({called[2:]})" if called and a == "launch" else ""
+        return (f"{steps}: GPU busy {busy}; no single cause: {a} {pct(share[a])}"
+                f"{_where(r, a, n_steps) or lead_a} and {b} {pct(share[b])}"
+                f"{_where(r, b, n_steps)}"
+                f" of its idle time — for {a}: "
                 f"{ADVICE[BY_CAUSE[a]]}; for {b}: {ADVICE[BY_CAUSE[b]]}.")
     if v == "input-bound":
         spans = off.get("spans", [])
@@ -69,6 +79,7 @@ def advice(r: dict, part: np.ndarray) -> str:
         workers = _num_workers(n for n, _ in spans)
         if workers is not None:
             what += f", num_workers={workers}"
+        what += _where(r, "data", n_steps, "; ", "")
         text = (f"{steps}: {pct(share['data'])} of GPU idle time is spent waiting "
                 f"for DataLoader fetches ({what}); GPU busy {busy}")
         if workers:  # workers already: more of them, or a cheaper dataset
@@ -81,13 +92,14 @@ def advice(r: dict, part: np.ndarray) -> str:
         mods = ", ".join(n for n, _ in off.get("modules", [])[:1])
         text = (f"{steps}: {pct(share['sync'])} of GPU idle time follows host "
                 f"syncs ({off.get('count', 0)} syncs" + (f", top {tops}" if tops else "")
-                + (f" in {mods}" if mods else "") + f"); GPU busy {busy}")
+                + (f" in {mods}" if mods else "") + _where(r, "sync", n_steps, "; ", "")
+                + f"); GPU busy {busy}")
     elif v == "launch-bound":
         per_step = part["ops"].mean() if len(part) else 0
         unit = "ops per step" if r["first"] != NONE else "ops"  # no steps: the window
         text = (f"{steps}: GPU busy {busy}; {pct(share['launch'])} of its idle "
                 f"time waits for the host to launch ops ({per_step:.0f} {unit}"
-                + (f"; most host time in {tops}" if tops else "") + ")")
+                + (f"; most host time in {tops}" if tops else "") + called + ")")
         if tops.startswith("inductor::"):  # compiled already: its launches cost
             return (f"{text} — the top host time is torch.compile graphs launching "
                     f"their kernels: try mode=\"reduce-overhead\" (CUDA graphs), or "
@@ -102,16 +114,38 @@ def advice(r: dict, part: np.ndarray) -> str:
         lead = part["lead_max_ns"].max() if len(part) else NONE
         text = (f"{steps}: GPU busy {busy}" +
                 (f", the host runs up to {fmt_ns(lead)} ahead" if lead != NONE else "")
-                + (f"; top GPU work {tops}" if tops else ""))
+                + (f"; top GPU work {tops}" if tops else "") + called)
     elif v == "dependency-bound":
         where = ", ".join(n for n, _ in off.get("spans", [])[:2])
         text = (f"{steps}: GPU busy {busy}; {pct(share['dependency'])} of its idle "
                 f"time is queued work waiting" + (f" ({where})" if where else ""))
     elif v == "host-only":
-        text = f"{steps}: no GPU work recorded" + (f"; most host time in {tops}" if tops else "")
+        text = f"{steps}: no GPU work recorded" + (
+            f"; most host time in {tops}" if tops else "") + called
     else:
         text = f"{steps}: GPU busy {busy}; the causes of its idle time are unknown"
     return f"{text} — {ADVICE[v]}."
+
+
+def _where(r: dict, cause: str, steps: int, before: str = " (", after: str = ")") -> str:
+    """The top source line of the syncs (cause "sync") or fetches ("data")
+    of range ``r`` with its count ("" without one; ``sources.counted``)."""
+    w = r.get("sources")
+    if w is None or cause not in ("sync", "data"):
+        return ""
+    from .sources import counted
+    said = counted(w["sync"], w["syncs"], "syncs", steps) if cause == "sync" else \
+        counted(w["data"], w["fetches"], "fetches", steps)
+    return f"{before}{said}{after}" if said else ""
+
+
+def _lead(line: dict | None) -> str:
+    """Where a verdict's top op was called most: "; aten::mm: 40 of 48
+    calls at model.py:12 `y = x @ w`" ("" when unknown)."""
+    if not line:
+        return ""
+    from .sources import quote
+    return f"; {line['name']}: {line['count']} of {line['calls']} calls at {quote(line)}"
 
 
 def _num_workers(names) -> int | None:

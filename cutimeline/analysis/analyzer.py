@@ -18,6 +18,11 @@ drawn and the Timeline is not changed. The stages, each in its module:
   (input, syncs, host Python, launch cost) and the step times it predicts;
 * ``hta.py`` — HolisticTraceAnalysis-compatible measures;
 * ``optable.py`` — per-op counts and times;
+* ``sources.py`` / ``memory.py`` / ``flops.py`` — from the tables a
+  recording may add: the user's source lines of syncs, DataLoader waits
+  and a verdict's leading op; device memory peaks and what held them;
+  FLOPs, achieved FLOP/s and MFU. A Timeline without these tables gets a
+  report without them (the same columns and text as before they existed);
 * ``report.py`` / ``summary.py`` / ``advice.py`` — the ``Report``:
   tables, ``summary()`` (led by the run's verdict), ``to_dict()``, and
   what to try for each verdict.
@@ -37,7 +42,7 @@ import numpy as np
 from numba import njit
 
 from ..errors import CutimelineError
-from ..numeric.engines import _i64, check_engine
+from ..numeric.engines import _i64, resolve_engine
 from ..timeline.schema import NONE, SpanKind
 from ..timeline.timeline import Timeline
 from ..timeline.windows import parse_window
@@ -59,10 +64,10 @@ LANE_DTYPE = [("device", np.int64), ("stream", np.int64), ("rows", np.int64),
      ("queue_p95", np.float64), ("queue_max", np.int64)]
 
 
-def analyze(tl: Timeline, *, window: Any = None, engine: str = "numba",
+def analyze(tl: Timeline, *, window: Any = None, engine: str = "auto",
             gpu_bound_at: float = 0.85, sync_slack_ns: int = 100_000,
             top: int = 3, host_gap_ns: int = HOST_GAP_NS,
-            mixed_margin: float = 0.2) -> Report:
+            mixed_margin: float = 0.2, peak_flops: Any = None) -> Report:
     """Analyse a Timeline; see ``Report`` for what comes back.
 
     ``window``: restrict the totals, tables and steps to a step (3), a
@@ -71,7 +76,8 @@ def analyze(tl: Timeline, *, window: Any = None, engine: str = "numba",
     Without a window: the whole Timeline, except for an imported trace
     without steps, where it runs from the first to the last device
     activity as HTA's does (``settings["window"]`` names it in words).
-    ``engine``: "numba" or "numpy" (the reference twin). ``gpu_bound_at``:
+    ``engine``: "auto" (the NumPy twins below ~5·10^5 rows, which compile
+    nothing; ``numeric/engines.py``), "numba" or "numpy" (the reference twin). ``gpu_bound_at``:
     busy fraction from which a step is GPU-bound. ``sync_slack_ns``: how
     soon after a sync returned a gap that begins still counts as the sync's
     (absorbs clock alignment error). ``top``: offenders listed per verdict.
@@ -81,6 +87,9 @@ def analyze(tl: Timeline, *, window: Any = None, engine: str = "numba",
     sits above any framework glue between ops (~5–30 µs per module call on
     current CPUs). ``mixed_margin``: when the top cause's share of the idle
     time leads the runner-up's by less, the verdict is "mixed".
+    ``peak_flops``: the GPU's peak in FLOP/s (a number, or a dict precision
+    → FLOP/s such as {"bf16": 989.5e12}) for MFU, when the Timeline's
+    device is not one ``timeline/gpus.py`` knows (``flops.py``).
     Steps are measured over their device windows (``steps.py``). A
     Timeline without gpu rows gives a host-side report.
     """
@@ -88,7 +97,7 @@ def analyze(tl: Timeline, *, window: Any = None, engine: str = "numba",
         raise CutimelineError(f"analyze needs a Timeline (from ctl.record, "
                               f"ctl.load or ctl.import_chrome), not "
                               f"{type(tl).__name__}.")
-    check_engine(engine)
+    engine = resolve_engine(engine, len(tl.ops) + len(tl.gpu))
     if not (isinstance(gpu_bound_at, (int, float)) and 0 < gpu_bound_at <= 1):
         raise CutimelineError(f"gpu_bound_at={gpu_bound_at!r} must be a busy "
                               f"fraction above 0 and at most 1.")
@@ -98,6 +107,8 @@ def analyze(tl: Timeline, *, window: Any = None, engine: str = "numba",
     if not (isinstance(host_gap_ns, (int, np.integer)) and host_gap_ns > 0):
         raise CutimelineError(f"host_gap_ns={host_gap_ns!r} must be a whole "
                               f"number of ns above 0 (default 200_000).")
+    from .flops import check_peak
+    peak_flops = check_peak(peak_flops)
     g = tl.gpu
     has_gpu = len(g) > 0
     lo, hi, missing = _extent(tl, engine)
@@ -162,17 +173,53 @@ def analyze(tl: Timeline, *, window: Any = None, engine: str = "numba",
     settings = {"window": _window_words(window, device),
                 "engine": engine, "gpu_bound_at": gpu_bound_at,
                 "sync_slack_ns": int(sync_slack_ns), "top": int(top),
-                "host_gap_ns": int(host_gap_ns), "mixed_margin": float(mixed_margin)}
+                "host_gap_ns": int(host_gap_ns), "mixed_margin": float(mixed_margin),
+                "peak_flops": peak_flops}
     # window 0 is the report's, the others the steps inside it
     rows = step_table(tl, ln, act, primary, comp, np.arange(len(sb) + 1),
                       np.concatenate([[w0], sb]), np.concatenate([[w1], se]),
                       np.concatenate([[NONE], numbers]), gpu_bound_at, engine,
                       host=(np.concatenate([[w0], hb]), np.concatenate([[w1], he])),
                       predicted=predicted, mixed_margin=mixed_margin)
+    whole = (int(hb.min()), int(he.max())) if _by_steps(window) and len(hb) else (w0, w1)
+    rows, work = _with_work(tl, rows, whole, ln, primary, peak_flops)
     return Report(tl=tl, window=(int(w0), int(w1)), lanes=ln, activity=act,
                   streams=streams, devices=devices, primary=primary,
                   steps=rows[1:], overall=rows[0], compensation=comp,
-                  settings=settings, reanalyze=analyze)
+                  settings=settings, reanalyze=analyze, work=work)
+
+
+def _with_work(tl: Timeline, rows: np.ndarray, whole: tuple[int, int], ln, primary: int,
+               peak_flops) -> tuple[np.ndarray, dict]:
+    """The step rows with the columns of ``flops.py`` (flops, tflop_per_s,
+    mfu) and ``memory.py`` (mem_peak_bytes, mem_allocated_bytes) appended
+    when the Timeline has those tables, and what the Report keeps of them
+    (``compute``: the run's precision and peak; ``memory_device``). Row 0
+    (the report's window) counts over ``whole``: for a window of steps,
+    their host windows, whose ops launched the steps' work."""
+    h0, h1 = rows["host_begin_ns"].copy(), rows["host_end_ns"].copy()
+    h0[0], h1[0] = whole
+    cols: dict = {}
+    work: dict = {"host_window": (int(whole[0]), int(whole[1]))}
+    if len(tl.flops):
+        from .flops import step_flops
+        more, work["compute"] = step_flops(tl, h0, h1, rows["duration_ns"], peak_flops)
+        cols.update(more)
+    if len(tl.memory):
+        from .memory import memory_device, step_memory
+        dev = memory_device(tl, None if ln is None else int(ln.device_keys[primary]))
+        m = step_memory(tl, dev, h0, h1)
+        cols["mem_peak_bytes"], cols["mem_allocated_bytes"] = \
+            m["peak_bytes"], m["allocated_bytes"]
+        work["memory_device"] = dev
+    if not cols:
+        return rows, work
+    out = np.zeros(len(rows), rows.dtype.descr + [(k, v.dtype) for k, v in cols.items()])
+    for name in rows.dtype.names:
+        out[name] = rows[name]
+    for name, v in cols.items():
+        out[name] = v
+    return out, work
 
 
 def _device_default(tl: Timeline) -> bool:

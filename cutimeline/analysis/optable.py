@@ -11,6 +11,10 @@ summed duration, and that per op call); ``delay_p50_ns`` / ``delay_p95_ns``
 (launch delay = GPU begin − host launch, over the linked rows; NaN where no
 row has a launch time). GPU rows not linked to an op (``gpu.op == NONE``)
 are left out. Rows are sorted by GPU time, then host time, largest first.
+When the Timeline has a ``flops`` table (and only then, so the table of a
+Timeline without one keeps its columns), two more: ``flops`` (their FLOPs)
+and ``tflop_per_s`` (achieved: FLOPs over ``gpu_total_ns``, NaN without GPU
+time; ``flops.py``).
 """
 
 from __future__ import annotations
@@ -22,13 +26,14 @@ from ..numeric.quantiles import group_quantiles
 from ..timeline.schema import NONE
 from ..timeline.timeline import Timeline
 
-__all__ = ["op_table", "OP_TABLE_DTYPE"]
+__all__ = ["op_table", "OP_TABLE_DTYPE", "FLOP_COLUMNS"]
 
 OP_TABLE_DTYPE = [("name", object), ("shapes", object), ("count", np.int64),
                   ("cpu_total_ns", np.int64), ("cpu_mean_ns", np.float64),
                   ("cpu_self_ns", np.int64), ("gpu_rows", np.int64), ("gpu_total_ns", np.int64),
                   ("gpu_mean_ns", np.float64), ("delay_p50_ns", np.float64),
                   ("delay_p95_ns", np.float64)]
+FLOP_COLUMNS = [("flops", np.float64), ("tflop_per_s", np.float64)]
 
 
 def op_table(tl: Timeline, *, shapes: bool = False, engine: str = "numba",
@@ -75,7 +80,8 @@ def op_table(tl: Timeline, *, shapes: bool = False, engine: str = "numba",
     if tl.aligned and has_launch.any():
         delay = (g.begin_ns - g.launch_ns)[has_launch]
         q = group_quantiles(delay, gg[has_launch], n, [0.5, 0.95], engine)
-    out = np.zeros(n, OP_TABLE_DTYPE)
+    has_flops = len(tl.flops) > 0
+    out = np.zeros(n, OP_TABLE_DTYPE + FLOP_COLUMNS * has_flops)
     if shapes:
         name_ids = uniq // (len(tl.strings) + 1)
         out["shapes"] = tl.decode(uniq % (len(tl.strings) + 1) - 1)
@@ -91,5 +97,11 @@ def op_table(tl: Timeline, *, shapes: bool = False, engine: str = "numba",
     out["gpu_total_ns"] = gpu_total.round()
     out["gpu_mean_ns"] = np.divide(gpu_total, count, out=np.zeros(n), where=count > 0)
     out["delay_p50_ns"], out["delay_p95_ns"] = q[:, 0], q[:, 1]
+    if has_flops:
+        from .flops import op_flops
+        fl = np.bincount(grp, weights=op_flops(tl)[rows], minlength=n)
+        out["flops"] = fl
+        out["tflop_per_s"] = np.divide(fl, gpu_total * 1e3, out=np.full(n, np.nan),
+                                       where=gpu_total > 0)
     order = np.lexsort((-out["cpu_total_ns"], -out["gpu_total_ns"]))
     return out[order]

@@ -8,6 +8,15 @@ step over its device window, with its verdict and margin, see
 and ``ops`` (the op table, ``optable.py``). A stream's idle time while
 another stream of its device ran adds to no cause (``overlap.py``): the
 streams table and the stream gap table show it as ``overlapped_ns``.
+
+From the tables a recording may add (each only when the Timeline has it;
+without them the tables, text and dict are as before): ``sources`` (the
+syncs and DataLoader fetches by the user's source line, ``sources.py``;
+verdicts quote the top line), ``memory()`` (device memory peaks and who
+held them, ``memory.py``; the steps table gains ``mem_peak_bytes`` and
+``mem_allocated_bytes``), ``compute()`` (FLOPs, achieved FLOP/s and MFU,
+``flops.py``; the steps table gains ``flops``, ``tflop_per_s`` and
+``mfu``, the op table ``flops`` and ``tflop_per_s``).
 """
 
 from __future__ import annotations
@@ -37,12 +46,13 @@ class Report:
     one step row), ``hta`` (HTA-compatible measures, computed on first
     use; None without gpu rows), ``compensation`` (the overhead replay, None without measured
     overhead), ``settings``. Methods: ``summary()``, ``to_dict()``,
-    ``table(name)``, ``op_table()``, ``gap_table()``, ``offenders()``,
-    ``cpu_lead()``, ``queue_depth()``, ``what_if()``."""
+    ``table(name)``, ``op_table()``, ``gap_table()``, ``source_table()``,
+    ``offenders()``, ``cpu_lead()``, ``queue_depth()``, ``what_if()``,
+    ``memory()``, ``compute()``."""
 
     def __init__(self, *, tl: Timeline, window, lanes, activity, streams,
                  devices, primary, steps, overall, compensation, settings,
-                 reanalyze=None):
+                 reanalyze=None, work=None):
         self.timeline, self.window = tl, window
         self.lanes, self.activity = lanes, activity
         self.streams, self.devices, self.primary = streams, devices, primary
@@ -54,6 +64,10 @@ class Report:
         self._hta: dict | None = None
         self._what_if: list | None = None  # whatif.Prediction, made on first use
         self._reanalyze = reanalyze  # ``analyze`` itself, for the what-if replays
+        # analyzer._with_work: the run's FLOP precision and peak, the memory
+        # device, the host window the FLOPs and waits are counted over
+        self._work = dict(work or {})
+        self._made: dict = {}  # memory() and compute(), made on first use
 
     @property
     def hta(self) -> dict | None:
@@ -69,10 +83,10 @@ class Report:
 
     # -- tables ----------------------------------------------------------------
     def table(self, name: str, *, pandas: bool = False):
-        """A table by name: streams, devices, steps, gaps, ops."""
+        """A table by name: streams, devices, steps, gaps, ops, sources."""
         getters = {"streams": lambda: self.streams, "devices": lambda: self.devices,
                    "steps": lambda: self.steps, "gaps": self.gap_table,
-                   "ops": self.op_table}
+                   "ops": self.op_table, "sources": self.source_table}
         if name not in getters:
             raise CutimelineError(f"The report has no table {name!r}; its tables "
                                   f"are {', '.join(getters)}.")
@@ -139,6 +153,57 @@ class Report:
         out["cause"] = names[np.argmax(np.column_stack([am, over]), axis=1)] \
             if len(sel) else np.zeros(0, object)
         return out
+
+    def source_table(self) -> np.ndarray:
+        """Per user source line, the syncs and DataLoader fetches that began
+        in the report's window: ``kind`` ("sync" or "data"), ``count``,
+        ``wait_ns`` (time the host was blocked, or fetching), ``file``,
+        ``line``, ``function``, ``code`` (``sources.SOURCE_DTYPE``), most
+        counted first within each kind. Empty without a sources table."""
+        from .sources import SOURCE_DTYPE, wait_lines
+        if not len(self.timeline.sources):
+            return np.zeros(0, SOURCE_DTYPE)
+        w = wait_lines(self.timeline, *self._host_window())
+        return np.concatenate([w["sync"], w["data"]])
+
+    def _host_window(self) -> tuple[int, int]:
+        """The host window the report counts host work in: its window, or
+        for a window of steps, their host windows together."""
+        return self._work.get("host_window", self.window)
+
+    def memory(self) -> dict | None:
+        """Device memory (``memory.py``) over the report's host window;
+        None without a memory table. ``{"devices": per device, its peak
+        (``memory.peak``: peak_bytes, peak_ns, step, op, holders,
+        before_bytes, step_allocators), "device": the device the step
+        table's mem_ columns show, "steps": per step on it
+        (``memory.MEMORY_STEP_DTYPE``)}``."""
+        if not len(self.timeline.memory):
+            return None
+        if "memory" not in self._made:
+            from .memory import report_memory
+            self._made["memory"] = report_memory(
+                self.timeline, self._host_window(), self.steps,
+                self._work["memory_device"], self.settings["top"])
+        return self._made["memory"]
+
+    def compute(self) -> dict | None:
+        """FLOPs and MFU (``flops.py``) over the run's steady-state steps,
+        those the verdict covers (``summary.steady``); None without a flops
+        table. ``{"steps" (which, in words), "flops", "duration_ns",
+        "flop_per_s", "mfu" (None without a peak), "precision",
+        "by_precision" (FLOPs per precision in the report's window),
+        "peak_flop_per_s", "label" (the peak in words), "why" (why there is
+        no MFU, or ""), "top_op" (the op name with the most FLOPs: name,
+        share, flop_per_s on its GPU time)}``."""
+        c = self._work.get("compute")
+        if c is None:
+            return None
+        if "compute" not in self._made:
+            from .flops import run_compute
+            from .summary import steady
+            self._made["compute"] = run_compute(c, *steady(self), self.op_table())
+        return self._made["compute"]
 
     def cpu_lead(self) -> np.ndarray:
         """GPU begin − host launch of each gpu row (ns; NONE if unknown)."""
@@ -241,6 +306,10 @@ class Report:
                  "offenders": self._offenders(part, verdict, top)}
             if self.compensation is not None:
                 r["predicted_step_ns"] = float(part["predicted_ns"].mean())
+            if len(self.timeline.sources):  # the syncs' and fetches' source lines
+                from .sources import wait_lines
+                r["sources"] = wait_lines(self.timeline, part["host_begin_ns"],
+                                          part["host_end_ns"])
             r["advice"] = advice(r, part)
             out.append(r)
             i = j + 1

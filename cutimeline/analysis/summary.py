@@ -8,6 +8,10 @@ what-if prediction gives (``whatif.py``). Its header names what the
 Timeline was read from or made by and the window every figure covers
 ("over the whole recording", "over steps 3–5", "from the first to the
 last device activity", with the host-only time that leaves out).
+Where the Timeline has them, lines follow on the syncs' and DataLoader
+fetches' source lines, compute (FLOP/s, MFU) and memory (the peak and who
+held it); the verdict quotes the top source line of the syncs or fetches
+it names.
 """
 
 from __future__ import annotations
@@ -26,7 +30,8 @@ from .words import fmt_ns, pct as _pct
 if TYPE_CHECKING:
     from .report import Report
 
-__all__ = ["summary_text", "report_dict", "fmt_ns", "headline", "source_words"]
+__all__ = ["summary_text", "report_dict", "fmt_ns", "headline", "source_words",
+           "steady"]
 
 
 def _shares(idle: dict[str, int]) -> str:
@@ -71,24 +76,32 @@ def biggest_gaps(rep: Report, k: int = 3) -> list[dict]:
     return out
 
 
+def steady(rep: Report) -> tuple[np.ndarray, str]:
+    """The steady-state steps (all but the first, which pays for warm-up,
+    when there are three or more; the window as one row without steps)
+    and which they are, in words."""
+    s = rep.steps if len(rep.steps) else np.array([rep.overall])
+    part = s[1:] if len(s) >= 3 else s
+    numbers = part["number"]
+    if numbers[0] == -1:
+        which = "the whole window (no steps)"
+    elif len(part) < len(s):
+        which = f"steps {numbers[0]}–{numbers[-1]}, all but the first"
+    else:
+        which = f"step {numbers[0]}" if len(part) == 1 else \
+            f"steps {numbers[0]}–{numbers[-1]}"
+    return part, which
+
+
 def headline(rep: Report) -> dict:
     """The run's verdict over its steady-state steps (see the module doc):
     ``verdict``, ``text`` (with the margin), ``steps`` (which), ``share``
     (of their time), ``help`` (the change most likely to help)."""
-    s = rep.steps if len(rep.steps) else np.array([rep.overall])
-    steady = s[1:] if len(s) >= 3 else s
-    numbers = steady["number"]
-    if numbers[0] == -1:
-        which = "the whole window (no steps)"
-    elif len(steady) < len(s):
-        which = f"steps {numbers[0]}–{numbers[-1]}, all but the first"
-    else:
-        which = f"step {numbers[0]}" if len(steady) == 1 else \
-            f"steps {numbers[0]}–{numbers[-1]}"
-    kinds = list(dict.fromkeys(steady["verdict"].tolist()))  # first seen first
-    time = {v: int(steady["duration_ns"][steady["verdict"] == v].sum()) for v in kinds}
+    steady_, which = steady(rep)
+    kinds = list(dict.fromkeys(steady_["verdict"].tolist()))  # first seen first
+    time = {v: int(steady_["duration_ns"][steady_["verdict"] == v].sum()) for v in kinds}
     v = max(kinds, key=lambda k: time[k])
-    part = steady[steady["verdict"] == v]
+    part = steady_[steady_["verdict"] == v]
     idle = {c: int(part[f"{c}_ns"].sum()) for c in CAUSES}
     span = max(int(part["duration_ns"].sum()), 1)
     busy = float(part["busy_ns"].sum()) / span
@@ -100,11 +113,50 @@ def headline(rep: Report) -> dict:
         why = "no GPU work"
     else:
         why = f"{_pct(idle[top] / total)} of GPU idle time {WAITING[top]}"
+        why += _quoted(rep, part, top)
     fix = ADVICE[v] if v != "mixed" else ADVICE[BY_CAUSE[top]]
     return {"verdict": v, "text": verdict_text(v, idle, busy), "steps": which,
-            "share": time[v] / max(int(steady["duration_ns"].sum()), 1),
+            "share": time[v] / max(int(steady_["duration_ns"].sum()), 1),
             "help": f"{fix} ({why})", "cause": "" if v in ("GPU-bound", "host-only")
             else top}
+
+
+def _quoted(rep: Report, part: np.ndarray, cause: str) -> str:
+    """For a verdict that names syncs or DataLoader fetches: their top
+    source line over the steps ``part``, as "; 12 syncs per step, 11 at
+    train.py:57 `…`" ("" without a sources table)."""
+    if cause not in ("sync", "data") or not len(rep.timeline.sources):
+        return ""
+    from .sources import counted, wait_lines
+    w = wait_lines(rep.timeline, part["host_begin_ns"], part["host_end_ns"])
+    steps = len(part) if part["number"][0] != -1 else 1
+    said = counted(w["sync"], w["syncs"], "syncs", steps) if cause == "sync" else \
+        counted(w["data"], w["fetches"], "fetches", steps)
+    return f"; {said}" if said else ""
+
+
+def _work(rep: Report) -> list[str]:
+    """The lines on the tables a recording may add: the syncs' and
+    fetches' source lines, compute, memory (none without the tables)."""
+    tl = rep.timeline
+    lines = []
+    if len(tl.sources):
+        from .sources import quote
+        t = rep.source_table()
+        for kind, noun in (("sync", "syncs"), ("data", "DataLoader fetches")):
+            mine = t[t["kind"] == kind][:3]
+            if len(mine):
+                lines.append(f"{noun} by source line: " + "; ".join(
+                    f"{r['count']}× {quote(r)} ({fmt_ns(r['wait_ns'])})" for r in mine))
+    c = rep.compute()
+    if c is not None:
+        from .flops import compute_text
+        lines.append(compute_text(c))
+    m = rep.memory()
+    if m is not None:
+        from .memory import memory_text
+        lines += memory_text(m["devices"], tl.start_ns)
+    return lines
 
 
 def _predicted(rep: Report, cause: str) -> str:
@@ -142,7 +194,7 @@ def summary_text(rep: Report) -> str:
     lines = [first, ", ".join(head), *_outside(rep),
              *run_notes(tl)]  # cut, partial, ranks, straggler
     if rep.lanes is None:
-        lines += _host_only(rep)
+        lines += _host_only(rep) + _work(rep)
         return "\n".join(lines)
     idle = {c: int(o[f"{c}_ns"]) for c in CAUSES}
     dev = int(rep.lanes.device_keys[rep.primary])
@@ -166,6 +218,7 @@ def summary_text(rep: Report) -> str:
                      f"{fmt_ns(d['lead_p95_ns'])}, max {fmt_ns(d['lead_max_ns'])}; "
                      f"queue depth mean {d['queue_mean']:.1f}, max {d['queue_max']}")
     lines += _compensation(rep)
+    lines += _work(rep)
     h = rep.hta
     if h is not None and not h["temporal_breakdown"]["rows"]:
         lines.append(f"HTA-compatible: no GPU work in HTA's window ({h['window']}); "
@@ -294,4 +347,10 @@ def report_dict(rep: Report) -> dict:
            "hta": rep.hta, "compensation": comp, "settings": rep.settings,
            "primary_device": None if rep.lanes is None else
            int(rep.lanes.device_keys[rep.primary])}
+    if len(tl.sources):  # only with the tables: a Timeline without keeps its dict
+        out["sources"] = rep.source_table()
+    if len(tl.flops):
+        out["compute"] = rep.compute()
+    if len(tl.memory):
+        out["memory"] = rep.memory()
     return _plain(out)

@@ -182,6 +182,17 @@ def _modules(ids: np.ndarray, weights: np.ndarray, tl: Timeline, k: int):
     return _top(ids[inside], weights[inside], tl, k)
 
 
+def _lead_source(tl: Timeline, out: dict, ops: np.ndarray, weights: np.ndarray) -> None:
+    """``out["source"]``: where the top op of ``out["ops"]`` was called
+    most among the op rows ``ops`` (``sources.op_line``), when the
+    Timeline has a sources table and the line is known."""
+    if len(tl.sources) and out["ops"]:
+        from .sources import op_line
+        line = op_line(tl, ops, weights, tl.string_id(out["ops"][0][0]))
+        if line is not None:
+            out["source"] = line
+
+
 class Overlaps:
     """Which intervals overlap a window, found by binary search instead of
     a scan of them all (a report asks once per verdict range): sorted by
@@ -233,6 +244,7 @@ def offenders(tl: Timeline, ln: Lanes | None, w0: int, w1: int, verdict: str,
         names = np.where(linked, o["name"][np.maximum(op, 0)], g["name"][sel])
         out["ops"] = _top(names, dur, tl, k)
         out["modules"] = _modules(o.module[op[linked]], dur[linked], tl, k)
+        _lead_source(tl, out, op[linked], dur[linked])
     elif verdict == "sync-bound":
         sel = np.flatnonzero((y.host_end_ns > w0) & (y.host_begin_ns < w1))
         blocked = (y.host_end_ns - y.host_begin_ns)[sel]
@@ -291,6 +303,7 @@ def offenders(tl: Timeline, ln: Lanes | None, w0: int, w1: int, verdict: str,
                                           where=whole > 0)).astype(np.int64)
         out["ops"] = _top(o["name"][sel], mine, tl, k)
         out["modules"] = _modules(o.module[sel], mine, tl, k)
+        _lead_source(tl, out, sel, mine)
         out["count"] = int(len(sel))
         out["mean_ns"] = int(dur.mean()) if len(sel) else 0
     return out

@@ -1,8 +1,9 @@
-"""How numbers read in a report's text: durations and percentages."""
+"""How numbers read in a report's text: durations, percentages, bytes and
+FLOP rates."""
 
 from __future__ import annotations
 
-__all__ = ["fmt_ns", "pct"]
+__all__ = ["fmt_ns", "pct", "fmt_bytes", "fmt_tflops"]
 
 
 def fmt_ns(ns: float) -> str:
@@ -18,3 +19,20 @@ def fmt_ns(ns: float) -> str:
 def pct(x: float) -> str:
     """A fraction as a whole percentage: 0.623 → "62%"."""
     return f"{100 * x:.0f}%"
+
+
+def fmt_bytes(n: float) -> str:
+    """Bytes in binary units: 800 B, 12 KiB, 512 MiB, 3.2 GiB."""
+    n = float(n)
+    for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(n) >= scale:  # 1023 MiB, not 1.02e+03 MiB
+            v = n / scale
+            return f"{v:.3g} {unit}" if abs(v) < 999.5 else f"{v:.0f} {unit}"
+    return f"{n:.0f} B"
+
+
+def fmt_tflops(flop_per_s: float, digits: int = 3) -> str:
+    """FLOP/s as TFLOP/s to ``digits`` significant digits: "41.2 TFLOP/s";
+    "989.5 TFLOP/s" (a datasheet peak, ``digits=4``); whole from 10**digits."""
+    t = float(flop_per_s) / 1e12
+    return f"{t:.0f} TFLOP/s" if abs(t) >= 10 ** digits else f"{t:.{digits}g} TFLOP/s"

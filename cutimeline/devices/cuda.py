@@ -4,6 +4,9 @@ The recorder's per-op calls (``begin``, ``end``, ``note_sync``) land here;
 the event pool and anchors are in ``eventclock.py``, the globaltimer stamps
 in ``stampclock.py``, and the torch.cuda calls themselves behind one object
 (``cudaapi.py``) that CPU tests replace by patching ``_cuda_api`` here.
+With ``record(memory=True)`` the caching allocator's counters are read
+after each launch (``CudaMemory``; through the api's ``memory_counters``
+when it has one, as fakes do).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from .device import Device, Harvest
 from .eventclock import EVENT_TICK_NS, EventClock
 from .stampclock import GLOBALTIMER_STEP_NS, StampClock
 
-__all__ = ["CudaDevice", "TIMINGS"]
+__all__ = ["CudaDevice", "CudaMemory", "TIMINGS"]
 
 #: how CudaDevice times device work (see its docstring)
 TIMINGS = ("events", "stamps", "both")
@@ -31,6 +34,37 @@ def _cuda_api() -> Any:
     """The torch.cuda calls CudaDevice makes; CPU tests stand a fake in."""
     from .cudaapi import TorchCuda
     return TorchCuda()
+
+
+def _memory_counters(index: int) -> tuple[int, int, int]:
+    """The caching allocator's bytes on GPU ``index``: allocated and freed
+    since the process began (or its last reset of them), and in use now."""
+    import torch
+    a = torch._C._cuda_memoryStats(index)["allocated_bytes"]["all"]
+    return a["allocated"], a["freed"], a["current"]
+
+
+class CudaMemory:
+    """The memory meter of a CUDA GPU (``Device.memory_meter``): the
+    differences of the caching allocator's cumulative counters between two
+    reads, exact per op (its allocations happen inside it; its frees, and
+    the program's, between ops go to the next read); in use: all of the
+    device's allocated bytes, tensors from before the recording included.
+    A reset of the counters (``torch.cuda.reset_accumulated_memory_stats``)
+    while recording reads as nothing allocated or freed once."""
+
+    def __init__(self, counters: Any):
+        self._counters = counters
+        self._allocated, self._freed, _ = counters()
+
+    def read(self, func: Any, args: tuple, kwargs: dict, out: Any) -> tuple[int, int, int]:
+        allocated, freed, in_use = self._counters()
+        da, df = allocated - self._allocated, freed - self._freed
+        self._allocated, self._freed = allocated, freed
+        return max(da, 0), max(df, 0), in_use
+
+    def close(self) -> None:
+        """Nothing to let go of."""
 
 
 class _Newest(threading.local):
@@ -241,6 +275,11 @@ class CudaDevice(EventClock, StampClock, Device):
         host blocked and the aligner is told nothing it cannot trust."""
         self._syncs.append((NONE, kind, NONE, NONE, host_begin_ns, host_end_ns,
                             threading.get_ident()))
+
+    def memory_meter(self) -> "CudaMemory":
+        """The caching allocator's counters of this GPU (``CudaMemory``)."""
+        read = getattr(self._api, "memory_counters", None) or _memory_counters
+        return CudaMemory(lambda: read(self.index))
 
     def measure_launch_ns(self, n: int = 64) -> int:
         """Host cost (ns) of the two points around one launch: median of

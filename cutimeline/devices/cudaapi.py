@@ -86,6 +86,12 @@ class TorchCuda:
         with self.torch.cuda.device(index):
             self.torch._C._cuda_synchronize()
 
+    def memory_counters(self, index: int) -> tuple[int, int, int]:
+        """The caching allocator's bytes allocated, freed (both cumulative)
+        and in use on device ``index``."""
+        a = self.torch._C._cuda_memoryStats(index)["allocated_bytes"]["all"]
+        return a["allocated"], a["freed"], a["current"]
+
     # -- globaltimer stamps -------------------------------------------------------
     def check_stamps(self, index: int) -> None:
         """Compile the stamp kernel now; a CutimelineError saying what to

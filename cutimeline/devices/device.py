@@ -20,6 +20,12 @@ event recorded (``note_user_event``), synchronized or found complete
 (``note_host_wait``: a sync row that bounds no event); and it hands them
 the host time its event pool took to grow (``on_pause``), which they make
 a span of the recorder's own.
+
+Optional, with a default: ``memory_meter()`` for ``record(memory=True)``,
+an object whose ``read(func, args, kwargs, out)`` gives (bytes allocated,
+bytes freed, both since the previous read, bytes in use) after op
+``func`` returned ``out``, and whose ``close()`` ends it; None (the default): the
+device's memory cannot be read.
 """
 
 from __future__ import annotations
@@ -113,3 +119,8 @@ class Device(abc.ABC):
     def harvest(self) -> Harvest:
         """End the recording (closing pings, synchronize) and return raw
         event times and syncs. Called once, after the last op."""
+
+    def memory_meter(self) -> Any:
+        """A new meter of this device's memory for one recording (see the
+        module doc), or None when it cannot be read."""
+        return None

@@ -29,7 +29,7 @@ import torch
 from ..errors import CutimelineError
 
 __all__ = ["GpuProfile", "PROFILES", "profile_named", "op_name", "OpModel",
-           "tensor_bytes"]
+           "tensor_bytes", "flop_formula", "formula_flops", "work_key"]
 
 
 @dataclass(frozen=True)
@@ -192,6 +192,28 @@ def _key(obj: Any, scalars: bool) -> Any:
     return obj if scalars else None
 
 
+def work_key(func: Any, args: tuple, kwargs: dict, out: Any) -> tuple:
+    """A key of one call of ``func`` that fixes its work (bytes and FLOPs):
+    hashable unless an argument is not (a dict lookup raises TypeError)."""
+    return (func, _key(args, True), _key(kwargs, True), _key(out, False))
+
+
+def flop_formula(func: Any) -> Callable | None:
+    """torch's FLOP formula for op ``func`` (``flop_registry``), or None."""
+    from torch.utils.flop_counter import flop_registry
+    return flop_registry.get(getattr(func, "overloadpacket", None))
+
+
+def formula_flops(formula: Callable, args: tuple, kwargs: dict, out: Any) -> int:
+    """FLOPs of one call by ``formula`` (``flop_formula``), from the shapes
+    of its arguments and output."""
+    raw = getattr(formula, "__wrapped__", None)  # formula on shapes
+    if raw is None:
+        return int(formula(*args, **kwargs, out_val=out))
+    return int(raw(*_shapes(args), out_shape=_shapes(out),
+                   **{k: _shapes(v) for k, v in kwargs.items()}))
+
+
 def _first_dtype(obj: Any) -> Any:
     if isinstance(obj, torch.Tensor):
         return obj.dtype
@@ -225,11 +247,10 @@ class OpModel:
     def _describe(self, func: Any) -> tuple[bool, Callable | None, bool]:
         info = self._ops.get(func)
         if info is None:
-            from torch.utils.flop_counter import flop_registry
             schema = getattr(func, "_schema", None)
             base = schema.name if schema is not None else op_name(func)
             no_kernel = bool(getattr(func, "is_view", False)) or base in NO_KERNEL
-            formula = flop_registry.get(getattr(func, "overloadpacket", None))
+            formula = flop_formula(func)
             info = (no_kernel, formula, "conv" in base)
             self._ops[func] = info
         return info
@@ -244,8 +265,7 @@ class OpModel:
         key = None
         if formula is not None:  # cached: bytes alone are cheaper than a key
             try:
-                key = (func, _key(args, True), _key(kwargs, True),
-                       _key(out, False))
+                key = work_key(func, args, kwargs, out)
                 found = self._work.get(key)
             except TypeError:  # an unhashable argument: not cached
                 key = found = None
@@ -254,14 +274,7 @@ class OpModel:
         n = tensor_bytes(args) + tensor_bytes(out)
         if kwargs:
             n += tensor_bytes(kwargs, skip=kwargs.get("out"))
-        flops = 0
-        if formula is not None:
-            raw = getattr(formula, "__wrapped__", None)  # formula on shapes
-            if raw is None:
-                flops = int(formula(*args, **kwargs, out_val=out))
-            else:
-                flops = int(raw(*_shapes(args), out_shape=_shapes(out),
-                                **{k: _shapes(v) for k, v in kwargs.items()}))
+        flops = 0 if formula is None else formula_flops(formula, args, kwargs, out)
         if key is not None:
             if len(self._work) >= self.CACHE_SIZE:
                 self._work.clear()

@@ -276,6 +276,11 @@ class SimGPU(SimHost, SimOps, SimStreams, Device):
             self._sy.append((seq, kind, NONE if stream is None else stream,
                              last, host_begin_ns, host_end_ns, threading.get_ident()))
 
+    def memory_meter(self) -> Any:
+        """The bytes of the storages its ops make (``simmemory.py``)."""
+        from .simmemory import StorageMeter
+        return StorageMeter()
+
     def harvest(self) -> Harvest:
         with self._lock:
             self._require("harvest")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import glob
 import os
 import re
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import numpy as np
 
@@ -24,7 +24,8 @@ from ..timeline.timeline import Timeline
 __all__ = ["merge"]
 
 
-def merge(dir_or_paths: str | os.PathLike | Iterable[Any]) -> Timeline:
+def merge(dir_or_paths: str | os.PathLike | Iterable[Any], *,
+          progress: Callable[[str, float], None] | None = None) -> Timeline:
     """One Timeline of all ranks, on the host clock of the lowest rank.
 
     ``dir_or_paths``: a folder of ``rank-<r>.ctl`` files (what
@@ -66,17 +67,27 @@ def merge(dir_or_paths: str | os.PathLike | Iterable[Any]) -> Timeline:
     ``meta["stragglers"]``: who held the others up, per step and over the
     run (``straggler.slowest``). ``ctl.analyze(merged).summary()`` shows
     all of it (``analysis/ranks_report.py``).
+
+    ``progress``: called as ``progress(stage, fraction)`` (fraction of the
+    work done, 0 to 1) as the ranks load and the merge goes on (the
+    command's progress bar).
     """
     from .rankclock import fit_rank_clocks
     from .straggler import slowest
-    parts = _inputs(dir_or_paths)
+    say = progress or (lambda stage, fraction: None)
+    parts = _inputs(dir_or_paths, say)
+    say("clocks", 0.7)
     clocks = fit_rank_clocks([(r, tl) for r, tl, _ in parts])
+    say("tables", 0.8)
     tl = _concat(parts, clocks)
+    say("stragglers", 0.9)
     tl.meta["stragglers"] = slowest(tl)  # for analyze's summary, which cannot import dist
+    say("done", 1.0)
     return tl
 
 
-def _inputs(src: Any) -> list[tuple[int, Timeline, str | None]]:
+def _inputs(src: Any, say: Callable[[str, float], None]
+            ) -> list[tuple[int, Timeline, str | None]]:
     from ..alignment.aligner import align
     from ..timeline.timeline import load
     if isinstance(src, (str, os.PathLike)):
@@ -125,6 +136,7 @@ def _inputs(src: Any) -> list[tuple[int, Timeline, str | None]]:
                                       f"clock cannot be aligned ({exc}); merge needs "
                                       f"every rank on its host clock.") from None
         parts.append((rank, tl, label))
+        say(f"rank {rank}", 0.7 * (i + 1) / len(items))  # loading: most of the work
     return sorted(parts, key=lambda p: p[0])
 
 

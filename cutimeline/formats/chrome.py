@@ -13,6 +13,10 @@ The export is laid out the way Kineto lays out its own traces, so that
   correlation id of their launch;
 - ``ac2g`` flow arrows from each launching op to its GPU work;
 - a queue-depth counter track per stream (work launched but not finished);
+- where the Timeline has them (format 4): source lines, FLOPs and memory,
+  as chromeevents.py describes: args "source"/"function"/"code" and
+  "flops" on ops and spans, a "GPU memory" counter per device and Kineto
+  ``[memory]`` instant events;
 - metadata events naming and ordering processes and threads.
 
 Times are written in µs as exact decimals of the integer ns (``12.345``), so
@@ -69,7 +73,7 @@ def export_chrome(tl: Timeline, path: str | os.PathLike) -> None:
         raise CutimelineError(f"Cannot export to {path}: the folder {directory} "
                               f"does not exist; create it first.")
     shift = _shift(tl)
-    rows = len(tl.ops) + 3 * len(tl.gpu) + len(tl.syncs) + len(tl.spans)
+    rows = len(tl.ops) + 3 * len(tl.gpu) + len(tl.syncs) + len(tl.spans) + len(tl.memory)
     # A private temporary file (mkstemp: mode 0600) replaces the target
     # only once whole, so a failed export leaves no half-written trace; it
     # then gets the mode any file the user writes gets (their umask).
@@ -156,8 +160,11 @@ def _jobs(tl: Timeline, shift: int) -> Iterator[Callable[[], Any]]:
     head = '{"traceEvents": [\n' + ",\n".join(_metadata(tl, hosts))
     yield functools.partial(str.encode, head)
     lay = ev.Layout(tl, hosts, shift)
-    for template in (ev.op_rows, ev.span_rows, ev.gpu_rows, ev.sync_rows,
-                     lambda lay: ev.counter_rows(lay, *depth_points(tl))):
+    templates = [ev.op_rows, ev.span_rows, ev.gpu_rows, ev.sync_rows,
+                 lambda lay: ev.counter_rows(lay, *depth_points(tl))]
+    if len(tl.memory):
+        templates.append(ev.memory_rows)
+    for template in templates:
         rows = template(lay)
         for a, b in rows.ranges():
             yield functools.partial(rows.render, a, b)
@@ -239,7 +246,7 @@ def _times(tl: Timeline) -> list[np.ndarray]:
     o, g, s, y = tl.ops, tl.gpu, tl.spans, tl.syncs
     return [o.host_begin_ns, o.host_end_ns, g.begin_ns, g.end_ns,
             g.launch_ns[g.launch_ns != NONE], s.begin_ns, s.end_ns,
-            y.host_begin_ns, y.host_end_ns]
+            y.host_begin_ns, y.host_end_ns, tl.memory.host_ns]
 
 
 def _meta_event(name: str, pid: int, tid: int, args: dict) -> str:

@@ -1,7 +1,15 @@
 """The events of a Chrome-trace export, as JSON text templates of whole
-tables (``jsonrows.Rows``): each row of ops, spans, gpu and syncs, and each
-point of the queue-depth counters, with the events the Kineto layout gives
-it (see chrome.py). Every event is preceded by ",\\n"."""
+tables (``jsonrows.Rows``): each row of ops, spans, gpu, syncs and memory,
+and each point of the queue-depth counters, with the events the Kineto
+layout gives it (see chrome.py). Every event is preceded by ",\\n".
+
+The tables of format 4 ride along where they have rows: an op's or span's
+``sources`` row as args "source" ("train.py:57"), "function" and "code"
+(the line's text); an op's FLOPs as args "flops" (a whole number, as
+torch.profiler's ``with_flops`` writes it); each ``memory`` row as a point
+of a "GPU memory" counter per device (args "allocated_bytes": bytes in
+use, for Perfetto) and as a Kineto ``[memory]`` instant event on its op's
+thread (what ``profile_memory=True`` writes; the import reads it back)."""
 
 from __future__ import annotations
 
@@ -14,10 +22,10 @@ from ..errors import CutimelineError
 from ..timeline.schema import NONE, GpuKind, OpFlag, SpanKind
 from ..timeline.timeline import Timeline
 from .jsonrows import Fragments, Rows, escape
-from .kinetoschema import KIND_ARG
+from .kinetoschema import FREED_ARG, KIND_ARG
 
 __all__ = ["Layout", "op_rows", "span_rows", "gpu_rows", "sync_rows", "counter_rows",
-           "HOST_PID", "SYNC_TID", "LAUNCH_TID"]
+           "memory_rows", "HOST_PID", "SYNC_TID", "LAUNCH_TID"]
 
 HOST_PID = 1 << 20   # a pid no device index reaches
 SYNC_TID = 1 << 30   # the host "syncs" track, apart from every thread
@@ -47,6 +55,17 @@ class Layout:
         tracks += [(HOST_PID, LAUNCH_TID), (HOST_PID, 0)]
         self.pidtid = Fragments([f'"pid": {p}, "tid": {t}' for p, t in tracks])
         self.pid = Fragments([f'"pid": {p}' for p, _ in tracks])
+        self.open_strings = None   # each string without its closing quote, when needed
+
+    def source_of(self, column: str, n: int) -> np.ndarray:
+        """The ``sources`` row of each of the n rows of ops or spans
+        (``column``: "op" or "span"), NONE for none; the first of several."""
+        src = self.tl.sources
+        out = np.full(n, NONE, np.int64)
+        rows = np.flatnonzero(src[column] != NONE)
+        refs, first = np.unique(src[column][rows], return_index=True)
+        out[refs] = rows[first]
+        return out
 
     def track(self, thread: np.ndarray) -> np.ndarray:
         """The track id of each thread index."""
@@ -76,7 +95,15 @@ def op_rows(lay: Layout) -> Rows:
         r.text(f', "{key}": ', has).pick(strings, col, has)
     flags = [f', "flags": "{"|".join(f.name for f in OpFlag if v & f)}"' if v else ""
              for v in range(256)]
-    return r.pick(Fragments(flags), o.flags).text("}}")
+    r.pick(Fragments(flags), o.flags)
+    fl = lay.tl.flops
+    if len(fl):
+        flops = np.zeros(len(o), np.float64)
+        flops[fl.op] = fl.flops
+        has = flops > 0
+        r.text(', "flops": ', has).int(np.rint(np.minimum(flops, 2.0**62)).astype(np.int64), has)
+    _sources(r, lay, "op", len(o))
+    return r.text("}}")
 
 
 def span_rows(lay: Layout) -> Rows:
@@ -91,7 +118,31 @@ def span_rows(lay: Layout) -> Rows:
     r.text(', "ts": ').us(s.begin_ns, minus=lay.shift)
     r.text(', "dur": ').us(s.end_ns, minus=s.begin_ns)
     r.text(f', "args": {{"{KIND_ARG}": "').pick(kinds, s.kind)
-    return r.text('", "name": ').pick(lay.strings, s["name"]).text("}}")
+    r.text('", "name": ').pick(lay.strings, s["name"])
+    _sources(r, lay, "span", len(s))
+    return r.text("}}")
+
+
+def _sources(r: Rows, lay: Layout, column: str, n: int) -> None:
+    """Args "source": "file:line", "function" and "code" of the rows with a
+    ``sources`` row (nothing at all when the table is empty)."""
+    if not len(lay.tl.sources):
+        return
+    row = lay.source_of(column, n)
+    has = row != NONE
+    if not has.any():
+        return
+    src = lay.tl.sources
+    file, line, func, code = (_at(src[c], row) for c in ("file", "line", "function", "code"))
+    if lay.open_strings is None:
+        lay.open_strings = Fragments([t[:-1] for t in escape(lay.tl.strings)] + ['"'])
+    file = np.where(has & (file != NONE), file, NONE)
+    r.text(', "source": ', has).pick(lay.open_strings, file, has)
+    r.text(":", has).int(line, has).text('"', has)
+    named = has & (func != NONE)
+    r.text(', "function": ', named).pick(lay.strings, np.where(named, func, NONE), named)
+    quoted = has & (code != NONE)
+    r.text(', "code": ', quoted).pick(lay.strings, np.where(quoted, code, NONE), quoted)
 
 
 def gpu_rows(lay: Layout) -> Rows:
@@ -175,6 +226,28 @@ def counter_rows(lay: Layout, device: np.ndarray, stream: np.ndarray,
     r = Rows(len(t)).text(',\n{"ph": "C", "name": ').pick(names, which)
     r.text(', "pid": ').int(device).text(', "ts": ').us(t, minus=lay.shift)
     return r.text(', "args": {"depth": ').int(depth).text("}}")
+
+
+def memory_rows(lay: Layout) -> Rows:
+    """Each memory row as a point of its device's "GPU memory" counter and
+    as a Kineto ``[memory]`` instant event: "Bytes" the net change (allocated
+    less freed), "Total Allocated" the bytes in use after it, "Device Type"
+    1 (CUDA); "External id" names its op and "cutimeline freed" the bytes
+    freed, so that the import reads the row back exactly."""
+    m, o = lay.tl.memory, lay.tl.ops
+    has_op = m.op != NONE
+    r = Rows(len(m)).text(',\n{"ph": "C", "name": "GPU memory", "pid": ').int(m.device)
+    r.text(', "ts": ').us(m.host_ns, minus=lay.shift)
+    r.text(', "args": {"allocated_bytes": ').int(m.in_use).text("}}")
+    r.text(',\n{"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", ')
+    r.pick(lay.pidtid, lay.op_track(m.op, lay.host))
+    r.text(', "ts": ').us(m.host_ns, minus=lay.shift)
+    r.text(', "args": {"Bytes": ').int(m.allocated - m.freed)
+    r.text(', "Total Allocated": ').int(m.in_use)
+    r.text(', "Device Type": 1, "Device Id": ').int(m.device)
+    r.text(f', "{FREED_ARG}": ').int(m.freed)
+    r.text(', "External id": ', has_op).int(_at(o.seq, m.op), has_op)
+    return r.text("}}")
 
 
 def _at(col: np.ndarray, rows: np.ndarray) -> np.ndarray:

@@ -8,8 +8,10 @@ A Kineto trace is Chrome-trace JSON: complete ("X") events in categories
 ``Runtime``, ``Kernel``, ``Memcpy`` and ``Memset`` and put GPU rows on tid
 "stream <n>", which read the same. The host side (threads, ops linked to the launch calls inside
 them, spans) is read by ``kinetohost``, the device side (GPU rows, syncs and
-the op flags they imply) by ``kinetodevice``; the category and arg names
-both read are in ``kinetoschema``.
+the op flags they imply) by ``kinetodevice``; FLOPs (``with_flops``),
+``[memory]`` events (``profile_memory``) and call stacks (``with_stack``)
+into the tables flops, memory and sources by ``kinetoextra``; the
+category and arg names all read are in ``kinetoschema``.
 
 Times: Kineto writes microseconds, as floats relative to
 ``baseTimeNanoseconds`` (newer traces) or as whole µs since the epoch
@@ -34,10 +36,11 @@ from ..timeline.schema import NONE
 from ..timeline.table import Strings
 from ..timeline.timeline import Timeline
 from .kinetodevice import _flag_ops, _gpu, _syncs
+from .kinetoextra import read_flops, read_memory, read_sources
 from .kinetohost import _link_explicitly, _ops, _probes, _spans, _thread_index
 from .kinetoschema import (DEVICES, EXPORTER, GPU_CATEGORIES, INT64, LAUNCH_CATEGORIES,
-                           OLD_CATEGORIES, READ_CATEGORIES, SHIFT_KEY, STEP_RE, STREAMS,
-                           TIME_LIMIT_NS, _int, _keys)
+                           MEMORY_EVENT, OLD_CATEGORIES, READ_CATEGORIES, READ_INSTANTS, SHIFT_KEY,
+                           STEP_RE, STREAMS, TIME_LIMIT_NS, _int, _keys)
 from .tracefile import bucket_events, columns, concat, read_trace, take
 
 __all__ = ["import_chrome"]
@@ -72,8 +75,8 @@ def _import(path: str, progress: Callable[[str, float], None]) -> Timeline:
     name = os.path.basename(path)
     doc = read_trace(path, progress)
     progress("sorting", 0.6)
-    cats, flows, thread_names, skipped = bucket_events(doc["traceEvents"],
-                                                       READ_CATEGORIES, OLD_CATEGORIES)
+    cats, flows, thread_names, skipped = bucket_events(
+        doc["traceEvents"], READ_CATEGORIES, OLD_CATEGORIES, READ_INSTANTS)
     progress("linking", 0.7)
     warnings: list[str] = []
     exporter = doc.get("exportedBy")
@@ -84,7 +87,8 @@ def _import(path: str, progress: Callable[[str, float], None]) -> Timeline:
             f"there is no timeline to import; record it with torch.profiler "
             f"with activities CPU and CUDA while the workload runs.")
     shift = _shift(doc, name)
-    ev = {c: columns(c, cats[c], shift, warnings, TIME_LIMIT_NS) for c in READ_CATEGORIES}
+    ev = {c: columns(c, cats[c], shift, warnings, TIME_LIMIT_NS)
+          for c in (*READ_CATEGORIES, *READ_INSTANTS)}
     if not ours and not any(ev[c]["name"] for c in ("cpu_op", *GPU_CATEGORIES)):
         raise CutimelineError(    # never an empty Timeline for a damaged file
             f"{name}: none of its cpu_op, kernel, memcpy or memset events can be "
@@ -105,6 +109,7 @@ def _import(path: str, progress: Callable[[str, float], None]) -> Timeline:
     (op_thread, span_thread), probe_thread, threads = _thread_index(
         [op_ev, span_ev], probes, thread_names)
     ops, links, rank = _ops(op_ev, op_thread, probes, probe_thread, strings, ours)
+    by_ext = None
     if ours:   # export_chrome's file: links, flags and devices are explicit
         by_ext = dict(zip(_keys(op_ev["args"], "External id"), rank.tolist()))
         _link_explicitly(gpu_ev, links, by_ext)
@@ -120,10 +125,16 @@ def _import(path: str, progress: Callable[[str, float], None]) -> Timeline:
     if not ours:
         _flag_ops(ops, gpu, syncs, strings)
     spans = _spans(span_ev, span_thread, strings, ours)
+    # format 4's tables: with_flops, profile_memory and with_stack
+    extra = {"flops": read_flops(op_ev, rank),
+             "memory": read_memory(ev[MEMORY_EVENT], ops, threads, by_ext, warnings, name),
+             "sources": read_sources(ops, op_ev, rank, span_ev, np.arange(len(spans["kind"])),
+                                     ev["python_function"], threads, strings, ours)}
     progress("building", 0.95)
 
     meta = _meta(doc, name, threads, ev["Trace"], shift)
-    meta["import_counts"] = {c: len(cats[c]) for c in READ_CATEGORIES if cats[c]}
+    meta["import_counts"] = {c: len(cats[c]) for c in (*READ_CATEGORIES, *READ_INSTANTS)
+                             if cats[c]}
     meta["import_skipped"] = dict(skipped)
     if any(k.startswith("ph ") for k in skipped):
         phases = sorted(k for k in skipped if k.startswith("ph "))
@@ -132,7 +143,7 @@ def _import(path: str, progress: Callable[[str, float], None]) -> Timeline:
                         f"ops and device work).")
     meta["import_warnings"] = warnings
     try:
-        return Timeline({"ops": ops, "gpu": gpu, "syncs": syncs, "spans": spans},
+        return Timeline({"ops": ops, "gpu": gpu, "syncs": syncs, "spans": spans, **extra},
                         strings, meta)
     except CutimelineError as exc:   # a value the checks above let through
         raise CutimelineError(f"{name} cannot be read: {exc}") from None

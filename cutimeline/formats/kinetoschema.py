@@ -14,6 +14,7 @@ from typing import Any
 from ..timeline.schema import NONE, GpuKind
 
 __all__ = ["GPU_CATEGORIES", "LAUNCH_CATEGORIES", "READ_CATEGORIES", "OLD_CATEGORIES",
+           "MEMORY_EVENT", "READ_INSTANTS", "GPU_DEVICE_TYPE", "SYNC_OP_NAMES", "FREED_ARG",
            "STREAM_TID", "NO_STREAM",
            "NON_BLOCKING_SYNCS", "BACKWARD_PREFIX", "STEP_RE", "SHIFT_KEY", "KIND_ARG",
            "EXPORTER", "TIME_LIMIT_NS", "DEVICES", "STREAMS", "INT64"]
@@ -21,8 +22,20 @@ __all__ = ["GPU_CATEGORIES", "LAUNCH_CATEGORIES", "READ_CATEGORIES", "OLD_CATEGO
 GPU_CATEGORIES = {"kernel": GpuKind.KERNEL, "gpu_memcpy": GpuKind.MEMCPY,
                   "gpu_memset": GpuKind.MEMSET}
 LAUNCH_CATEGORIES = ("cuda_runtime", "cuda_driver")
-READ_CATEGORIES = ("cpu_op", "user_annotation", "cuda_sync", "Trace",
+READ_CATEGORIES = ("cpu_op", "user_annotation", "cuda_sync", "Trace", "python_function",
                    *GPU_CATEGORIES, *LAUNCH_CATEGORIES)
+# Instant events read: profile_memory=True's allocations and frees.
+MEMORY_EVENT = "[memory]"
+READ_INSTANTS = (MEMORY_EVENT,)
+# "Device Type" of a [memory] event on a GPU (c10::DeviceType::CUDA; ROCm
+# builds report theirs as CUDA too); 0 is the CPU.
+GPU_DEVICE_TYPE = 1
+# Host ops that wait for the GPU, whose source line an import looks up
+# (besides the ops the trace's cuda_sync events flag SYNC).
+SYNC_OP_NAMES = ("aten::item", "aten::_local_scalar_dense", "cudaStreamSynchronize",
+                 "cudaDeviceSynchronize")
+# export_chrome's [memory] events: the bytes a row freed (Bytes is the net).
+FREED_ARG = "cutimeline freed"
 # Kineto's first traces (torch 1.8-1.10) named the same categories so; their
 # GPU rows sit on tid "stream <n>" of pid <device>.
 OLD_CATEGORIES = {"Operator": "cpu_op", "Runtime": "cuda_runtime", "Kernel": "kernel",

@@ -82,13 +82,16 @@ def read_trace(path: str, progress=None) -> dict[str, Any]:
 
 
 def bucket_events(events: list, categories: tuple[str, ...],
-                  aliases: dict[str, str] | None = None) -> tuple[dict, dict, dict, Counter]:
+                  aliases: dict[str, str] | None = None,
+                  instants: tuple[str, ...] = ()) -> tuple[dict, dict, dict, Counter]:
     """One pass over the events: complete events of the given categories
-    (an alias's events go to the category it names), ac2g flow starts
+    (an alias's events go to the category it names) and instant events of
+    the given names (each name a bucket of its own), ac2g flow starts
     (id → event), thread names ((pid, tid) → name), and counts of what is
     not read, by category or phase."""
-    cats: dict[str, list] = {c: [] for c in categories}
-    lookup = {**{old: cats[new] for old, new in (aliases or {}).items()}, **cats}
+    cats: dict[str, list] = {c: [] for c in (*categories, *instants)}
+    lookup = {**{old: cats[new] for old, new in (aliases or {}).items()},
+              **{c: cats[c] for c in categories}}
     flows: dict[Any, dict] = {}
     names: dict[tuple, str] = {}
     skipped: Counter = Counter()
@@ -117,7 +120,11 @@ def bucket_events(events: list, categories: tuple[str, ...],
                 if type(label) is str and _usable_id(e.get("pid")) and \
                         _usable_id(e.get("tid")):
                     names[e.get("pid"), e.get("tid")] = label
-        elif ph not in ("f", "i", "I", "C"):
+        elif ph == "i" or ph == "I":
+            name = e.get("name")
+            if instants and type(name) is str and name in instants:
+                cats[name].append(e)
+        elif ph not in ("f", "C"):
             skipped[f"ph {_label(ph)}"] += 1
     return cats, flows, names, skipped
 

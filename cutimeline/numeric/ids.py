@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .engines import _i64, empty_i64
+from .engines import _ro, empty_i64, resolve_engine
 
 __all__ = ["dense_ids", "pair_ids", "hash_slot"]
 
@@ -68,11 +68,11 @@ def _dense_np(keys):
     return inv.astype(np.int64).reshape(-1), u
 
 
-def dense_ids(keys, engine: str = "numba") -> tuple[np.ndarray, np.ndarray]:
+def dense_ids(keys, engine: str = "auto") -> tuple[np.ndarray, np.ndarray]:
     """(ids, uniq): ``uniq`` the sorted distinct keys, ``ids`` each key's
     index into it."""
-    keys = _i64(keys)
-    if engine == "numba":
+    keys = _ro(keys)
+    if resolve_engine(engine, len(keys)) == "numba":
         bits = 7
         while (1 << bits) <= 4 * len(keys) + 4:
             ids, uniq, ok = _dense_nb(keys, bits)
@@ -128,14 +128,14 @@ def _pairs_np(a, b):
     return inv.reshape(-1).astype(np.int64), u[:, 0].copy(), u[:, 1].copy()
 
 
-def pair_ids(a, b, engine: str = "numba"):
+def pair_ids(a, b, engine: str = "auto"):
     """(ids, ka, kb): dense ids of the pairs (a[i], b[i]), numbered in
     sorted order of (a, b); ka, kb the distinct pairs."""
-    a, b = _i64(a), _i64(b)
+    a, b = _ro(a), _ro(b)
     if len(a) == 0:
         e = np.zeros(0, np.int64)
         return e, e, e
-    if engine == "numba":
+    if resolve_engine(engine, len(a)) == "numba":
         ids, ka, kb, ok = _pairs_nb(a, b)
         if ok:
             return ids, ka, kb

@@ -13,7 +13,7 @@ import numpy as np
 from numba import njit
 
 from ..timeline.schema import NONE
-from .engines import I64_MAX, _i64, empty_i64
+from .engines import I64_MAX, _i64, _ro, empty_i64, resolve_engine, warm_probe
 from .ordering import _is_sorted_nb, group_order
 
 __all__ = ["merge", "merge_lean", "union", "coverage", "count_le"]
@@ -21,6 +21,7 @@ __all__ = ["merge", "merge_lean", "union", "coverage", "count_le"]
 
 # -- union and gaps -----------------------------------------------------------
 
+@warm_probe
 @njit(cache=True)
 def _merge_nb(begin, end, launch, order, starts, lo, hi, lean=False):
     """``lean``: ig and first left empty (fresh memory costs more than the
@@ -160,7 +161,7 @@ def _merge_np(begin, end, launch, order, starts, lo, hi):
 
 
 def merge(begin, end, launch, order, starts, lo: int, hi: int,
-          engine: str = "numba"):
+          engine: str = "auto"):
     """Union of each group's intervals, and the gaps between them.
 
     Rows are taken in ``order`` (grouped, sorted by begin). Returns
@@ -175,21 +176,21 @@ def merge(begin, end, launch, order, starts, lo: int, hi: int,
     is the largest end in it, so a row with end < begin (HTA's rounding
     makes some) cannot extend one.
     """
-    args = (_i64(begin), _i64(end), _i64(launch), _i64(order), _i64(starts),
+    args = (_ro(begin), _ro(end), _ro(launch), _ro(order), _ro(starts),
             np.int64(lo), np.int64(hi))
-    if engine == "numba":
-        return _merge_nb(*args)[:10]
+    if resolve_engine(engine, len(order)) == "numba":
+        return _merge_nb(*args, False)[:10]
     return _merge_np(*args)
 
 
 def merge_lean(begin, end, launch, order, starts, lo: int, hi: int,
-               engine: str = "numba"):
+               engine: str = "auto"):
     """``merge`` without each interval's group and first row: ``(istart,
     ib, ie, gg, gb, ge, gnext, gprev, lam)``, group g's intervals at
     ``istart[g]:istart[g+1]``."""
-    args = (_i64(begin), _i64(end), _i64(launch), _i64(order), _i64(starts),
+    args = (_ro(begin), _ro(end), _ro(launch), _ro(order), _ro(starts),
             np.int64(lo), np.int64(hi))
-    if engine == "numba":
+    if resolve_engine(engine, len(order)) == "numba":
         r = _merge_nb(*args, True)
         return (r[10],) + r[1:3] + r[4:10]
     r = _merge_np(*args)
@@ -221,13 +222,14 @@ def _union_nb(begin, end, order, ident):
     return ub[:k + 1], ue[:k + 1]
 
 
-def union(begin, end, engine: str = "numba", rows=None) -> tuple[np.ndarray, np.ndarray]:
+def union(begin, end, engine: str = "auto", rows=None) -> tuple[np.ndarray, np.ndarray]:
     """The union of intervals [begin, end) as sorted disjoint (begin, end)
     (touching intervals join; an interval ends at the largest end in it).
     ``rows``: only those intervals, given in begin order (stable)."""
-    begin, end = _i64(begin), _i64(end)
+    begin, end = _ro(begin), _ro(end)
+    engine = resolve_engine(engine, len(begin) if rows is None else len(rows))
     if rows is not None:
-        rows = _i64(rows)
+        rows = _ro(rows)
         if engine == "numba":
             return _union_nb(begin, end, rows, False)
         begin, end = begin[rows], end[rows]
@@ -235,7 +237,7 @@ def union(begin, end, engine: str = "numba", rows=None) -> tuple[np.ndarray, np.
     if engine == "numba":
         if _is_sorted_nb(begin):
             return _union_nb(begin, end, begin[:0], True)
-        return _union_nb(begin, end, np.argsort(begin, kind="mergesort"), False)
+        return _union_nb(begin, end, _ro(np.argsort(begin, kind="mergesort")), False)
     order, starts = group_order(np.zeros(n, np.int64), begin, 1, engine)
     r = merge(begin, end, np.full(n, NONE, np.int64), order, starts, 0, 0,
               engine)
@@ -265,20 +267,21 @@ def _count_le_nb(a, t):
     return out
 
 
-def count_le(a, t, engine: str = "numba") -> np.ndarray:
+def count_le(a, t, engine: str = "auto") -> np.ndarray:
     """For each t, how many of the sorted ``a`` are ≤ t (searchsorted
     right). The Numba version walks forward from the previous answer, so
     mostly increasing queries cost O(1) each."""
-    a, t = _i64(a), _i64(t)
-    if engine == "numba":
+    a, t = _ro(a), _ro(t)
+    if resolve_engine(engine, len(a) + len(t)) == "numba":
         return _count_le_nb(a, t)
     return np.searchsorted(a, t, side="right").astype(np.int64)
 
 
-def coverage(seg_begin, seg_end, a, b, engine: str = "numba") -> np.ndarray:
+def coverage(seg_begin, seg_end, a, b, engine: str = "auto") -> np.ndarray:
     """How much of each [a, b) the sorted disjoint segments cover (ns)."""
     sb, se = _i64(seg_begin), _i64(seg_end)
     a, b = _i64(a), _i64(b)
+    engine = resolve_engine(engine, len(sb) + len(a))
     if len(sb) == 0:
         return np.zeros(len(a), np.int64)
     before = np.zeros(len(sb) + 1, np.int64)

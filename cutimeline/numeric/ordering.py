@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .engines import _i64, empty_i64
+from .engines import _i64, _ro, empty_i64, resolve_engine
 
 __all__ = ["group_order", "is_sorted", "sort_order", "sorted_copy"]
 
@@ -51,10 +51,11 @@ def _group_order_np(group, key, n_groups):
     return order, starts
 
 
-def group_order(group, key, n_groups: int, engine: str = "numba"):
+def group_order(group, key, n_groups: int, engine: str = "auto"):
     """(order, starts): rows grouped by ``group`` (0..n_groups-1), sorted
     by ``key`` within a group, ties in row order (a stable sort)."""
-    group, key = _i64(group), _i64(key)
+    group, key = _ro(group), _ro(key)
+    engine = resolve_engine(engine, len(group))
     if engine == "numba" and n_groups == 1 and _is_sorted_nb(key):
         # one group, already in key order (one stream): nothing to move
         return np.arange(len(key), dtype=np.int64), np.array([0, len(key)], np.int64)
@@ -72,20 +73,22 @@ def _is_sorted_nb(x):
     return True
 
 
-def sort_order(x, engine: str = "numba") -> np.ndarray | None:
+def sort_order(x, engine: str = "auto") -> np.ndarray | None:
     """None when ``x`` is sorted already, else its stable argsort (most
     columns come sorted: checking costs one pass, sorting n log n)."""
     x = _i64(x)
     return None if is_sorted(x, engine) else np.argsort(x, kind="stable")
 
 
-def is_sorted(x, engine: str = "numba") -> bool:
+def is_sorted(x, engine: str = "auto") -> bool:
     """Whether ``x`` is in non-decreasing order."""
-    x = _i64(x)
-    return bool(_is_sorted_nb(x) if engine == "numba" else np.all(x[1:] >= x[:-1]))
+    x = _ro(x)
+    if resolve_engine(engine, len(x)) == "numba":
+        return bool(_is_sorted_nb(x))
+    return bool(np.all(x[1:] >= x[:-1]))
 
 
-def sorted_copy(x, engine: str = "numba") -> np.ndarray:
+def sorted_copy(x, engine: str = "auto") -> np.ndarray:
     """``x`` sorted (itself when it is sorted already)."""
     o = sort_order(x, engine)
     return _i64(x) if o is None else _i64(x)[o]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .engines import _i64
+from .engines import _ro, resolve_engine
 from .ordering import _group_order_nb
 
 __all__ = ["group_quantiles", "quantile_inplace", "quantile_pair_inplace"]
@@ -171,11 +171,9 @@ def _quantiles_np(values, group, n_groups, qs):
 
 
 def group_quantiles(values, group, n_groups: int, qs,
-                    engine: str = "numba") -> np.ndarray:
+                    engine: str = "auto") -> np.ndarray:
     """(n_groups, len(qs)) quantiles of ``values`` per group (linear
     interpolation, as ``np.quantile``); NaN for an empty group."""
-    values = np.ascontiguousarray(values, np.float64)
-    group = _i64(group)
-    qs = np.ascontiguousarray(qs, np.float64)
-    f = _quantiles_nb if engine == "numba" else _quantiles_np
+    values, group, qs = _ro(values, np.float64), _ro(group), _ro(qs, np.float64)
+    f = _quantiles_nb if resolve_engine(engine, len(values)) == "numba" else _quantiles_np
     return f(values, group, int(n_groups), qs)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .engines import _i64, empty_i64
+from .engines import _i64, _ro, empty_i64, resolve_engine
 from .ordering import _is_sorted_nb, is_sorted
 
 __all__ = ["merge_runs", "merge_rows", "runs_sorted", "merge_values", "gather_sorted"]
@@ -154,39 +154,41 @@ def _kway_np(v, tie, starts, members):
     return pos[np.lexsort((pos if tie is None else tie[pos], v[pos]))].astype(np.int64)
 
 
-def merge_runs(v, tie, starts, members, engine: str = "numba") -> np.ndarray:
+def merge_runs(v, tie, starts, members, engine: str = "auto") -> np.ndarray:
     """Positions into ``v`` that visit the sorted runs ``v[starts[m]:
     starts[m+1]]`` (m in ``members``) in one sorted sequence, ties by
     ``tie`` (e.g. row numbers, for a stable merge)."""
-    v, tie, starts, members = _i64(v), _i64(tie), _i64(starts), _i64(members)
-    return (_kway_nb if engine == "numba" else _kway_np)(v, tie, starts, members)
+    v, tie, starts, members = _ro(v), _ro(tie), _ro(starts), _ro(members)
+    if resolve_engine(engine, len(v)) == "numba":
+        return _kway_nb(v, tie, starts, members, None)
+    return _kway_np(v, tie, starts, members)
 
 
-def merge_rows(v, rows, starts, members, engine: str = "numba") -> np.ndarray:
+def merge_rows(v, rows, starts, members, engine: str = "auto") -> np.ndarray:
     """The rows of the runs ``rows[starts[m]:starts[m+1]]`` (m in
     ``members``), each sorted by ``v[row]``, in one sequence sorted by
     (``v[row]``, row): ``rows[merge_runs(v[rows], rows, ...)]`` without
     the copies."""
-    v, rows, starts, members = _i64(v), _i64(rows), _i64(starts), _i64(members)
-    if engine == "numba":
+    v, rows, starts, members = _ro(v), _ro(rows), _ro(starts), _ro(members)
+    if resolve_engine(engine, len(rows)) == "numba":
         return _kway_nb(v, None, starts, members, rows)
     return rows[_kway_np(v[rows], rows, starts, members)]
 
 
-def runs_sorted(v, rows, starts, members, engine: str = "numba") -> bool:
+def runs_sorted(v, rows, starts, members, engine: str = "auto") -> bool:
     """Whether each run ``rows[starts[m]:starts[m+1]]`` (m in ``members``)
     is sorted by ``v[row]``."""
-    v, rows, starts, members = _i64(v), _i64(rows), _i64(starts), _i64(members)
-    if engine == "numba":
+    v, rows, starts, members = _ro(v), _ro(rows), _ro(starts), _ro(members)
+    if resolve_engine(engine, len(rows)) == "numba":
         return bool(_runs_sorted_nb(v, rows, starts, members))
-    return all(is_sorted(v[rows[starts[m]:starts[m + 1]]], engine) for m in members)
+    return all(is_sorted(v[rows[starts[m]:starts[m + 1]]], "numpy") for m in members)
 
 
-def merge_values(v, starts, members, engine: str = "numba") -> np.ndarray:
+def merge_values(v, starts, members, engine: str = "auto") -> np.ndarray:
     """The values of the sorted runs ``v[starts[m]:starts[m+1]]`` (m in
     ``members``) in one sorted sequence."""
-    v, starts, members = _i64(v), _i64(starts), _i64(members)
-    if engine == "numba":
+    v, starts, members = _ro(v), _ro(starts), _ro(members)
+    if resolve_engine(engine, len(v)) == "numba":
         return _kway_values_nb(v, starts, members)
     return v[_kway_np(v, None, starts, members)]
 
@@ -215,10 +217,10 @@ def _gather_sorted_nb(x, order, starts):
     return out
 
 
-def gather_sorted(x, order, starts, engine: str = "numba") -> np.ndarray:
+def gather_sorted(x, order, starts, engine: str = "auto") -> np.ndarray:
     """x[order] with each group's slice (``starts``) sorted."""
     x, order, starts = _i64(x), _i64(order), _i64(starts)
-    if engine == "numba":
+    if resolve_engine(engine, len(order)) == "numba":
         return _gather_sorted_nb(x, order, starts)
     out = x[order]
     for g in range(len(starts) - 1):

@@ -3,8 +3,10 @@
 At stop the session's writers hold tuples per thread and the device hands
 back a ``Harvest``; ``_assemble`` gathers them into the Timeline's tables
 (ops sorted by ``seq``; events, syncs and gpu rows mapped from sequence
-numbers to ops rows; every thread's spans) under the meta ``meta_at_stop``
-makes, and ``_align`` aligns its clocks when it has device work.
+numbers to ops rows; every thread's spans; the sources, memory readings and
+FLOPs the session measured, mapped to ops and spans rows by ``_measured``)
+under the meta ``meta_at_stop`` makes, and ``_align`` aligns its clocks
+when it has device work.
 """
 
 from __future__ import annotations
@@ -42,7 +44,8 @@ def meta_at_stop(s: Session, harvest: Harvest | None, meta: dict[str, Any],
                  dev: Any, options: dict[str, Any]) -> dict[str, Any]:
     """The Timeline's meta: what ``start()`` noted (``meta``), the device's
     harvest, versions, host, ``record()``'s options, threads, calibrations,
-    whether ``max_ops`` cut it, collectives and rank."""
+    torch's fp32 matmul precision at stop, whether ``max_ops`` cut it,
+    collectives and rank."""
     import torch
 
     from .. import __version__
@@ -59,6 +62,8 @@ def meta_at_stop(s: Session, harvest: Harvest | None, meta: dict[str, Any],
             "index": dev.index, "kind": dev.kind,
             "name": meta.get("device_name", getattr(dev, "name", repr(dev)))}],
         "threads": [w.name for w in s.writers],
+        # may fp32 matmuls run on TF32 tensor cores (MFU's peak: analysis/flops.py)
+        "float32_matmul_precision": torch.get_float32_matmul_precision(),
         "overhead_calibrations": [list(c) for c in s.calibrations],
         "truncated": s.cut_ns is not None})
     if s.collectives is not None:
@@ -114,6 +119,52 @@ def _launch_ns(launches: np.ndarray, row: np.ndarray, record_ns: np.ndarray,
     return out
 
 
+def _span_rows(counts: list[int], order: np.ndarray, thread: np.ndarray,
+               index: np.ndarray) -> np.ndarray:
+    """Rows in the spans table (sorted by ``order``) of the ``index``-th
+    span of each writer ``thread`` (``counts``: spans per writer); NONE
+    for one not in it."""
+    n = np.asarray(counts, np.int64)
+    ok = (thread >= 0) & (thread < len(n)) & (index >= 0)
+    ok[ok] = index[ok] < n[thread[ok]]
+    rank = np.empty(len(order), np.int64)
+    rank[order] = np.arange(len(order))
+    out = np.full(len(thread), NONE, np.int64)
+    out[ok] = rank[np.concatenate([[0], np.cumsum(n)])[thread[ok]] + index[ok]]
+    return out
+
+
+def _measured(s: Session, seq: np.ndarray, counts: list[int],
+              order: np.ndarray) -> dict[str, Any]:
+    """The tables sources (by op row, then by span row), memory (in host
+    time order) and flops (by op row) from the session's rows, keyed by
+    sequence number or by (thread, span index); rows of no op or span
+    kept (past max_ops) are dropped."""
+    out: dict[str, Any] = {}
+    src = np.array(s.sourced, np.int64).reshape(-1, 7)
+    op = _row_of(seq, src[:, 0])
+    span = _span_rows(counts, order, src[:, 1], src[:, 2])
+    span[src[:, 0] >= 0] = NONE
+    keep = np.lexsort((span, op, op < 0))  # ops rows first, by op; then spans
+    keep = keep[(op[keep] >= 0) | (span[keep] >= 0)]
+    out["sources"] = {"op": op[keep], "span": span[keep], "file": src[keep, 3],
+                      "line": src[keep, 4], "function": src[keep, 5], "code": src[keep, 6]}
+    rows = np.array(s.flopper.rows, np.float64).reshape(-1, 2)
+    op = _row_of(seq, rows[:, 0].astype(np.int64))
+    keep = np.argsort(op, kind="stable")
+    keep = keep[op[keep] >= 0]
+    out["flops"] = {"op": op[keep], "flops": rows[keep, 1]}
+    if s.memlog is not None:
+        s.memlog.close()  # the recording is over: its finalizers go
+        mem = np.array(s.memlog.rows, np.int64).reshape(-1, 5)
+        mem = mem[np.argsort(mem[:, 1], kind="stable")]
+        out["memory"] = {"op": _row_of(seq, mem[:, 0]),
+                         "device": np.full(len(mem), s.memlog.index, np.int16),
+                         "host_ns": mem[:, 1], "allocated": mem[:, 2],
+                         "freed": mem[:, 3], "in_use": mem[:, 4]}
+    return out
+
+
 def _assemble(s: Session, harvest: Harvest | None, meta: dict[str, Any]) -> Timeline:
     """The Timeline of a finished session: ops sorted by seq; events, syncs
     and gpu rows mapped from seq to ops rows; every thread's spans."""
@@ -141,10 +192,13 @@ def _assemble(s: Session, harvest: Harvest | None, meta: dict[str, Any]) -> Time
         "module": ctx[ctx_of, 0], "depth": ctx[ctx_of, 1], "grad_fn": ops[:, 5],
         "device": np.where(on_device, index, sig[sig_of, 2]), "stream": stream,
         "flags": flags, "host_begin_ns": ops[:, 1], "host_end_ns": ops[:, 2]}}
-    spans = _rows([w.spans for w in ws], 7)
-    spans = spans[np.argsort(spans[:, 5], kind="stable")]
+    span_lists = [list(w.spans) for w in ws]  # a late span from another thread
+    spans = _rows(span_lists, 7)
+    span_order = np.argsort(spans[:, 5], kind="stable")
+    spans = spans[span_order]
     tables["spans"] = dict(zip(("kind", "name", "thread", "depth", "number",
                                 "begin_ns", "end_ns"), spans.T))
+    tables.update(_measured(s, seq, [len(x) for x in span_lists], span_order))
     if harvest is not None:
         events = dict(harvest.events, op=_row_of(seq, harvest.events["op"]))
         syncs = dict(harvest.syncs, op=_row_of(seq, harvest.syncs["op"]))

@@ -28,7 +28,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..timeline.schema import NONE, OpFlag
-from .signatures import _COLL, _dtype_shape
+from .signatures import _COLL, _WAIT, _dtype_shape
 
 if TYPE_CHECKING:
     from .session import Session, Writer
@@ -139,7 +139,10 @@ class Mode(TorchDispatchMode):
                 return func(*args, **kwargs)
             s.truncate()
             flags |= _TRUNCATED
-        if rule >= _COLL:
+        if rule >= _COLL:  # collectives, and ops measured (FLOPs, allocations)
+            if rule > _WAIT:
+                return s.measured(w, func, args, kwargs, seq, t0, sid, gid, flags,
+                                  rule, dev)
             return s.collective(w, func, args, kwargs, seq, t0, sid, gid, flags, dev)
         if self.host_only or flags & (_VIEW | _TRUNCATED) or dev is None:
             pass

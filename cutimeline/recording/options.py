@@ -4,11 +4,11 @@ sentence that names it and what it takes."""
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, Callable
 
 from ..errors import CutimelineError
 
-__all__ = ["checked", "STEPS"]
+__all__ = ["checked", "checked_schedule", "STEPS"]
 
 STEPS = ("auto", "optimizer", "manual")
 _FLAGS = ("modules", "threads", "measure", "stack", "memory")
@@ -40,3 +40,26 @@ def checked(options: dict[str, Any], *, disabled: bool) -> dict[str, Any]:
         if not disabled:
             os.makedirs(out_dir, exist_ok=True)
     return {**options, "out_dir": out_dir}
+
+
+def checked_schedule(schedule: Any, on_trace_ready: Any,
+                     options: dict[str, Any]) -> Callable[[int], str] | None:
+    """``record(schedule=, on_trace_ready=)`` checked against each other and
+    the other options: the schedule as a function step -> phase
+    (``schedule.as_schedule``), or None for an ordinary recording."""
+    if on_trace_ready is not None and not callable(on_trace_ready):
+        raise CutimelineError(f"record(on_trace_ready={on_trace_ready!r}) must be a "
+                              f"function that takes a Timeline, such as "
+                              f"ctl.ready_writer('traces').")
+    if schedule is None:
+        if on_trace_ready is not None:
+            raise CutimelineError("record(on_trace_ready=...) is called at the end of "
+                                  "each window of a schedule; give schedule="
+                                  "ctl.schedule(...) too, or read rec.timeline after stop.")
+        return None
+    if options["out_dir"] is not None:
+        raise CutimelineError("record(out_dir=...) writes one file per rank at stop "
+                              "and does not take a schedule; give "
+                              "on_trace_ready=ctl.ready_writer(folder) instead.")
+    from .schedule import as_schedule
+    return as_schedule(schedule)

@@ -77,7 +77,7 @@ from .devicespec import _device
 from .forks import step_aside
 from .hooks import Hooks, _compiling
 from .lifecycle import RankGuard
-from .options import checked
+from .options import checked, checked_schedule
 from .selfcost import calibrator, measure, refine
 from .session import Session
 
@@ -100,7 +100,8 @@ def record(*, device: str | Device = "auto", max_ops: int = 10_000_000,
            modules: bool = True, threads: bool = True, steps: str = "auto",
            measure: bool = True, timing: str = "events",
            out_dir: str | os.PathLike | None = None, stack: bool = False,
-           memory: bool = False) -> "Recorder":
+           memory: bool = False, schedule: Any = None,
+           on_trace_ready: Callable[[Timeline], Any] | None = None) -> "Recorder":
     """A recorder of the aten op stream and the device work it launches.
 
     ``device``: "auto" (CUDA when available, else "cpu"), "cuda", "cuda:N",
@@ -129,6 +130,8 @@ def record(*, device: str | Device = "auto", max_ops: int = 10_000_000,
     Ctrl-C, SIGTERM or exit (``lifecycle.py``); ``ctl.merge(out_dir)``
     joins the ranks (see ``ranks.py``). ``stack``: the source line of every
     op, not only of syncs (``sources``). ``memory``: device memory per op.
+    ``schedule``: ``ctl.schedule(...)`` (or torch.profiler's): record only
+    its windows, each handed to ``on_trace_ready`` (``schedule.py``).
 
     With ``CUTIMELINE_DISABLE=1`` in the environment the recorder does
     nothing and its timeline is empty.
@@ -137,7 +140,12 @@ def record(*, device: str | Device = "auto", max_ops: int = 10_000_000,
     options = checked(dict(max_ops=max_ops, modules=modules, threads=threads,
                            steps=steps, measure=measure, timing=timing,
                            out_dir=out_dir, stack=stack, memory=memory), disabled=disabled)
+    plan = checked_schedule(schedule, on_trace_ready, options)
     dev = _device(device, resolve=not disabled, timing=timing)
+    if plan is not None:
+        from .schedule import ScheduledRecorder
+        return ScheduledRecorder(lambda: Recorder(dev, disabled=disabled, **options), plan,
+                                 on_trace_ready, steps=steps, disabled=disabled)
     return Recorder(dev, disabled=disabled, **options)
 
 
@@ -155,6 +163,9 @@ class Recorder:
         self._error: BaseException | None = None  # what the recorded block raised
         self._forked = False  # a forked child's copy: it stepped aside (forks.py)
         self._guard: Any = None  # with out_dir: SIGTERM and exit (lifecycle.py)
+        # a window's (stepwatch.py): its first step's number, steps="auto" ruled
+        # by rec.step(), and the meta of an earlier window's self-cost probe
+        self._first_step, self._manual, self._reuse = 0, False, None
 
     def __repr__(self) -> str:
         dev = "cpu" if self.device is None else getattr(self.device, "name", self.device)
@@ -197,10 +208,14 @@ class Recorder:
             if o.get("out_dir"):  # rank, world size, host (ranks.py)
                 from .ranks import rank_meta
                 self._meta = rank_meta()
-            model = measure(o["modules"]) if o["measure"] else None
-            per_launch = getattr(self.device, "measure_launch_ns", None)
+            r = self._reuse if o["measure"] else None
+            model = dict(r["overhead_model"]) if r else measure(o["modules"]) if o["measure"] \
+                else None
+            per_launch = (lambda: r["overhead_ns_per_launch"]) if r else \
+                getattr(self.device, "measure_launch_ns", None)
             s = Session(self.device, max_ops=o["max_ops"], steps=o["steps"],
                         stack=o["stack"], memory=o["memory"])
+            s.step_number, s.manual = self._first_step, self._manual
             if model is not None:
                 s.calibrate_every(CALIBRATE_EVERY_NS)
                 s.calibrator = calibrator(model)

@@ -8,9 +8,14 @@ past it cuts the whole recording (``truncate``). It ends steps, prices the
 recorder again between them (``calibrate``), and dispatches the ops that
 launch device work between two events (``launch``), those that may block
 the host (``launch_ruled``), collectives (``collective``) and CUDA graph
-replays (``launch_graph``). Launching ops append ``(seq, stream,
-begin_event, end_event, gpu kind)`` to ``Writer.launches``; ``recorder.py``
-turns the writers and the device's ``Harvest`` into a Timeline at stop.
+replays (``launch_graph``), and those it measures (``measured``: FLOPs,
+``flops.py``; allocations, ``memory.py``). Launching ops append ``(seq,
+stream, begin_event, end_event, gpu kind)`` to ``Writer.launches``; with
+``memory=True`` the device's memory is read after each (``memlog``); the
+sources of host-blocking ops, collectives and DATA and SYNC spans (every
+op's with ``stack=True``) go to ``sourced`` (``sources.py``).
+``assembly.py`` turns all of it and the device's ``Harvest`` into a
+Timeline at stop.
 """
 
 from __future__ import annotations
@@ -22,51 +27,23 @@ import weakref
 from time import perf_counter_ns as _now
 from typing import Any, Callable
 
-import torch
-
 from ..devices.device import Device
 from ..timeline.schema import NONE, GpuKind, OpFlag, SpanKind
 from ..timeline.table import Strings
+from .flops import FlopCounter
 from .opstream import Mode
-from .signatures import (_ALWAYS, _COLL, _COPY, _DIST_NAMESPACES, _NO_WORK, _REPEAT, _RULES,
-                         _TO_COPY, _WAIT, _arg_kinds, _Named, _shape)
+from .signatures import (_ALLOC, _ALLOCS, _COLL, _DIST_NAMESPACES, _FLOPS, _NO_WORK, _RULES, _WAIT,
+                         _arg_kinds, _Named, _shape, blocking)
+from .sources import SourceFinder, StackCount
+from .writer import Writer, _Local
 
 __all__ = ["Writer", "Session"]
 
 _VIEW, _SYNC, _LAUNCH = int(OpFlag.VIEW), int(OpFlag.SYNC), int(OpFlag.LAUNCH)
 _CAPTURED, _COLLECTIVE = int(OpFlag.CAPTURED), int(OpFlag.COLLECTIVE)
+_TRUNCATED = int(OpFlag.TRUNCATED)
 _SYNC_SPAN, _STEP, _USER_SPAN = int(SpanKind.SYNC), int(SpanKind.STEP), int(SpanKind.USER)
-_Tensor = torch.Tensor
-
-
-class Writer:
-    """What one thread appends while recording. Only its own thread writes
-    here, except the autograd engine's device threads, which reach their
-    caller's mode; every record is one atomic ``list.append``."""
-
-    __slots__ = ("thread", "ident", "name", "ops", "launches", "spans", "ctx",
-                 "stack", "data", "users", "optimizers")
-
-    def __init__(self, thread: int):
-        self.thread, self.ident = thread, threading.get_ident()
-        self.name = threading.current_thread().name
-        self.ops: list[tuple] = []       # (seq, t0, t1, sig, ctx, grad_fn, flags)
-        self.launches: list[tuple] = []  # (seq, stream, begin_event, end_event, gpu kind)
-        self.spans: list[tuple] = []     # (kind, name, thread, depth, number, begin, end)
-        self.ctx = 0                     # context id of the innermost module
-        self.stack: list[tuple] = []     # open modules: (module, path id, begin_ns, ctx before)
-        self.data = 0                    # > 0 inside a DataLoader fetch
-        self.users: list[tuple] = []     # open user spans: (session, name id, begin_ns)
-        self.optimizers: list[int] = []  # begin_ns of open optimizer steps
-
-
-class _Local(threading.local):
-    """Each thread's Writer, made on its first access. threading.local keeps
-    its __init__ arguments for every new thread: a weak reference, so that
-    the session and its local do not keep each other alive."""
-
-    def __init__(self, session: Any):
-        self.w = session().new_writer()
+_DATA = int(SpanKind.DATA)
 
 
 class Session:
@@ -85,13 +62,25 @@ class Session:
         self.span_count = itertools.count()  # spans count against max_ops too
         self.paused = False  # True while calibrate() runs: the hooks do nothing
         self.backward = 0  # backward passes running (hooks.py counts them)
-        self.count = itertools.count()
         self.lock = threading.Lock()  # taken on cache misses only
         self.strings = Strings()
+        self.where = SourceFinder(self.strings, self.lock)
+        # (seq, thread, span index, file, line, function, code): sources.py
+        self.sourced: list[tuple] = []
+        # stack=True: each sequence number drawn notes its op's source
+        self.count: Any = StackCount(itertools.count(), self.where, self.sourced) \
+            if stack else itertools.count()
+        self.flopper = FlopCounter()  # rows (seq, FLOPs) of ops with a formula
+        # memory=True: the device's memory read after each op that may change it
+        self.memlog = None
+        if memory:
+            from .memory import MemoryLog
+            self.memlog = MemoryLog(device)
         self.sigs: dict[tuple, tuple] = {}  # key -> (sig, flags, rule, callable)
         self.sig_table: list[tuple[int, int, int]] = []    # (name, shapes, device)
         self.sig_args: list[tuple[int, int, int, int]] = []  # argument kinds: _arg_kinds
-        self.funcs: list[Any] = []; self.nodes: dict[type, int] = {}  # autograd node type -> name
+        self.funcs: list[Any] = []
+        self.nodes: dict[type, int] = {}  # autograd node type -> name
         self.ctxs: dict[tuple[int, int], int] = {(NONE, NONE): 0}
         self.ctx_table: list[tuple[int, int]] = [(NONE, NONE)]  # (module, depth)
         self.writers: list[Writer] = []
@@ -151,7 +140,8 @@ class Session:
                   ) -> tuple[int, int, int, Any]:
         """Intern the signature of an op: its name, tensor shapes (from the
         key unless given), device; and the kinds of its arguments, which its
-        recording cost depends on."""
+        recording cost depends on. Its rule: whether it may block the host,
+        is a collective, has FLOPs or (memory=True) allocates (signatures.py)."""
         name = func.name() if hasattr(func, "name") else str(func)
         base = name.split(".")[0]
         flags = _VIEW if (getattr(func, "is_view", False) or base in _NO_WORK
@@ -167,6 +157,10 @@ class Session:
             if base in OPS:
                 rule = _WAIT if OPS[base][0] == WAIT else _COLL
                 flags |= _COLLECTIVE if rule == _COLL else 0
+        if not rule and not flags & _VIEW and self.flopper.formula(func) is not None:
+            rule = _FLOPS
+        elif not rule and self.memlog is not None and base in _ALLOCS:
+            rule = _ALLOC
         with self.lock:
             sig = self.sigs.get(key)
             if sig is None:
@@ -199,45 +193,10 @@ class Session:
             self.calibrate(t1)
 
     def calibrate(self, t1: int | None = None) -> None:
-        """Price a real mix of ops against the start-up model again
-        (``calibrator``; a few ms), between two steps at most every
-        ``calibrate_every_ns``, or now (``t1`` None, at stop): what
-        recording costs depends on the ops between the recorder's code and
-        on the machine's load, which change over a run. The next step
-        begins after it; its time is in ``calibrations``, which
-        compensation removes, with the ratio it measured, and a USER span
-        "cutimeline calibration" shows where it ran (not the one at stop,
-        after the recording's end)."""
-        from torch.utils._python_dispatch import _disable_current_modes
-        with self.lock:
-            if self.calibrator is None or t1 is not None and (
-                    t1 < self._next_calibration or self.off):
-                return
-            self._next_calibration = 2 ** 62  # one thread at a time
-        t0 = _now()
-        self.paused = True  # nor do this recording's hooks
-        try:
-            # no mode of the user's (dispatch or __torch_function__) sees the probe
-            with _disable_current_modes(), torch._C.DisableTorchFunction():
-                ratio = self.calibrator(2 if t1 is not None else 4)
-        except Exception as exc:  # the user's program goes on, uncalibrated
-            self.calibrator = None
-            warnings.warn(f"cutimeline could not measure its own cost on a training "
-                          f"step ({type(exc).__name__}: {exc}); overhead compensation "
-                          f"uses the start-up figures only.", RuntimeWarning, stacklevel=3)
-            return
-        finally:
-            self.paused = False
-        t2 = _now()
-        if t1 is not None:  # at stop it is past the recording's end
-            w = self.writer()
-            self.span(w, _USER_SPAN, self.intern("cutimeline calibration"),
-                      len(w.users), t0, NONE, t2)
-        with self.lock:
-            self.calibrations.append((t0, t2, max(0, round(1000 * ratio))))
-            self._next_calibration = t2 + self.calibrate_every_ns
-            if t1 is not None and self.step_begin == t1:
-                self.step_begin = t2
+        """Price a real mix of ops again, between steps or (``t1`` None)
+        now: ``calibration.calibrate``."""
+        from .calibration import calibrate
+        calibrate(self, t1)
 
     # -- device work --------------------------------------------------------------
     def owned(self, w: Writer, dev: Any) -> bool:
@@ -264,8 +223,10 @@ class Session:
             t1 = _now()
             name = self.sig_table[sig][0]
             d.note_sync(self.strings.values[name], stream, seq, t0, t1)
-            self.span(w, _SYNC_SPAN, name, 0, t0, NONE, t1)
+            self.span(w, _SYNC_SPAN, name, 0, t0, NONE, t1, source=False)
             flags |= _SYNC
+            if not self.stack:  # stack=True noted it already
+                self.note_source(seq)
         else:
             t1 = _now()
         if b >= 0:
@@ -273,6 +234,30 @@ class Session:
             w.launches.append((seq, stream, b, e, int(GpuKind.OP)))
             flags |= _LAUNCH
         w.ops.append((seq, t0, t1, sig, w.ctx, gid, flags))
+        if self.memlog is not None:
+            self.memlog.read(seq, t1, func, args, kwargs, out)
+        return out
+
+    def measured(self, w: Writer, func: Any, args: tuple, kwargs: dict, seq: int,
+                 t0: int, sig: int, gid: int, flags: int, rule: int, dev: Any) -> Any:
+        """An op dispatched as the op stream would, and measured: its FLOPs
+        (rule _FLOPS, ``flops.py``), or the memory an allocation without a
+        kernel took on the device (_ALLOC, ``memory.py``)."""
+        if rule == _FLOPS and self.device is not None and dev is not None and \
+                not flags & (_VIEW | _TRUNCATED) and self.owned(w, dev):
+            out = self.launch(w, func, args, kwargs, seq, t0, sig, gid, flags, False)
+        else:
+            try:
+                out = func(*args, **kwargs)
+            except BaseException:
+                w.ops.append((seq, t0, _now(), sig, w.ctx, gid, flags))
+                raise
+            t1 = _now()
+            w.ops.append((seq, t0, t1, sig, w.ctx, gid, flags))
+            if rule == _ALLOC and not flags & _TRUNCATED and self.owned(w, dev):
+                self.memlog.read(seq, t1, func, args, kwargs, out)
+        if rule == _FLOPS:
+            self.flopper.note(seq, sig, func, args, kwargs, out)
         return out
 
     def collective(self, w: Writer, func: Any, args: tuple, kwargs: dict, seq: int,
@@ -292,40 +277,16 @@ class Session:
                 if self.collectives is None:
                     self.collectives = CollectiveLog()
         self.collectives.note(func, args, kwargs, out, seq, dev)
+        if not self.stack:
+            self.note_source(seq)
         return out
 
     def launch_ruled(self, w: Writer, func: Any, args: tuple, kwargs: dict,
                      seq: int, t0: int, sig: int, gid: int, flags: int, rule: int,
                      dev: Any) -> Any:
-        """An op that may block the host: find which side is the device."""
-        sync = False
-        if rule == _TO_COPY or rule == _COPY:
-            if rule == _TO_COPY:
-                src, dst = args[0].device, kwargs.get("device") or args[0].device
-                nb = kwargs.get("non_blocking", False)
-                pinned = nb  # _to_copy pins a non-blocking device→host output
-            else:
-                dst, src = args[0].device, args[1].device
-                nb = args[2] if len(args) > 2 else kwargs.get("non_blocking", False)
-                pinned = nb and dst.type == "cpu" and _pinned(args[0])
-            if self.owned(w, src):
-                dev = src
-                sync = dst.type == "cpu" and not self.owned(w, dst) and not pinned
-            elif self.owned(w, dst):
-                dev = dst
-                sync = src.type == "cpu" and not nb
-            else:
-                dev = None
-        elif self.owned(w, dev):
-            if rule == _ALWAYS:
-                sync = True
-            elif rule == _REPEAT:
-                sync = kwargs.get("output_size") is None
-            else:  # boolean masks make indexing call nonzero
-                sync = any(isinstance(i, _Tensor) and i.dtype in (torch.bool, torch.uint8)
-                           for i in (args[1] if len(args) > 1 else ()) or ())
-        else:
-            dev = None
+        """An op that may block the host: find which side is the device
+        (``signatures.blocking``)."""
+        dev, sync = blocking(self, w, rule, args, kwargs, dev)
         if dev is None:
             try:
                 out = func(*args, **kwargs)
@@ -357,12 +318,13 @@ class Session:
 
     # -- spans and the cap ----------------------------------------------------------
     def span(self, w: Writer, kind: int, name: int, depth: int, begin_ns: int,
-             number: int = NONE, end_ns: int | None = None) -> None:
+             number: int = NONE, end_ns: int | None = None, source: bool = True) -> None:
         """Append a span of ``w``'s thread ending now (or at ``end_ns``).
         Spans count against ``max_ops`` as ops do: the one past it cuts
         the recording (``truncate``) and is not kept. A span that began
         before the cut is kept when it ends (only those open at the cut:
-        bounded by nesting), none that begins after it."""
+        bounded by nesting), none that begins after it. A DATA or SYNC
+        span notes its source unless ``source`` is False (its op's has)."""
         if end_ns is None:
             end_ns = _now()
         cut = self.cut_ns
@@ -372,6 +334,15 @@ class Session:
             self.truncate("spans")
             return  # the span past the cap is not kept: at most max_ops before the cut
         w.spans.append((kind, name, w.thread, depth, number, begin_ns, end_ns))
+        if source and (kind == _DATA or kind == _SYNC_SPAN):
+            self.note_source(NONE, w.thread, len(w.spans) - 1)
+
+    def note_source(self, seq: int, thread: int = NONE, span: int = NONE) -> None:
+        """Note where the user's code is now (``sources.py``), for op
+        ``seq`` or the ``span``-th span of writer ``thread``."""
+        src = self.where.find()
+        if src is not None:
+            self.sourced.append((seq, thread, span, *src))
 
     def cut_meta(self) -> dict[str, Any]:
         """Meta on the cut: which reached max_ops first ("ops" or "spans")."""
@@ -392,9 +363,3 @@ class Session:
                       f"marked truncated. Pass a larger max_ops to record more.",
                       RuntimeWarning, stacklevel=3)
 
-
-def _pinned(t: Any) -> bool:
-    try:
-        return bool(t.is_pinned())
-    except RuntimeError:  # no accelerator to pin for
-        return False

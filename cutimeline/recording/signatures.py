@@ -7,7 +7,11 @@ and its device. The op stream keys it by ``id(func)``, each tensor's
 session builds its text (``_shape``) only on a miss. By name alone an op
 may launch no device work (``_NO_WORK``), may block the host (``_RULES``),
 or be a torch.distributed collective or the wait of one (``_COLL``,
-``_WAIT``; which ops: ``collectives.OPS``).
+``_WAIT``; which ops: ``collectives.OPS``). Rules above those mark ops the
+recorder measures: their FLOPs (``_FLOPS``: a formula in torch's
+``flop_registry``) or, with ``record(memory=True)``, the memory an
+allocation without a kernel takes (``_ALLOC``: ``empty`` and its kin).
+``blocking`` applies the host-blocking rules to one call.
 """
 
 from __future__ import annotations
@@ -37,6 +41,10 @@ _RULES = {**dict.fromkeys((
     "aten::copy_": _COPY}
 # torch.distributed ops (collectives.OPS): collectives, and the waits of functional ones
 _COLL, _WAIT = 6, 7
+# measured ops (Session.measured): FLOPs by formula; allocations without a kernel
+_FLOPS, _ALLOC = 8, 9
+_ALLOCS = frozenset({"aten::empty", "aten::empty_strided", "aten::empty_like",
+                     "aten::new_empty", "aten::new_empty_strided", "aten::resize_"})
 _DIST_NAMESPACES = ("c10d", "_c10d_functional")
 _DTYPES = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16",
            torch.float64: "f64", torch.int64: "i64", torch.int32: "i32",
@@ -77,3 +85,42 @@ def _arg_kinds(args: tuple, kwargs: dict | None) -> tuple[int, int, int, int]:
             n[3] += 1
     return n[0], n[1], n[2], n[3]
 
+
+
+def blocking(s: Any, w: Any, rule: int, args: tuple, kwargs: dict,
+             dev: Any) -> tuple[Any, bool]:
+    """Where an op of host-blocking ``rule`` (1-5) runs and whether it
+    blocks: (the device owned by session ``s`` for writer ``w`` it runs on,
+    None when none is; whether the host waits for that device)."""
+    sync = False
+    if rule == _TO_COPY or rule == _COPY:
+        if rule == _TO_COPY:
+            src, dst = args[0].device, kwargs.get("device") or args[0].device
+            nb = kwargs.get("non_blocking", False)
+            pinned = nb  # _to_copy pins a non-blocking device→host output
+        else:
+            dst, src = args[0].device, args[1].device
+            nb = args[2] if len(args) > 2 else kwargs.get("non_blocking", False)
+            pinned = nb and dst.type == "cpu" and _pinned(args[0])
+        if s.owned(w, src):
+            return src, dst.type == "cpu" and not s.owned(w, dst) and not pinned
+        if s.owned(w, dst):
+            return dst, src.type == "cpu" and not nb
+        return None, False
+    if not s.owned(w, dev):
+        return None, False
+    if rule == _ALWAYS:
+        sync = True
+    elif rule == _REPEAT:
+        sync = kwargs.get("output_size") is None
+    else:  # boolean masks make indexing call nonzero
+        sync = any(isinstance(i, _Tensor) and i.dtype in (torch.bool, torch.uint8)
+                   for i in (args[1] if len(args) > 1 else ()) or ())
+    return dev, sync
+
+
+def _pinned(t: Any) -> bool:
+    try:
+        return bool(t.is_pinned())
+    except RuntimeError:  # no accelerator to pin for
+        return False

@@ -37,6 +37,10 @@ What is drawn where (``plot`` without ``ax``; ``fig.axes`` in this order):
   each piece of work, placed at its GPU begin; the band is the range in
   each pixel column, the line its top.
 * ``fig.axes[3]`` — the verdict strip, drawn above the lanes.
+* ``fig.axes[4]`` — only when the Timeline has memory readings (or
+  ``memory=True``): device bytes in use per device, drawn between the
+  lanes and the queue depth, its peak marked "peak 3.2 GiB"
+  (``memory.py``).
 
 GPU bars wide enough carry the name of their op or kernel, clipped to
 the bar (``names.py``). A side stream (busy less than half as long as its
@@ -63,7 +67,6 @@ canvas: nothing here touches pyplot or the user's backend.
 
 from __future__ import annotations
 
-import math
 import os
 from typing import Any, Sequence
 
@@ -74,9 +77,11 @@ from ..analysis.verdict import VERDICTS
 from ..errors import CutimelineError
 from ..timeline.timeline import Timeline
 from . import pixels as px
+from .memory import draw_memory, has_memory
 from .palette import (CAUSE_COLORS, CAUSE_LABELS, COMPILED_EDGE, COMPILED_HATCH, FLOW_COLOR,
                       PHASE_COLORS, PHASES, STEP_COLORS, USER_COLOR, VERDICT_COLORS)
 from .panels import draw_lead, draw_queue
+from .placement import FONT, layout as _layout, px_width as _px_width, style as _style
 from .scene import Scene
 from .strip import draw_strip, verdict_line
 from .titles import SEP, counts_text, source_name, window_text, xlabel
@@ -84,18 +89,12 @@ from .titles import SEP, counts_text, source_name, window_text, xlabel
 __all__ = ["plot", "plot_compare"]
 
 FORMATS = {".png": "png", ".svg": "svg", ".pdf": "pdf"}
-FONT = 8.5
-LANE_IN = 0.42        # inches per lane
-PANEL_IN = 1.0        # inches per lower panel
-LEGEND_IN = 2.35      # right margin that holds the legends
-MIN_MAIN_IN = 2.6     # the lanes' legend must fit beside the lanes
-STRIP_IN = 0.3        # inches of the verdict strip
-TITLE_IN = 0.95       # inches above the strip: three lines of title
 
 
 def plot(tl: Timeline, path: str | os.PathLike | None = None, *, window: Any = None,
          ax: Any = None, width: float = 14.0, dpi: int = 100, flows: int = 500,
-         title: str | None = None, report: Any = None, overview: bool | None = None):
+         title: str | None = None, report: Any = None, overview: bool | None = None,
+         memory: bool | None = None):
     """Draw a Timeline; returns the matplotlib ``Figure``.
 
     ``path``: write the figure, as PNG, SVG or PDF by its extension (None:
@@ -109,7 +108,10 @@ def plot(tl: Timeline, path: str | os.PathLike | None = None, *, window: Any = N
     first title line (the window and the verdict are still stated).
     ``report``: ``ctl.analyze(tl)`` if you have it (else it is made here).
     ``overview``: True or False to force or forbid the overview of dense
-    windows; None (default) picks it by density.
+    windows; None (default) picks it by density. ``memory``: the memory
+    panel (device bytes in use, ``memory.py``) under the lanes: None
+    (default) when the Timeline has memory readings, False never, True
+    always (an error without readings); not drawn with ``ax``.
     """
     fmt = _check_path(path)
     _check_options(width, dpi, flows, title)
@@ -117,6 +119,7 @@ def plot(tl: Timeline, path: str | os.PathLike | None = None, *, window: Any = N
         raise CutimelineError(f"overview={overview!r} must be True, False or None "
                               f"(None: an overview when the window is too dense "
                               f"to draw bar by bar).")
+    show_memory = _check_memory(memory, tl)
     scene = Scene(tl, window, report=report)
     head = f"{title or source_name(scene)} — {window_text(scene)}"
     if ax is not None:
@@ -131,13 +134,16 @@ def plot(tl: Timeline, path: str | os.PathLike | None = None, *, window: Any = N
         ax.legend(handles=_lane_handles(used), loc="upper left", fontsize=FONT - 1,
                   bbox_to_anchor=(1.005, 1.0), borderaxespad=0, frameon=False)
     else:
-        fig, axes = _layout([scene.labels], width, dpi, panels=True, strip=True)
+        fig, axes = _layout([scene.labels], width, dpi, panels=True, strip=True,
+                            memory=show_memory)
         cols = px.Columns(scene.w0, scene.w1, _px_width(axes[0]))
         dense = scene.dense(cols) if overview is None else overview
         used = scene.draw_lanes(axes[0], cols, flows, dense)
         used["verdicts"] = draw_strip(scene, axes[3], cols)
+        if show_memory:
+            draw_memory(scene, axes[4], cols)
         _panels(axes[1:3], [scene], cols)
-        _legends(fig, axes, [used], [scene])
+        _legends(fig, axes[:4], [used], [scene])   # not the memory panel: the strip last
         axes[2].set_xlabel(xlabel(scene), fontsize=FONT)
         _titles(fig, axes[3], head, counts_text(scene, dense),
                 verdict_line(scene.report), scene.report.overall["verdict"])
@@ -162,7 +168,8 @@ def plot_compare(a: Timeline, b: Timeline, path: str | os.PathLike | None = None
     torch.profiler import of the same work, line up step for step. The
     same ``window`` applies to both. ``labels``: the two names (default
     from each Timeline's source). Axes: a's lanes, b's lanes, queue depth
-    (a solid, b dashed), CPU lead. Other options as for ``plot``.
+    (a solid, b dashed), CPU lead; no memory panel. Other options as for
+    ``plot``.
     """
     fmt = _check_path(path)
     _check_options(width, dpi, flows, title)
@@ -235,6 +242,21 @@ def _check_options(width: Any, dpi: Any, flows: Any, title: Any) -> None:
         raise CutimelineError(f"title={title!r} must be a string or None.")
 
 
+def _check_memory(memory: Any, tl: Any) -> bool:
+    """Whether to draw the memory panel (``plot``'s ``memory``)."""
+    if memory is not None and not isinstance(memory, bool):
+        raise CutimelineError(f"memory={memory!r} must be True, False or None "
+                              f"(None: the memory panel when the Timeline has "
+                              f"memory readings).")
+    present = isinstance(tl, Timeline) and has_memory(tl)
+    if memory and not present:
+        raise CutimelineError("memory=True, but the Timeline has no memory readings "
+                              "(its memory table is empty); record with "
+                              "ctl.record(memory=True), import a trace recorded with "
+                              "profile_memory=True, or leave memory=None.")
+    return present if memory is None else memory
+
+
 def _figure_of(ax: Any):
     fig = getattr(ax, "figure", None)
     if fig is None or not hasattr(ax, "add_collection"):
@@ -243,58 +265,7 @@ def _figure_of(ax: Any):
     return fig
 
 
-# -- layout --------------------------------------------------------------------
-
-def _layout(lane_labels: list[list[str]], width: float, dpi: float, panels: bool,
-            top: float = 0.72, strip: bool = False):
-    """A Figure on the Agg canvas with the lanes' Axes (one per Timeline)
-    over the queue-depth and CPU-lead panels, placed in inches so that the
-    lanes' pixel width is known before anything is drawn; with ``strip``
-    the verdict strip's Axes above the lanes, added last."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-    chars = max((len(s) for labels in lane_labels for s in labels), default=10)
-    left = 0.3 + 0.062 * chars
-    bottom, gap, title_gap = 0.5, 0.14, 0.32
-    n = len(lane_labels)
-    mains = [max(LANE_IN * len(labels), MIN_MAIN_IN / n, 0.8) for labels in lane_labels]
-    heights = mains + ([PANEL_IN, PANEL_IN] if panels else [])
-    gaps = [title_gap if i else 0 for i in range(n)] + ([0.3, gap] if panels else [])
-    if strip:
-        top = TITLE_IN + STRIP_IN + 0.06
-    height = top + bottom + sum(heights) + sum(gaps)
-    fig = Figure(figsize=(width, height), dpi=dpi)
-    FigureCanvasAgg(fig)
-    w = width - left - LEGEND_IN
-    if w < 1:
-        raise CutimelineError(f"width={width!r} inches leaves no room for the "
-                              f"lanes beside their labels; use a width of at "
-                              f"least {math.ceil(left + LEGEND_IN + 1)}.")
-    axes, y = [], height - top
-    for h, g in zip(heights, gaps):
-        y -= g + h
-        ax = fig.add_axes([left / width, y / height, w / width, h / height],
-                          sharex=axes[0] if axes else None)
-        axes.append(ax)
-    for ax in axes[:-1]:
-        ax.tick_params(labelbottom=False)
-    if strip:
-        y0 = height - TITLE_IN - STRIP_IN
-        axes.append(fig.add_axes([left / width, y0 / height, w / width, STRIP_IN / height],
-                                 sharex=axes[0]))
-    for ax in axes:
-        _style(ax)
-    return fig, axes
-
-
-def _px_width(ax) -> int:
-    return max(int(round(ax.bbox.width)), 1)
-
-
-def _style(ax) -> None:
-    ax.tick_params(labelsize=FONT)
-    ax.set_axisbelow(True)
-
+# -- panels and legends ------------------------------------------------------
 
 def _panels(axes, scenes, cols, prefix: str = "", ls: str = "-") -> None:
     q, lead = axes

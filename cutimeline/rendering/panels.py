@@ -23,7 +23,7 @@ def draw_queue(scene, ax, cols, *, prefix: str = "", ls: str = "-") -> list:
     from ..analysis.lanes import queue_depth
     edges = cols.ms(np.arange(cols.width + 1))
     for j, k in enumerate(scene.stream_order):
-        t, d = queue_depth(ln, ln.streams, int(k))
+        t, d = queue_depth(ln, ln.streams, int(k), scene.report.settings["engine"])
         v = px.step_max(t, d, cols)
         # a steps-post line, not ax.stairs: a Patch of ``width`` steps
         # costs a slow bounding-box update

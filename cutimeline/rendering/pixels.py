@@ -55,7 +55,7 @@ class Columns:
 
 
 def runs(lane, begin, end, n_lanes: int, cols: Columns,
-         engine: str = "numba") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+         engine: str = "auto") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(lane, c0, c1): the union of each lane's intervals in whole pixel
     columns [c0, c1), runs that touch merged, sorted by lane then column.
     Rows outside the window are dropped; each kept row is at least one
@@ -97,7 +97,9 @@ def coverage(lane, begin, end, n_lanes: int, cols: Columns) -> np.ndarray:
     c1 = np.clip(cols.floor(e - 1), 0, w - 1)  # the column of the last ns
     base = lane * w
     one = c0 == c1
-    acc = np.bincount(base[one] + c0[one], weights=(e - b)[one], minlength=size)
+    # float from the start: bincount of no rows is int, whatever its weights
+    acc = np.bincount(base[one] + c0[one], weights=(e - b)[one], minlength=size) \
+        .astype(np.float64)
     m = ~one
     if m.any():
         b, e, c0, c1, base = b[m], e[m], c0[m], c1[m], base[m]

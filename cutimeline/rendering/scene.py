@@ -253,7 +253,8 @@ class Scene:
         r = np.repeat(sel, n)
         col = np.repeat(c0 - np.cumsum(n) + n, n) + np.arange(n.sum())
         amounts, over = device_idle_amounts(ln, self.act, r, cols.time(col),
-                                            cols.time(col + 1))
+                                            cols.time(col + 1),
+                                            self.report.settings["engine"])
         amounts = self.unblamed(amounts, grp.gg[r])
         cause = np.argmax(np.column_stack([amounts, over]), axis=1)
         # the last column: other streams ran; all zero: a side stream's idle

@@ -4,9 +4,14 @@ Each step is a cell over its device window (``begin_ns``..``end_ns`` of
 the report's step table), coloured by its verdict (``palette``), labelled
 where the cell is wide enough with the longest of: "step 3 · input-bound ·
 64.9 ms · GPU 66%", "step 3 · 64.9 ms · GPU 66%", "64.9 ms · GPU 66%",
-"64.9 ms". A Timeline without steps gets one cell for the whole window
-with the report's overall verdict. Steps narrower than a few pixels are
-merged per pixel column by verdict (``pixels.runs``), as the lanes are.
+"64.9 ms". Where the report's step table has FLOPs (fields ``flops``, per
+step, and ``mfu``, NaN when no peak is known), a step with FLOPs gets its
+achieved rate first in that list ("... · GPU 66% · 41.2 TFLOP/s · MFU
+4.2%"): the field ``tflop_per_s`` where the analysis gives it, else its
+``flops`` over its ``duration_ns``. A Timeline without steps gets one
+cell for the whole window with the report's overall verdict. Steps
+narrower than a few pixels are merged per pixel column by verdict
+(``pixels.runs``), as the lanes are.
 Every number comes from the report; the verdict line of the title
 (``verdict_line``) is the first sentence of ``Report.summary()``.
 """
@@ -16,12 +21,12 @@ from __future__ import annotations
 import numpy as np
 
 from ..analysis.summary import headline
-from ..analysis.words import fmt_ns, pct
+from ..analysis.words import fmt_ns, fmt_tflops, pct
 from . import pixels as px
 from .artists import boxes
 from .palette import VERDICT_COLORS, text_color
 
-__all__ = ["STRIP_LABEL", "verdict_line", "strip_cells", "draw_strip"]
+__all__ = ["STRIP_LABEL", "verdict_line", "strip_cells", "draw_strip", "compute_text"]
 
 STRIP_LABEL = "step verdicts"
 MIN_CELL_PX = 4   # narrower cells are merged per pixel column by verdict
@@ -50,11 +55,31 @@ def strip_cells(scene) -> np.ndarray:
 def _labels(row) -> list[str]:
     time, busy = fmt_ns(int(row["duration_ns"])), pct(float(row["busy_frac"]))
     if row["number"] < 0:
-        return [f"no steps — {row['verdict']} · {time} · GPU busy {busy}",
-                f"{row['verdict']} · GPU {busy}", f"GPU {busy}"]
-    n, v = int(row["number"]), row["verdict"]
-    return [f"step {n} · {v} · {time} · GPU {busy}", f"step {n} · {time} · GPU {busy}",
-            f"{time} · GPU {busy}", time]
+        plain = [f"no steps — {row['verdict']} · {time} · GPU busy {busy}",
+                 f"{row['verdict']} · GPU {busy}", f"GPU {busy}"]
+    else:
+        n, v = int(row["number"]), row["verdict"]
+        plain = [f"step {n} · {v} · {time} · GPU {busy}", f"step {n} · {time} · GPU {busy}",
+                 f"{time} · GPU {busy}", time]
+    rate = compute_text(row)
+    return [f"{t} · {rate}" for t in plain[:-1]] + plain if rate else plain
+
+
+def compute_text(row) -> str:
+    """"41.2 TFLOP/s · MFU 4.2%" of a step row whose report has FLOPs
+    ("" without them, or where the step has none)."""
+    names = row.dtype.names or ()
+    if "flops" not in names or not float(row["flops"]) > 0 or row["duration_ns"] <= 0:
+        return ""
+    if "tflop_per_s" in names and np.isfinite(row["tflop_per_s"]):
+        per_s = float(row["tflop_per_s"]) * 1e12
+    else:
+        per_s = float(row["flops"]) / (int(row["duration_ns"]) / 1e9)
+    text = fmt_tflops(per_s)
+    mfu = float(row["mfu"]) if "mfu" in names else float("nan")
+    if np.isfinite(mfu):
+        text += f" · MFU {100 * mfu:.1f}%" if mfu < 0.1 else f" · MFU {pct(mfu)}"
+    return text
 
 
 def draw_strip(scene, ax, cols: px.Columns) -> set[str]:

@@ -76,3 +76,28 @@ def test_deadline_and_evaluation_twins_agree(seed):
                            *(a[:0] for a in syncs))
     assert np.array_equal(got[0], np.minimum(np.maximum(free, floor), ceil))
     assert np.any(got[0] != free)
+
+
+def test_auto_aligns_small_recordings_without_a_kernel(monkeypatch):
+    from cutimeline.numeric import engines
+    rng = np.random.default_rng(3)
+    raw, host = _points(rng, 3000, ties=False)
+    args = (raw, np.zeros(3000, np.int16), np.zeros(3000, np.int64), host - 10**6,
+            [0], [10**12], [1.0], np.array([2999]), np.array([0]), np.array([NONE]),
+            np.array([2 * 10**12]))
+    want = (hull.upper_hull(raw, host, 0, 10**12, 1.0, "numba"),
+            hull.host_times(*args, backend="numba"))
+
+    def ran(*a):
+        raise AssertionError("a Numba kernel ran")
+    monkeypatch.setitem(hull._KERNELS, "numba", (ran,) * 4)
+    monkeypatch.setattr(hull, "_host_times_nb", ran)
+    got = hull.upper_hull(raw, host, 0, 10**12, 1.0), hull.host_times(*args)  # "auto"
+    for a, b in zip(got[0], want[0]):
+        assert np.array_equal(a, b)
+    assert np.array_equal(got[1], want[1])
+    monkeypatch.setattr(engines, "AUTO_NUMBA_ROWS", 1000)  # from 1000 rows: the kernels
+    with pytest.raises(AssertionError, match="kernel ran"):
+        hull.upper_hull(raw, host, 0, 10**12, 1.0)
+    with pytest.raises(AssertionError, match="kernel ran"):
+        hull.host_times(*args)

@@ -53,7 +53,7 @@ def validate_chrome(doc):
     named_pids, named_threads, used = set(), set(), set()
     for e in doc["traceEvents"]:
         ph = e["ph"]
-        assert ph in ("X", "M", "C", "s", "f"), e
+        assert ph in ("X", "M", "C", "s", "f", "i"), e
         assert isinstance(e["pid"], int) and isinstance(e["ts"], (int, float))
         if ph == "X":
             assert isinstance(e["name"], str) and isinstance(e["cat"], str)
@@ -70,6 +70,9 @@ def validate_chrome(doc):
                 named_pids.add(e["pid"])
             if e["name"] == "thread_name":
                 named_threads.add((e["pid"], e["tid"]))
+        elif ph == "i":
+            assert e["s"] in ("t", "p", "g") and isinstance(e["tid"], int)
+            assert isinstance(e["name"], str) and isinstance(e["args"], dict)
         elif ph == "C":
             assert isinstance(e["name"], str) and e["args"]
             assert all(isinstance(v, (int, float)) for v in e["args"].values())
@@ -218,6 +221,67 @@ def test_recorder_like_round_trip_keeps_row_order(tmp_path):
     export_chrome(tl, tmp_path / "r.json.gz")
     validate_chrome(json.loads(gzip.decompress((tmp_path / "r.json.gz").read_bytes())))
     same_timeline(tl, import_chrome(tmp_path / "r.json.gz"))
+
+
+def with_extras(offset_ns: int = 0) -> Timeline:
+    """``handmade`` with the tables of format 4: a source line on the
+    sync op and on the DataLoader span, FLOPs of the two launching ops,
+    memory on two devices (a row without an op among them)."""
+    tl = handmade(offset_ns)
+    names = list(tl.strings) + ["train.py", "main", "loss.item()", 'say "hi"']
+    f, fn, code, odd = range(len(tl.strings), len(names))
+    t = offset_ns + np.array([40, 140, 190, 900])
+    extras = {
+        "sources": {"op": [2, NONE], "span": [NONE, 1], "file": [f, odd], "line": [57, 3],
+                    "function": [fn, NONE], "code": [code, NONE]},
+        "flops": {"op": [0, 1], "flops": [2.0 * 64**3, 1e15]},
+        "memory": {"op": [0, 1, NONE, 2], "device": [0, 0, 1, 0], "host_ns": t,
+                   "allocated": [1 << 30, 4096, 0, 0], "freed": [0, 1024, 512, 4096],
+                   "in_use": [1 << 30, (1 << 30) + 3072, 7 << 20, (1 << 30) - 1024]},
+    }
+    tables = {n: tl.table(n).columns for n in ("ops", "gpu", "syncs", "spans")}
+    return Timeline({**tables, **extras}, names, dict(tl.meta))
+
+
+@pytest.mark.parametrize("offset", [0, 1_700_000_000_123_456_789])
+def test_sources_flops_and_memory_export_and_read_back(tmp_path, offset):
+    tl = with_extras(offset)
+    export_chrome(tl, tmp_path / "x.json.gz")
+    doc = json.loads(gzip.decompress((tmp_path / "x.json.gz").read_bytes()))
+    validate_chrome(doc)
+    ev = doc["traceEvents"]
+    ops = [e for e in ev if e.get("cat") == "cpu_op"]
+    assert [e["args"].get("flops") for e in ops] == [2 * 64**3, 10**15, None]
+    assert {k: ops[2]["args"][k] for k in ("source", "function", "code")} == \
+        {"source": "train.py:57", "function": "main", "code": "loss.item()"}
+    fetch = next(e for e in ev if e.get("name") == "DataLoader")
+    assert fetch["args"]["source"] == 'say "hi":3' and "code" not in fetch["args"]
+    shift = doc.get("cutimelineTimeShiftNanoseconds", 0)
+    counters = [(e["pid"], round(e["ts"] * 1000) + shift, e["args"]) for e in ev
+                if e["ph"] == "C" and e["name"] == "GPU memory"]
+    m = tl.memory
+    assert counters == [(d, t, {"allocated_bytes": u}) for d, t, u in
+                        zip(m.device.tolist(), m.host_ns.tolist(), m.in_use.tolist())]
+    kineto = [e["args"] for e in ev if e["ph"] == "i"]
+    assert [a["Bytes"] for a in kineto] == [1 << 30, 3072, -512, -4096]
+    assert [a["Device Type"] for a in kineto] == [1] * 4
+    back = import_chrome(tmp_path / "x.json.gz")
+    same_timeline(tl, back)
+    for name in ("memory", "flops", "sources"):
+        a, b = tl.table(name), back.table(name)
+        for col, arr in a.columns.items():
+            if (name, col) in {("sources", "file"), ("sources", "function"),
+                               ("sources", "code")}:
+                assert list(tl.decode(arr)) == list(back.decode(b[col])), (name, col)
+            else:
+                assert np.array_equal(arr, b[col]), (name, col)
+
+
+def test_a_timeline_without_extras_writes_none_of_their_keys(tmp_path):
+    export_chrome(handmade(), tmp_path / "h.json")
+    text = (tmp_path / "h.json").read_text()
+    for key in ('"source"', '"flops"', "GPU memory", "[memory]"):
+        assert key not in text
 
 
 def test_empty_timeline_round_trips(tmp_path):

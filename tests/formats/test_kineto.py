@@ -322,14 +322,15 @@ def test_unreadable_events_are_reported_not_dropped_silently(tmp_path):
     path = write_trace(tmp_path / "t.json", [
         op("aten::mm", 10, 20), op("aten::bad", "soon", 5), {"ph": "B", "name": "x"},
         op("aten::neg", 40, -3), "not an event", kernel("k", 50, 2, corr=1),
-        {"ph": "X", "cat": "python_function", "name": "f", "pid": 1, "tid": 1, "ts": 1,
+        {"ph": "X", "cat": "gpu_user_annotation", "name": "f", "pid": 1, "tid": 1, "ts": 1,
          "dur": 1}])
     tl = import_chrome(path)
     assert tl.decode(tl.ops["name"]).tolist() == ["aten::mm", "aten::neg"]
     w = " ".join(tl.meta["import_warnings"])
     assert "1 cpu_op events have no numeric 'ts'" in w
     assert "negative duration" in w and "phase B" in w
-    assert tl.meta["import_skipped"] == {"ph B": 1, "not an object": 1, "python_function": 1}
+    assert tl.meta["import_skipped"] == {"ph B": 1, "not an object": 1,
+                                         "gpu_user_annotation": 1}
     assert tl.ops.host_end_ns[1] == tl.ops.host_begin_ns[1]
 
 

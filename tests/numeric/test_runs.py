@@ -20,13 +20,13 @@ def test_merge_runs_and_gather_sorted(seed):
     order, starts = group_order(group, key, 4)
     v = key[order]
     for members in ([0, 2, 3], [1], []):
-        a = runs.merge_runs(v, order, starts, members)
+        a = runs.merge_runs(v, order, starts, members, engine="numba")
         np.testing.assert_array_equal(a, runs.merge_runs(v, order, starts, members,
                                                        engine="numpy"))
         rows = order[a]
         want = np.flatnonzero(np.isin(group, members))
         np.testing.assert_array_equal(rows, want[np.lexsort((want, key[want]))])
-        m = runs.merge_values(v, starts, members)
+        m = runs.merge_values(v, starts, members, engine="numba")
         np.testing.assert_array_equal(m, runs.merge_values(v, starts, members, engine="numpy"))
         np.testing.assert_array_equal(m, np.sort(key[want]))
     # many runs (merged four at a time, on several levels), some empty
@@ -35,12 +35,12 @@ def test_merge_runs_and_gather_sorted(seed):
     order2, starts2 = group_order(group2, key2, 25)
     v2 = key2[order2]
     for members in (np.arange(25), np.arange(0, 25, 3)[::-1], [24, 3, 7, 0, 1, 2]):
-        a = runs.merge_runs(v2, order2, starts2, members)
+        a = runs.merge_runs(v2, order2, starts2, members, engine="numba")
         np.testing.assert_array_equal(a, runs.merge_runs(v2, order2, starts2, members,
                                                        engine="numpy"))
         want = np.flatnonzero(np.isin(group2, members))
         np.testing.assert_array_equal(order2[a], want[np.lexsort((want, key2[want]))])
-        np.testing.assert_array_equal(runs.merge_values(v2, starts2, members),
+        np.testing.assert_array_equal(runs.merge_values(v2, starts2, members, "numba"),
                                       np.sort(key2[want]))
         for engine in ("numba", "numpy"):  # the runs read through the rows
             np.testing.assert_array_equal(runs.merge_rows(key2, order2, starts2, members,
@@ -53,10 +53,10 @@ def test_merge_runs_and_gather_sorted(seed):
         assert runs.runs_sorted(key2, shuffled, starts2, [1, 5], engine)
     # full ties (equal value and tie) keep the earlier run first
     pos = runs.merge_runs(np.zeros(6, np.int64), np.zeros(6, np.int64), np.array([0, 2, 4, 6]),
-                        [0, 1, 2])
+                        [0, 1, 2], engine="numba")
     np.testing.assert_array_equal(pos, np.arange(6))
     x = rng.integers(0, 1000, 300)
-    assert_same(runs.gather_sorted(x, order, starts), runs.gather_sorted(x, order, starts,
+    assert_same(runs.gather_sorted(x, order, starts, "numba"), runs.gather_sorted(x, order, starts,
                                                                      engine="numpy"))
     s = np.sort(x)
-    assert runs.gather_sorted(s, np.arange(300), np.array([0, 300])) is not None
+    assert runs.gather_sorted(s, np.arange(300), np.array([0, 300]), "numba") is not None

@@ -12,14 +12,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from matplotlib.colors import to_hex
+from numpy.lib import recfunctions
 from test_figure import T0, known_gaps, render, rgb
 
 from cutimeline.analysis.analyzer import analyze
 from cutimeline.analysis.verdict import VERDICTS
 from cutimeline.rendering.figure import plot
 from cutimeline.rendering.palette import VERDICT_COLORS
-from cutimeline.rendering.strip import STRIP_LABEL, verdict_line
+from cutimeline.rendering.strip import STRIP_LABEL, compute_text, verdict_line
 from cutimeline.timeline.schema import SpanKind
+from cutimeline.timeline.timeline import Timeline
 
 
 @pytest.fixture(scope="module")
@@ -140,3 +142,50 @@ def test_many_narrow_steps_merge_per_pixel_by_verdict(tl):
     cells = strip_cells(fig)
     assert 0 < len(cells) < fig.axes[3].bbox.width  # merged, not 2,000 cells
     assert fig.axes[3].texts == [] or all(len(t.get_text()) < 20 for t in fig.axes[3].texts)
+
+
+# -- FLOPs: achieved TFLOP/s and MFU in the cells ---------------------------------
+def with_compute(rep, flops, mfu, rate=None):
+    """The report's step table with the analysis's FLOPs fields added."""
+    fields = {"flops": np.asarray(flops, float), "mfu": np.asarray(mfu, float)}
+    if rate is not None:
+        fields["tflop_per_s"] = np.asarray(rate, float)
+    rep.steps = recfunctions.append_fields(rep.steps, list(fields), list(fields.values()),
+                                           usemask=False)
+    return rep
+
+
+def strip_texts(fig) -> list[str]:
+    return [t.get_text() for t in fig.axes[3].texts]
+
+
+def test_step_cells_carry_achieved_tflops_and_mfu():
+    tl = known_gaps()
+    rep = with_compute(analyze(tl), [5e12, 0.0], [0.41, np.nan])
+    fig = plot(tl, flows=0, report=rep, width=30)
+    first, second = strip_texts(fig)
+    seconds = rep.steps["duration_ns"][0] / 1e9
+    rate = f"{5e12 / seconds / 1e12:.3g} TFLOP/s"
+    assert first.endswith(f" · {rate} · MFU 41%") and first.startswith("step 0 · ")
+    assert "TFLOP/s" not in second   # a step without FLOPs gets none
+
+
+def test_compute_text_reads_the_analysis_fields():
+    rep = with_compute(analyze(known_gaps()), [1e12, 1e12], [0.042, np.nan],
+                       rate=[41.2, 2.0])
+    assert compute_text(rep.steps[0]) == "41.2 TFLOP/s · MFU 4.2%"
+    assert compute_text(rep.steps[1]) == "2 TFLOP/s"
+    assert compute_text(analyze(known_gaps()).steps[0]) == ""   # no FLOPs fields
+
+
+def test_the_analysis_flops_reach_the_cells():
+    """End to end: the flops table → analyze (with a peak) → the strip."""
+    tl = known_gaps()
+    tables = {k: tl.table(k).columns for k in ("ops", "gpu", "spans", "syncs")}
+    tl = Timeline({**tables, "flops": {"op": [0, 2, 5], "flops": [1e12, 3e12, 2e12]}},
+                  list(tl.strings), dict(tl.meta))
+    rep = analyze(tl, peak_flops=1e15)
+    texts = strip_texts(plot(tl, flows=0, report=rep, width=30))
+    for text, step in zip(texts, rep.steps):
+        rate = step["flops"] / (step["duration_ns"] / 1e9)
+        assert text.endswith(f" · {rate / 1e12:.3g} TFLOP/s · MFU {100 * rate / 1e15:.1f}%")
