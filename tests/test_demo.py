@@ -43,6 +43,17 @@ def test_sim_demo_shows_data_sync_and_dependency_gaps(demo):
     assert 0.2 < rep.devices[0]["busy_frac"] < 0.95  # neither starved nor saturated
 
 
+def test_sim_demo_quotes_the_source_lines_of_its_read_back_and_its_fetches(demo):
+    import cutimeline.demo
+    lines = open(cutimeline.demo.__file__).read().splitlines()
+    read = 1 + next(i for i, t in enumerate(lines) if t.strip().startswith("loss.item()"))
+    fetch = 1 + next(i for i, t in enumerate(lines) if "enumerate(loader)" in t)
+    text = ctl.analyze(demo.timeline).summary()
+    assert "syncs by source line:" in text and f"demo.py:{read} `loss.item()" in text
+    assert f"demo.py:{fetch} `for i, (x, y) in enumerate(loader):`" in text.splitlines()[0]
+    assert "<frozen" not in text
+
+
 @pytest.mark.parametrize("kw, words", [
     (dict(device="gpu"), "'gpu' is not understood"),
     (dict(steps=0), "steps=0"),

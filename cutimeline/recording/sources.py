@@ -64,13 +64,18 @@ _INTERNAL_FILES = frozenset(
     p for m in (contextlib, functools, threading)
     for p in (m.__file__, os.path.realpath(m.__file__)))
 _IMPORTLIB = _dirs(os.path.dirname(__import__("importlib").__file__))
+# the demo plays the user's script: its lines are the user's
+_DEMO = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "demo.py")
+_USER_FILES = frozenset((_DEMO, os.path.realpath(_DEMO)))
 
 
 def internal_file(filename: str) -> bool:
     """Whether code in ``filename`` is torch's, cutimeline's or the plumbing
     between them and the user's code (not a user's source line)."""
-    if filename.startswith("<frozen importlib") or filename in _INTERNAL_FILES:
-        return True
+    if filename in _USER_FILES:
+        return False
+    if filename.startswith("<frozen ") or filename in _INTERNAL_FILES:
+        return True  # <frozen runpy>, <frozen importlib._bootstrap>: plumbing
     if filename.startswith(_INTERNAL_DIRS) or filename.startswith(_IMPORTLIB):
         return True
     real = os.path.realpath(filename) if os.path.isabs(filename) else filename

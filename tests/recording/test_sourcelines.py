@@ -33,6 +33,9 @@ def sources(tl):
 
 
 def test_internal_files_are_torch_cutimeline_and_the_plumbing_between():
+    assert internal_file("<frozen runpy>") and internal_file("<frozen importlib._bootstrap>")
+    import cutimeline.demo  # the demo plays the user's script
+    assert not internal_file(cutimeline.demo.__file__)
     assert internal_file(torch.nn.functional.__file__)
     assert internal_file(ctl.__file__)
     assert internal_file(contextlib.__file__) and internal_file(functools.__file__)
