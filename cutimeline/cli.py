@@ -9,20 +9,17 @@
     cutimeline export FILE -o OUT.json.gz
     cutimeline import TRACE -o OUT.ctl
     cutimeline merge DIR -o merged.ctl
+    cutimeline capture PID [--steps N] [--out F] [--timeout S]  (ctl.arm())
 
 FILE is a ``.ctl`` file or a torch.profiler trace (``.json``/``.json.gz``).
 W is a step (``3``), a step range (``3-5``) or seconds from the start
-(``0.5s-0.75s``): the spellings ``window=`` takes in Python, read by the
-same parser (``timeline/windows.py``); ``--device`` takes the spellings of
-``record(device=)`` (``recording/devicespec.py``) that name a GPU, real or
-simulated. Errors print one line and exit with status 2; a bug in
+(``0.5s-0.75s``), as ``window=`` takes them (``timeline/windows.py``);
+``--device`` the spellings of ``record(device=)`` that name a GPU. Errors print one line and exit with status 2; a bug in
 cutimeline prints its traceback and a line asking for a report (status 3).
-
 Work that lasts over ``PROGRESS_AFTER_S`` shows a progress bar on stderr
-(tqdm's when it is installed: ``pip install cutimeline[progress]``), only
-on a terminal and never with ``--quiet``; a first run that compiles the
-Numba kernels says so once. Small Timelines are analysed by the kernels'
-NumPy twins (``engine="auto"``), which compile nothing.
+(tqdm's when installed: ``pip install cutimeline[progress]``), only on a
+terminal and never with ``--quiet``; a first compile of the Numba kernels
+says so once (small Timelines run the NumPy twins and compile nothing).
 """
 
 from __future__ import annotations
@@ -45,9 +42,8 @@ COMPILE_NOTICE_AFTER_S = 1.0   # shorter compiles pass without a notice
 
 
 def parse_window(text: str) -> Any:
-    """``--window``'s text, by the parser ``window=`` uses (see
-    ``timeline/windows.py``): ``"3"`` → 3, ``"3-5"`` → (3, 5),
-    ``"0.5s-0.75s"`` → (0.5, 0.75)."""
+    """``--window``'s text, by ``window=``'s parser (``timeline/windows.py``):
+    ``"3"`` → 3, ``"3-5"`` → (3, 5), ``"0.5s-0.75s"`` → (0.5, 0.75)."""
     from .timeline.windows import parse_window as parse
     try:
         return parse(text)
@@ -58,8 +54,7 @@ def parse_window(text: str) -> Any:
 
 
 def _demo_device(text: str) -> str:
-    """``--device``'s text in the vocabulary of ``record(device=)``, as the
-    demo takes it: "auto", "cuda" (after making cuda:N current) or "sim"."""
+    """``--device`` as the demo takes it: "auto", "cuda" (cuda:N made current) or "sim"."""
     from .recording.devicespec import cuda_index, device_spelling
     try:
         spec = device_spelling(text, "--device ...")
@@ -78,10 +73,9 @@ def _demo_device(text: str) -> str:
 
 
 class Progress:
-    """A one-line progress bar on stderr, shown only on a terminal and only
-    for work that lasts longer than ``after_s`` (default
-    ``PROGRESS_AFTER_S``); ``fraction`` None: a stage without a known
-    fraction ("analysing… 3 s")."""
+    """A one-line progress bar on stderr, only on a terminal and for work over
+    ``after_s`` (default ``PROGRESS_AFTER_S``); ``fraction`` None: a stage
+    without a known fraction ("analysing… 3 s")."""
 
     def __init__(self, label: str, *, stream=None, after_s: float | None = None,
                  width: int = 30, quiet: bool = False):
@@ -302,6 +296,13 @@ def _cmd_merge(a: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_capture(a: argparse.Namespace) -> int:
+    from .recording.ondemand import send_capture  # it checks steps and pid
+    out = send_capture(a.pid, steps=a.steps, out=a.out, timeout=a.timeout or None)
+    print(f"{'wrote' if a.timeout else 'asked for'} {out}")
+    return 0
+
+
 def _parser() -> argparse.ArgumentParser:
     from . import __version__
 
@@ -350,6 +351,12 @@ def _parser() -> argparse.ArgumentParser:
     m.add_argument("dir", metavar="DIR")
     m.add_argument("-o", "--output", required=True)
     m.set_defaults(run=_cmd_merge)
+    c = command("capture", help="ask process PID (armed by ctl.arm()) to record N steps")
+    c.add_argument("pid", metavar="PID", type=int)
+    c.add_argument("--steps", type=int, default=5)
+    c.add_argument("--out", help="the .ctl file (default ./cutimeline-<pid>-<time>.ctl)")
+    c.add_argument("--timeout", type=float, default=60.0, help="seconds to wait (0: don't)")
+    c.set_defaults(run=_cmd_capture)
     return p
 
 
@@ -360,9 +367,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .numeric.compiling import compile_notice
     args = _parser().parse_args(argv)
     args.quiet = getattr(args, "quiet", False)
+    notice = compile_notice(sys.stderr, after_s=COMPILE_NOTICE_AFTER_S, enabled=not args.quiet)
     try:
-        with compile_notice(sys.stderr, after_s=COMPILE_NOTICE_AFTER_S,
-                            enabled=not args.quiet):
+        with notice:
             return args.run(args)
     except CutimelineError as exc:
         print(f"cutimeline: error: {_one_line(exc)}", file=sys.stderr)

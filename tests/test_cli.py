@@ -442,3 +442,33 @@ def test_a_stage_without_a_fraction_shows_its_name_and_time():
     quiet = Progress("analysing", stream=_Tty(), after_s=0.0, quiet=True)
     quiet("3 s", None)
     assert quiet.stream.getvalue() == ""
+
+
+def test_capture_asks_an_armed_process_for_its_next_steps(tmp_path):
+    job = tmp_path / "job.py"
+    job.write_text(
+        "import time, torch, cutimeline as ctl\n"
+        "ctl.arm(steps=2, signal=None, options={'device': 'cpu', 'measure': False})\n"
+        "print('ready', flush=True)\n"
+        "m = torch.nn.Linear(4, 2); opt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+        "x = torch.randn(3, 4); t = time.time()\n"
+        "while time.time() - t < 60:\n"
+        "    m(x).sum().backward(); opt.step(); opt.zero_grad(); time.sleep(0.01)\n")
+    env = {**os.environ, "PYTHONPATH": str(Path(ctl.__file__).parents[1])}
+    child = subprocess.Popen([sys.executable, str(job)], stdout=subprocess.PIPE,
+                             text=True, env=env)
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        out = tmp_path / "cap.ctl"
+        assert main(["capture", str(child.pid), "--steps", "2", "--out", str(out),
+                     "--timeout", "50"]) == 0
+        tl = ctl.load(out)
+        assert len(tl.step_numbers()) == 2 and len(tl.ops)
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_capture_of_a_process_that_is_not_armed_is_an_error(capsys):
+    assert main(["capture", str(os.getpid()), "--steps", "1", "--timeout", "0"]) == 2
+    assert "not armed" in capsys.readouterr().err
