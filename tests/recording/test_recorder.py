@@ -791,7 +791,8 @@ def test_stop_from_another_thread_is_refused():
     ({"device": "tpu"}, "device='tpu'"), ({"device": 3}, "device=3"),
     ({"max_ops": 0}, "max_ops=0"), ({"max_ops": 2.5}, "max_ops=2.5"),
     ({"modules": 1}, "modules=1"), ({"steps": "epoch"}, "steps='epoch'"),
-    ({"measure": None}, "measure=None")])
+    ({"measure": None}, "measure=None"), ({"stack": "yes"}, "stack='yes'.*True or False"),
+    ({"memory": 1}, "memory=1.*True or False")])
 def test_bad_options_are_named(kwargs, match):
     with pytest.raises(CutimelineError, match=match):
         ctl.record(**kwargs)
