@@ -3,6 +3,7 @@
     cutimeline --version
     cutimeline [--quiet] COMMAND ...   (--quiet: no progress bars or notices)
     cutimeline demo [--out DIR] [--steps N] [--device auto|cuda|cuda:N|sim]
+                    [--num-workers N] [--log-every N]
     cutimeline plot FILE -o OUT.png [--window W]
     cutimeline summary FILE [--window W] [--json]
     cutimeline whatif FILE [--window W] [--json]
@@ -16,7 +17,7 @@ W is a step (``3``), a step range (``3-5``) or seconds from the start
 (``0.5s-0.75s``), as ``window=`` takes them (``timeline/windows.py``);
 ``--device`` the spellings of ``record(device=)`` that name a GPU. Errors print one line and exit with status 2; a bug in
 cutimeline prints its traceback and a line asking for a report (status 3).
-Work that lasts over ``PROGRESS_AFTER_S`` shows a progress bar on stderr
+Work that lasts over ``progress.PROGRESS_AFTER_S`` shows a progress bar on stderr
 (tqdm's when installed: ``pip install cutimeline[progress]``), only on a
 terminal and never with ``--quiet``; a first compile of the Numba kernels
 says so once (small Timelines run the NumPy twins and compile nothing).
@@ -28,16 +29,13 @@ import argparse
 import json
 import os
 import sys
-import threading
-import time
-from contextlib import contextmanager
-from typing import Any, Iterator, Sequence
+from typing import Any, Sequence
 
 from .errors import CutimelineError
+from .progress import Progress, bar as _bar, stage as _stage
 
-__all__ = ["main", "parse_window"]
+__all__ = ["main", "parse_window", "Progress"]
 
-PROGRESS_AFTER_S = 2.0         # shorter work shows no progress bar
 COMPILE_NOTICE_AFTER_S = 1.0   # shorter compiles pass without a notice
 
 
@@ -70,103 +68,6 @@ def _demo_device(text: str) -> str:
         torch.cuda.set_device(cuda_index(spec, "--device ..."))
         return "cuda"
     return spec
-
-
-class Progress:
-    """A one-line progress bar on stderr, only on a terminal and for work over
-    ``after_s`` (default ``PROGRESS_AFTER_S``); ``fraction`` None: a stage
-    without a known fraction ("analysing… 3 s")."""
-
-    def __init__(self, label: str, *, stream=None, after_s: float | None = None,
-                 width: int = 30, quiet: bool = False):
-        self.label, self.stream, self.width = label, stream or sys.stderr, width
-        self.after_s = PROGRESS_AFTER_S if after_s is None else after_s
-        self.t0, self.shown = time.perf_counter(), False
-        self.tty = not quiet and _tty(self.stream)
-
-    def __call__(self, stage: str, fraction: float | None) -> None:
-        if not self.tty or time.perf_counter() - self.t0 < self.after_s:
-            return
-        if fraction is None:
-            self.stream.write(f"\r{self.label}… {stage:<12}")
-        else:
-            f = min(max(float(fraction), 0.0), 1.0)
-            n = int(round(f * self.width))
-            self.stream.write(f"\r{self.label} [{'#' * n}{'.' * (self.width - n)}] "
-                              f"{f:4.0%} {stage:<12}")
-        self.stream.flush()
-        self.shown = True
-
-    def clear(self) -> None:
-        if self.shown:
-            self.stream.write(f"\r{' ' * (len(self.label) + self.width + 20)}\r")
-            self.stream.flush()
-
-    def done(self) -> None:
-        if self.shown:
-            self.stream.write(f"\r{self.label} done in "
-                              f"{time.perf_counter() - self.t0:.1f} s{' ' * self.width}\n")
-            self.stream.flush()
-
-
-class _TqdmBar:
-    """``Progress``'s interface over a tqdm bar (tqdm waits ``delay`` before
-    it shows one), for work with a known fraction."""
-
-    def __init__(self, tqdm, label: str, stream):
-        self.bar = tqdm(total=1000, desc=label, file=stream, delay=PROGRESS_AFTER_S,
-                        leave=False, bar_format="{desc} {percentage:3.0f}%|{bar}| "
-                        "{elapsed} {postfix}")
-
-    def __call__(self, stage: str, fraction: float) -> None:
-        self.bar.set_postfix_str(stage, refresh=False)
-        self.bar.update(int(min(max(fraction, 0.0), 1.0) * 1000) - self.bar.n)
-
-    def clear(self) -> None:
-        self.bar.close()
-
-    done = clear
-
-
-def _tty(stream) -> bool:
-    return hasattr(stream, "isatty") and stream.isatty()
-
-
-def _bar(label: str, quiet: bool):
-    """A progress callback ``(stage, fraction)`` with ``clear()`` and
-    ``done()`` on stderr: tqdm's bar if tqdm is installed, else ``Progress``;
-    silent with --quiet or when stderr is not a terminal."""
-    if not quiet and _tty(sys.stderr):
-        try:
-            from tqdm import tqdm
-        except ImportError:
-            pass
-        else:
-            return _TqdmBar(tqdm, label, sys.stderr)
-    return Progress(label, quiet=quiet)
-
-
-@contextmanager
-def _stage(label: str, quiet: bool) -> Iterator[None]:
-    """``label… N s`` on stderr while the block runs past PROGRESS_AFTER_S
-    (a line of its own: a stage has no fraction for tqdm to draw)."""
-    bar = Progress(label, quiet=quiet)
-    stop, t0 = threading.Event(), time.perf_counter()
-
-    def tick() -> None:
-        while not stop.wait(0.25):
-            bar(f"{time.perf_counter() - t0:.0f} s", None)
-
-    ticker = threading.Thread(target=tick, name="cutimeline-progress", daemon=True)
-    if bar.tty:
-        ticker.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        if ticker.is_alive():
-            ticker.join()
-        bar.clear()
 
 
 def _open(path: str, quiet: bool = False):
@@ -209,7 +110,8 @@ def _cmd_demo(a: argparse.Namespace) -> int:
     device = _demo_device(a.device)
     os.makedirs(a.out, exist_ok=True)
     with _stage("recording", a.quiet):
-        res = run_demo(steps=a.steps, device=device)
+        res = run_demo(steps=a.steps, device=device, num_workers=a.num_workers,
+                       log_every=a.log_every)
     where = ("on a SIMULATED GPU (no CUDA device here): " if res.simulated
              else "on ") + res.device
     print(f"recorded {a.steps} training steps {where}")
@@ -253,7 +155,7 @@ def _cmd_whatif(a: argparse.Namespace) -> int:
     if not preds:
         raise CutimelineError(f"{a.file} gives no what-if predictions: it needs gpu rows "
                               f"and something a fix would remove.")
-    print(f"what if (steady-state steps, median; recorded step "
+    print(f"what if (steady-state steps, mean; recorded step "
           f"{fmt_ns(preds[0].step_ns)}, GPU busy {pct(preds[0].busy_frac)}):")
     for p in preds:
         print(f"  {p.edit.name:<9} {-p.gain:+7.1%}  step {fmt_ns(p.predicted_step_ns):>9}  "
@@ -326,6 +228,10 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--steps", type=int, default=8)
     d.add_argument("--device", default="auto", help="auto (CUDA when present, else "
                    "sim), cuda, cuda:N or sim (a simulated H100)")
+    d.add_argument("--num-workers", type=int, default=0, help="the loop's DataLoader "
+                   "workers (a fix: compare with `cutimeline whatif`)")
+    d.add_argument("--log-every", type=int, default=1, help="read the loss back every "
+                   "N steps, 0: never (the other fix)")
     d.set_defaults(run=_cmd_demo)
     for name, helptext, run in (
             ("plot", "draw the timeline of FILE", _cmd_plot),

@@ -121,21 +121,26 @@ class _Sim:
 
 def run_demo(*, steps: int = 8, device: str = "auto", batch: int = 4096,
              dim: int = 4096, hidden: int = 8192, load_s: float = 12e-3,
-             log_s: float = 3e-3, num_workers: int = 0) -> DemoResult:
+             log_s: float = 3e-3, num_workers: int = 0,
+             log_every: int = 1) -> DemoResult:
     """Record ``steps`` training steps; ``device``: "auto", "cuda" or "sim".
 
     ``load_s``: host time the dataset spends building each batch; ``log_s``:
-    host time spent printing the loss after reading it back each step.
+    host time spent printing the loss after reading it back, which the
+    loop does every ``log_every`` steps (0: never). ``num_workers`` and
+    ``log_every`` are the loop's two fixes, so its what-if predictions
+    can be checked against the loop run with them.
     """
     import cutimeline as ctl
 
     if device not in ("auto", "cuda", "sim"):
         raise CutimelineError(f"demo device {device!r} is not understood; give "
                               f"'auto', 'cuda' or 'sim'.")
-    for name, v in (("steps", steps), ("batch", batch), ("dim", dim),
-                    ("hidden", hidden)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise CutimelineError(f"demo {name}={v!r} must be a whole number ≥ 1.")
+    for name, v, least in (("steps", steps, 1), ("batch", batch, 1), ("dim", dim, 1),
+                           ("hidden", hidden, 1), ("num_workers", num_workers, 0),
+                           ("log_every", log_every, 0)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < least:
+            raise CutimelineError(f"demo {name}={v!r} must be a whole number ≥ {least}.")
     use_cuda = device == "cuda" or (device == "auto" and torch.cuda.is_available())
     if use_cuda and not torch.cuda.is_available():
         raise CutimelineError("demo --device cuda needs a GPU, but "
@@ -167,9 +172,10 @@ def run_demo(*, steps: int = 8, device: str = "auto", batch: int = 4096,
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
-            value = side.read(loss)                # logging every step: a sync
-            with ctl.span("log"):                  # ... and printing it
-                _busy(log_s)
-            if value is not None:
-                losses.append(value)
+            if log_every and i % log_every == 0:
+                value = side.read(loss)            # logging every step: a sync
+                with ctl.span("log"):              # ... and printing it
+                    _busy(log_s)
+                if value is not None:
+                    losses.append(value)
     return DemoResult(rec.timeline, side.name, side.simulated, losses)

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import cutimeline as ctl
+from cutimeline import progress
 from cutimeline.cli import Progress, main, parse_window
 from cutimeline.errors import CutimelineError
 from cutimeline.numeric.engines import resolve_engine
@@ -322,7 +323,7 @@ def terminal(monkeypatch):
     """Progress shown at once; the test makes stderr this terminal (pytest
     puts its own stderr back after the fixtures ran)."""
     import cutimeline.cli as cli
-    monkeypatch.setattr(cli, "PROGRESS_AFTER_S", 0.0)
+    monkeypatch.setattr(progress, "PROGRESS_AFTER_S", 0.0)
     return _Tty()
 
 

@@ -54,10 +54,35 @@ def test_sim_demo_quotes_the_source_lines_of_its_read_back_and_its_fetches(demo)
     assert "<frozen" not in text
 
 
+def test_the_demos_what_if_predictions_match_the_loop_run_with_each_fix():
+    """The replay's ranking against ground truth: the demo run again with
+    each fix (no read-back; two DataLoader workers) on the simulator. The
+    read-back fix gains most: without it the host fetches and launches
+    while the GPU works; the summary's advice leads with it."""
+    from cutimeline.analysis.whatif import steady
+
+    def step_ns(tl):
+        return float(steady(ctl.analyze(tl).steps)["duration_ns"].mean())
+
+    rep = ctl.analyze(run_demo(steps=6, device="sim").timeline)
+    preds = {p.edit.name: p for p in rep.what_if()}
+    assert rep.what_if()[0].edit.name == "sync"
+    truth = {"sync": step_ns(run_demo(steps=6, device="sim", log_every=0).timeline),
+             "data": step_ns(run_demo(steps=6, device="sim", num_workers=2).timeline)}
+    for name, after in truth.items():
+        assert preds[name].step_ns > 1.15 * after        # each fix gains
+        assert preds[name].predicted_step_ns == pytest.approx(after, rel=0.05), name
+    first = rep.summary().splitlines()[0]
+    assert "Most likely to help, by the replay: keep values on the GPU" in first
+    assert "For the largest idle cause: try num_workers > 0" in first
+
+
 @pytest.mark.parametrize("kw, words", [
     (dict(device="gpu"), "'gpu' is not understood"),
     (dict(steps=0), "steps=0"),
     (dict(batch=True), "batch=True"),
+    (dict(num_workers=-1), "num_workers=-1 must be a whole number ≥ 0"),
+    (dict(log_every="2"), "log_every='2'"),
 ])
 def test_bad_demo_options_name_the_value(kw, words):
     with pytest.raises(CutimelineError, match=words):

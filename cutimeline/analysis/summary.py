@@ -159,24 +159,26 @@ def _work(rep: Report) -> list[str]:
     return lines
 
 
-def _predicted(rep: Report, cause: str) -> str:
-    """What the replay (``whatif.py``) predicts for the advised fix, as
-    " — predicted −38% step time"; and, when another fix in the user's code
-    gains more (by 5 points or more), that one too: the idle time a cause
-    accounts for and the time its fix saves are not the same thing (a
-    per-step read-back that keeps the host from running ahead costs more
-    than its own gaps). "" when nothing gains 1% or more."""
+def _advice(rep: Report, h: dict) -> str:
+    """"Most likely to help: …" for the headline ``h``: its cause's fix with
+    what the replay (``whatif.py``) predicts for it (" — predicted −38%
+    step time"); but when another fix gains more by 5 points or more, that
+    one leads, and the cause's fix follows with its own prediction. The
+    idle time a cause accounts for and the time its fix saves are not the
+    same thing: a per-step read-back that keeps the host from running
+    ahead exposes the fetches and launches after it, so it shows as their
+    idle time and costs more than its own gaps. No prediction is quoted
+    under a 1% gain."""
     preds = [p for p in rep.what_if() if p.edit.name != "recorder"]
-    mine = next((p for p in preds if p.edit.cause == cause), None)
+    mine = next((p for p in preds if p.edit.cause == h["cause"]), None)
     best = preds[0] if preds else None
-    out = ""
-    if mine is not None and mine.gain >= 0.01:
-        out = f" — predicted −{mine.gain:.0%} step time"
+    own = f" — predicted −{mine.gain:.0%} step time" if mine and mine.gain >= 0.01 else ""
     if best is not None and best.gain >= 0.01 and (
             mine is None or best.gain >= mine.gain + 0.05):
-        out += (f"; the replay puts another fix first: {best.edit.code} "
-                f"(−{best.gain:.0%} step time)")
-    return out
+        return (f"Most likely to help, by the replay: {best.edit.code} (predicted "
+                f"−{best.gain:.0%} step time). For the largest idle cause: {h['help']}"
+                f"{own}.")
+    return f"Most likely to help: {h['help']}{own}."
 
 
 def summary_text(rep: Report) -> str:
@@ -184,7 +186,7 @@ def summary_text(rep: Report) -> str:
     w0, w1 = rep.window
     h = headline(rep)
     first = (f"Verdict: {h['text']} ({h['steps']}; {_pct(h['share'])} of their time). "
-             f"Most likely to help: {h['help']}{_predicted(rep, h['cause'])}.")
+             + _advice(rep, h))
     head = [f"cutimeline report — {source_words(tl.meta)}"]
     if tl.meta.get("device_name"):
         head.append(str(tl.meta["device_name"]))
