@@ -141,6 +141,8 @@ def launch(s: Any, call: Callable, graph: Any, inputs: Any) -> Any:
     else:
         flags |= _CAPTURED
     w.ops.append((seq, t0, t1, sig, w.ctx, gid, flags))
+    if s.memlog is not None:  # what the graph's kernels allocated, as for an op
+        s.memlog.read(seq, t1, _Named(s.strings.values[s.sig_table[sig][0]]), (), {}, out)
     return out
 
 

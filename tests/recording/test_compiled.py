@@ -229,3 +229,20 @@ def test_torch_that_recompiles_under_a_mode_is_named_once(monkeypatch, version, 
     assert len(ours) == warns
     if warns:
         assert "torch 2.9.1" in str(ours[0].message) and "≥ 2.10" in str(ours[0].message)
+
+
+def test_a_compiled_graph_takes_a_memory_reading_like_an_op(inductor_mlp):
+    """What the graph's own kernels allocate (its outputs, its buffers)
+    lands on its row, not on the next op's."""
+    ref_loss, _ = inductor_mlp()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        with ctl.record(device=quiet_sim(), measure=False, memory=True) as rec:
+            loss, _ = inductor_mlp()
+    assert torch.equal(loss, ref_loss)
+    tl = rec.timeline
+    name = np.array(names(tl))
+    graph = np.flatnonzero(np.char.startswith(name.astype(str), "inductor::graph_"))
+    m = tl.memory
+    read = {int(r): int(a) for r, a in zip(m.op, m.allocated)}
+    assert graph[0] in read and read[graph[0]] > 0  # the forward's outputs at least
