@@ -27,6 +27,7 @@ from typing import Any, Callable
 import torch
 
 from ..errors import CutimelineError
+from ..timeline.gpus import gpu_named
 
 __all__ = ["GpuProfile", "PROFILES", "profile_named", "op_name", "OpModel",
            "tensor_bytes", "flop_formula", "formula_flops", "work_key"]
@@ -52,30 +53,31 @@ class GpuProfile:
     notes: str = field(default="", compare=False)
 
 
-# Datasheet figures, dense (the datasheets print tensor-core numbers "with
-# sparsity", twice the dense rate; these are the halves).
+def _compute(gpu: str, **fill: str) -> dict[str, float]:
+    """The dense FLOP/s of the GPU that ``timeline.gpus`` (the datasheet
+    table, one copy of those figures) names ``gpu``; ``fill`` runs a
+    precision the GPU has no units for at another's rate (the A100 has no
+    fp8 units: fp8 work runs as bf16)."""
+    peaks = dict(gpu_named(gpu).peak_flops)
+    for missing, like in fill.items():
+        peaks.setdefault(missing, peaks[like])
+    return peaks
+
+
+# Compute from the datasheet table (dense: the datasheets print
+# tensor-core numbers "with sparsity", twice the dense rate); memory
+# bandwidth from the same datasheets.
 PROFILES: dict[str, GpuProfile] = {
-    # NVIDIA H100 SXM5 80 GB datasheet: FP64 TC 67 TF, FP32 67 TF, TF32 TC
-    # 989 TF*, BF16/FP16 TC 1,979 TF*, FP8/INT8 3,958*, HBM3 3.35 TB/s.
-    "h100": GpuProfile(
-        "h100",
-        {"fp64": 67e12, "fp32": 67e12, "tf32": 494.5e12, "bf16": 989.5e12,
-         "fp16": 989.5e12, "fp8": 1979e12, "int8": 1979e12},
-        3.35e12, notes="NVIDIA H100 SXM5 80GB"),
-    # NVIDIA A100 SXM4 80 GB datasheet: FP64 TC 19.5 TF, FP32 19.5 TF, TF32
-    # TC 312 TF*, BF16/FP16 TC 624 TF*, INT8 1,248 TOPS*, HBM2e 2,039 GB/s.
-    "a100": GpuProfile(
-        "a100",
-        {"fp64": 19.5e12, "fp32": 19.5e12, "tf32": 156e12, "bf16": 312e12,
-         "fp16": 312e12, "fp8": 312e12, "int8": 624e12},  # no fp8 units
-        2.039e12, launch_latency_ns=5_000, event_latency_ns=2_500,
-        min_kernel_ns=2_500, notes="NVIDIA A100 SXM4 80GB"),
-    # NVIDIA H200 SXM 141 GB datasheet: compute as H100 SXM, HBM3e 4.8 TB/s.
-    "h200": GpuProfile(
-        "h200",
-        {"fp64": 67e12, "fp32": 67e12, "tf32": 494.5e12, "bf16": 989.5e12,
-         "fp16": 989.5e12, "fp8": 1979e12, "int8": 1979e12},
-        4.8e12, notes="NVIDIA H200 SXM 141GB"),
+    # NVIDIA H100 SXM5 80 GB: HBM3 3.35 TB/s.
+    "h100": GpuProfile("h100", _compute("NVIDIA H100 80GB HBM3"), 3.35e12,
+                       notes="NVIDIA H100 SXM5 80GB"),
+    # NVIDIA A100 SXM4 80 GB: HBM2e 2,039 GB/s.
+    "a100": GpuProfile("a100", _compute("NVIDIA A100-SXM4-80GB", fp8="bf16"), 2.039e12,
+                       launch_latency_ns=5_000, event_latency_ns=2_500,
+                       min_kernel_ns=2_500, notes="NVIDIA A100 SXM4 80GB"),
+    # NVIDIA H200 SXM 141 GB: compute as H100 SXM, HBM3e 4.8 TB/s.
+    "h200": GpuProfile("h200", _compute("NVIDIA H200"), 4.8e12,
+                       notes="NVIDIA H200 SXM 141GB"),
 }
 
 # Ops that run no kernel: allocations and metadata changes (views are found
