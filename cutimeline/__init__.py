@@ -29,6 +29,7 @@ _LAZY = {
     "align": "alignment.aligner",
     "analyze": "analysis.analyzer", "Report": "analysis.analyzer",
     "plot": "rendering.figure", "plot_compare": "rendering.figure",
+    "plot_what_if": "rendering.whatif",
     "export_chrome": "formats.chrome", "import_chrome": "formats.chrome",
     "compare": "comparison.runner", "Comparison": "comparison.result",
     "merge": "dist.merger",

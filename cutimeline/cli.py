@@ -6,7 +6,7 @@
                     [--num-workers N] [--log-every N]
     cutimeline plot FILE -o OUT.png [--window W]
     cutimeline summary FILE [--window W] [--json]
-    cutimeline whatif FILE [--window W] [--json]
+    cutimeline whatif FILE [--window W] [--json] [--plot OUT.png [--edit NAME]]
     cutimeline export FILE -o OUT.json.gz
     cutimeline import TRACE -o OUT.ctl
     cutimeline merge DIR -o merged.ctl
@@ -145,12 +145,19 @@ def _cmd_summary(a: argparse.Namespace) -> int:
 
 def _cmd_whatif(a: argparse.Namespace) -> int:
     from .analysis.words import fmt_ns, pct
+    if a.edit:
+        from .analysis.whatif_edits import edit_named
+        edit_named(a.edit)  # an unknown name: the error lists them
+        if not a.plot:
+            raise CutimelineError("--edit names the fix to draw with --plot OUT.png; "
+                                  "give --plot too, or leave --edit out.")
     tl = _open(a.file, a.quiet)
     rep = _analyze(tl, a.quiet, parse_window(a.window) if a.window else None)
     with _stage("predicting", a.quiet):
         preds = rep.what_if()
     if a.json:
         print(json.dumps([p.to_dict() for p in preds], indent=1))
+        _whatif_plot(a, tl, rep)
         return 0
     if not preds:
         raise CutimelineError(f"{a.file} gives no what-if predictions: it needs gpu rows "
@@ -160,7 +167,23 @@ def _cmd_whatif(a: argparse.Namespace) -> int:
     for p in preds:
         print(f"  {p.edit.name:<9} {-p.gain:+7.1%}  step {fmt_ns(p.predicted_step_ns):>9}  "
               f"GPU busy {pct(p.predicted_busy_frac):>4}  {p.edit.code}")
+    _whatif_plot(a, tl, rep)
     return 0
+
+
+def _whatif_plot(a: argparse.Namespace, tl, rep) -> None:
+    """``--plot OUT``: the recording over its replay under ``--edit`` (default
+    the top fix), as ``ctl.plot(tl, OUT, what_if=...)`` draws them."""
+    if not a.plot:
+        return
+    import cutimeline as ctl
+
+    from .rendering.whatif import change_text
+    with _stage("plotting", a.quiet):
+        fig = ctl.plot(tl, a.plot, what_if=a.edit or True, report=rep,
+                       window=parse_window(a.window) if a.window else None)
+    print(f"wrote {a.plot}: {change_text(fig.cutimeline_prediction)}",
+          file=sys.stderr if a.json else sys.stdout)
 
 
 def _cmd_export(a: argparse.Namespace) -> int:
@@ -248,6 +271,11 @@ def _parser() -> argparse.ArgumentParser:
                            "(0.5s-0.75s)")
         if name in ("summary", "whatif"):
             c.add_argument("--json", action="store_true", help="the result as JSON")
+        if name == "whatif":
+            c.add_argument("--plot", metavar="OUT", help="draw the recording over its "
+                           "replay under the top fix (or --edit) to OUT (.png/.svg/.pdf)")
+            c.add_argument("--edit", metavar="NAME", help="the fix to draw with --plot: "
+                           "data, sync, host, graphs, launch, ... (default: the top one)")
         c.set_defaults(run=run)
     i = command("import", help="read a torch.profiler trace into a .ctl file")
     i.add_argument("trace", metavar="TRACE")

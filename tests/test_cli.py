@@ -307,6 +307,30 @@ def test_whatif_prints_the_ranked_edits_and_json(tmp_path, capsys):
     assert d[0]["edit"] == "data" and d[0]["steps"][1]["predicted_ns"] == 3_000_000
 
 
+def test_whatif_plot_draws_the_top_fix_or_the_edit_named(tmp_path, capsys):
+    from cutimeline.timeline.schema import SpanKind
+
+    from handmade import timeline
+    spans = [(SpanKind.DATA, "next(DataLoader)", 10_000_000 * k, 10_000_000 * k + 7_000_000)
+             for k in range(3)]
+    gpu = [(0, 10_000_000 * k + 8_000_000, 10_000_000 * k + 9_000_000,
+            10_000_000 * k + 11_000_000) for k in range(3)]
+    path = tmp_path / "fetch.ctl"
+    timeline(gpu=gpu, spans=spans, steps=[(k, 10_000_000 * k, 10_000_000 * (k + 1))
+                                          for k in range(3)]).save(path)
+    png = tmp_path / "whatif.png"
+    assert main(["whatif", str(path), "--plot", str(png)]) == 0
+    last = capsys.readouterr().out.splitlines()[-1]
+    assert png.read_bytes()[:4] == b"\x89PNG" and last.startswith(f"wrote {png}: DataLoader(")
+    assert main(["whatif", str(path), "--plot", str(png), "--edit", "data", "--json"]) == 0
+    out = capsys.readouterr()
+    assert json.loads(out.out)[0]["edit"] == "data" and "per step" in out.err
+    assert main(["whatif", str(path), "--edit", "data"]) == 2
+    assert "give --plot too" in capsys.readouterr().err
+    assert main(["whatif", str(path), "--plot", str(png), "--edit", "nope"]) == 2
+    assert "the edits are data, " in capsys.readouterr().err
+
+
 def test_whatif_without_gpu_rows_is_one_line_exit_2(tmp_path, capsys):
     from handmade import timeline
     path = tmp_path / "host.ctl"
@@ -322,7 +346,6 @@ def test_whatif_without_gpu_rows_is_one_line_exit_2(tmp_path, capsys):
 def terminal(monkeypatch):
     """Progress shown at once; the test makes stderr this terminal (pytest
     puts its own stderr back after the fixtures ran)."""
-    import cutimeline.cli as cli
     monkeypatch.setattr(progress, "PROGRESS_AFTER_S", 0.0)
     return _Tty()
 

@@ -70,31 +70,25 @@ from __future__ import annotations
 import os
 from typing import Any, Sequence
 
-import numpy as np
-
-from ..analysis.gaps import CAUSES
-from ..analysis.verdict import VERDICTS
 from ..errors import CutimelineError
 from ..timeline.timeline import Timeline
 from . import pixels as px
+from .frame import check_options, check_path, lane_handles, legends, title_block
 from .memory import draw_memory, has_memory
-from .palette import (CAUSE_COLORS, CAUSE_LABELS, COMPILED_EDGE, COMPILED_HATCH, FLOW_COLOR,
-                      PHASE_COLORS, PHASES, STEP_COLORS, USER_COLOR, VERDICT_COLORS)
 from .panels import draw_lead, draw_queue
 from .placement import FONT, layout as _layout, px_width as _px_width, style as _style
 from .scene import Scene
 from .strip import draw_strip, verdict_line
 from .titles import SEP, counts_text, source_name, window_text, xlabel
+from .whatif import plot_what_if
 
 __all__ = ["plot", "plot_compare"]
-
-FORMATS = {".png": "png", ".svg": "svg", ".pdf": "pdf"}
 
 
 def plot(tl: Timeline, path: str | os.PathLike | None = None, *, window: Any = None,
          ax: Any = None, width: float = 14.0, dpi: int = 100, flows: int = 500,
          title: str | None = None, report: Any = None, overview: bool | None = None,
-         memory: bool | None = None):
+         memory: bool | None = None, what_if: Any = None):
     """Draw a Timeline; returns the matplotlib ``Figure``.
 
     ``path``: write the figure, as PNG, SVG or PDF by its extension (None:
@@ -112,9 +106,21 @@ def plot(tl: Timeline, path: str | os.PathLike | None = None, *, window: Any = N
     panel (device bytes in use, ``memory.py``) under the lanes: None
     (default) when the Timeline has memory readings, False never, True
     always (an error without readings); not drawn with ``ax``.
+    ``what_if``: a fix's name (``whatif_edits.EDITS``: data, sync, host,
+    graphs, launch, ...) or True (the one predicted to gain most): the
+    Timeline over its replay under that fix, step times labelled
+    (``whatif.plot_what_if``; not with ``ax`` or ``memory``).
     """
-    fmt = _check_path(path)
-    _check_options(width, dpi, flows, title)
+    if what_if is not None:
+        if ax is not None or memory:
+            raise CutimelineError("what_if draws the recording over its replay in a "
+                                  "figure of their own, without a memory panel; leave "
+                                  "ax and memory unset with what_if.")
+        return plot_what_if(tl, path, what_if=what_if, window=window, width=width,
+                            dpi=dpi, flows=flows, title=title, report=report,
+                            overview=overview)
+    fmt = check_path(path)
+    check_options(width, dpi, flows, title)
     if overview is not None and not isinstance(overview, bool):
         raise CutimelineError(f"overview={overview!r} must be True, False or None "
                               f"(None: an overview when the window is too dense "
@@ -131,7 +137,7 @@ def plot(tl: Timeline, path: str | os.PathLike | None = None, *, window: Any = N
         ax.set_title(f"{head}\n{verdict_line(scene.report)}", loc="left",
                      fontsize=FONT + 1)
         ax.set_xlabel(xlabel(scene), fontsize=FONT)
-        ax.legend(handles=_lane_handles(used), loc="upper left", fontsize=FONT - 1,
+        ax.legend(handles=lane_handles(used), loc="upper left", fontsize=FONT - 1,
                   bbox_to_anchor=(1.005, 1.0), borderaxespad=0, frameon=False)
     else:
         fig, axes = _layout([scene.labels], width, dpi, panels=True, strip=True,
@@ -143,9 +149,9 @@ def plot(tl: Timeline, path: str | os.PathLike | None = None, *, window: Any = N
         if show_memory:
             draw_memory(scene, axes[4], cols)
         _panels(axes[1:3], [scene], cols)
-        _legends(fig, axes[:4], [used], [scene])   # not the memory panel: the strip last
+        legends(fig, axes[:4], [used], [scene])   # not the memory panel: the strip last
         axes[2].set_xlabel(xlabel(scene), fontsize=FONT)
-        _titles(fig, axes[3], head, counts_text(scene, dense),
+        title_block(fig, axes[3], head, counts_text(scene, dense),
                 verdict_line(scene.report), scene.report.overall["verdict"])
     fig.cutimeline_overview = dense  # which way the GPU lanes were drawn
     if fmt:
@@ -171,8 +177,8 @@ def plot_compare(a: Timeline, b: Timeline, path: str | os.PathLike | None = None
     (a solid, b dashed), CPU lead; no memory panel. Other options as for
     ``plot``.
     """
-    fmt = _check_path(path)
-    _check_options(width, dpi, flows, title)
+    fmt = check_path(path)
+    check_options(width, dpi, flows, title)
     if labels is not None and (isinstance(labels, str) or len(labels) != 2
                                or not all(isinstance(s, str) for s in labels)):
         raise CutimelineError(f"labels={labels!r} must be two strings, one per "
@@ -194,9 +200,9 @@ def plot_compare(a: Timeline, b: Timeline, path: str | os.PathLike | None = None
     for i, scene in enumerate(scenes):
         cols = px.Columns(scene.w0, scene.w0 + int(round(span * 1e6)), _px_width(axes[2]))
         _panels(axes[2:], [scene], cols, prefix=f"{'ab'[i]}: ", ls=("-", "--")[i])
-    _legends(fig, axes, used, scenes, lanes_axes=2)
+    legends(fig, axes, used, scenes, lanes_axes=2)
     axes[-1].set_xlabel("time (ms) from the start of each window", fontsize=FONT)
-    _titles(fig, axes[0], title or "cutimeline comparison",
+    title_block(fig, axes[0], title or "cutimeline comparison",
             f"{window_text(scenes[0])}, each Timeline from the start of its own "
             f"window{SEP}queue depth and CPU lead: a solid, b dashed")
     if fmt:
@@ -205,42 +211,6 @@ def plot_compare(a: Timeline, b: Timeline, path: str | os.PathLike | None = None
 
 
 # -- arguments ---------------------------------------------------------------
-
-def _check_path(path: Any) -> str | None:
-    if path is None:
-        return None
-    if not isinstance(path, (str, os.PathLike)):
-        raise CutimelineError(f"path={path!r} must be a file name ending in "
-                              f".png, .svg or .pdf, or None to not save.")
-    p = os.fspath(path)
-    ext = os.path.splitext(p)[1].lower()
-    if ext not in FORMATS:
-        raise CutimelineError(f"Cannot tell the format of {p!r} from its extension; "
-                              f"end the file name in .png, .svg or .pdf.")
-    folder = os.path.dirname(os.path.abspath(p))
-    if not os.path.isdir(folder):
-        raise CutimelineError(f"The folder {folder!r} for {p!r} does not exist; "
-                              f"create it first.")
-    return FORMATS[ext]
-
-
-def _check_options(width: Any, dpi: Any, flows: Any, title: Any) -> None:
-    def number(v):
-        return isinstance(v, (int, float, np.number)) and not isinstance(v, bool)
-
-    if not (number(width) and 4 <= width <= 60):
-        raise CutimelineError(f"width={width!r} must be the figure width in "
-                              f"inches, from 4 to 60.")
-    if not (number(dpi) and 20 <= dpi <= 1200):
-        raise CutimelineError(f"dpi={dpi!r} must be a number of pixels per "
-                              f"inch from 20 to 1200.")
-    if not (isinstance(flows, (int, np.integer)) and not isinstance(flows, bool)
-            and flows >= 0):
-        raise CutimelineError(f"flows={flows!r} must be the largest number of "
-                              f"launch lines to draw, a whole number ≥ 0 (0: none).")
-    if title is not None and not isinstance(title, str):
-        raise CutimelineError(f"title={title!r} must be a string or None.")
-
 
 def _check_memory(memory: Any, tl: Any) -> bool:
     """Whether to draw the memory panel (``plot``'s ``memory``)."""
@@ -284,68 +254,3 @@ def _panels(axes, scenes, cols, prefix: str = "", ls: str = "-") -> None:
         for ax in axes:
             ax.text(0.5, 0.5, "no GPU work in this Timeline", transform=ax.transAxes,
                     ha="center", va="center", fontsize=FONT, color="#666666")
-
-
-def _lane_handles(used: dict) -> list:
-    from matplotlib.lines import Line2D
-    from matplotlib.patches import Patch
-    hs = [Patch(color=VERDICT_COLORS[v], label=f"step: {v}") for v in VERDICTS
-          if v in used.get("verdicts", ())]
-    hs += [Patch(color=c, label=p) for p, c in zip(PHASES, PHASE_COLORS)
-           if p in used["phases"]]
-    hs += [Patch(color=CAUSE_COLORS[c], label=f"GPU idle: {CAUSE_LABELS[c]}")
-           for c in CAUSES if c in used["causes"]]
-    if used["flows"]:
-        hs.append(Line2D([], [], color=FLOW_COLOR, lw=1.2,
-                         label="launch → start of GPU work"))
-    if used.get("compiled"):
-        hs.append(Patch(facecolor="#9a9a9a", edgecolor=COMPILED_EDGE, hatch=COMPILED_HATCH,
-                        lw=0, label="torch.compile region"))
-    spans = {"step": Patch(color=STEP_COLORS[0], label="step"),
-             "data": Patch(color=PHASE_COLORS[3], label="DataLoader fetch"),
-             "user": Patch(color=USER_COLOR, label="user span")}
-    hs += [spans[k] for k in ("step", "data", "user") if k in used["spans"]
-           and not (k == "data" and "data" in used["phases"])]
-    return hs
-
-
-def _legends(fig, axes, used: list[dict], scenes, lanes_axes: int = 1) -> None:
-    merged = {k: set().union(*(u[k] for u in used)) for k in ("phases", "causes", "spans")}
-    merged["flows"] = sum(u["flows"] for u in used)
-    merged["compiled"] = any(u.get("compiled") for u in used)
-    merged["verdicts"] = set().union(*(u.get("verdicts", ()) for u in used))
-    # from the top of the strip, when there is one (the last Axes)
-    top = axes[-1] if merged["verdicts"] else axes[0]
-    x = axes[0].get_position().x1 + 0.12 / fig.get_figwidth()
-    fig.legend(handles=_lane_handles(merged), loc="upper left", fontsize=FONT - 0.5,
-               bbox_to_anchor=(x, top.get_position().y1), frameon=False,
-               borderaxespad=0, handlelength=1.6)
-    q = axes[lanes_axes]
-    handles, names = q.get_legend_handles_labels()
-    if handles:
-        from matplotlib.lines import Line2D
-        lines = [Line2D([], [], color=h.get_color(), ls=h.get_linestyle(), lw=1.2)
-                 for h in handles]
-        fig.legend(handles=lines, labels=names, loc="upper left", fontsize=FONT - 0.5,
-                   bbox_to_anchor=(x, q.get_position().y1), frameon=False,
-                   borderaxespad=0, title="streams", title_fontsize=FONT - 0.5)
-
-
-def _titles(fig, ax, title: str, subtitle: str, verdict: str | None = None,
-            run_verdict: str | None = None) -> None:
-    """The title block above ``ax``: the title in bold; the verdict line,
-    after a square of the run verdict's colour; the subtitle."""
-    x = ax.get_position().x0
-    h = fig.get_figheight()
-    fig.text(x, 1 - 0.2 / h, title, ha="left", va="top", fontsize=FONT + 3,
-             fontweight="bold")
-    y = 0.47
-    if verdict is not None:
-        square = VERDICT_COLORS.get(str(run_verdict), VERDICT_COLORS["unknown"])
-        fig.text(x, 1 - y / h, "■", ha="left", va="top", fontsize=FONT + 2,
-                 color=square)
-        fig.text(x + 0.16 / fig.get_figwidth(), 1 - y / h, verdict, ha="left",
-                 va="top", fontsize=FONT + 1.5, fontweight="bold", color="#222222")
-        y += 0.24
-    fig.text(x, 1 - y / h, subtitle, ha="left", va="top", fontsize=FONT,
-             color="#444444")

@@ -5,7 +5,8 @@ Top to bottom: the title block, the verdict strip (``strip``), the lanes
 of each Timeline, the memory panel (``memory``: only where the Timeline
 has readings), queue depth and CPU lead. The list of Axes returned keeps
 the order ``figure.py`` documents whatever is shown: lanes (one per
-Timeline), queue depth, CPU lead, then the strip, then the memory panel.
+Timeline), queue depth, CPU lead, then the strips (one per Timeline, each
+just above its lanes), then the memory panel.
 """
 
 from __future__ import annotations
@@ -30,9 +31,9 @@ TITLE_IN = 0.95       # inches above the strip: three lines of title
 def layout(lane_labels: list[list[str]], width: float, dpi: float, panels: bool,
            top: float = 0.72, strip: bool = False, memory: bool = False):
     """A Figure on the Agg canvas with the lanes' Axes (one per Timeline)
-    over the queue-depth and CPU-lead panels; with ``strip`` the verdict
-    strip's Axes above the lanes, with ``memory`` the memory panel's
-    under them (each added after the others: see the module doc)."""
+    over the queue-depth and CPU-lead panels; with ``strip`` a verdict
+    strip's Axes above each Timeline's lanes, with ``memory`` the memory
+    panel's under them (each added after the others: see the module doc)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     chars = max((len(s) for labels in lane_labels for s in labels), default=10)
@@ -41,7 +42,9 @@ def layout(lane_labels: list[list[str]], width: float, dpi: float, panels: bool,
     n = len(lane_labels)
     mains = [max(LANE_IN * len(labels), MIN_MAIN_IN / n, 0.8) for labels in lane_labels]
     heights = mains + ([PANEL_IN, PANEL_IN] if panels else [])
-    gaps = [title_gap if i else 0 for i in range(n)] + ([0.3, gap] if panels else [])
+    # a later Timeline's title, then its strip, sit between it and the one above
+    above = title_gap + (STRIP_IN + 0.06 if strip else 0)
+    gaps = [above if i else 0 for i in range(n)] + ([0.3, gap] if panels else [])
     if memory:   # under the lanes, over the panels
         heights.insert(n, MEMORY_IN)
         gaps.insert(n, 0.3)
@@ -60,8 +63,8 @@ def layout(lane_labels: list[list[str]], width: float, dpi: float, panels: bool,
     for h, g in zip(heights, gaps):
         y -= g + h
         boxes.append((y, h))
-    if strip:
-        boxes.append((height - TITLE_IN - STRIP_IN, STRIP_IN))
+    if strip:   # just above each Timeline's lanes, the first under the title
+        boxes += [(y + h + 0.06, STRIP_IN) for y, h in boxes[:n]]
     if memory:   # added last, so that fig.axes keeps its documented order
         boxes.append(boxes.pop(n))
     axes = []

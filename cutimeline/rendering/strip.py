@@ -82,11 +82,15 @@ def compute_text(row) -> str:
     return text
 
 
-def draw_strip(scene, ax, cols: px.Columns) -> set[str]:
+def draw_strip(scene, ax, cols: px.Columns, *, labels=None,
+               name: str = STRIP_LABEL) -> set[str]:
     """Draw the strip into ``ax`` (sharing the lanes' x axis); returns the
-    verdicts drawn, for the legend."""
+    verdicts drawn, for the legend. ``labels``: a function of a step row
+    giving its candidate labels, longest first (default: the module
+    doc's); ``name``: the strip's label at its left. ``cols`` may reach
+    past the scene's window (a shorter Timeline on a longer one's axis)."""
     ax.set_ylim(0.5, -0.5)
-    ax.set_yticks([0], [STRIP_LABEL])
+    ax.set_yticks([0], [name])
     ax.tick_params(axis="y", length=0)
     ax.tick_params(axis="x", labelbottom=False, length=0)
     for side in ("top", "right", "bottom"):
@@ -102,7 +106,7 @@ def draw_strip(scene, ax, cols: px.Columns) -> set[str]:
     wide = (c1 - c0) >= MIN_CELL_PX
     if wide.all():
         # a pixel of white between neighbouring cells keeps them apart
-        gap = scene.span_ms / cols.width
+        gap = cols.span / 1e6 / cols.width
         boxes(ax, (b - scene.w0) / 1e6 + gap, (e - scene.w0) / 1e6, -0.45, 0.45,
               colors, zorder=2)
     else:
@@ -112,21 +116,23 @@ def draw_strip(scene, ax, cols: px.Columns) -> set[str]:
         boxes(ax, cols.ms(k0), cols.ms(k1), -0.45, 0.45,
               np.array([VERDICT_COLORS.get(kinds[i], VERDICT_COLORS["unknown"])
                         for i in g]).reshape(-1), zorder=2)
-    _label(ax, scene, cols, rows[wide], b[wide], e[wide], colors[wide])
+    _label(ax, scene, cols, rows[wide], b[wide], e[wide], colors[wide], labels or _labels)
     return set(verdicts)
 
 
-def _label(ax, scene, cols, rows, b, e, colors) -> None:
+def _label(ax, scene, cols, rows, b, e, colors, labels) -> None:
     from matplotlib.transforms import Bbox, TransformedBbox
     scale = ax.figure.dpi / 100
     for row, x0, x1, color in zip(rows, b, e, colors):
-        room = (x1 - x0) * cols.width / (scene.w1 - scene.w0) - 6
-        text = next((t for t in _labels(row)
-                     if len(t) * CHAR_PX * scale <= room), None)
+        room = (x1 - x0) * cols.width / cols.span - 6
+        # a label may take two lines (its longest must fit): the strip is
+        # tall enough for two lines of 7-pt text
+        text = next((t for t in labels(row)
+                     if max(map(len, t.split("\n"))) * CHAR_PX * scale <= room), None)
         if text is None:
             continue
         m0, m1 = (x0 - scene.w0) / 1e6, (x1 - scene.w0) / 1e6
         t = ax.text((m0 + m1) / 2, 0, text, ha="center", va="center", fontsize=FONT,
-                    color=text_color(color), zorder=3)
+                    color=text_color(color), zorder=3, linespacing=1.0)
         t.set_clip_box(TransformedBbox(Bbox([[m0, -0.5], [m1, 0.5]]), ax.transData))
         t.set_clip_on(True)

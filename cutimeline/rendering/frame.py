@@ -1,0 +1,133 @@
+"""The frame shared by every figure: its arguments checked, its legends,
+its title block.
+
+``figure.py`` (``plot``, ``plot_compare``) and ``whatif.py``
+(``plot_what_if``) each lay out their own Axes; what surrounds them is
+the same, so it is said once here: a path's format from its extension,
+the common options checked with a sentence naming the bad value, the
+lanes' legend (only what was drawn) beside the top Axes, and the title
+block (bold title, the verdict after a square of its colour, a subtitle).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+
+from ..analysis.gaps import CAUSES
+from ..analysis.verdict import VERDICTS
+from ..errors import CutimelineError
+from .palette import (CAUSE_COLORS, CAUSE_LABELS, COMPILED_EDGE, COMPILED_HATCH, FLOW_COLOR,
+                      PHASE_COLORS, PHASES, STEP_COLORS, USER_COLOR, VERDICT_COLORS)
+from .placement import FONT
+
+__all__ = ["FORMATS", "check_path", "check_options", "lane_handles", "legends", "title_block"]
+
+FORMATS = {".png": "png", ".svg": "svg", ".pdf": "pdf"}
+
+
+def check_path(path: Any) -> str | None:
+    """The format to save ``path`` in (None: don't save), checked before
+    anything is drawn so that a bad name costs no rendering."""
+    if path is None:
+        return None
+    if not isinstance(path, (str, os.PathLike)):
+        raise CutimelineError(f"path={path!r} must be a file name ending in "
+                              f".png, .svg or .pdf, or None to not save.")
+    p = os.fspath(path)
+    ext = os.path.splitext(p)[1].lower()
+    if ext not in FORMATS:
+        raise CutimelineError(f"Cannot tell the format of {p!r} from its extension; "
+                              f"end the file name in .png, .svg or .pdf.")
+    folder = os.path.dirname(os.path.abspath(p))
+    if not os.path.isdir(folder):
+        raise CutimelineError(f"The folder {folder!r} for {p!r} does not exist; "
+                              f"create it first.")
+    return FORMATS[ext]
+
+
+def check_options(width: Any, dpi: Any, flows: Any, title: Any) -> None:
+    """The options every figure takes, each refused with a sentence naming
+    its range (a 0-inch or 10^5-dpi figure fails late and obscurely)."""
+    def number(v):
+        return isinstance(v, (int, float, np.number)) and not isinstance(v, bool)
+
+    if not (number(width) and 4 <= width <= 60):
+        raise CutimelineError(f"width={width!r} must be the figure width in "
+                              f"inches, from 4 to 60.")
+    if not (number(dpi) and 20 <= dpi <= 1200):
+        raise CutimelineError(f"dpi={dpi!r} must be a number of pixels per "
+                              f"inch from 20 to 1200.")
+    if not (isinstance(flows, (int, np.integer)) and not isinstance(flows, bool)
+            and flows >= 0):
+        raise CutimelineError(f"flows={flows!r} must be the largest number of "
+                              f"launch lines to draw, a whole number ≥ 0 (0: none).")
+    if title is not None and not isinstance(title, str):
+        raise CutimelineError(f"title={title!r} must be a string or None.")
+
+
+def lane_handles(used: dict) -> list:
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+    hs = [Patch(color=VERDICT_COLORS[v], label=f"step: {v}") for v in VERDICTS
+          if v in used.get("verdicts", ())]
+    hs += [Patch(color=c, label=p) for p, c in zip(PHASES, PHASE_COLORS)
+           if p in used["phases"]]
+    hs += [Patch(color=CAUSE_COLORS[c], label=f"GPU idle: {CAUSE_LABELS[c]}")
+           for c in CAUSES if c in used["causes"]]
+    if used["flows"]:
+        hs.append(Line2D([], [], color=FLOW_COLOR, lw=1.2,
+                         label="launch → start of GPU work"))
+    if used.get("compiled"):
+        hs.append(Patch(facecolor="#9a9a9a", edgecolor=COMPILED_EDGE, hatch=COMPILED_HATCH,
+                        lw=0, label="torch.compile region"))
+    spans = {"step": Patch(color=STEP_COLORS[0], label="step"),
+             "data": Patch(color=PHASE_COLORS[3], label="DataLoader fetch"),
+             "user": Patch(color=USER_COLOR, label="user span")}
+    hs += [spans[k] for k in ("step", "data", "user") if k in used["spans"]
+           and not (k == "data" and "data" in used["phases"])]
+    return hs
+
+
+def legends(fig, axes, used: list[dict], scenes, lanes_axes: int = 1) -> None:
+    merged = {k: set().union(*(u[k] for u in used)) for k in ("phases", "causes", "spans")}
+    merged["flows"] = sum(u["flows"] for u in used)
+    merged["compiled"] = any(u.get("compiled") for u in used)
+    merged["verdicts"] = set().union(*(u.get("verdicts", ()) for u in used))
+    # from the top of the strip, when there is one (the last Axes)
+    top = axes[-1] if merged["verdicts"] else axes[0]
+    x = axes[0].get_position().x1 + 0.12 / fig.get_figwidth()
+    fig.legend(handles=lane_handles(merged), loc="upper left", fontsize=FONT - 0.5,
+               bbox_to_anchor=(x, top.get_position().y1), frameon=False,
+               borderaxespad=0, handlelength=1.6)
+    q = axes[lanes_axes]
+    handles, names = q.get_legend_handles_labels()
+    if handles:
+        from matplotlib.lines import Line2D
+        lines = [Line2D([], [], color=h.get_color(), ls=h.get_linestyle(), lw=1.2)
+                 for h in handles]
+        fig.legend(handles=lines, labels=names, loc="upper left", fontsize=FONT - 0.5,
+                   bbox_to_anchor=(x, q.get_position().y1), frameon=False,
+                   borderaxespad=0, title="streams", title_fontsize=FONT - 0.5)
+
+
+def title_block(fig, ax, title: str, subtitle: str, verdict: str | None = None,
+            run_verdict: str | None = None) -> None:
+    """The title block above ``ax``: the title in bold; the verdict line,
+    after a square of the run verdict's colour; the subtitle."""
+    x = ax.get_position().x0
+    h = fig.get_figheight()
+    fig.text(x, 1 - 0.2 / h, title, ha="left", va="top", fontsize=FONT + 3,
+             fontweight="bold")
+    y = 0.47
+    if verdict is not None:
+        square = VERDICT_COLORS.get(str(run_verdict), VERDICT_COLORS["unknown"])
+        fig.text(x, 1 - y / h, "■", ha="left", va="top", fontsize=FONT + 2,
+                 color=square)
+        fig.text(x + 0.16 / fig.get_figwidth(), 1 - y / h, verdict, ha="left",
+                 va="top", fontsize=FONT + 1.5, fontweight="bold", color="#222222")
+        y += 0.24
+    fig.text(x, 1 - y / h, subtitle, ha="left", va="top", fontsize=FONT,
+             color="#444444")
