@@ -71,7 +71,11 @@ def test_the_demos_what_if_predictions_match_the_loop_run_with_each_fix():
              "data": step_ns(run_demo(steps=6, device="sim", num_workers=2).timeline)}
     for name, after in truth.items():
         assert preds[name].step_ns > 1.15 * after        # each fix gains
-        assert preds[name].predicted_step_ns == pytest.approx(after, rel=0.05), name
+    # the read-back's fix leaves the GPU the bottleneck: simulated time alone
+    assert preds["sync"].predicted_step_ns == pytest.approx(truth["sync"], rel=0.02)
+    # the fetch's is still host-bound: its 12 ms batches are real busy host
+    # time, which other work on the machine stretches from run to run
+    assert preds["data"].predicted_step_ns == pytest.approx(truth["data"], rel=0.10)
     first = rep.summary().splitlines()[0]
     assert "Most likely to help, by the replay: keep values on the GPU" in first
     assert "For the largest idle cause: try num_workers > 0" in first

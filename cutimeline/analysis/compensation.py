@@ -17,11 +17,20 @@ cost from the host side and lets the GPU work follow:
 * a host-blocking sync waits for the replayed work it covers (its stream,
   or every stream of its device when device-wide): it returns at
   max(replayed begin, replayed completion) plus the wake-up latency it had
-  (end − max(begin, completion) as recorded), and Δ jumps to match.
+  (end − max(begin, completion) as recorded), and Δ jumps to match;
+* a launch into a stream that already holds ``depth`` replayed rows not
+  yet finished (``launch_queue``: the Timeline's ``meta["launch_queue"]``,
+  1024 by default, as CUDA blocks the host at about 1,024 pending
+  launches; 0 unbounded) returns when the oldest of them ends, and Δ
+  jumps to match: a host that the replay lets run ahead stops where CUDA
+  would stop it;
+* a row may also wait for the replayed end of an earlier row on another
+  stream (``after``: what-if's copies moved to a side stream, whose
+  consumer waits for them).
 
-Not modelled: a host that would run further ahead without the overhead
-until some queue limit blocks it, and a wait that the replay would shorten
-further (its source moved more than the waiting row's launch did).
+Not modelled: a wait that the replay would shorten further (its source
+moved more than the waiting row's launch did), and a queue that fills with
+other commands than gpu rows (event records, memsets the Timeline lacks).
 """
 
 from __future__ import annotations
@@ -29,13 +38,17 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from ..errors import CutimelineError
 from ..numeric.engines import I64_MAX, _i64, empty_i64
 from ..numeric.ordering import sort_order
 from ..timeline.schema import NONE
 from ..timeline.timeline import Timeline
 from .costs import costs, mix_scale
 
-__all__ = ["replay", "held", "compensate", "shifted", "engine_inputs"]
+__all__ = ["replay", "held", "compensate", "shifted", "engine_inputs", "breaks",
+           "launch_queue", "LAUNCH_QUEUE"]
+
+LAUNCH_QUEUE = 1024  # pending launches per stream at which CUDA blocks the host
 
 _FAR_PAST = -(2 ** 62)
 _FAR_FUTURE = I64_MAX
@@ -43,12 +56,16 @@ _FAR_FUTURE = I64_MAX
 
 @njit(cache=True)
 def _replay_nb(cost_t, cost, sb, se, s_grp, g_launch, g_grp, g_begin, g_end, lam,
-               covers, hold):
+               covers, hold, after, depth):
     n_op, n_sy, n_g = len(cost_t), len(sb), len(g_launch)
     S = len(lam)
     free_r = np.full(S, _FAR_PAST, np.int64)
     free_o = np.full(S, _FAR_PAST, np.int64)
+    # replayed ends of each stream's last ``depth`` rows, a ring per stream
+    ring = np.empty((S, max(depth, 1)), np.int64)
+    cnt = np.zeros(S, np.int64)
     b_r = empty_i64(n_g)
+    row_j = empty_i64(n_g)
     jumps = np.zeros(n_sy + 1, np.int64)
     i = j = 0
     removed = jump = 0  # Δ = jump − removed
@@ -68,11 +85,21 @@ def _replay_nb(cost_t, cost, sb, se, s_grp, g_launch, g_grp, g_begin, g_end, lam
                 if t_g > t_s:
                     break
                 s = g_grp[j]
+                if depth > 0 and cnt[s] >= depth:
+                    # a full queue: the launch returns when its oldest row ends
+                    jump = max(jump, ring[s, cnt[s] % depth] - g_launch[j] + removed)
                 d = jump - removed
                 start = max(max(free_r[s], g_launch[j] + d + lam[s]), hold[j] + d)
+                a = after[j]
+                if a >= 0:
+                    start = max(start, b_r[a] + (g_end[a] - g_begin[a]))
                 b_r[j] = start
+                row_j[j] = jump
                 free_r[s] = start + (g_end[j] - g_begin[j])
                 free_o[s] = max(free_o[s], g_end[j])
+                if depth > 0:
+                    ring[s, cnt[s] % depth] = free_r[s]
+                    cnt[s] += 1
                 j += 1
         if k == n_sy:
             break
@@ -85,51 +112,90 @@ def _replay_nb(cost_t, cost, sb, se, s_grp, g_launch, g_grp, g_begin, g_end, lam
         new_end = max(sb[k] + jump - removed, c_r) + wake
         jump = new_end - se[k] + removed
         jumps[k + 1] = jump
-    return b_r, jumps
+    return b_r, jumps, row_j
 
 
 def _replay_np(cost_t, cost, sb, se, s_grp, g_launch, g_grp, g_begin, g_end, lam,
-               covers, hold):
+               covers, hold, after, depth):
     g_dur = g_end - g_begin
     n_g, S = len(g_launch), len(lam)
     removed = np.concatenate([[0], np.cumsum(cost)])
+    gone_g = removed[np.searchsorted(cost_t, g_launch, side="right")]
     free_r = np.full(S, _FAR_PAST, np.int64)
     free_o = np.full(S, _FAR_PAST, np.int64)
     b_r = np.empty(n_g, np.int64)
-    jumps = np.zeros(len(sb) + 1, np.int64)  # Δ from syncs, after sync k-1
-    # gpu rows up to and including sync k's time come before it
-    cut = np.searchsorted(g_launch, sb, side="right")
-    lo = 0
-    for k in range(len(sb) + 1):
-        hi = cut[k] if k < len(sb) else n_g
-        rows = np.arange(lo, hi)
-        delta = jumps[k] - removed[np.searchsorted(cost_t, g_launch[rows], side="right")]
-        for s in np.unique(g_grp[rows]):
-            r = rows[g_grp[rows] == s]
-            d = delta[g_grp[rows] == s]
+    row_j = np.empty(n_g, np.int64)
+    jumps = np.zeros(len(sb) + 1, np.int64)  # J after sync k-1
+    # the row whose end frees a full queue for each row: its stream's
+    # depth-th earlier row. A run of ``depth`` rows never holds one.
+    ref = np.full(n_g, -1, np.int64)
+    for s in np.unique(g_grp) if depth > 0 else ():
+        r = np.flatnonzero(g_grp == s)
+        ref[r[depth:]] = r[:max(len(r) - depth, 0)]
+    # streams with rows that wait for another row's end go after the others
+    waits = np.zeros(S, bool)
+    waits[g_grp[after >= 0]] = True
+
+    def need(rows):  # J each row's launch needs to find room in its queue
+        out = np.full(len(rows), _FAR_PAST, np.int64)
+        q = ref[rows] >= 0
+        rq, f = rows[q], ref[rows[q]]
+        out[q] = b_r[f] + g_dur[f] - g_launch[rq] + gone_g[rq]
+        return out
+
+    def run(rows, jump, queued):
+        """Rows ``rows`` replayed from jump ``jump`` (their queues' waits
+        taken when ``queued``: each row's own queue lies in earlier runs)."""
+        jr = np.maximum(np.maximum.accumulate(need(rows)), jump) if queued else \
+            np.full(len(rows), jump, np.int64)
+        row_j[rows] = jr
+        delta, grp = jr - gone_g[rows], g_grp[rows]
+        for s in sorted(np.unique(grp), key=lambda s: waits[s]):
+            m = grp == s
+            r, d = rows[m], delta[m]
             a = np.maximum(g_launch[r] + d + lam[s], hold[r] + d)
+            w = after[r]
+            has = w >= 0
+            a[has] = np.maximum(a[has], b_r[w[has]] + g_dur[w[has]])
             dur = g_dur[r]
             before = np.concatenate([[0], np.cumsum(dur)[:-1]])
             top = np.maximum(np.maximum.accumulate(a - before), free_r[s])
             b_r[r] = top + before  # start = max(previous end, ready)
             free_r[s] = b_r[r[-1]] + dur[-1]
             free_o[s] = max(free_o[s], g_end[r].max())
+        return int(jr[-1])
+
+    # gpu rows up to and including sync k's time come before it
+    cut = np.searchsorted(g_launch, sb, side="right")
+    lo = jump = 0
+    for k in range(len(sb) + 1):
+        hi = cut[k] if k < len(sb) else n_g
+        if hi > lo:
+            # all at once as if no queue filled; where one did (the first
+            # such row saw correct ends before it), again by runs of depth
+            saved = free_r.copy(), free_o.copy()
+            after_all = run(np.arange(lo, hi), jump, False)
+            if depth > 0 and need(np.arange(lo, hi)).max() > jump:
+                free_r[:], free_o[:] = saved
+                for c in range(lo, hi, depth):
+                    jump = run(np.arange(c, min(c + depth, hi)), jump, True)
+            else:
+                jump = after_all
         if k < len(sb):
             gone = removed[np.searchsorted(cost_t, sb[k], side="right")]
-            d = jumps[k] - gone
             cov = covers[s_grp[k]]
             c_o = free_o[cov].max() if cov.any() else _FAR_PAST
             c_r = free_r[cov].max() if cov.any() else _FAR_PAST
             wake = max(se[k] - max(sb[k], c_o), 0)
-            new_d = max(sb[k] + d, c_r) + wake - se[k]
-            # from here on Δ = new_d − (costs removed after this sync)
-            jumps[k + 1] = new_d + gone
+            new_d = max(sb[k] + jump - gone, c_r) + wake - se[k]
+            # from here on Δ = J − (costs removed after this sync)
+            jump = jumps[k + 1] = new_d + gone
         lo = hi
-    return b_r, jumps
+    return b_r, jumps, row_j
 
 
 def replay(cost_t, cost, sb, se, s_grp, g_launch, g_grp, g_begin, g_end, lam, covers,
-           engine: str = "numba"):
+           engine: str = "numba", *, depth: int = 0, after=None, hold=None):
     """The replay of the module doc on plain arrays (ns).
 
     ``cost_t``/``cost``: when the recorder spent host time (sorted) and
@@ -137,15 +203,43 @@ def replay(cost_t, cost, sb, se, s_grp, g_launch, g_grp, g_begin, g_end, lam, co
     ``sb``/``se``/``s_grp``: syncs sorted by begin, and the row of
     ``covers`` (bool, syncs-kinds × streams) saying which streams each
     waits for; ``g_*``: gpu rows sorted by launch with their stream and
-    recorded begin and end; ``lam``: latency per stream. Returns (replayed
-    begin of each gpu row, the jump J_k after each sync: see ``shifted``).
+    recorded begin and end; ``lam``: latency per stream. ``depth``: the
+    launch queue of each stream (0: unbounded). ``after``: per gpu row the
+    row (by position, earlier) whose replayed end it waits for, −1 none; a
+    stream holding such rows must not be waited for so. ``hold``: the
+    recorded waits to keep (default ``held`` of these rows). Returns
+    (replayed begin of each gpu row, the jump J_k after each sync, the jump
+    in force after each row's launch: see ``breaks`` and ``shifted``).
     """
     i64 = _i64
     args = (i64(cost_t), i64(cost), i64(sb), i64(se), i64(s_grp), i64(g_launch),
             i64(g_grp), i64(g_begin), i64(g_end), i64(lam),
             np.ascontiguousarray(covers, bool))
-    hold = held(*args[5:10], engine=engine)
-    return (_replay_nb if engine == "numba" else _replay_np)(*args, hold)
+    if isinstance(depth, bool) or not isinstance(depth, (int, np.integer)) or depth < 0:
+        raise CutimelineError(f"The replay's launch queue depth={depth!r} must be an "
+                              f"integer ≥ 0 (0: unbounded); CUDA's is about 1024.")
+    n_g = len(args[5])
+    after = np.full(n_g, -1, np.int64) if after is None else i64(after)
+    if (after >= np.arange(n_g)).any() or (after < -1).any() or \
+            np.isin(args[6][after[after >= 0]], args[6][after >= 0]).any():
+        raise CutimelineError("A replayed gpu row may wait only for an earlier row, "
+                              "on a stream whose rows wait for none.")
+    hold = held(*args[5:10], engine=engine) if hold is None else i64(hold)
+    return (_replay_nb if engine == "numba" else _replay_np)(*args, hold, after,
+                                                             int(depth))
+
+
+def breaks(sync_t, jumps, g_launch, row_j) -> tuple[np.ndarray, np.ndarray]:
+    """What ``shifted`` takes as ``sync_t`` and ``jumps``: the host times
+    at which the jump J changes (a sync's begin; a launch that waited for
+    a full queue, as ``g_launch − 1`` so that the launch itself moves) and
+    J from each on (``jumps[0] = 0`` before the first)."""
+    t = np.concatenate([np.asarray(sync_t, np.int64), np.asarray(g_launch, np.int64) - 1])
+    v = np.concatenate([np.asarray(jumps, np.int64)[1:], np.asarray(row_j, np.int64)])
+    order = np.argsort(t, kind="stable")  # a sync before a launch at its time
+    t, v = t[order], v[order]
+    keep = v != np.concatenate([[0], v[:-1]])
+    return t[keep], np.concatenate([[0], v[keep]])
 
 
 @njit(cache=True)
@@ -182,8 +276,8 @@ def held(g_launch, g_grp, g_begin, g_end, lam, engine: str = "numba") -> np.ndar
 
 def shifted(t, comp: dict, engine: str = "numba") -> np.ndarray:
     """Host times t mapped into the replay: t + Δ just before t, where
-    Δ = J_k − (the recorder's cost spent before t) with k the syncs begun
-    before t (an op that begins at t has not yet cost anything at t).
+    Δ = J_k − (the recorder's cost spent before t) with k the breaks
+    (``breaks``: syncs begun, full-queue launches made) before t (an op that begins at t has not yet cost anything at t).
     ``engine`` is accepted for symmetry: this is two binary searches."""
     t = np.atleast_1d(np.asarray(t, np.int64))
     i = np.searchsorted(comp["cost_t"], t, side="left")
@@ -237,6 +331,14 @@ def engine_inputs(tl: Timeline, ln, sy: np.ndarray, keep: np.ndarray | None = No
     return rows, g, s_grp, covers
 
 
+def launch_queue(tl: Timeline) -> int:
+    """The launch queue depth the replay gives each stream of ``tl``: what
+    its device recorded in ``meta["launch_queue"]`` (a SimGPU its own, 0
+    when unbounded), else CUDA's ``LAUNCH_QUEUE``."""
+    d = tl.meta.get("launch_queue", LAUNCH_QUEUE)
+    return LAUNCH_QUEUE if d is None else int(d)
+
+
 def _sync_rows_clipped(tl: Timeline, ln) -> np.ndarray:
     """The gpu rows' ends, those of a sync op's own rows (a ``.item()``'s
     read-back) no later than the host's return from that sync: the row's
@@ -274,14 +376,16 @@ def compensate(tl: Timeline, ln=None, engine: str = "numba") -> dict | None:
     y = tl.syncs
     sy = np.argsort(y.host_begin_ns, kind="stable")
     rows, g, s_grp, covers = engine_inputs(tl, ln, sy, engine=engine)
-    b_r, jumps = replay(
-        cost_t, cost, y.host_begin_ns[sy], y.host_end_ns[sy], s_grp,
-        g["g_launch"], g["g_grp"], g["g_begin"], g["g_end"], g["lam"], covers, engine)
+    sb = np.asarray(y.host_begin_ns[sy], np.int64)
+    b_r, jumps, row_j = replay(
+        cost_t, cost, sb, y.host_end_ns[sy], s_grp, g["g_launch"], g["g_grp"],
+        g["g_begin"], g["g_end"], g["lam"], covers, engine, depth=launch_queue(tl))
+    sync_t, jumps = breaks(sb, jumps, g["g_launch"], row_j)
     out = {"overhead_ns_per_op": int(tl.meta["overhead_ns_per_op"]),
            "overhead_ns_per_launch": int(per_launch), "removed_ns": int(cost.sum()),
            "mix_scale": mix_scale(tl.meta),
            "cost_t": cost_t, "cost_cum": np.concatenate([[0], np.cumsum(cost)]),
-           "sync_t": np.asarray(y.host_begin_ns[sy], np.int64), "jumps": jumps}
+           "sync_t": sync_t, "jumps": jumps}
     if ln is not None:
         if rows is None:
             begin = b_r

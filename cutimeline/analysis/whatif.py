@@ -17,10 +17,12 @@ non-decreasing. ``replayed`` applies the map to every host column and
 hands back a Timeline that ``analyze`` and ``plot`` take as they take a
 recording (raw device events are not carried: the replay has none).
 ``predict`` analyses each edit's replay and sets its steps beside the
-recorded ones. Not modelled: launch queues that fill (the host blocks at
-about 1,024 pending launches in CUDA; a replay that lets the host run that
-far ahead overstates its lead, not the step time), and work that an edit
-would move to other streams.
+recorded ones. A launch into a full queue (``meta["launch_queue"]``
+pending rows on its stream, CUDA's 1,024 by default) holds the host until
+the oldest ends, as in ``compensation``. The ``copies`` edit moves gpu
+rows to a stream of their own beside theirs (``_side_streams``). Not
+modelled: work that an edit would move to other devices, and a consumer
+of a moved copy other than the first work launched after it on its stream.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ import numpy as np
 from ..errors import CutimelineError
 from ..timeline.schema import NONE
 from ..timeline.timeline import Timeline
-from .compensation import engine_inputs, replay, shifted
+from .compensation import breaks, engine_inputs, held, launch_queue, replay, shifted
 from .whatif_edits import EDITS, Changes, Edit, changes, edit_named
 
 __all__ = ["replayed", "predict", "Prediction", "STEP_DTYPE", "steady"]
@@ -90,10 +92,20 @@ def _apply(tl: Timeline, ln, ch: Changes, edit: Edit, engine: str) -> Timeline:
     launch = np.where(ln.launch != NONE, snap(ln.launch), NONE)
     rows, gi, s_grp, covers = engine_inputs(tl, ln, sy, keep=keep_g, launch=launch,
                                             engine=engine)
-    b_r, jumps = replay(cost_t, cost, sb, se, s_grp, gi["g_launch"], gi["g_grp"],
-                        gi["g_begin"], gi["g_end"], gi["lam"], covers, engine)
+    lam, grp = gi["lam"], gi["g_grp"]
+    hold = held(gi["g_launch"], grp, gi["g_begin"], gi["g_end"], lam, engine)
+    after, g_end = None, gi["g_end"]
+    if ch.side_ops is not None and len(g):
+        side = (g.op[rows] != NONE) & ch.side_ops[np.maximum(g.op[rows], 0)]
+        if side.any():
+            grp, lam, covers, hold, after = _side_streams(side, grp, lam, covers, hold)
+            g_end = _device_part(o, g.op[rows], side, gi["g_begin"], g_end)
+    b_r, jumps, row_j = replay(cost_t, cost, sb, se, s_grp, gi["g_launch"], grp,
+                               gi["g_begin"], g_end, lam, covers, engine,
+                               depth=launch_queue(tl), after=after, hold=hold)
+    sync_t, jumps = breaks(sb, jumps, gi["g_launch"], row_j)
     comp = {"cost_t": cost_t, "cost_cum": np.concatenate([[0], np.cumsum(cost)]),
-            "sync_t": sb, "jumps": jumps}
+            "sync_t": sync_t, "jumps": jumps}
 
     def move(t):
         t = np.asarray(t, np.int64)
@@ -102,7 +114,14 @@ def _apply(tl: Timeline, ln, ch: Changes, edit: Edit, engine: str) -> Timeline:
     begin = np.asarray(ln.begin, np.int64).copy()
     begin[rows] = b_r
     end = begin + (ln.end - ln.begin)
-    g2 = g.replace(begin_ns=begin, end_ns=end, begin_event=np.full(len(g), NONE),
+    stream = g.stream
+    if after is not None:  # the moved rows on streams of their own
+        moved_g = np.zeros(len(g), bool)
+        moved_g[rows] = grp >= len(gi["lam"])
+        end[rows] = np.where(moved_g[rows], b_r + (g_end - gi["g_begin"]), end[rows])
+        stream = np.where(moved_g, g.stream + int(g.stream.max()) + 1, g.stream)
+    g2 = g.replace(begin_ns=begin, end_ns=end, stream=stream,
+                   begin_event=np.full(len(g), NONE),
                    end_event=np.full(len(g), NONE),
                    launch_ns=np.where(g.launch_ns != NONE, move(g.launch_ns), NONE))
     y2 = y.replace(host_begin_ns=move(y.host_begin_ns), host_end_ns=move(y.host_end_ns),
@@ -117,6 +136,40 @@ def _apply(tl: Timeline, ln, ch: Changes, edit: Edit, engine: str) -> Timeline:
             "spans": np.ones(len(s), bool), "events": np.zeros(len(tl.events), bool),
             "truth": np.zeros(len(tl.truth), bool)}
     return moved._take(keep, meta)
+
+
+def _side_streams(side, grp, lam, covers, hold):
+    """The replay's inputs with the gpu rows ``side`` (launch order) on a
+    stream of their own beside each of theirs (group S + s: its latency, and
+    the syncs that covered s cover it), no longer held by what they waited
+    for as recorded (their stream's compute, which they now overlap), and
+    the first other row of their stream after a run of them waiting for the
+    last of the run: the compute that consumes a copy waits for it."""
+    S = len(lam)
+    after = np.full(len(grp), -1, np.int64)
+    for s in np.unique(grp[side]):
+        r = np.flatnonzero(grp == s)
+        k = np.flatnonzero(~side[r][1:] & side[r][:-1]) + 1
+        after[r[k]] = r[k - 1]
+    hold = hold.copy()
+    hold[side] = -(2 ** 62)
+    return (np.where(side, grp + S, grp), np.concatenate([lam, lam]),
+            np.concatenate([covers, covers], axis=1), hold, after)
+
+
+def _device_part(o, op, side, g_begin, g_end):
+    """The ends of gpu rows (launch order) with the rows ``side`` cut to
+    their device work: less the part of the row inside its op's host
+    interval. A copy's events bracket its call, so the row of one that the
+    host staged (pageable memory) or waited for spans that host time; the
+    work a call enqueues starts when it returns. On hardware a pinned
+    transfer still takes bytes ÷ PCIe bandwidth, which a Timeline does not
+    hold: the prediction is good while that stays under the compute it
+    now overlaps."""
+    op = np.maximum(op, 0)
+    ob, oe = o.host_begin_ns[op], o.host_end_ns[op]
+    inside = np.maximum(np.minimum(g_end, oe) - np.maximum(g_begin, ob), 0)
+    return np.where(side, g_begin + np.maximum(g_end - g_begin - inside, 0), g_end)
 
 
 @dataclass(frozen=True)

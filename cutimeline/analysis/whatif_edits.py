@@ -16,7 +16,23 @@ for and the gpu rows still launched. An edit says which of those change:
 * ``launch`` — each device op's host time is halved (a faster
   dispatcher);
 * ``graphs`` — each step's device ops cost what its first one did, the
-  others nothing (CUDA graphs: one launch replays the step).
+  others nothing (CUDA graphs: one launch replays the step);
+* ``copies`` — copies into the device made asynchronous on a side stream
+  (pinned memory, ``non_blocking=True``, an event for the compute): each
+  costs the host what a launch does (the median host time of the other
+  device ops), its sync is gone, and its gpu rows move to a stream of
+  their own, the first compute launched after them on their stream
+  waiting for them (``whatif._side_streams``). A Timeline does not say
+  which way a copy goes, so only copies that can only be host→device
+  count: one that is no sync yet took the host more than twice a launch
+  (staging pageable memory: a copy to the host does not stage), and a
+  blocking one (a sync) launched before any device op of its step but
+  copies (the batch coming in; a read-back follows the compute it reads), and
+  not right after a cast (``.to(dtype).cpu()``). A blocking read-back of
+  the last step's values right at the head of a step (``loss.cpu()``
+  after ``optimizer.step()``) would be taken for one: only the recorder
+  knows which way a copy goes, and no op flag says it yet. Device-to-host
+  copies are the ``sync`` edit's.
 
 ``changes`` turns an edit into ``Changes``, or None when the edit does not
 apply to the Timeline (nothing to remove).
@@ -54,6 +70,9 @@ EDITS = {e.name: e for e in (
          "when the step asks", "data"),
     Edit("sync", "keep values on the GPU and read them once per step "
          "(no .item()/.cpu()/print of GPU values inside it)", "sync"),
+    Edit("copies", "copy batches asynchronously: pin_memory=True, "
+         ".to(device, non_blocking=True) on a side stream, an event for the compute",
+         "sync"),
     Edit("host", "move the Python between ops (logging, metrics, bookkeeping) "
          "out of the step or overlap it", "host"),
     Edit("graphs", "CUDA graphs: torch.compile(mode=\"reduce-overhead\") or "
@@ -79,13 +98,15 @@ class Changes:
     """An edit's inputs to the replay: host time removed at points
     (``cost_t``, ``cost``, sorted by time) and over sorted disjoint
     intervals [``cut_b``, ``cut_e``); ops and syncs that are gone (bool
-    masks over their tables; a gone op's gpu rows go with it)."""
+    masks over their tables; a gone op's gpu rows go with it); ops whose
+    gpu rows move to a side stream (``side_ops``, None: none)."""
     cost_t: np.ndarray
     cost: np.ndarray
     cut_b: np.ndarray
     cut_e: np.ndarray
     drop_ops: np.ndarray
     drop_syncs: np.ndarray
+    side_ops: np.ndarray | None = None
 
 
 def changes(tl: Timeline, edit: Edit, act: HostActivity,
@@ -110,6 +131,17 @@ def changes(tl: Timeline, edit: Edit, act: HostActivity,
         cuts = iv.union(np.concatenate([o.host_begin_ns[drop_ops], y.host_begin_ns[drop_syncs]]),
                         np.concatenate([o.host_end_ns[drop_ops], y.host_end_ns[drop_syncs]]),
                         engine)
+    elif edit.name == "copies":
+        side = _h2d_copies(tl)
+        if side is None or not side.any():
+            return None
+        drop_syncs = (y.op != NONE) & side[np.maximum(y.op, 0)] if len(y) else drop_syncs
+        b, e = np.asarray(o.host_begin_ns, np.int64), np.asarray(o.host_end_ns, np.int64)
+        keep = _launch_ns(tl, side)
+        b, e = b[side] + np.minimum(e[side] - b[side], keep), e[side]
+        order = np.argsort(b, kind="stable")
+        b, e = iv.union(b[order][e[order] > b[order]], e[order][e[order] > b[order]], engine)
+        return Changes(none, none, b, e, drop_ops, drop_syncs, side)
     elif edit.name == "host":
         cuts = _host_stretches(tl, act, engine)
     elif edit.name in ("launch", "graphs"):
@@ -122,6 +154,54 @@ def changes(tl: Timeline, edit: Edit, act: HostActivity,
     if not len(b):
         return None
     return Changes(none, none, b, e, drop_ops, drop_syncs)
+
+
+_COPY_NAMES = ("aten::_to_copy", "aten::copy_", "aten::to")
+
+
+def _launch_ns(tl: Timeline, copies: np.ndarray) -> int:
+    """What a launch costs the host here: the median host time of the
+    device ops that are neither ``copies`` nor syncs (0 with none)."""
+    o = tl.ops
+    other = (o.device != NONE) & ((o.flags & (OpFlag.SYNC | OpFlag.LAUNCH)) == OpFlag.LAUNCH)
+    other &= ~copies
+    return int(np.median(o.host_end_ns[other] - o.host_begin_ns[other])) if other.any() else 0
+
+
+def _h2d_copies(tl: Timeline) -> np.ndarray | None:
+    """The copy ops that can only be host→device (see the module doc):
+    a bool mask over ops, None when the Timeline has no other device op
+    to price a launch by."""
+    o = tl.ops
+    names = np.unique(o["name"])
+    ids = [int(i) for i in names if tl.string(int(i)).split(".")[0] in _COPY_NAMES]
+    launched = (o.device != NONE) & ((o.flags & OpFlag.LAUNCH) != 0)
+    copy = launched & np.isin(o["name"], ids)
+    if not copy.any():
+        return None
+    launch = _launch_ns(tl, copy)
+    if not launch:
+        return None
+    own = np.asarray(o.host_end_ns - o.host_begin_ns, np.int64)
+    sync = (o.flags & OpFlag.SYNC) != 0
+    staged = copy & ~sync & (own > 2 * launch)
+    # a blocking copy before any device op of its step but copies
+    _, hb, _ = step_windows(tl)
+    dev = np.flatnonzero(launched)
+    dev = dev[np.argsort(o.host_begin_ns[dev], kind="stable")]
+    step = np.searchsorted(hb, o.host_begin_ns[dev], side="right")
+    compute = ~copy[dev]
+    # per op of dev: how many compute ops of its step came before it
+    seen = np.cumsum(compute) - compute
+    first = np.concatenate([[True], step[1:] != step[:-1]])
+    at_start = np.maximum.accumulate(np.where(first, np.arange(len(dev)), 0))
+    head = seen - seen[at_start] == 0
+    # a read-back of a cast's output (``.to(dtype).cpu()``) follows the cast
+    cast = (copy & ~sync & ~staged)[dev]
+    head &= ~np.concatenate([[False], cast[:-1]])
+    out = staged.copy()
+    out[dev[head & copy[dev] & sync[dev]]] = True
+    return out
 
 
 def _host_stretches(tl: Timeline, act: HostActivity, engine: str):

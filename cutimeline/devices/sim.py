@@ -13,7 +13,11 @@ keeps its own ``free_at`` on that clock (``simstreams.py``):
 * a BEGIN event recorded at h executes at ``max(free_at, h + event_latency)``,
   an END event at ``max(op end, h + event_latency)``;
 * a sync makes the host really wait until the stream (or every stream) has
-  drained.
+  drained;
+* a launch into a stream that already holds ``launch_queue`` launched ops
+  not yet finished (1024: CUDA blocks the host at about 1,024 pending
+  launches) waits, inside the op, until the oldest of them has finished
+  (``SimStreams._room``).
 
 The recorder sees what it would see from CUDA: a device clock with its own
 offset and drift, quantised to 0.5 µs, read only as float32-millisecond
@@ -27,6 +31,7 @@ from __future__ import annotations
 
 import math
 import threading
+from collections import deque
 from collections.abc import Mapping
 from typing import Any, Callable
 
@@ -55,7 +60,7 @@ def _check_int(name: str, value: Any, low: int, unit: str = "ns") -> int:
     return int(value)
 
 
-class SimGPU(SimHost, SimOps, SimStreams, Device):
+class SimGPU(SimHost, SimStreams, SimOps, Device):
     """A virtual GPU for ``ctl.record(device=ctl.SimGPU(...))``.
 
     ``profile``: "h100", "a100", "h200" or a ``roofline.GpuProfile``.
@@ -72,7 +77,9 @@ class SimGPU(SimHost, SimOps, SimStreams, Device):
     (1 s), ``pings`` (calibration pings at start and at stop), ``clock``
     (host clock with ``now()`` and ``wait_until(ns)``; default the real one,
     ``FakeClock`` for tests that drive the device by hand), ``bracket``
-    (when a BEGIN event executes), ``host_cost`` (below).
+    (when a BEGIN event executes), ``host_cost`` (below), ``launch_queue``
+    (pending launched ops per stream at which a launch blocks the host, 1024
+    as in CUDA; 0 or None: unbounded, the host runs any distance ahead).
 
     ``bracket="cuda"`` (the default): events behave as CUDA events do; a
     BEGIN executes when its stream reaches it, which on an idle stream is
@@ -103,7 +110,8 @@ class SimGPU(SimHost, SimOps, SimStreams, Device):
                  jitter: float = 0.0, seed: int = 0, tf32: bool | None = None,
                  owns: tuple[str, ...] = ("meta",), index: int = 0,
                  anchor_interval_ns: int = 1_000_000_000, pings: int = 3,
-                 clock: Any = None, bracket: str = "cuda", host_cost: Any = None):
+                 clock: Any = None, bracket: str = "cuda", host_cost: Any = None,
+                 launch_queue: int | None = 1024):
         self.profile = profile_named(profile)
         seed = _check_int("seed", seed, 0, "")
         rng = np.random.default_rng(seed)
@@ -149,6 +157,8 @@ class SimGPU(SimHost, SimOps, SimStreams, Device):
                                   f"device types, such as ('cpu', 'meta').")
         self._owns = frozenset(owns)
         self._host_cost = _check_host_cost(host_cost)
+        self.launch_queue = _check_int("launch_queue", 0 if launch_queue is None
+                                       else launch_queue, 0, "")
         if bracket not in ("kernel", "cuda"):
             raise CutimelineError(f"SimGPU option bracket={bracket!r} must be "
                                   f"'kernel' (rows are the simulated work) or "
@@ -172,6 +182,7 @@ class SimGPU(SimHost, SimOps, SimStreams, Device):
         self._lock = threading.Lock()
         self._local = threading.local()
         self._free_at: dict[int, int] = {}
+        self._pending: dict[int, deque] = {}  # finish times of launched ops, per stream
         self._started = False
         self._start_ns = 0
 
@@ -241,6 +252,8 @@ class SimGPU(SimHost, SimOps, SimStreams, Device):
             self._settle(stream, start, now)
             finish = start + cost
             self._free_at[stream] = finish
+            if self.launch_queue:
+                self._pending.setdefault(stream, deque()).append(finish)
             i = self._record(stream, EventKind.END, seq, now, v + self.event_latency_ns)
             self._aside(now, self._clock.now())  # the roofline and this: no host time
             return i
@@ -363,6 +376,7 @@ class SimGPU(SimHost, SimOps, SimStreams, Device):
                  "ident": np.asarray(s_ident, np.uint64)}
         p = self.profile
         meta = {"simulated": True, "device_name": self.name,
+                "launch_queue": self.launch_queue,
                 "device_names": {str(self.index): self.name},
                 "clock_resolution_ns": {str(self.index): read_error_ns(
                     self.quantum_ns, self.anchor_interval_ns)},

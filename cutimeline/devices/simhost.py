@@ -106,6 +106,8 @@ def dispatch_ns(name: str, args: tuple, kwargs: dict) -> int:
 
 
 def _is_pinned(t: torch.Tensor) -> bool:
+    if getattr(t, "_cutimeline_pinned", False):  # SimGPU.pin_memory
+        return True
     try:
         return bool(t.is_pinned())
     except RuntimeError:  # no CUDA in this build: nothing is pinned
@@ -197,15 +199,27 @@ class SimHost:
         self._skew = real - v
         return v
 
-    def _hold(self, target: int) -> None:
+    def _hold(self, target: int, begun: int | None = None) -> None:
         """Block the host until virtual time ``target``: a knot where the
         wait begins, and one where it ends, no earlier than ``target`` on
         the virtual clock (the device work it waited for is done by then),
-        later only by what the host's own lateness was, less runqueue delay."""
+        later only by what the host's own lateness was, less runqueue delay.
+        ``begun``: the virtual time the wait begins at (a launch waiting
+        for room: the end of its op's modelled dispatch), default now."""
         measured = self._real_only()
         with self._lock:
             now = self._clock.now()
-            v = now - self._skew if measured else self._knot(now)
+            if measured:
+                v = now - self._skew
+            elif begun is None:
+                v = self._knot(now)
+            else:
+                v = max(begun, self._kv[-1])
+                self._local.rq = self._runqueue_ns()
+                if now > self._kr[-1]:
+                    self._kr.append(now)
+                    self._kv.append(v)
+                    self._skew = now - v
             real_target = target + self._skew
         self._clock.wait_until(real_target)
         if measured:
@@ -225,15 +239,21 @@ class SimHost:
         """End this thread's dispatch at ``real``: on the virtual clock it
         lasted the modelled cost (lock held)."""
         m, self._local.mark = getattr(self._local, "mark", None), None
-        cost = self._host_cost
+        ns, self._local.ns = getattr(self._local, "ns", None), None
         if m is None or self._real_only() or real <= self._kr[-1]:
             return
-        ns = dispatch_ns(name, args, kwargs) if cost is None else \
-            cost if isinstance(cost, int) else self._call_host_cost(name, args, kwargs)
+        if ns is None:  # not priced already by a launch that waited for room
+            ns = self._dispatch_ns(name, args, kwargs)
         v = max(m[1] + ns, self._kv[-1])
         self._kr.append(real)
         self._kv.append(v)
         self._skew = real - v
+
+    def _dispatch_ns(self, name: str, args: tuple, kwargs: dict) -> int:
+        """The host cost of dispatching op ``name`` on the virtual clock."""
+        cost = self._host_cost
+        return dispatch_ns(name, args, kwargs) if cost is None else \
+            cost if isinstance(cost, int) else self._call_host_cost(name, args, kwargs)
 
     def _aside(self, real0: int, real1: int) -> None:
         """The simulator's own bookkeeping from ``real0`` to ``real1`` takes

@@ -14,9 +14,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import torch
 
 from ..errors import CutimelineError
 from ..timeline.schema import NONE
+from .roofline import op_name
 
 __all__ = ["SimEvent", "SimStreams"]
 
@@ -38,7 +40,11 @@ def _check_stream(stream: Any) -> int:
 
 class SimStreams:
     """The stream half of ``SimGPU`` (mixed into it): the controls a program
-    uses by hand, and the bookkeeping of when each event executes."""
+    uses by hand, and the bookkeeping of when each event executes and of
+    each stream's launch queue."""
+
+    launch_queue = 0  # set by SimGPU
+    _pending: dict[int, Any]  # finish times of launched ops, per stream (SimGPU)
 
     # -- user controls -------------------------------------------------------
     @contextlib.contextmanager
@@ -102,7 +108,53 @@ class SimStreams:
                 return max(self._free_at.values(), default=0)
             return self._free_at.get(_check_stream(stream), 0)
 
+    def pin_memory(self, tensor: Any) -> Any:
+        """``tensor`` marked as pinned host memory for this simulation, and
+        returned: what ``tensor.pin_memory()`` (or a DataLoader's
+        ``pin_memory=True``) gives on a CUDA build, which torch without
+        CUDA cannot pin. A ``non_blocking=True`` copy of it to the simulated
+        device then costs the host no staging (``simhost.dispatch_ns``)."""
+        if not isinstance(tensor, torch.Tensor) or tensor.device.type != "cpu":
+            raise CutimelineError(f"SimGPU.pin_memory needs a CPU tensor, not "
+                                  f"{type(tensor).__name__} on "
+                                  f"{getattr(tensor, 'device', 'no device')}.")
+        tensor._cutimeline_pinned = True
+        return tensor
+
+    def run(self, func: Any, args: tuple, kwargs: dict) -> Any:
+        """``SimOps.run`` (next in ``SimGPU``'s bases), then the launch waits
+        for room in its stream's queue (``_room``), inside the op as CUDA's
+        launch call would."""
+        out = super().run(func, args, kwargs)
+        if self.launch_queue:
+            self._room(op_name(func), args, kwargs)
+        return out
+
     # -- when each event executes (the lock is held where noted) --------------
+    def _room(self, name: str, args: tuple, kwargs: dict) -> None:
+        """Hold this thread's launch of op ``name`` until its stream has
+        room: fewer than ``launch_queue`` launched ops not yet finished at
+        the virtual time of the launch (the end of the op's modelled
+        dispatch). Called inside the op, so the recorder sees the wait as
+        the op's host time, as CUDA's blocking launch call shows it."""
+        stream = self.current_stream()
+        with self._lock:
+            q = self._pending.get(stream)
+            if not q or len(q) < self.launch_queue:
+                return
+            m = getattr(self._local, "mark", None)
+            if m is None or self._real_only():
+                at, v = None, self._virtual(self._clock.now())
+            else:
+                self._local.ns = ns = self._dispatch_ns(name, args, kwargs)
+                at = v = max(m[1] + ns, self._kv[-1])
+            while q and q[0] <= v:
+                q.popleft()
+            if len(q) < self.launch_queue:
+                return
+            target = q[len(q) - self.launch_queue]
+        self._hold(target, begun=at)
+
     def _record(self, stream: int, kind: int, seq: int, now: int,
                 ready_ns: int, advance: bool = True) -> int:
         """Append one event (lock held); it executes when its stream gets to

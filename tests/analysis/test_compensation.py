@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 import cutimeline as ctl
-from cutimeline.analysis.compensation import held, replay, shifted
+from cutimeline.analysis.compensation import breaks, held, launch_queue, replay, shifted
+from cutimeline.errors import CutimelineError
 from cutimeline.timeline.schema import OpFlag, SpanKind
 
 from handmade import random_timeline, timeline
@@ -59,7 +60,7 @@ def test_gpu_bound_sync_keeps_its_wait():
             np.array([0]), np.array([0, 1, 2]), np.array([0, 0, 0]), np.array([0, 100, 200]),
             np.array([100, 200, 300]), np.array([0]), np.array([[True]]))
     for engine in ("numba", "numpy"):
-        begin, jumps = replay(*args, engine=engine)
+        begin, jumps, _ = replay(*args, engine=engine)
         assert begin.tolist() == [-1, 99, 199]
         comp = {"cost_t": args[0], "cost_cum": np.array([0, 1, 2, 3]),
                 "sync_t": args[2], "jumps": jumps}
@@ -75,7 +76,7 @@ def test_a_wait_on_another_stream_is_kept():
             np.array([0, 5]), np.array([0, 1]), np.array([10, 110]), np.array([110, 150]),
             np.array([10, 10]), np.zeros((1, 2), bool))
     for engine in ("numba", "numpy"):
-        begin, _ = replay(*args, engine=engine)
+        begin, _, _ = replay(*args, engine=engine)
         assert begin.tolist() == [6, 106]
     assert held(*(np.asarray(a) for a in args[5:10])).tolist()[1] == 110
     # queued behind its own stream, or started at launch + λ: not held
@@ -238,3 +239,78 @@ def test_costs_add_backward_and_module_hooks():
 def test_old_files_only_have_the_per_op_cost():
     tl = priced_timeline({"overhead_ns_per_op": 10})
     assert ctl.analyze(tl).steps["predicted_ns"].tolist() == [450 - 40]
+
+
+# -- the bounded launch queue and rows that wait for another row --------------------------------
+
+def queued_inputs(seed, depth):
+    """``random_inputs`` with a stream of copies (the last) that rows of the
+    others wait for, and busy streams, so that a queue of ``depth`` fills."""
+    args = list(random_inputs(seed, n_g=400, streams=3))
+    rng = np.random.default_rng(seed + 100)
+    n = len(args[5])
+    args[7] = args[5] + rng.integers(0, 50_000, n)  # begins far after launch: a backlog
+    args[8] = args[7] + rng.integers(500, 3_000, n)
+    grp = args[6]
+    after = np.full(n, -1)
+    src = np.flatnonzero(grp == 2)
+    for j in np.flatnonzero(grp != 2):
+        k = src[src < j]
+        if len(k) and rng.random() < 0.3:
+            after[j] = k[-1]
+    return args, after
+
+
+@pytest.mark.parametrize("seed,depth", [(0, 1), (1, 2), (2, 5), (3, 16), (4, 0), (5, 400)])
+def test_replay_twins_agree_with_a_queue_and_waits(seed, depth):
+    args, after = queued_inputs(seed, depth)
+    a = replay(*args, engine="numba", depth=depth, after=after)
+    b = replay(*args, engine="numpy", depth=depth, after=after)
+    for x, y in zip(a, b):
+        np.testing.assert_array_equal(x, y)
+    begin, jumps, row_j = a
+    if 0 < depth < 16:  # the queue held the host somewhere
+        assert (np.diff(row_j) > 0).any()
+    w = after >= 0  # a waiting row starts after the row it waits for ends
+    assert (begin[w] >= begin[after[w]] + (args[8] - args[7])[after[w]]).all()
+
+
+def test_a_full_queue_holds_the_host_until_its_oldest_row_ends():
+    # four 100 ns rows launched at 0, 1, 2, 3 into a queue of 2 (λ = 0):
+    # the third launch waits for the first row's end (100), the fourth for
+    # the second's (200); the device runs as it did.
+    z = np.zeros(0, np.int64)
+    args = (z, z, z, z, z, np.array([0, 1, 2, 3]), np.zeros(4, np.int64),
+            np.array([0, 100, 200, 300]), np.array([100, 200, 300, 400]),
+            np.array([0]), np.zeros((1, 1), bool))
+    for engine in ("numba", "numpy"):
+        begin, jumps, row_j = replay(*args, engine=engine, depth=2)
+        assert begin.tolist() == [0, 100, 200, 300] and row_j.tolist() == [0, 0, 98, 197]
+        sync_t, js = breaks(z, jumps, args[5], row_j)
+        comp = {"cost_t": z, "cost_cum": np.array([0]), "sync_t": sync_t, "jumps": js}
+        # the host's times before the third launch stay, the launches move
+        assert shifted([0, 1, 2, 3, 4], comp, engine).tolist() == [0, 1, 100, 200, 201]
+        unbounded = replay(*args, engine=engine)
+        assert unbounded[2].tolist() == [0, 0, 0, 0]
+
+
+def test_a_row_waits_for_the_copy_it_consumes():
+    # a 50 ns copy on stream 1 launched at 0, the compute on stream 0
+    # launched at 1 (λ = 2) waits for it: it starts at 50, not at 3
+    z = np.zeros(0, np.int64)
+    args = (z, z, z, z, z, np.array([0, 1]), np.array([1, 0]), np.array([2, 50]),
+            np.array([52, 150]), np.array([2, 2]), np.zeros((1, 2), bool))
+    for engine in ("numba", "numpy"):
+        begin, _, _ = replay(*args, engine=engine, after=np.array([-1, 0]),
+                             hold=np.full(2, -(2 ** 62)))
+        assert begin.tolist() == [2, 52]
+    with pytest.raises(CutimelineError, match="earlier row"):
+        replay(*args, after=np.array([1, -1]))
+    with pytest.raises(CutimelineError, match="depth=-1"):
+        replay(*args, depth=-1)
+
+
+def test_the_queue_depth_comes_from_the_timeline():
+    tl = timeline(gpu=[(0, 1, 2, 3)])
+    assert launch_queue(tl) == 1024
+    assert launch_queue(tl.replace(meta={**tl.meta, "launch_queue": 0})) == 0

@@ -609,3 +609,64 @@ def test_item_on_the_loss_blocks_the_host_for_queued_simulated_work():
 def test_simgpu_is_public():
     assert ctl.SimGPU is SimGPU
     assert "SIMULATED" in repr(synthetic_events(10))
+
+
+# -- the launch queue ---------------------------------------------------------------
+
+def _queued_launches(q):
+    """Five 10 µs muls launched 1 µs apart into a queue of ``q`` (0:
+    unbounded), driven as the recorder drives them: BEGIN, run, END."""
+    gpu, clock = make({"aten::mul.Tensor": 10_000}, launch_queue=q)
+    gpu.start()
+    t0 = clock.now()
+    x = torch.ones(4, device="meta")
+    ends = []
+    for seq in range(5):
+        gpu.begin(0, seq)
+        clock.advance(1_000)
+        out = gpu.run(aten.mul.Tensor, (x, x), {})
+        ends.append(gpu.end(0, seq, aten.mul.Tensor, (x, x), {}, out))
+    h = gpu.harvest()
+    return h, t0, ends
+
+
+def test_a_full_launch_queue_holds_the_host_until_the_oldest_launch_finishes():
+    h, t0, ends = _queued_launches(2)
+    launched = h.events["host_record_ns"][ends] - t0
+    done = truth(h)[ends] - t0
+    assert done.tolist() == [15_000, 25_000, 35_000, 45_000, 55_000]
+    # the third launch waits for the first to finish, and so on
+    assert launched.tolist() == [1_000, 2_000, 15_000, 25_000, 35_000]
+    assert h.meta["launch_queue"] == 2
+    h, t0, ends = _queued_launches(0)  # unbounded: the host runs ahead
+    assert (h.events["host_record_ns"][ends] - t0).tolist() == [1_000, 2_000, 3_000,
+                                                               4_000, 5_000]
+    assert h.meta["launch_queue"] == 0
+
+
+def test_the_recorder_sees_a_full_queue_as_the_launching_op_s_host_time():
+    record = _need_recorder()
+    # 1 ms kernels: far longer than the host's 10 µs and the recorder's own
+    # time per op, even on a loaded machine
+    gpu = SimGPU("h100", cost={"aten::mul": 1_000_000}, host_cost=10_000, launch_queue=4)
+    x = torch.ones(16, device="meta")
+    with record(device=gpu, steps="manual") as rec:
+        for _ in range(12):
+            x = x.mul(2)
+        rec.step()
+    tl = rec.timeline
+    assert tl.meta["launch_queue"] == 4
+    ev = tl.events
+    end = np.flatnonzero(ev.kind == EventKind.END)
+    launched = ev.host_record_ns[end]
+    done = tl.truth.host_ns[np.searchsorted(tl.truth.event, end)]
+    # never more than 4 launched and unfinished: launch k after op k−4 ended
+    assert (launched[4:] >= done[:-4]).all()
+    own = tl.ops.host_end_ns - tl.ops.host_begin_ns
+    assert (own[:4] < 500_000).all() and (own[5:] > 500_000).all()  # the wait is in the op
+
+
+@pytest.mark.parametrize("bad", [-1, True, 1.5, "1024"])
+def test_launch_queue_must_be_a_count(bad):
+    with pytest.raises(CutimelineError, match=f"launch_queue={bad!r} must be an integer"):
+        SimGPU(launch_queue=bad)

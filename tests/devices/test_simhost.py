@@ -175,3 +175,17 @@ def test_synchronize_between_recordings_uses_the_real_clock():
         torch.ones(8, device="meta") * 2
     gpu.synchronize()  # after it: the map was handed over with the Timeline
     assert gpu.host_map is not None
+
+
+def test_a_tensor_pinned_for_the_simulation_is_copied_without_staging():
+    gpu = SimGPU()
+    host = torch.ones(1 << 20)
+    meta = torch.device("meta")
+    d = DISPATCH_NS
+    staged = d["copy"] + int(host.nbytes / d["pageable_Bps"] * 1e9)
+    assert dispatch_ns("aten::_to_copy", (host,), {"device": meta, "non_blocking": True}) == staged
+    assert gpu.pin_memory(host) is host
+    assert dispatch_ns("aten::_to_copy", (host,), {"device": meta, "non_blocking": True}) == \
+        d["copy"]
+    with pytest.raises(CutimelineError, match="needs a CPU tensor"):
+        gpu.pin_memory(torch.ones(2, device="meta"))
