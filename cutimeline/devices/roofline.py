@@ -136,7 +136,9 @@ def op_name(func: Any) -> str:
 
 def _nbytes(t: torch.Tensor) -> int:
     """Bytes a kernel touches in ``t``: its elements, a broadcast (stride-0)
-    dimension counted once."""
+    dimension counted once; a sparse tensor's stored values and indices."""
+    if t.layout is not torch.strided:
+        return _stored_bytes(t)
     if t.is_contiguous():
         return t.nbytes
     try:
@@ -145,8 +147,24 @@ def _nbytes(t: torch.Tensor) -> int:
             if stride:
                 n *= size
         return n
-    except (RuntimeError, NotImplementedError):  # sparse, nested: no strides
+    except (RuntimeError, NotImplementedError):  # nested: no strides
         return t.nbytes
+
+
+_SPARSE_PARTS = {torch.sparse_coo: ("_values", "_indices"),
+                 torch.sparse_csr: ("values", "crow_indices", "col_indices"),
+                 torch.sparse_bsr: ("values", "crow_indices", "col_indices"),
+                 torch.sparse_csc: ("values", "ccol_indices", "row_indices"),
+                 torch.sparse_bsc: ("values", "ccol_indices", "row_indices")}
+
+
+def _stored_bytes(t: torch.Tensor) -> int:
+    """A sparse tensor's bytes: its values and index tensors (COO has no
+    ``nbytes``, the compressed layouts no strides); 0 for another layout."""
+    try:
+        return sum(getattr(t, part)().nbytes for part in _SPARSE_PARTS[t.layout])
+    except (KeyError, RuntimeError, NotImplementedError):
+        return 0
 
 
 def tensor_bytes(obj: Any, skip: Any = None) -> int:
@@ -184,6 +202,8 @@ def _key(obj: Any, scalars: bool) -> Any:
     ``scalars`` (FLOP formulas read them: a convolution's stride; an output
     scalar does not matter)."""
     if isinstance(obj, torch.Tensor):
+        if obj.layout is not torch.strided or obj.is_nested:  # no strides or no sizes
+            return (obj.layout, obj.dtype, obj.dim(), _nbytes(obj))
         if obj.is_contiguous():
             return (obj.shape, obj.dtype)
         return (obj.shape, obj.dtype, obj.stride())
@@ -276,7 +296,12 @@ class OpModel:
         n = tensor_bytes(args) + tensor_bytes(out)
         if kwargs:
             n += tensor_bytes(kwargs, skip=kwargs.get("out"))
-        flops = 0 if formula is None else formula_flops(formula, args, kwargs, out)
+        flops = 0
+        if formula is not None:
+            try:
+                flops = formula_flops(formula, args, kwargs, out)
+            except (RuntimeError, NotImplementedError):  # a nested tensor has no sizes
+                pass
         if key is not None:
             if len(self._work) >= self.CACHE_SIZE:
                 self._work.clear()

@@ -45,6 +45,18 @@ def test_internal_files_are_torch_cutimeline_and_the_plumbing_between():
     assert not internal_file(os.__file__)  # the rest of the standard library is the user's
 
 
+def test_a_files_answer_is_worked_out_once_per_process(monkeypatch):
+    # a new recording's first lookup reads no path again (realpath: a system
+    # call per path component, most of a recording's source-lookup cost)
+    def first_lookup():
+        return SourceFinder(Strings(), __import__("threading").Lock()).find()
+    assert first_lookup() is not None
+    calls = []
+    monkeypatch.setattr(os.path, "realpath", lambda p: calls.append(p) or p)
+    src = first_lookup()
+    assert src is not None and calls == []
+
+
 def test_the_finder_names_the_first_user_frame_and_caches_it():
     strings = Strings()
     finder = SourceFinder(strings, __import__("threading").Lock())
