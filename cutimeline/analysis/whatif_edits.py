@@ -68,8 +68,8 @@ class Edit:
 EDITS = {e.name: e for e in (
     Edit("data", "DataLoader(num_workers>=2, pin_memory=True): batches ready "
          "when the step asks", "data"),
-    Edit("sync", "keep values on the GPU and read them once per step "
-         "(no .item()/.cpu()/print of GPU values inside it)", "sync"),
+    Edit("sync", "keep values on the GPU and read them back every N steps, "
+         "not in each step (.item(), .cpu(), print of a GPU value)", "sync"),
     Edit("copies", "copy batches asynchronously: pin_memory=True, "
          ".to(device, non_blocking=True) on a side stream, an event for the compute",
          "sync"),
