@@ -261,7 +261,7 @@ class Report:
         """Without ``edit``: for each fix that applies to this Timeline, the
         predicted step time and GPU busy fraction per step window
         (``whatif.Prediction``, with the fix spelled as the change in
-        code), ranked by gain. With ``edit`` (a name: data, sync, host,
+        code), ranked by gain. With ``edit`` (a name: data, sync, copies, host,
         graphs, launch, recorder): the Timeline replayed under that fix,
         to analyse or plot beside the recorded one (``whatif.py``)."""
         from .whatif import predict, replayed
