@@ -37,7 +37,10 @@ from ..timeline.timeline import Timeline
 from .compensation import breaks, engine_inputs, held, launch_queue, replay, shifted
 from .whatif_edits import EDITS, Changes, Edit, changes, edit_named
 
-__all__ = ["replayed", "predict", "Prediction", "STEP_DTYPE", "steady"]
+__all__ = ["replayed", "predict", "Prediction", "STEP_DTYPE", "steady", "REPLAY_SETTINGS"]
+
+#: the report settings a replay is analysed with (as the recording was)
+REPLAY_SETTINGS = ("engine", "gpu_bound_at", "sync_slack_ns", "host_gap_ns", "mixed_margin")
 
 STEP_DTYPE = [("number", np.int64), ("recorded_ns", np.int64), ("predicted_ns", np.int64),
               ("busy_frac", np.float64), ("predicted_busy_frac", np.float64)]
@@ -209,8 +212,7 @@ def predict(rep, analyze, edits=None) -> list[Prediction]:
     if rep.lanes is None:
         return []
     rec = rep.steps if len(rep.steps) else np.array([rep.overall])
-    opts = {k: rep.settings[k] for k in ("engine", "gpu_bound_at", "sync_slack_ns",
-                                         "host_gap_ns", "mixed_margin")}
+    opts = {k: rep.settings[k] for k in REPLAY_SETTINGS}
     out = []
     for name in (EDITS if edits is None else edits):
         edit = edit_named(name)

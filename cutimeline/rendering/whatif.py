@@ -34,6 +34,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from ..analysis.whatif import REPLAY_SETTINGS  # the very replay the prediction measured
 from ..analysis.words import fmt_ns, pct
 from ..errors import CutimelineError
 from . import pixels as px
@@ -44,10 +45,6 @@ from .strip import draw_strip, verdict_line
 from .titles import SEP, source_name, window_text, xlabel
 
 __all__ = ["plot_what_if", "chosen", "change_text", "step_labels"]
-
-# the settings ``whatif.predict`` analyses a replay with: the figure's
-# replay must be the very one the prediction measured
-_OPTS = ("engine", "gpu_bound_at", "sync_slack_ns", "host_gap_ns", "mixed_margin")
 
 
 def plot_what_if(tl: Any, path: str | os.PathLike | None = None, *, what_if: Any = True,
@@ -141,7 +138,7 @@ def _analyzed(rep, replay):
     """The replay's Report, made as ``whatif.predict`` made the one its
     step times come from."""
     from ..analysis.analyzer import analyze
-    return analyze(replay, **{k: rep.settings[k] for k in _OPTS})
+    return analyze(replay, **{k: rep.settings[k] for k in REPLAY_SETTINGS})
 
 
 def gain_text(gain: float) -> str:
