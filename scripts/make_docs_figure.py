@@ -4,11 +4,14 @@
   recorded on a simulated H100 and drawn by ``ctl.plot`` — the picture
   ``cutimeline demo --device sim`` writes, limited to a few steps past the
   warm-up: the verdict strip, the lanes, the op names in the wide bars.
+* ``docs/whatif.png``: the same recording over its replay under the fix
+  the replay gains most from (``ctl.plot(tl, what_if=True)``).
 * ``docs/nccl_overview.png``: the long shared torch.profiler trace
   ``nccl_data.json.gz`` (A100, 3 training steps, 14k ops) loaded by
   ``ctl.load`` and drawn whole as the overview of a dense window.
 
     python scripts/make_docs_figure.py [--out docs/timeline.png] [--steps 6] [--window 1-4]
+                                       [--whatif-out docs/whatif.png]
                                        [--trace PATH] [--trace-out docs/nccl_overview.png]
 """
 
@@ -36,6 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--trace", default=TRACE,
                    help="the long real trace for the overview figure ('' to skip)")
     p.add_argument("--trace-out", default=os.path.join("docs", "nccl_overview.png"))
+    p.add_argument("--whatif-out", default=os.path.join("docs", "whatif.png"))
     a = p.parse_args(argv)
     tl = run_demo(steps=a.steps, device="sim").timeline
     window = None
@@ -46,6 +50,8 @@ def main(argv: list[str] | None = None) -> int:
     print(tl)
     print(ctl.analyze(tl).summary())
     print(f"wrote {a.out}")
+    ctl.plot(tl, a.whatif_out, what_if=True)
+    print(f"wrote {a.whatif_out}")
     if a.trace:
         if not os.path.exists(a.trace):
             print(f"no {a.trace}: {a.trace_out} not regenerated", file=sys.stderr)
