@@ -3,13 +3,14 @@ synthetic Timeline (``bench_analyze.synthetic`` of this checkout, handed to
 each checkout as a ``.ctl`` file, so checkouts whose modules live elsewhere
 read it through the public ``ctl.load``).
 
-    git worktree add /tmp/before <commit>
+    mkdir /tmp/before && git archive <commit> | tar -x -C /tmp/before
     python benchmarks/bench_analyze_versions.py /tmp/before . [--size 1e6]
         [--streams 1] [--runs 5] [--reps 9]
 
 Each run is a fresh interpreter per checkout (its cutimeline first on the
 path, Numba kernels from its own cache, one warm-up), timing the median of
-``--reps`` analyses; the checkouts take turns ``--runs`` times, so the
+``--reps`` analyses with the default engine (each run names the one
+"auto" picked); the checkouts take turns ``--runs`` times, so the
 machine's drift falls on all of them alike. Prints each run, then the
 median of the runs per checkout.
 """
@@ -31,11 +32,11 @@ sys.path.insert(0, {tree!r})
 import cutimeline as ctl
 assert ctl.__file__.startswith({tree!r}), ctl.__file__
 tl = ctl.load({path!r})
-ctl.analyze(tl)
+engine = ctl.analyze(tl).settings["engine"]  # warm-up; "auto" picks by size
 r = []
 for _ in range({reps}):
     t = time.perf_counter(); ctl.analyze(tl); r.append(time.perf_counter() - t)
-print(statistics.median(r))
+print(engine, statistics.median(r))
 """
 
 
@@ -59,8 +60,9 @@ def main() -> None:
             code = ONE.format(tree=t, path=path, reps=args.reps)
             out = subprocess.run([sys.executable, "-c", code], check=True,
                                  capture_output=True, text=True).stdout
-            times[t].append(float(out.split()[-1]))
-            print(f"run {run}: {t}: {times[t][-1] * 1e3:.1f} ms", flush=True)
+            engine, took = out.split()[-2:]
+            times[t].append(float(took))
+            print(f"run {run}: {t}: {times[t][-1] * 1e3:.1f} ms ({engine})", flush=True)
     print(f"\n| checkout | analyze of {int(args.size):,} ops, {args.streams} stream(s), "
           f"median of {args.runs} runs | M ops/s |\n|---|---:|---:|")
     for t, v in times.items():

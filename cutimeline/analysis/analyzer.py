@@ -135,8 +135,8 @@ def analyze(tl: Timeline, *, window: Any = None, engine: str = "auto",
         w0, w1 = lo, hi
     w0, w1 = max(w0, lo), max(min(w1, hi), max(w0, lo))
     numbers, hb, he = step_windows(tl)
-    sb, se = device_windows(g.launch_ns, g.begin_ns, g.end_ns, hb, he) if has_gpu \
-        else (hb, he)
+    sb, se = device_windows(g.launch_ns, g.begin_ns, g.end_ns, hb, he, engine=engine) \
+        if has_gpu else (hb, he)
     inside = (he > w0) & (hb < w1)
     numbers, hb, he, sb, se = (x[inside] for x in (numbers, hb, he, sb, se))
     if _by_steps(window) and len(sb):  # the steps' GPU work, not their host time
@@ -154,21 +154,22 @@ def analyze(tl: Timeline, *, window: Any = None, engine: str = "auto",
         predicted = ph
         if has_gpu:  # the same rows' replayed times make the replayed windows
             pb, pe = device_windows(g.launch_ns, comp["begin_ns"], comp["end_ns"], hb,
-                                    he, ph[0][1:], ph[1][1:])
+                                    he, ph[0][1:], ph[1][1:], engine)
             predicted = [np.concatenate([ph[0][:1], pb]), np.concatenate([ph[1][:1], pe])]
     streams = devices = None
     primary = 0
     if ln is not None:
-        streams = _lane_table(ln.streams, ln.stream_keys, w0, w1)
+        am = over = None
+        if ln.devices is not ln.streams:  # idle beside a busy stream: no cause
+            from .overlap import stream_window
+            am, over = stream_window(ln, act, w0, w1, engine)
+        streams = _lane_table(ln.streams, ln.stream_keys, w0, w1, am)
         dev_keys = np.stack([ln.device_keys, np.full(len(ln.device_keys), NONE)], 1)
         devices = streams.copy() if ln.devices is ln.streams else \
             _lane_table(ln.devices, dev_keys, w0, w1)
         devices["stream"] = NONE
-        if ln.devices is not ln.streams:  # idle beside a busy stream: no cause
-            from .overlap import stream_window
-            am, streams["overlapped_ns"] = stream_window(ln, act, w0, w1, engine)
-            for c in Cause:
-                streams[f"{CAUSES[c]}_ns"] = am[:, c]
+        if over is not None:
+            streams["overlapped_ns"] = over
         primary = int(np.argmax(devices["busy_ns"])) if len(devices) else 0
     settings = {"window": _window_words(window, device),
                 "engine": engine, "gpu_bound_at": gpu_bound_at,
@@ -287,18 +288,27 @@ def _extent(tl: Timeline, engine: str) -> tuple[int, int, bool]:
     return int(min(x for x, _ in span)), int(max(x for _, x in span)), missing
 
 
-def _lane_table(grp: Group, keys: np.ndarray, w0: int, w1: int) -> np.ndarray:
-    """Window 0 of each group: busy, idle by cause, CPU lead, queue."""
+def _lane_table(grp: Group, keys: np.ndarray, w0: int, w1: int,
+                causes: np.ndarray | None = None) -> np.ndarray:
+    """Window 0 of each group: busy, idle by cause, CPU lead, queue.
+    ``causes``: (groups, 6) idle ns by Cause to show instead of the
+    group's own (a device's streams: where the device was idle too); the
+    idle time is then the window less the busy time (the gaps and busy
+    intervals tile it)."""
     out = np.zeros(grp.n, LANE_DTYPE)
     if grp.n == 0:
         return out
     out["device"], out["stream"] = keys[:, 0], keys[:, 1]
     out["rows"] = np.diff(grp.starts)
-    idle = grp.idle[:, 0]
-    out["busy_ns"], out["idle_ns"] = grp.busy[:, 0], idle.sum(axis=1)
+    if causes is None:
+        causes = grp.idle[:, 0]
+        out["idle_ns"] = causes.sum(axis=1)
+    else:
+        out["idle_ns"] = max(w1 - w0, 0) - grp.busy[:, 0]
+    out["busy_ns"] = grp.busy[:, 0]
     out["busy_frac"] = grp.busy[:, 0] / max(w1 - w0, 1)
     for c in Cause:
-        out[f"{CAUSES[c]}_ns"] = idle[:, c]
+        out[f"{CAUSES[c]}_ns"] = causes[:, c]
     out["lead_mean_ns"], out["lead_p50_ns"], out["lead_p95_ns"] = grp.lead[:, :3].T
     out["lead_max_ns"] = np.where(np.isnan(grp.lead[:, 3]), NONE,
                                   np.nan_to_num(grp.lead[:, 3]))

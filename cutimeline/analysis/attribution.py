@@ -20,7 +20,7 @@ from ..numeric.engines import I64_MAX, _i64
 from ..timeline.schema import NONE
 from .gaps import HostActivity, classify
 
-__all__ = ["attribute"]
+__all__ = ["attribute", "segments"]
 
 _MAX = I64_MAX
 
@@ -282,13 +282,21 @@ def attribute(gb, ge, nl, has_next, lam, gstart, act: HostActivity, w0, w1,
     w1 = np.maximum(w1, w0)
     if engine == "numpy":
         return _attribute_np(gb, ge, nl, has_next, after, lam, gstart, w0, w1, act)
+    steps = bool(np.all(w0[2:] >= w1[1:-1]))  # windows 1.. sorted, disjoint
+    keep = amounts or not steps  # the second pass over windows reads them
+    out = _attribute_nb(gb, ge, nl, has_next, after, lam, gstart, w0, w1, steps, keep,
+                        *segments(act))
+    return out if amounts else (None, out[1])
+
+
+def segments(act: HostActivity) -> tuple:
+    """The host's segments as the kernels take them: data (begin, end, time
+    covered before each), sync, sync-only (with theirs), launch-only (with
+    theirs), and the slack."""
+    i64 = _i64
     (db, de), (sb, se), (ob, oe) = act.data, act.sync, act.sync_only
     lb, le = act.launch_only
     pre = [np.concatenate([[0], np.cumsum(e - b)]).astype(np.int64)
            for b, e in (act.data, act.sync_only, act.launch_only)]
-    steps = bool(np.all(w0[2:] >= w1[1:-1]))  # windows 1.. sorted, disjoint
-    keep = amounts or not steps  # the second pass over windows reads them
-    out = _attribute_nb(gb, ge, nl, has_next, after, lam, gstart, w0, w1, steps, keep,
-                        i64(db), i64(de), pre[0], i64(sb), i64(se), i64(ob), i64(oe),
-                        pre[1], i64(lb), i64(le), pre[2], np.int64(act.slack_ns))
-    return out if amounts else (None, out[1])
+    return (i64(db), i64(de), pre[0], i64(sb), i64(se), i64(ob), i64(oe), pre[1],
+            i64(lb), i64(le), pre[2], np.int64(act.slack_ns))

@@ -381,10 +381,12 @@ def compensate(tl: Timeline, ln=None, engine: str = "numba") -> dict | None:
         cost_t, cost, sb, y.host_end_ns[sy], s_grp, g["g_launch"], g["g_grp"],
         g["g_begin"], g["g_end"], g["lam"], covers, engine, depth=launch_queue(tl))
     sync_t, jumps = breaks(sb, jumps, g["g_launch"], row_j)
+    cum = np.zeros(len(cost) + 1, np.int64)  # one pass, no concatenated copy
+    np.cumsum(cost, out=cum[1:])
     out = {"overhead_ns_per_op": int(tl.meta["overhead_ns_per_op"]),
-           "overhead_ns_per_launch": int(per_launch), "removed_ns": int(cost.sum()),
+           "overhead_ns_per_launch": int(per_launch), "removed_ns": int(cum[-1]),
            "mix_scale": mix_scale(tl.meta),
-           "cost_t": cost_t, "cost_cum": np.concatenate([[0], np.cumsum(cost)]),
+           "cost_t": cost_t, "cost_cum": cum,
            "sync_t": sync_t, "jumps": jumps}
     if ln is not None:
         if rows is None:
@@ -393,5 +395,7 @@ def compensate(tl: Timeline, ln=None, engine: str = "numba") -> dict | None:
             begin = np.empty(len(rows), np.int64)
             begin[rows] = b_r
         out["begin_ns"] = begin
-        out["end_ns"] = begin + (ln.end - ln.begin)
+        end = ln.end - ln.begin  # in place: one fresh array, not two
+        end += begin
+        out["end_ns"] = end
     return out

@@ -51,9 +51,10 @@ import enum
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit
 
 from ..numeric import intervals as iv
-from ..numeric.engines import I64_MAX
+from ..numeric.engines import I64_MAX, empty_i64
 from ..timeline.schema import NONE, OpFlag, SpanKind
 from ..timeline.timeline import Timeline
 
@@ -95,12 +96,18 @@ def launching(begin, end, thread, host_gap_ns: int = HOST_GAP_NS,
               engine: str = "numba") -> tuple[np.ndarray, np.ndarray]:
     """Sorted disjoint segments where some thread was dispatching: each
     thread's ops joined across op-free stretches shorter than
-    ``host_gap_ns``, then all threads' segments joined."""
+    ``host_gap_ns``, then all threads' segments joined. One thread's ops
+    in time order (a recording's) take one pass of ``_launch_nb``."""
     begin, end = np.asarray(begin, np.int64), np.asarray(end, np.int64)
     thread = np.asarray(thread)
+    one = len(thread) == 0 or thread.min() == thread.max()  # np.unique sorts all
+    if one and engine == "numba" and len(begin):
+        ub, ue, ok = _launch_nb(begin, end, np.int64(host_gap_ns))
+        if ok:
+            return ub, ue
     end = np.maximum(end, begin)
     parts_b, parts_e = [], []
-    threads = np.unique(thread) if len(thread) else thread
+    threads = thread[:1] if one else np.unique(thread)
     for t in threads:  # a handful of threads: per-thread unions, vectorised
         mine = thread == t if len(threads) > 1 else slice(None)
         ub, ue = iv.union(begin[mine], end[mine], engine)
@@ -112,6 +119,32 @@ def launching(begin, end, thread, host_gap_ns: int = HOST_GAP_NS,
     if len(parts_b) == 1:
         return parts_b[0], parts_e[0]
     return iv.union(np.concatenate(parts_b), np.concatenate(parts_e), engine)
+
+
+@njit(cache=True)
+def _launch_nb(begin, end, host_gap_ns):
+    """``launching`` of one thread's ops sorted by begin, in one pass: the
+    union of [begin, max(end, begin)) with stretches shorter than
+    ``host_gap_ns`` joined (ok False, when an op begins before the one
+    before it: the caller sorts)."""
+    n = len(begin)
+    ub = empty_i64(n)
+    ue = empty_i64(n)
+    k = 0
+    b, top = begin[0], max(end[0], begin[0])
+    for r in range(1, n):
+        x = begin[r]
+        if x < begin[r - 1]:
+            return ub[:0], ue[:0], False
+        e = max(end[r], x)
+        if x > top and x - top >= host_gap_ns:
+            ub[k], ue[k] = b, top
+            k += 1
+            b, top = x, e
+        elif e > top:
+            top = e
+    ub[k], ue[k] = b, top
+    return ub[:k + 1].copy(), ue[:k + 1].copy(), True
 
 
 def host_activity(tl: Timeline, slack_ns: int = 100_000, engine: str = "numba",

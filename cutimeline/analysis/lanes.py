@@ -51,7 +51,7 @@ class Group:
     nl: np.ndarray         # launch time of the row ending each gap
     after: np.ndarray      # gap follows a sync op's own row
     _amounts: np.ndarray | None  # (gaps, 6) ns by Cause: see ``amounts``
-    idle: np.ndarray       # (groups, windows, 6) idle ns by Cause
+    _idle: np.ndarray | None  # (groups, windows, 6) idle ns by Cause: see ``idle``
     busy: np.ndarray       # (groups, windows) busy ns
     q_order: np.ndarray    # rows with a launch time, grouped (for queue depth)
     q_starts: np.ndarray
@@ -61,6 +61,20 @@ class Group:
     lead: np.ndarray       # (groups, 4) lead mean/p50/p95/max in window 0
     act: HostActivity | None = None   # what the gaps were classified with
     engine: str = "numba"
+    windows: tuple | None = None      # (w0, w1) measured
+
+    @property
+    def idle(self) -> np.ndarray:
+        """(groups, windows, 6) idle ns by Cause in the windows measured.
+        A device's streams' are classified on first use: an analysis reads
+        the device's (its verdicts) and, per stream, only what the device
+        left idle (``overlap.py``); their busy time is known without."""
+        if self._idle is None:
+            self._idle = attribute(self.gb, self.ge, self.nl, self.gnext != NONE,
+                                   self.lam[self.gg], self.gstart, self.act,
+                                   *self.windows, self.engine, self.after,
+                                   amounts=False)[1]
+        return self._idle
 
     @property
     def amounts(self) -> np.ndarray:
@@ -113,7 +127,7 @@ def lanes(tl: Timeline, act: HostActivity, w0, w1, engine: str = "numba",
     sync_row = (g.op != NONE) & sync_op[np.maximum(g.op, 0)] if sync_op.any() else \
         np.zeros(0, bool)
     args = (begin, end, launch, lead, unknown, sync_row, lo, hi, w0, w1, act, engine)
-    streams = _group(pair, len(k_dev), *args)
+    streams = _group(pair, len(k_dev), *args, lazy=len(k_dev) > len(dev_keys))
     if len(k_dev) == len(dev_keys):  # one stream per device: same lanes
         devices = streams
     elif engine == "numba":  # a device's sorted rows: its streams' runs merged
@@ -126,7 +140,7 @@ def lanes(tl: Timeline, act: HostActivity, w0, w1, engine: str = "numba",
 
 
 def _group(of_row, n, begin, end, launch, lead, unknown, sync_row, lo, hi, w0, w1,
-           act, engine, runs=None) -> Group:
+           act, engine, runs=None, lazy=False) -> Group:
     if runs is None:
         order, starts = group_order(of_row, begin, n, engine)
     else:  # merge the sorted runs of the member groups instead of sorting
@@ -142,9 +156,13 @@ def _group(of_row, n, begin, end, launch, lead, unknown, sync_row, lo, hi, w0, w
     has_next, nl, after = (_gap_rows if engine == "numba" else _gap_rows_np)(
         gnext, gprev, launch, sync_row)
     gstart = _starts(gg, n)
-    amounts, idle = attribute(gb, ge, nl, has_next, lam[gg], gstart, act, w0, w1,
-                              engine, after, amounts=False)
-    busy = (w1 - w0)[None, :] - idle.sum(axis=2)
+    if lazy:  # idle by cause on first use (``Group.idle``); busy: covered time
+        amounts, idle = None, None
+        busy = _busy(ib, ie, istart, n, w0, w1, engine)
+    else:
+        amounts, idle = attribute(gb, ge, nl, has_next, lam[gg], gstart, act, w0, w1,
+                                  engine, after, amounts=False)
+        busy = (w1 - w0)[None, :] - idle.sum(axis=2)
     if not unknown:  # every row has a launch time: the usual case
         q_order, q_starts = order, starts
     else:
@@ -169,7 +187,7 @@ def _group(of_row, n, begin, end, launch, lead, unknown, sync_row, lo, hi, w0, w
     leads = lead_stats(lead, begin, order, starts, w0[0], w1[0], engine, of_row)
     return Group(n, of_row, order, starts, ib, ie, istart, gb, ge, gnext,
                  gstart, lam, gg, nl, after, amounts, idle, busy, q_order, q_starts,
-                 P, M, queue, leads, act, engine)
+                 P, M, queue, leads, act, engine, (w0, w1))
 
 
 @njit(cache=True)
@@ -241,11 +259,15 @@ def busy_in(grp: Group, w0, w1, engine: str = "numba") -> np.ndarray:
     """(groups, windows) busy ns in any windows: time covered by work."""
     w0 = np.atleast_1d(np.asarray(w0, np.int64))
     w1 = np.maximum(np.atleast_1d(np.asarray(w1, np.int64)), w0)
-    out = np.zeros((grp.n, len(w0)), np.int64)
-    for k in range(grp.n):
-        s, e = grp.istart[k], grp.istart[k + 1]
+    return _busy(grp.ib, grp.ie, grp.istart, grp.n, w0, w1, engine)
+
+
+def _busy(ib, ie, istart, n, w0, w1, engine) -> np.ndarray:
+    out = np.zeros((n, len(w0)), np.int64)
+    for k in range(n):
+        s, e = istart[k], istart[k + 1]
         if e > s:
-            out[k] = iv.coverage(grp.ib[s:e], grp.ie[s:e], w0, w1, engine)
+            out[k] = iv.coverage(ib[s:e], ie[s:e], w0, w1, engine)
     return out
 
 

@@ -320,18 +320,18 @@ def sample_stats(plus, minus, order, starts, engine: str = "numba") -> np.ndarra
 
 
 @njit(cache=True)
-def _lead_stats_nb(lead, begin, of_row, starts, w0, w1):
+def _lead_stats_nb(lead, begin, of_row, starts, w0, w1, one):
     """One pass over the rows in row order (each group's rows into its
-    slice of one buffer), then two selections per group; sums in int64
-    (exact)."""
+    slice of one buffer; ``one``: all rows in group 0, of_row not read),
+    then two selections per group; sums in int64 (exact)."""
     G = len(starts) - 1
     out = np.full((G, 4), np.nan)
     pos = starts[:-1].copy()
     total = np.zeros(G, np.int64)
-    v = empty_f64(len(of_row))
-    for r in range(len(of_row)):
+    v = empty_f64(len(lead))
+    for r in range(len(lead)):
         x = lead[r]
-        g = of_row[r]
+        g = 0 if one else of_row[r]
         if x != NONE and g >= 0 and w0 <= begin[r] < w1:
             v[pos[g]] = x
             pos[g] += 1
@@ -376,7 +376,9 @@ def lead_stats(lead, begin, order, starts, w0: int, w1: int,
     lead, begin, order, starts = i64(lead), i64(begin), i64(order), i64(starts)
     if engine == "numpy":
         return _lead_stats_np(lead, begin, order, starts, np.int64(w0), np.int64(w1))
-    if of_row is None or len(order) != len(lead):
+    one = len(starts) == 2 and len(order) == len(lead)  # every row in the one group
+    if not one and (of_row is None or len(order) != len(lead)):
         of_row = np.full(len(lead), NONE, np.int64)  # rows not in order: no group
         of_row[order] = np.repeat(np.arange(len(starts) - 1), np.diff(starts))
-    return _lead_stats_nb(lead, begin, i64(of_row), starts, np.int64(w0), np.int64(w1))
+    of_row = i64(of_row) if not one else np.zeros(0, np.int64)
+    return _lead_stats_nb(lead, begin, of_row, starts, np.int64(w0), np.int64(w1), one)

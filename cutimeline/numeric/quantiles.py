@@ -60,22 +60,37 @@ def _rank_pair(v, r):
 
 
 @njit(cache=True)
-def _bracketed(v, r, lo, hi, buf):
-    """The r-th and (r+1)-th smallest of v (as ``_rank_pair``) from one pass
-    that counts the values below lo, at lo and at hi, and keeps only those
-    strictly between (ties at a bracket's end, common in leads, need no
-    selection); (nan, nan) when the rank lies outside [lo, hi] (the caller
-    selects on all of v then)."""
-    n = len(v)
-    below = at_lo = at_hi = kept = 0
-    above = np.inf
+def _bracket_pass(v, lo1, hi1, buf1, lo2, hi2, buf2):
+    """One pass over v for two brackets [lo, hi]: per bracket, how many
+    values lie below lo, at lo, at hi, strictly between (kept in buf),
+    and the smallest above hi. Ties at a bracket's end, common in leads,
+    need no selection."""
+    below1 = at_lo1 = at_hi1 = kept1 = 0
+    below2 = at_lo2 = at_hi2 = kept2 = 0
+    above1 = above2 = np.inf
     for x in v:  # selects, not branches: where x falls is unpredictable
-        below += x < lo
-        at_lo += x == lo
-        at_hi += (x == hi) & (hi > lo)
-        buf[kept] = x
-        kept += (x > lo) & (x < hi)
-        above = min(above, x if x > hi else np.inf)
+        below1 += x < lo1
+        at_lo1 += x == lo1
+        at_hi1 += (x == hi1) & (hi1 > lo1)
+        buf1[kept1] = x
+        kept1 += (x > lo1) & (x < hi1)
+        above1 = min(above1, x if x > hi1 else np.inf)
+        below2 += x < lo2
+        at_lo2 += x == lo2
+        at_hi2 += (x == hi2) & (hi2 > lo2)
+        buf2[kept2] = x
+        kept2 += (x > lo2) & (x < hi2)
+        above2 = min(above2, x if x > hi2 else np.inf)
+    return (below1, at_lo1, at_hi1, kept1, above1), (below2, at_lo2, at_hi2, kept2, above2)
+
+
+@njit(cache=True)
+def _bracketed(n, r, lo, hi, buf, counts):
+    """The r-th and (r+1)-th smallest of the n values (as ``_rank_pair``)
+    from a bracket's ``counts`` (``_bracket_pass``) and the values kept
+    in buf; (nan, nan) when the rank lies outside [lo, hi] (the caller
+    selects on all values then)."""
+    below, at_lo, at_hi, kept, above = counts
     part = buf[:kept]
     chosen = -1  # the rank selected in part, if any
     res = np.empty(2)
@@ -111,28 +126,37 @@ def _bracketed(v, r, lo, hi, buf):
 @njit(cache=True)
 def quantile_pair_inplace(v, q1, q2):
     """``quantile_inplace`` of v at q1 and q2 (v may be reordered). A large
-    v is read once per quantile, keeping only the values between two
-    order statistics of a sample that bracket the rank; selecting among
-    those few is exact, like selecting among all (which is the fallback)."""
+    v is read once for both quantiles, keeping only the values between
+    two order statistics of a sample that bracket each rank; selecting
+    among those few is exact, like selecting among all (which is the
+    fallback)."""
     n = len(v)
     out = np.empty(2)
     qs = (q1, q2)
     m = 16384
-    buf = np.empty(n if n >= 8 * m else 0)
-    if n >= 8 * m:
+    big = n >= 8 * m
+    ranks = np.empty(2, np.int64)
+    for w in range(2):
+        ranks[w] = int(np.floor(qs[w] * (n - 1)))
+    found = np.full((2, 2), np.nan)
+    if big:  # the sample rank's spread is ≤ √m / 2: ±4 of it
         step = n // m
         sample = np.empty(m)
         for i in range(m):
             sample[i] = v[i * step]
         sample.sort()
+        lo, hi = np.empty(2), np.empty(2)
+        for w in range(2):
+            t = int(ranks[w] / n * m)
+            lo[w], hi[w] = sample[max(t - 256, 0)], sample[min(t + 256, m - 1)]
+        buf1, buf2 = np.empty(n), np.empty(n)
+        c1, c2 = _bracket_pass(v, lo[0], hi[0], buf1, lo[1], hi[1], buf2)
+        found[0, 0], found[0, 1] = _bracketed(n, ranks[0], lo[0], hi[0], buf1, c1)
+        found[1, 0], found[1, 1] = _bracketed(n, ranks[1], lo[1], hi[1], buf2, c2)
     for w in range(2):
         x = qs[w] * (n - 1)
-        r = int(np.floor(x))
-        a = b = np.nan
-        if n >= 8 * m:  # the sample rank's spread is ≤ √m / 2: ±4 of it
-            t = int(r / n * m)
-            a, b = _bracketed(v, r, sample[max(t - 256, 0)], sample[min(t + 256, m - 1)],
-                              buf)
+        r = ranks[w]
+        a, b = found[w, 0], found[w, 1]
         if np.isnan(a):
             a, b = _rank_pair(v, r)
         out[w] = a + (b - a) * (x - r)

@@ -239,3 +239,20 @@ def test_launch_and_host_twins_agree_with_short_host_gaps(seed):
         np.testing.assert_array_equal(a, b)
     am = out[0][0]
     assert am[:, 2].sum() > 0 and am[:, 3].sum() > 0
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_launching_segments_agree_between_the_twins(seed):
+    from cutimeline.analysis.gaps import launching
+    rng = np.random.default_rng(seed)
+    n = 500
+    begin = np.cumsum(rng.integers(0, 3_000, n))
+    if seed % 3 == 2:  # a few ops out of order: the kernel declines, the union sorts
+        begin[rng.integers(0, n, 5)] -= 4_000
+    end = begin + rng.integers(-200, 2_500, n)  # some end before they begin
+    thread = np.zeros(n, np.int32) if seed % 2 == 0 else rng.integers(0, 3, n)
+    for gap in (1, 500, 2_000, 0):
+        a = launching(begin, end, thread, gap, "numba")
+        b = launching(begin, end, thread, gap, "numpy")
+        for x, y in zip(a, b):
+            np.testing.assert_array_equal(x, y)

@@ -7,6 +7,7 @@ import cutimeline as ctl
 from cutimeline.analysis.gaps import CAUSES, host_activity
 from cutimeline.analysis.lanes import lanes
 from cutimeline.analysis.overlap import device_idle_amounts, stream_window
+from cutimeline.timeline.schema import OpFlag, SpanKind
 
 from handmade import random_timeline, timeline
 
@@ -79,3 +80,40 @@ def test_one_stream_per_device_has_nothing_overlapped():
     assert (rep.streams["overlapped_ns"] == 0).all()
     for c in CAUSES:
         np.testing.assert_array_equal(rep.streams[f"{c}_ns"], rep.devices[f"{c}_ns"])
+
+
+def apart(seed):
+    """Three streams whose ops end before their launch times (an imported
+    trace's clocks): gaps whose host part lies between launching segments."""
+    rng = np.random.default_rng(seed)
+    t, free, rows, ops = 1_000, [0, 0, 0], [], []
+    for _ in range(300):
+        t += int(rng.integers(100, 6_000))
+        s = int(rng.integers(0, 3))
+        b = max(free[s], t + int(rng.integers(200, 2_000)))
+        free[s] = b + int(rng.integers(0, 9_000))
+        rows.append((s, t, b, free[s]))
+        ops.append(("aten::mm", t - 3_000, t - 2_500, OpFlag.LAUNCH))
+    return timeline(rows, ops=ops, spans=[(SpanKind.DATA, "next(DataLoader)", 50_000,
+                                           90_000)], syncs=[(400_000, 420_000)])
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_twins_agree_on_clipped_gaps_in_any_order_and_per_stream(seed):
+    tl = random_timeline(seed, n=500, streams=1 + seed % 4) if seed < 4 else apart(seed)
+    act = host_activity(tl, host_gap_ns=3_000 if seed < 4 else 1_000)
+    ln = lanes(tl, act, [tl.start_ns], [tl.end_ns])
+    st = ln.streams
+    rng = np.random.default_rng(seed)
+    k = rng.permutation(len(st.gb))[: len(st.gb) * 2 // 3]  # out of time order
+    qa = st.gb[k] + rng.integers(-2_000, 4_000, len(k))
+    qb = qa + rng.integers(0, 30_000, len(k))
+    got = [device_idle_amounts(ln, act, k, qa, qb, engine=e) for e in ("numba", "numpy")]
+    for a, b in zip(*got):
+        np.testing.assert_array_equal(a, b)
+    w0 = tl.start_ns + (tl.end_ns - tl.start_ns) // 5
+    w1 = tl.end_ns - (tl.end_ns - tl.start_ns) // 7
+    got = [stream_window(ln, act, w0, w1, engine=e) for e in ("numba", "numpy")]
+    for a, b in zip(*got):
+        np.testing.assert_array_equal(a, b)
+    assert got[0][0].sum() > 0

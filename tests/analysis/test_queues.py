@@ -62,6 +62,12 @@ def test_twins_agree(seed):
     ps = np.array([0, len(part)])
     same([lead_stats(lead, begin, part, ps, 1_000, 50_000, engine="numba")],
          [lead_stats(lead, begin, part, ps, 1_000, 50_000, engine="numpy")])
+    every = np.argsort(begin, kind="stable")  # one group of all rows
+    for given in (None, np.zeros(len(begin), np.int64)):
+        same([lead_stats(lead, begin, every, ps * 0 + [0, len(begin)], 1_000, 50_000,
+                         engine="numba", of_row=given)],
+             [lead_stats(lead, begin, every, [0, len(begin)], 1_000, 50_000,
+                         engine="numpy")])
 
 
 def test_window_stats_by_hand():

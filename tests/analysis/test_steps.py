@@ -1,6 +1,7 @@
 """Step windows: a step is measured over its GPU work, not its host time."""
 
 import numpy as np
+import pytest
 
 import cutimeline as ctl
 from cutimeline.analysis.steps import device_windows
@@ -47,3 +48,27 @@ def test_steps_without_gpu_rows_keep_their_host_windows():
     s = ctl.analyze(tl).steps
     assert s["begin_ns"].tolist() == s["host_begin_ns"].tolist() == [0, 50]
     assert set(s["verdict"]) == {"host-only"} and set(s["cause"]) == {""}
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_twins_agree_in_launch_order_and_out_of_it(seed):
+    rng = np.random.default_rng(seed)
+    n = 400
+    launch = np.sort(rng.integers(-3 if seed == 2 else 0, 10_000, n))  # 2: some below NONE
+    launch[rng.random(n) < 0.1] = NONE
+    if seed % 2:  # out of launch order: the kernel declines, the twin's sort runs
+        launch = rng.permutation(launch)
+    else:
+        launch = np.sort(launch)
+    begin = np.where(launch == NONE, rng.integers(0, 10_000, n), launch) + \
+        rng.integers(0, 500, n)
+    end = begin + rng.integers(-50, 800, n)  # some end before they begin
+    hb = np.sort(rng.integers(-5, 10_000, 12))
+    he = hb + rng.integers(0, 3_000, 12)  # overlapping, some empty
+    got = [device_windows(launch, begin, end, hb, he, engine=e) for e in ("numba", "numpy")]
+    for a, b in zip(*got):
+        np.testing.assert_array_equal(a, b)
+    fb, fe = hb - 7, he + 7
+    got = [device_windows(launch, begin, end, hb, he, fb, fe, e) for e in ("numba", "numpy")]
+    for a, b in zip(*got):
+        np.testing.assert_array_equal(a, b)

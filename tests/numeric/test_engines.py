@@ -62,7 +62,9 @@ def _calls():
         (runs, ["_kway_values_nb"], lambda e: runs.merge_values(v, starts, [0, 1], e)),
         (runs, ["_gather_sorted_nb"], lambda e: runs.gather_sorted(begin, order, starts, e)),
         (ids, ["_dense_nb"], lambda e: ids.dense_ids(begin, e)),
-        (ids, ["_pairs_nb"], lambda e: ids.pair_ids(group, begin % 3, e)),
+        (ids, ["_bounds_nb", "_pairs_table_nb", "_pairs_nb"],
+         lambda e: ids.pair_ids(group, begin % 3, e)),
+        (ids, ["_bounds_nb", "_pairs_nb"], lambda e: ids.pair_ids(group, begin * 10**9, e)),
         (quantiles, ["_quantiles_nb"],
          lambda e: quantiles.group_quantiles(end - begin, group, 3, [0.5, 0.9], e)),
     ]

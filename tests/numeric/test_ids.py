@@ -31,6 +31,25 @@ def test_pair_ids(many):
     assert_same((ids, ka, kb), pair_ids(a, b, engine="numpy"))
 
 
+@pytest.mark.parametrize("first", [0, 2])
+def test_pair_ids_of_int16_devices_in_and_out_of_sorted_order(first):
+    # few streams: numbered by a table; many, or far apart: by the hash
+    # a Timeline's device column is int16: read as it is; pairs seen in
+    # sorted order keep their ids, others are renumbered
+    rng = np.random.default_rng(first)
+    a = rng.integers(0, 3, 400).astype(np.int16)
+    b = rng.integers(0, 4, 400)
+    a[0], b[0] = first, 0
+    got = pair_ids(a, b, engine="numba")
+    assert got[0].dtype == got[1].dtype == np.int64
+    assert_same(got, pair_ids(a.astype(np.int64), b, engine="numpy"))
+    assert_same(pair_ids(a[:1].repeat(9), b[:9] * 0, engine="numba"),
+                (np.zeros(9, np.int64), a[:1].astype(np.int64), b[:1] * 0))
+    for far in (b * 10**12 - 5, b + 5000, -b):  # beyond the table; negative streams
+        assert_same(pair_ids(a, far, engine="numba"),
+                    pair_ids(a.astype(np.int64), far, engine="numpy"))
+
+
 def test_few_keys_keep_first_seen_order_out():
     ids, uniq = dense_ids([7, 7, 3, 9, 3], engine="numba")
     assert uniq.tolist() == [3, 7, 9] and ids.tolist() == [1, 1, 0, 2, 0]

@@ -34,6 +34,12 @@ def test_sortedness_twins_agree(seed):
     late = np.sort(x)
     late[100] = late[101] + 1  # one step down in the middle
     cases.append(late)
+    long = np.sort(rng.integers(-2**62, 2**62, 10_000))  # blocks of 4096
+    for at in (1, 4095, 4096, 4097, 8192, 9_999):  # a step down at each edge
+        c = long.copy()
+        c[at] = c[at - 1] - 1
+        cases.append(c)
+    cases += [long, long.astype(np.int32)[::-1].copy()]
     for c in cases:
         want = bool(np.all(c[1:] >= c[:-1]))
         assert ordering._is_sorted_nb(c) is want

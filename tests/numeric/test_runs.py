@@ -60,3 +60,16 @@ def test_merge_runs_and_gather_sorted(seed):
                                                                      engine="numpy"))
     s = np.sort(x)
     assert runs.gather_sorted(s, np.arange(300), np.array([0, 300]), "numba") is not None
+
+
+@pytest.mark.parametrize("at", [1, 4095, 4096, 5000, 9_998])
+def test_gather_sorted_sees_an_order_that_is_not_the_identity(at):
+    # the identity is checked in blocks of 4096: a swap at each edge
+    x = np.sort(np.random.default_rng(at).integers(0, 10**9, 10_000))
+    order = np.arange(10_000)
+    order[at - 1], order[at] = at, at - 1
+    starts = np.array([0, at, 10_000])  # the swap moves a row between groups
+    assert not runs._is_identity(order) and runs._is_identity(np.arange(10_000))
+    assert_same(runs.gather_sorted(x, order, starts, "numba"),
+                runs.gather_sorted(x, order, starts, "numpy"))
+    assert not np.array_equal(runs.gather_sorted(x, order, starts, "numba"), x)
