@@ -1,21 +1,29 @@
-"""Recording overhead per op on a tiny-op CPU workload, side by side in one run.
+"""Recording overhead per op, side by side in one run: tiny ops and an MLP training step.
 
-    python benchmarks/bench_record.py [--ops 2000] [--reps 15]
+    python benchmarks/bench_record.py [--ops 2000] [--steps 20] [--reps 15] [--clock cpu]
+    python benchmarks/bench_record.py --instructions --ops 400 --steps 2
 
-Five ways to run the same loop of tiny CPU ops (``add``, ``mul``, ``relu``,
-``sum`` on 16-element tensors; the ops where dispatch dominates): nothing;
-a bare pass-through TorchDispatchMode (this design's floor); cutimeline's
-recorder; its previous per-op path (``Before``, to see a change side by
-side); torch.profiler with ``record_shapes=True``. The variants are
-interleaved round by round so drift on a shared machine hits them alike;
-each figure is the median over rounds of µs per op. Also: bytes per op of
-the saved .ctl file beside torch.profiler's Kineto JSON of the same ops, and
-the Python memory held per op while recording (tracemalloc).
+Two workloads: a loop of tiny CPU ops (``add``, ``mul``, ``relu``, ``sum``
+on 16-element tensors; the ops where dispatch dominates) and a training
+step of a small MLP (three ``Linear`` layers, forward, ``backward``,
+``Adam.step``: module hooks, autograd nodes, FLOPs of every matmul, the
+optimizer's many small ops; 107 ops per step). Five ways to run each:
+nothing; a bare pass-through TorchDispatchMode (this design's floor);
+cutimeline's recorder; the recorder with its previous per-op path
+(``Before``, to see a change side by side); torch.profiler with
+``record_shapes=True``. The variants are interleaved round by round (a
+garbage collection before each, so that none pays for another's garbage)
+so drift on a shared machine hits them alike; each figure is the median
+over rounds of µs per op. Also: bytes per op of the saved .ctl file beside
+torch.profiler's Kineto JSON of the same ops, and the Python memory held
+per op while recording (tracemalloc).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import gc
 import gzip
 import operator
 import os
@@ -30,12 +38,14 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import cutimeline as ctl
-from cutimeline.recording.opstream import (_TRUNCATED, _VIEW, NONE, Mode, _ident, _node, _now,
-                                           _Tensor)
+from cutimeline.recording import recorder
+from cutimeline.recording.opstream import (_NO_KWARGS, _TRUNCATED, _VIEW, NONE, Mode,
+                                           _first_device, _ident, _node, _now, _Tensor,
+                                           _work_device)
 from cutimeline.recording.session import Session
-from cutimeline.recording.signatures import _COLL
+from cutimeline.recording.signatures import _COLL, _WAIT, _shape
 
-_META = operator.attrgetter("dtype", "shape", "device")
+_dtype_shape = operator.attrgetter("dtype", "shape")
 
 
 class Bare(TorchDispatchMode):
@@ -44,46 +54,49 @@ class Bare(TorchDispatchMode):
 
 
 class Before(Mode):
-    """The op stream's per-op path before this round of savings (three
-    metadata reads per tensor, ``func(...)`` through ``OpOverload.__call__``,
-    try/finally), kept here to be timed beside the current one."""
+    """The op stream's per-op path before this round of savings (a
+    ``(dtype, shape)`` tuple per tensor from one ``attrgetter`` call, in a
+    list made a tuple; the call always with ``**kwargs``; the FLOPs path
+    through ``OpOverload.__call__``), kept here to be timed beside the
+    current one."""
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         if kwargs is None:
-            kwargs = {}
+            kwargs = _NO_KWARGS
         s = self.s
         if s.off:
             return func(*args, **kwargs)
         t0 = _now()
         seq = next(self.count)
-        # id(func): OpOverload hashes in Python; the signature keeps func alive.
-        # One C call reads a tensor's (dtype, shape, device): cheaper than three.
         key = [id(func)]
         for a in args:
             if isinstance(a, _Tensor):
-                key.append(_META(a))
+                key.append(_dtype_shape(a))
             elif type(a) is list or type(a) is tuple:
                 for b in a:
                     if isinstance(b, _Tensor):
-                        key.append(_META(b))
+                        key.append(_dtype_shape(b))
         if kwargs:
             for a in kwargs.values():
                 if isinstance(a, _Tensor):
-                    key.append(_META(a))
-        if len(key) > 1:
-            dev = key[1][2]
-        else:  # a factory: its device is an argument
-            dev = kwargs.get("device")
-            key.append(dev)
+                    key.append(_dtype_shape(a))
+        a = args[0] if args else None
+        if isinstance(a, _Tensor):
+            dev = a.device
+            if self.scalar_first and dev.type == "cpu" and a.ndim == 0:
+                dev = _work_device(args, kwargs, dev)
+        else:
+            dev = _first_device(args, kwargs)
+        key.append(dev)
         key = tuple(key)
         try:
-            sid, flags, rule, _ = self.sigs.get(key) or s.signature(key, func, dev, args,
-                                                                    kwargs)
+            sid, flags, rule, call = self.sigs.get(key) or s.signature(
+                key, func, dev, args, kwargs, ", ".join(_shape(k) for k in key[1:-1]))
         except TypeError:  # symbolic shapes do not hash: key them by text
-            key = tuple((k[0], tuple(map(str, k[1])), k[2]) if type(k) is tuple else k
+            key = tuple((k[0], tuple(map(str, k[1]))) if type(k) is tuple else k
                         for k in key)
-            sid, flags, rule, _ = self.sigs.get(key) or s.signature(key, func, dev, args,
-                                                                    kwargs)
+            sid, flags, rule, call = self.sigs.get(key) or s.signature(
+                key, func, dev, args, kwargs, ", ".join(_shape(k) for k in key[1:-1]))
         w = self.w
         gid = NONE
         if s.backward:  # only then can an autograd node be running
@@ -94,14 +107,17 @@ class Before(Mode):
                     gid = s.node(node)
                 if _ident() != self.ident:  # an autograd engine device thread
                     w = s.writer()
-        if seq >= s.max_ops:
-            if seq > s.max_ops:
+        if seq >= self.max_ops:
+            if seq > self.max_ops:
                 return func(*args, **kwargs)
             s.truncate()
             flags |= _TRUNCATED
-        if rule >= _COLL:
+        if rule >= _COLL:  # collectives, and ops measured (FLOPs, allocations)
+            if rule > _WAIT:
+                return s.measured(w, func, args, kwargs, seq, t0, sid, gid, flags,
+                                  rule, dev)
             return s.collective(w, func, args, kwargs, seq, t0, sid, gid, flags, dev)
-        if s.device is None or flags & (_VIEW | _TRUNCATED) or dev is None:
+        if self.host_only or flags & (_VIEW | _TRUNCATED) or dev is None:
             pass
         elif rule:
             return s.launch_ruled(w, func, args, kwargs, seq, t0, sid, gid, flags,
@@ -109,10 +125,28 @@ class Before(Mode):
         elif not (w.data and dev.type == "cpu") and s.device.owns(dev):
             return s.launch(w, func, args, kwargs, seq, t0, sid, gid, flags, False)
         try:
-            out = func(*args, **kwargs)
-        finally:
+            out = call(*args, **kwargs)
+        except BaseException:
             w.ops.append((seq, t0, _now(), sid, w.ctx, gid, flags))
+            raise
+        w.ops.append((seq, t0, _now(), sid, w.ctx, gid, flags))
         return out
+
+
+class _BeforeSession(Session):
+    def mode_for(self, w):
+        return Before(self, w)
+
+
+@contextlib.contextmanager
+def record_before():
+    """``ctl.record(device="cpu", measure=False)`` with the previous per-op path."""
+    recorder.Session = _BeforeSession
+    try:
+        with ctl.record(device="cpu", measure=False) as rec:
+            yield rec
+    finally:
+        recorder.Session = Session
 
 
 def workload(n_ops: int) -> None:
@@ -125,47 +159,156 @@ def workload(n_ops: int) -> None:
         z = torch.sum(z)
 
 
-def timed(run, n_ops: int) -> float:
-    t0 = time.perf_counter_ns()
-    run(n_ops)
-    return (time.perf_counter_ns() - t0) / n_ops / 1e3
+class MLP:
+    """A small MLP's training step (forward, backward, ``Adam.step``) on
+    its own tensors and random state."""
+
+    def __init__(self) -> None:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0)
+            self.net = torch.nn.Sequential(
+                torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 64),
+                torch.nn.ReLU(), torch.nn.Linear(64, 10))
+            self.x, self.y = torch.randn(16, 32), torch.randint(0, 10, (16,))
+        self.opt = torch.optim.Adam(self.net.parameters(), lr=1e-3)
+        self.steps(2)  # Adam's state exists: every step has the same ops
+        counter = _Count()
+        with counter:
+            self.steps(1)
+        self.ops = counter.n  # ops per step
+
+    def steps(self, n: int) -> None:
+        for _ in range(n):
+            self.opt.zero_grad(set_to_none=True)
+            torch.nn.functional.cross_entropy(self.net(self.x), self.y).backward()
+            self.opt.step()
 
 
-def variants(n_ops: int) -> dict[str, float]:
+class _Count(TorchDispatchMode):
+    n = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.n += 1
+        return func(*args, **(kwargs or {}))
+
+
+def variants() -> dict:
     from torch.profiler import ProfilerActivity, profile
-    out = {"nothing": timed(workload, n_ops)}
-    with Bare():
-        out["bare mode"] = timed(workload, n_ops)
-    with ctl.record(device="cpu", measure=False):
-        out["cutimeline"] = timed(workload, n_ops)
-    before = Session(None, max_ops=2 ** 62, steps="manual")
-    with Before(before, before.writer()):
-        out["cutimeline before"] = timed(workload, n_ops)
-    with profile(activities=[ProfilerActivity.CPU], record_shapes=True):
-        out["torch.profiler"] = timed(workload, n_ops)
+    return {"nothing": contextlib.nullcontext, "bare mode": Bare,
+            "cutimeline": lambda: ctl.record(device="cpu", measure=False),
+            "cutimeline before": record_before,
+            "torch.profiler": lambda: profile(activities=[ProfilerActivity.CPU],
+                                              record_shapes=True)}
+
+
+def one_round(work: dict, modes: dict, clock=time.perf_counter_ns) -> dict:
+    """µs per op of each workload under each mode, once each."""
+    out = {}
+    for w, (run, n, ops) in work.items():
+        for k, make in modes.items():
+            gc.collect()  # none pays for another's garbage
+            with make():
+                t0 = clock()
+                run(n)
+                out[w, k] = (clock() - t0) / ops / 1e3
     return out
+
+
+def instructions(a: argparse.Namespace) -> None:
+    """Instructions per op of each workload and mode, counted by callgrind
+    (deterministic: blind to the other jobs of a shared machine, though not
+    to cache misses). Each count runs in a process forked after the
+    imports, and only inside ``operator.call`` (``--toggle-collect``)."""
+    import glob
+    import json
+    import re
+    import shutil
+    import subprocess
+    if shutil.which("valgrind") is None:
+        sys.exit("--instructions needs valgrind (apt-get install valgrind).")
+    with tempfile.TemporaryDirectory() as d:
+        subprocess.run(["valgrind", "--tool=callgrind", "--toggle-collect=*operator_call*",
+                        f"--callgrind-out-file={d}/%p.out", sys.executable, __file__,
+                        "--_counted", d, "--ops", str(a.ops), "--steps", str(a.steps)],
+                       check=True, capture_output=True, env={**os.environ, "PYTHONHASHSEED": "0"})
+        got = {}
+        for f in glob.glob(os.path.join(d, "*.name")):
+            w, k, ops = json.load(open(f))
+            text = open(f[:-len(".name")] + ".out").read()
+            got[w, k] = int(re.search(r"^(?:summary|totals):\s+(\d+)", text, re.M)[1]) / ops
+    work = sorted(dict.fromkeys(w for w, _ in got), reverse=True)  # tiny ops first
+    print(f"# instructions per op (callgrind), {a.ops} tiny ops, {a.steps} MLP steps")
+    print("| instructions/op | " + " | ".join(work) + " |")
+    print("|---|" + "---:|" * len(work))
+    for k in variants():
+        print(f"| {k} | " + " | ".join(
+            f"{got[w, k]:,.0f} ({got[w, k] - got[w, 'bare mode']:+,.0f})" for w in work) + " |")
+
+
+def _counted(d: str, work: dict, modes: dict) -> None:
+    """The child under callgrind: one forked process per workload and mode."""
+    import json
+    for w, (run, n, ops) in work.items():
+        for k, make in modes.items():
+            pid = os.fork()
+            if pid == 0:
+                with make():
+                    run(n)  # warm: caches and signatures filled
+                    gc.collect()
+                    operator.call(run, n)
+                with open(os.path.join(d, f"{os.getpid()}.name"), "w") as f:
+                    json.dump([w, k, ops], f)
+                os._exit(0)
+            os.waitpid(pid, 0)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--ops", type=int, default=2000, help="ops per round")
+    ap.add_argument("--ops", type=int, default=2000, help="tiny ops per round")
+    ap.add_argument("--steps", type=int, default=20, help="MLP steps per round")
     ap.add_argument("--reps", type=int, default=15, help="rounds (medians over them)")
+    ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                    help="wall: perf_counter; cpu: this thread's CPU time (on a "
+                         "shared machine, blind to the time other jobs take the core)")
+    ap.add_argument("--instructions", action="store_true",
+                    help="count instructions per op under callgrind instead (try "
+                         "--ops 400 --steps 2: valgrind runs ~50x slower)")
+    ap.add_argument("--_counted", help=argparse.SUPPRESS)
     a = ap.parse_args()
+    if a.instructions:
+        return instructions(a)
+    clock = time.perf_counter_ns if a.clock == "wall" else time.thread_time_ns
     torch.set_num_threads(1)
-    variants(a.ops)  # warm-up
-    rounds = [variants(a.ops) for _ in range(a.reps)]
-    med = {k: statistics.median(r[k] for r in rounds) for k in rounds[0]}
-    low = {k: min(r[k] for r in rounds) for k in rounds[0]}
+    mlp = MLP()
+    work = {"tiny ops": (workload, a.ops, a.ops),
+            "MLP fwd+bwd+Adam": (mlp.steps, a.steps, a.steps * mlp.ops)}
+    modes = variants()
+    if a._counted:
+        return _counted(a._counted, work, modes)
+    one_round(work, modes, clock)  # warm-up
+    rounds = [one_round(work, modes, clock) for _ in range(a.reps)]
     print(f"# {platform.node()}, {platform.processor() or platform.machine()}, "
-          f"{os.cpu_count()} CPUs, Python {platform.python_version()}, torch {torch.__version__}")
-    print(f"# {a.ops} ops x {a.reps} rounds; µs/op, median (and fastest) round")
-    for k, v in med.items():
-        print(f"{k:16s} {v:8.2f} ({low[k]:6.2f}) µs/op   x{v / med['nothing']:5.2f} vs nothing")
-    print(f"before - bare mode: {med['cutimeline before'] - med['bare mode']:+.2f} µs/op "
-          f"({low['cutimeline before'] - low['bare mode']:+.2f} fastest)")
-    print(f"cutimeline - bare mode: {med['cutimeline'] - med['bare mode']:+.2f} µs/op "
-          f"({low['cutimeline'] - low['bare mode']:+.2f} fastest; goal ≤ +1.5); "
-          f"cutimeline / torch.profiler: {med['cutimeline'] / med['torch.profiler']:.2f}")
+          f"{os.cpu_count()} CPUs, Python {platform.python_version()}, torch "
+          f"{torch.__version__}; load average {os.getloadavg()[0]:.2f} at the end")
+    print(f"# {a.reps} rounds of {a.ops} tiny ops and {a.steps} MLP steps "
+          f"({mlp.ops} ops each); µs/op ({a.clock} clock), median (fastest) round")
+    print("| µs/op | " + " | ".join(work) + " |")
+    print("|---|" + "---:|" * len(work))
+    med = {key: statistics.median(r[key] for r in rounds) for key in rounds[0]}
+    low = {key: min(r[key] for r in rounds) for key in rounds[0]}
+    for k in modes:
+        print(f"| {k} | " + " | ".join(f"{med[w, k]:.2f} ({low[w, k]:.2f})" for w in work)
+              + " |")
+    for k in ("cutimeline", "cutimeline before"):
+        print(f"| **{k} − bare mode** | " + " | ".join(
+            f"**{med[w, k] - med[w, 'bare mode']:+.2f}** "
+            f"({low[w, k] - low[w, 'bare mode']:+.2f})" for w in work) + " |")
+    print("| cutimeline − bare, median of each round's difference | " + " | ".join(
+        f"{statistics.median(r[w, 'cutimeline'] - r[w, 'bare mode'] for r in rounds):+.2f}"
+        for w in work) + " |")
+    print("| cutimeline / torch.profiler | " + " | ".join(
+        f"{med[w, 'cutimeline'] / med[w, 'torch.profiler']:.2f}" for w in work) + " |")
+    print("goals (cutimeline − bare mode): tiny ops ≤ +0.7, MLP ≤ +1.5 µs/op")
 
     n = 20000
     tracemalloc.start()

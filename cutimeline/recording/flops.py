@@ -37,11 +37,17 @@ _Tensor = torch.Tensor
 
 
 def _scalars(args: tuple, kwargs: dict) -> tuple:
-    """An op's arguments but its tensors, hashable (lists as tuples)."""
-    out = [tuple(a) if type(a) is list else a for a in args if not isinstance(a, _Tensor)]
+    """An op's arguments but its tensors, hashable (lists as tuples). A
+    loop, not a comprehension: this runs on every matmul, and a
+    comprehension is one more Python call."""
+    out = []
+    for a in args:
+        if not isinstance(a, _Tensor):
+            out.append(tuple(a) if type(a) is list else a)
     if kwargs:
-        out += [(k, tuple(v) if type(v) is list else v) for k, v in kwargs.items()
-                if not isinstance(v, _Tensor)]
+        for k, v in kwargs.items():
+            if not isinstance(v, _Tensor):
+                out.append((k, tuple(v) if type(v) is list else v))
     return tuple(out)
 
 

@@ -7,15 +7,23 @@ stack is thread-local) that appends one tuple per op to its thread's writer:
 flags)``. ``seq`` comes from one ``itertools.count`` shared by all threads;
 no lock is taken on the hot path, only on cache misses. The signature
 (op name, tensor dtypes and shapes, device) is interned through a dict keyed
-by ``id(func)``, each tensor argument's ``(dtype, shape)`` and the op's device,
-so its strings are built only on a miss (``signatures.py``).
+by ``(id(func), dtype, shape, dtype, shape, ..., device)`` — each tensor
+argument's dtype and shape in order, the op's device last — so its strings
+are built only on a miss (``signatures.py``).
 
-Per op: two clock reads, the sequence number and the row append (≈ 1.7 µs
-in place on a 2-core VM), and the signature key — each tensor's (dtype,
-shape) in one ``operator.attrgetter`` call, the device once, a hash and a
-dict lookup (≈ 1.9 µs); the op itself runs through the ``OpOverload``'s C++
-callable, one Python frame less than a bare mode (see
-``benchmarks/RESULTS.md``). ``selfcost.py`` measures what all this costs.
+Per op: two clock reads, the sequence number and the row append; the
+signature key — id(func), each tensor's dtype and shape read as two
+attributes into one flat tuple (one ``attrgetter`` call and a pair tuple
+per tensor cost more: ``benchmarks/bench_record.py``), the device once — its
+hash and a dict lookup; the op itself runs through the ``OpOverload``'s
+C++ callable, one Python frame less than a bare mode, and without keyword
+arguments no dict is built for the call. Ops with one or two leading tensor
+arguments and no keywords (most of a training step's) build the key in one
+expression; the rest loop over their arguments. Measured with callgrind
+(instructions per op over a bare mode, deterministic on a shared machine):
+the tiny-op loop 9.5k → 7.4k, an MLP training step 14.3k → 12.5k, of
+which the module hooks (``hooks.py``) are 2.9k. ``selfcost.py`` measures
+what all this costs.
 """
 
 from __future__ import annotations
@@ -28,7 +36,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..timeline.schema import NONE, OpFlag
-from .signatures import _COLL, _WAIT, _dtype_shape
+from .signatures import _COLL, _WAIT
 
 if TYPE_CHECKING:
     from .session import Session, Writer
@@ -85,43 +93,58 @@ class Mode(TorchDispatchMode):
         return True  # let torch.compile compile; see the module docstring
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if kwargs is None:
-            kwargs = _NO_KWARGS
         s = self.s
         if s.off:
-            return func(*args, **kwargs)
+            return func(*args, **(kwargs or _NO_KWARGS))
         t0 = _now()
         seq = next(self.count)
-        # id(func): OpOverload hashes in Python; the signature keeps func alive.
-        # Each tensor adds (dtype, shape), one C call; the device is read once,
-        # from the first tensor (the signature holds no other tensor's device).
-        key = [id(func)]
-        for a in args:
-            if isinstance(a, _Tensor):
-                key.append(_dtype_shape(a))
-            elif type(a) is list or type(a) is tuple:
-                for b in a:
-                    if isinstance(b, _Tensor):
-                        key.append(_dtype_shape(b))
-        if kwargs:
-            for a in kwargs.values():
-                if isinstance(a, _Tensor):
-                    key.append(_dtype_shape(a))
+        # The key: id(func) (OpOverload hashes in Python; the signature keeps
+        # func alive), each tensor's dtype and shape, flat, and the device,
+        # read once. One or two tensor arguments and no keywords (most ops)
+        # build it in one expression; anything else takes the loop below.
         a = args[0] if args else None
         if isinstance(a, _Tensor):
             dev = a.device
             if self.scalar_first and dev.type == "cpu" and a.ndim == 0:
-                dev = _work_device(args, kwargs, dev)
+                dev = _work_device(args, kwargs or _NO_KWARGS, dev)
+            if kwargs or len(args) > 2:
+                key = None
+            elif len(args) == 1:
+                key = (id(func), a.dtype, a.shape, dev)
+            else:
+                b = args[1]
+                if isinstance(b, _Tensor):
+                    key = (id(func), a.dtype, a.shape, b.dtype, b.shape, dev)
+                elif type(b) is list or type(b) is tuple:
+                    key = None
+                else:
+                    key = (id(func), a.dtype, a.shape, dev)
         else:
-            dev = _first_device(args, kwargs)
-        key.append(dev)
-        key = tuple(key)
+            key = dev = None
+        if key is None:  # any other arguments
+            if kwargs is None:
+                kwargs = _NO_KWARGS
+            key = [id(func)]
+            for a in args:
+                if isinstance(a, _Tensor):
+                    key += (a.dtype, a.shape)
+                elif type(a) is list or type(a) is tuple:
+                    for b in a:
+                        if isinstance(b, _Tensor):
+                            key += (b.dtype, b.shape)
+            if kwargs:
+                for a in kwargs.values():
+                    if isinstance(a, _Tensor):
+                        key += (a.dtype, a.shape)
+            if dev is None:
+                dev = _first_device(args, kwargs)
+            key.append(dev)
+            key = tuple(key)
         try:
             sid, flags, rule, call = self.sigs.get(key) or s.signature(
                 key, func, dev, args, kwargs)
         except TypeError:  # symbolic shapes do not hash: key them by text
-            key = tuple((k[0], tuple(map(str, k[1]))) if type(k) is tuple else k
-                        for k in key)
+            key = tuple(tuple(map(str, k)) if isinstance(k, tuple) else k for k in key)
             sid, flags, rule, call = self.sigs.get(key) or s.signature(
                 key, func, dev, args, kwargs)
         w = self.w
@@ -136,23 +159,25 @@ class Mode(TorchDispatchMode):
                     w = s.writer()
         if seq >= self.max_ops:
             if seq > self.max_ops:
-                return func(*args, **kwargs)
+                return func(*args, **(kwargs or _NO_KWARGS))
             s.truncate()
             flags |= _TRUNCATED
         if rule >= _COLL:  # collectives, and ops measured (FLOPs, allocations)
+            kwargs = kwargs or _NO_KWARGS
             if rule > _WAIT:
                 return s.measured(w, func, args, kwargs, seq, t0, sid, gid, flags,
-                                  rule, dev)
+                                  rule, dev, call)
             return s.collective(w, func, args, kwargs, seq, t0, sid, gid, flags, dev)
         if self.host_only or flags & (_VIEW | _TRUNCATED) or dev is None:
             pass
         elif rule:
-            return s.launch_ruled(w, func, args, kwargs, seq, t0, sid, gid, flags,
-                                  rule, dev)
+            return s.launch_ruled(w, func, args, kwargs or _NO_KWARGS, seq, t0, sid, gid,
+                                  flags, rule, dev)
         elif not (w.data and dev.type == "cpu") and s.device.owns(dev):
-            return s.launch(w, func, args, kwargs, seq, t0, sid, gid, flags, False)
-        try:
-            out = call(*args, **kwargs)
+            return s.launch(w, func, args, kwargs or _NO_KWARGS, seq, t0, sid, gid, flags,
+                            False)
+        try:  # without keywords, no dict is built for the call
+            out = call(*args, **kwargs) if kwargs else call(*args)
         except BaseException:
             w.ops.append((seq, t0, _now(), sid, w.ctx, gid, flags))
             raise

@@ -33,7 +33,7 @@ from ..timeline.table import Strings
 from .flops import FlopCounter
 from .opstream import Mode
 from .signatures import (_ALLOC, _ALLOCS, _COLL, _DIST_NAMESPACES, _FLOPS, _NO_WORK, _RULES, _WAIT,
-                         _arg_kinds, _Named, _shape, blocking)
+                         _arg_kinds, _Named, _shapes, blocking)
 from .sources import SourceFinder, StackCount
 from .writer import Writer, _Local
 
@@ -147,7 +147,7 @@ class Session:
         flags = _VIEW if (getattr(func, "is_view", False) or base in _NO_WORK
                           or getattr(func, "namespace", "") == "profiler") else 0
         if shapes is None:
-            shapes = ", ".join(_shape(k) for k in key[1:-1])  # the last is the device
+            shapes = _shapes(key)
         col = dev.index if dev is not None and dev.type == "cuda" and \
             dev.index is not None else NONE
         rule = _RULES.get(base, 0)
@@ -239,16 +239,18 @@ class Session:
         return out
 
     def measured(self, w: Writer, func: Any, args: tuple, kwargs: dict, seq: int,
-                 t0: int, sig: int, gid: int, flags: int, rule: int, dev: Any) -> Any:
+                 t0: int, sig: int, gid: int, flags: int, rule: int, dev: Any,
+                 call: Any = None) -> Any:
         """An op dispatched as the op stream would, and measured: its FLOPs
         (rule _FLOPS, ``flops.py``), or the memory an allocation without a
-        kernel took on the device (_ALLOC, ``memory.py``)."""
+        kernel took on the device (_ALLOC, ``memory.py``). ``call``: what
+        runs it on the host (the signature's C++ callable; ``func`` if None)."""
         if rule == _FLOPS and self.device is not None and dev is not None and \
                 not flags & (_VIEW | _TRUNCATED) and self.owned(w, dev):
             out = self.launch(w, func, args, kwargs, seq, t0, sig, gid, flags, False)
         else:
             try:
-                out = func(*args, **kwargs)
+                out = (call or func)(*args, **kwargs)
             except BaseException:
                 w.ops.append((seq, t0, _now(), sig, w.ctx, gid, flags))
                 raise

@@ -3,8 +3,8 @@ of its arguments, and what its name says about it.
 
 An op's signature is its name, its tensor arguments' dtypes and shapes,
 and its device. The op stream keys it by ``id(func)``, each tensor's
-``(dtype, shape)`` (``_dtype_shape``, one C call) and the device; the
-session builds its text (``_shape``) only on a miss. By name alone an op
+dtype and shape (flat: no tuple per tensor) and the device; the session
+builds its text (``_shapes``) only on a miss. By name alone an op
 may launch no device work (``_NO_WORK``), may block the host (``_RULES``),
 or be a torch.distributed collective or the wait of one (``_COLL``,
 ``_WAIT``; which ops: ``collectives.OPS``). Rules above those mark ops the
@@ -61,10 +61,16 @@ class _Named:
 
 
 def _shape(k: Any) -> str:
-    """``f32[2,3]`` from a key's (dtype, shape, device) triple."""
+    """``f32[2,3]`` from a (dtype, shape) pair."""
     dtype, shape = k[0], k[1]
     return f"{_DTYPES.get(dtype, str(dtype).replace('torch.', ''))}" \
         f"[{','.join(str(d) for d in shape)}]"
+
+
+def _shapes(key: tuple) -> str:
+    """``f32[2,3], f32[3]`` from an op stream key: ``(id(func), dtype,
+    shape, dtype, shape, ..., device)``."""
+    return ", ".join(_shape(key[i:i + 2]) for i in range(1, len(key) - 1, 2))
 
 
 def _arg_kinds(args: tuple, kwargs: dict | None) -> tuple[int, int, int, int]:

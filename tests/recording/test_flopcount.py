@@ -157,3 +157,12 @@ def test_meta_says_whether_fp32_matmuls_may_use_tf32():
     finally:
         torch.set_float32_matmul_precision(before)
     assert rec.timeline.meta["float32_matmul_precision"] == "high"
+
+
+def test_scalars_key_every_argument_but_the_tensors_lists_as_tuples():
+    from cutimeline.recording.flops import _scalars
+    x = torch.zeros(2)
+    assert _scalars((x, [1, 2], 0.5, None), {"alpha": 2, "out": x, "dims": [0]}) == (
+        (1, 2), 0.5, None, ("alpha", 2), ("dims", (0,)))
+    assert _scalars((x, x), {}) == ()
+    hash(_scalars((x, [1], (2, 3)), {"k": [4]}))  # hashable: the FLOPs cache's key

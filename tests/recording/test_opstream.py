@@ -63,3 +63,58 @@ def test_an_op_whose_first_argument_is_a_cpu_scalar_runs_where_the_others_are(mo
     assert flags["aten::div.Tensor"] & OpFlag.LAUNCH
     assert not flags["aten::add.Tensor"] & OpFlag.LAUNCH
 
+
+
+def _scratch():
+    from cutimeline.recording.opstream import Mode
+    from cutimeline.recording.session import Session
+    s = Session(None, max_ops=2 ** 62, steps="manual")
+    return s, Mode(s, s.writer())
+
+
+def _signatures(s):
+    return [(s.strings.values[n], s.strings.values[sh]) for n, sh, _ in s.sig_table]
+
+
+def test_the_one_expression_key_and_the_loop_intern_one_signature():
+    # add(x, y) builds its key in one expression, add(x, y, alpha=2) in the
+    # loop (a keyword): one signature; had the keys differed there would be two
+    s, mode = _scratch()
+    x, y = torch.zeros(2, 3), torch.zeros(3, dtype=torch.float64)
+    with mode:
+        torch.add(x, y)
+        torch.add(x, y, alpha=2)
+        torch.mul(x, 2.0)            # a scalar second: one tensor in the key
+        torch.sum(x, [0])            # a list second: the loop
+        torch.lerp(x, x, 0.5)        # three arguments: the loop
+        torch.cat([x, x])            # no tensor first: the loop, a list
+    assert _signatures(s) == [
+        ("aten::add.Tensor", "f32[2,3], f64[3]"), ("aten::mul.Tensor", "f32[2,3]"),
+        ("aten::sum.dim_IntList", "f32[2,3]"), ("aten::lerp.Scalar", "f32[2,3], f32[2,3]"),
+        ("aten::cat", "f32[2,3], f32[2,3]")]
+    sigs = [row[3] for row in s.writers[0].ops]
+    assert sigs == [0, 0, 1, 2, 3, 4]
+
+
+def test_shapes_text_of_a_flat_key():
+    from cutimeline.recording.signatures import _shapes
+    key = (1, torch.float32, torch.Size([2, 3]), torch.int64, torch.Size([]), "cpu")
+    assert _shapes(key) == "f32[2,3], i64[]"
+    assert _shapes((1, "cpu")) == ""
+
+
+def test_symbolic_shapes_are_keyed_by_their_text():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import (DimDynamic, ShapeEnv,
+                                                       StatelessSymbolicContext)
+    fake = FakeTensorMode(shape_env=ShapeEnv())
+    x = fake.from_tensor(torch.zeros(3, 4), symbolic_context=StatelessSymbolicContext(
+        dynamic_sizes=[DimDynamic.DYNAMIC, DimDynamic.DYNAMIC]))
+    s, mode = _scratch()
+    with fake, mode:
+        torch.relu(torch.add(x, x))
+        torch.add(x, x)
+    (d0, d1) = (str(d) for d in x.shape)
+    assert _signatures(s) == [("aten::add.Tensor", f"f32[{d0},{d1}], f32[{d0},{d1}]"),
+                              ("aten::relu", f"f32[{d0},{d1}]")]
+    assert [row[3] for row in s.writers[0].ops] == [0, 1, 0]
