@@ -36,7 +36,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..timeline.schema import NONE, OpFlag
-from .signatures import _COLL, _WAIT
+from .signatures import _COLL, _WAIT, _ragged_key
 
 if TYPE_CHECKING:
     from .session import Session, Writer
@@ -102,44 +102,50 @@ class Mode(TorchDispatchMode):
         # func alive), each tensor's dtype and shape, flat, and the device,
         # read once. One or two tensor arguments and no keywords (most ops)
         # build it in one expression; anything else takes the loop below.
-        a = args[0] if args else None
-        if isinstance(a, _Tensor):
-            dev = a.device
-            if self.scalar_first and dev.type == "cpu" and a.ndim == 0:
-                dev = _work_device(args, kwargs or _NO_KWARGS, dev)
-            if kwargs or len(args) > 2:
-                key = None
-            elif len(args) == 1:
-                key = (id(func), a.dtype, a.shape, dev)
-            else:
-                b = args[1]
-                if isinstance(b, _Tensor):
-                    key = (id(func), a.dtype, a.shape, b.dtype, b.shape, dev)
-                elif type(b) is list or type(b) is tuple:
+        try:
+            a = args[0] if args else None
+            if isinstance(a, _Tensor):
+                dev = a.device
+                if self.scalar_first and dev.type == "cpu" and a.ndim == 0:
+                    dev = _work_device(args, kwargs or _NO_KWARGS, dev)
+                if kwargs or len(args) > 2:
                     key = None
-                else:
+                elif len(args) == 1:
                     key = (id(func), a.dtype, a.shape, dev)
-        else:
-            key = dev = None
-        if key is None:  # any other arguments
-            if kwargs is None:
-                kwargs = _NO_KWARGS
-            key = [id(func)]
-            for a in args:
-                if isinstance(a, _Tensor):
-                    key += (a.dtype, a.shape)
-                elif type(a) is list or type(a) is tuple:
-                    for b in a:
-                        if isinstance(b, _Tensor):
-                            key += (b.dtype, b.shape)
-            if kwargs:
-                for a in kwargs.values():
+                else:
+                    b = args[1]
+                    if isinstance(b, _Tensor):
+                        key = (id(func), a.dtype, a.shape, b.dtype, b.shape, dev)
+                    elif type(b) is list or type(b) is tuple:
+                        key = None
+                    else:
+                        key = (id(func), a.dtype, a.shape, dev)
+            else:
+                key = dev = None
+            if key is None:  # any other arguments
+                if kwargs is None:
+                    kwargs = _NO_KWARGS
+                key = [id(func)]
+                for a in args:
                     if isinstance(a, _Tensor):
                         key += (a.dtype, a.shape)
-            if dev is None:
-                dev = _first_device(args, kwargs)
-            key.append(dev)
-            key = tuple(key)
+                    elif type(a) is list or type(a) is tuple:
+                        for b in a:
+                            if isinstance(b, _Tensor):
+                                key += (b.dtype, b.shape)
+                if kwargs:
+                    for a in kwargs.values():
+                        if isinstance(a, _Tensor):
+                            key += (a.dtype, a.shape)
+                if dev is None:
+                    dev = _first_device(args, kwargs)
+                key.append(dev)
+                key = tuple(key)
+        except RuntimeError:  # a nested tensor has no sizes (no cost when none is)
+            kwargs = kwargs or _NO_KWARGS
+            a = args[0] if args else None
+            dev = a.device if isinstance(a, _Tensor) else _first_device(args, kwargs)
+            key = (id(func), *_ragged_key(args, kwargs), dev)
         try:
             sid, flags, rule, call = self.sigs.get(key) or s.signature(
                 key, func, dev, args, kwargs)

@@ -67,6 +67,17 @@ def _shape(k: Any) -> str:
         f"[{','.join(str(d) for d in shape)}]"
 
 
+def _ragged_key(args: tuple, kwargs: dict) -> list:
+    """The op stream's key entries, dtype and shape per tensor argument (the
+    same tensors as its loop), for an op with a nested tensor, which has no
+    sizes to read: its shape is one "*" per dimension (``f32[*,*,*]``)."""
+    tensors = [b for a in args for b in ((a,) if isinstance(a, _Tensor) else
+                                         a if type(a) is list or type(a) is tuple else ())
+               if isinstance(b, _Tensor)]
+    tensors += [a for a in kwargs.values() if isinstance(a, _Tensor)]
+    return [x for t in tensors for x in (t.dtype, ("*",) * t.dim() if t.is_nested else t.shape)]
+
+
 def _shapes(key: tuple) -> str:
     """``f32[2,3], f32[3]`` from an op stream key: ``(id(func), dtype,
     shape, dtype, shape, ..., device)``."""

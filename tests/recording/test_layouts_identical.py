@@ -81,16 +81,9 @@ def _outcome(f) -> tuple:
         return ("raised", type(exc), str(exc))
 
 
-# fixed by patches outside this test's files, strict: remove a mark once it XPASSes
-_PENDING = {("nested", d): "opstream keys tensors by .shape, which a nested tensor "
-            "lacks" for d in _DEVICES}
-
-
 @pytest.mark.filterwarnings("ignore::UserWarning", "ignore::RuntimeWarning")
 @pytest.mark.parametrize("family, device", [
-    pytest.param(f, d, marks=[pytest.mark.xfail(strict=True, reason=_PENDING[f, d])]
-                 if (f, d) in _PENDING else [])
-    for f in ("sparse", "quantised", "nested", "jagged", "strided and zero-size")
+    (f, d) for f in ("sparse", "quantised", "nested", "jagged", "strided and zero-size")
     for d in _DEVICES])
 def test_every_layout_is_bit_identical_and_raises_alike(family, device):
     plain = {k: _outcome(f) for k, f in _layout_cases(family).items()}
