@@ -395,7 +395,6 @@ def compensate(tl: Timeline, ln=None, engine: str = "numba") -> dict | None:
             begin = np.empty(len(rows), np.int64)
             begin[rows] = b_r
         out["begin_ns"] = begin
-        end = ln.end - ln.begin  # in place: one fresh array, not two
+        out["end_ns"] = end = ln.end - ln.begin  # in place: one fresh array, not two
         end += begin
-        out["end_ns"] = end
     return out
