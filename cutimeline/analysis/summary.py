@@ -170,7 +170,10 @@ def _advice(rep: Report, h: dict) -> str:
     idle time and costs more than its own gaps. No prediction is quoted
     under a 1% gain."""
     preds = [p for p in rep.what_if() if p.edit.name != "recorder"]
-    mine = next((p for p in preds if p.edit.cause == h["cause"]), None)
+    # the cause's own edit (named as it is: the advice speaks of it), else
+    # the best of that cause's edits (launch: launch or graphs)
+    mine = next((p for p in preds if p.edit.name == h["cause"]), None) or \
+        next((p for p in preds if p.edit.cause == h["cause"]), None)
     best = preds[0] if preds else None
     own = f" — predicted −{mine.gain:.0%} step time" if mine and mine.gain >= 0.01 else ""
     if best is not None and best.gain >= 0.01 and (

@@ -37,3 +37,24 @@ def test_a_trace_without_gpu_rows_keeps_its_whole_window():
     lines = rep.summary().splitlines()
     assert lines[1].endswith("0 steps, 5 ns over the whole recording")
     assert "Not counted" not in rep.summary()
+
+
+def test_the_advice_quotes_its_own_causes_edit_not_a_sibling():
+    """A sync-bound headline advises removing the read-backs: the number
+    it quotes is the ``sync`` edit's, even where the ``copies`` edit (also
+    of cause sync) gains more; that one leads when it gains 5 points more."""
+    from types import SimpleNamespace
+
+    from cutimeline.analysis.summary import _advice
+    from cutimeline.analysis.whatif_edits import EDITS
+
+    def rep(*gains):
+        preds = [SimpleNamespace(edit=EDITS[n], gain=g) for n, g in gains]
+        return SimpleNamespace(what_if=lambda: sorted(preds, key=lambda p: -p.gain))
+    h = {"cause": "sync", "help": "read values back less often"}
+    close = _advice(rep(("copies", 0.22), ("sync", 0.20)), h)
+    assert close == "Most likely to help: read values back less often — predicted −20% step time."
+    far = _advice(rep(("copies", 0.40), ("sync", 0.20)), h)
+    assert far.startswith("Most likely to help, by the replay: copy batches asynchronously")
+    assert far.endswith("For the largest idle cause: read values back less often — "
+                        "predicted −20% step time.")
