@@ -287,7 +287,9 @@ def test_progress_bar_waits_before_showing_short_work():
     assert tty.getvalue() == ""
 
 
-def test_whatif_prints_the_ranked_edits_and_json(tmp_path, capsys):
+def _fetch_bound(tmp_path):
+    """Three 10 ms steps, each a 7 ms DataLoader fetch then 3 ms of GPU work,
+    saved as a .ctl."""
     from cutimeline.timeline.schema import SpanKind
 
     from handmade import timeline
@@ -298,6 +300,11 @@ def test_whatif_prints_the_ranked_edits_and_json(tmp_path, capsys):
     path = tmp_path / "fetch.ctl"
     timeline(gpu=gpu, spans=spans, steps=[(k, 10_000_000 * k, 10_000_000 * (k + 1))
                                           for k in range(3)]).save(path)
+    return path
+
+
+def test_whatif_prints_the_ranked_edits_and_json(tmp_path, capsys):
+    path = _fetch_bound(tmp_path)
     assert main(["whatif", str(path)]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("what if") and lines[1].split()[0] == "data"
@@ -308,16 +315,7 @@ def test_whatif_prints_the_ranked_edits_and_json(tmp_path, capsys):
 
 
 def test_whatif_plot_draws_the_top_fix_or_the_edit_named(tmp_path, capsys):
-    from cutimeline.timeline.schema import SpanKind
-
-    from handmade import timeline
-    spans = [(SpanKind.DATA, "next(DataLoader)", 10_000_000 * k, 10_000_000 * k + 7_000_000)
-             for k in range(3)]
-    gpu = [(0, 10_000_000 * k + 8_000_000, 10_000_000 * k + 9_000_000,
-            10_000_000 * k + 11_000_000) for k in range(3)]
-    path = tmp_path / "fetch.ctl"
-    timeline(gpu=gpu, spans=spans, steps=[(k, 10_000_000 * k, 10_000_000 * (k + 1))
-                                          for k in range(3)]).save(path)
+    path = _fetch_bound(tmp_path)
     png = tmp_path / "whatif.png"
     assert main(["whatif", str(path), "--plot", str(png)]) == 0
     last = capsys.readouterr().out.splitlines()[-1]

@@ -120,11 +120,7 @@ def plot(tl: Timeline, path: str | os.PathLike | None = None, *, window: Any = N
                             dpi=dpi, flows=flows, title=title, report=report,
                             overview=overview)
     fmt = check_path(path)
-    check_options(width, dpi, flows, title)
-    if overview is not None and not isinstance(overview, bool):
-        raise CutimelineError(f"overview={overview!r} must be True, False or None "
-                              f"(None: an overview when the window is too dense "
-                              f"to draw bar by bar).")
+    check_options(width, dpi, flows, title, overview)
     show_memory = _check_memory(memory, tl)
     scene = Scene(tl, window, report=report)
     head = f"{title or source_name(scene)} — {window_text(scene)}"

@@ -48,9 +48,10 @@ def check_path(path: Any) -> str | None:
     return FORMATS[ext]
 
 
-def check_options(width: Any, dpi: Any, flows: Any, title: Any) -> None:
+def check_options(width: Any, dpi: Any, flows: Any, title: Any, overview: Any = None) -> None:
     """The options every figure takes, each refused with a sentence naming
-    its range (a 0-inch or 10^5-dpi figure fails late and obscurely)."""
+    its range (a 0-inch or 10^5-dpi figure fails late and obscurely);
+    ``overview`` where the figure takes it."""
     def number(v):
         return isinstance(v, (int, float, np.number)) and not isinstance(v, bool)
 
@@ -66,6 +67,10 @@ def check_options(width: Any, dpi: Any, flows: Any, title: Any) -> None:
                               f"launch lines to draw, a whole number ≥ 0 (0: none).")
     if title is not None and not isinstance(title, str):
         raise CutimelineError(f"title={title!r} must be a string or None.")
+    if overview is not None and not isinstance(overview, bool):
+        raise CutimelineError(f"overview={overview!r} must be True, False or None "
+                              f"(None: an overview when the window is too dense "
+                              f"to draw bar by bar).")
 
 
 def lane_handles(used: dict) -> list:

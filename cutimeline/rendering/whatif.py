@@ -62,11 +62,7 @@ def plot_what_if(tl: Any, path: str | os.PathLike | None = None, *, what_if: Any
     ``width``, ``dpi``, ``flows``, ``overview``: as for ``plot``. The
     figure's ``cutimeline_prediction`` is the ``Prediction`` drawn."""
     fmt = check_path(path)
-    check_options(width, dpi, flows, title)
-    if overview is not None and not isinstance(overview, bool):
-        raise CutimelineError(f"overview={overview!r} must be True, False or None "
-                              f"(None: an overview when the window is too dense "
-                              f"to draw bar by bar).")
+    check_options(width, dpi, flows, title, overview)
     rec = Scene(tl, window, what="plot(what_if=...)", report=report)
     pred, replay = _replay(rec.report, what_if)
     scenes = [rec, Scene(replay, window, what="plot(what_if=...)",
