@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> None:
         rate = ev / per["numba"]
         verdict = "meets" if rate >= GOAL else "MISSES"
         print(f"{'':>11} numba {verdict} the {GOAL / 1e6:.0f} M events/s goal")
-        del tl, aligned
+        tl = aligned = None  # freed before the next size is built
 
 
 if __name__ == "__main__":

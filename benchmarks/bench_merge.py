@@ -118,9 +118,12 @@ def child(folder: str, what: str) -> None:
     import glob
 
     import cutimeline as ctl
-    from cutimeline.alignment.clockfit import fit_clock
-    from cutimeline.dist import merger, rankclock
-    from cutimeline.recording import ranks as dist
+    # the merge's modules imported before the clock starts: their import is
+    # not the merge's time
+    import cutimeline.alignment.clockfit  # noqa: F401
+    import cutimeline.dist.merger  # noqa: F401
+    import cutimeline.dist.rankclock  # noqa: F401
+    import cutimeline.recording.ranks  # noqa: F401
     base = _rss_kib()
     t = time.perf_counter()
     if what == "load":
