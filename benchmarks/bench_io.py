@@ -19,8 +19,10 @@ at ≤ 8 B/op, load no slower than before.
 
 export: ``ctl.export_chrome`` against the exporter as it was before issue
 25 (``export_before``: a Python string per event, gzip level 9), to .json
-and .json.gz. "rows" are the Timeline's rows (ops + gpu + syncs + spans);
-the warm-up round checks that both files hold the same bytes (gunzipped).
+and .json.gz; the .json.gz once per gzip codec installed (``codec="zlib"``,
+``codec="isal"``: ISA-L's igzip, the default where installed). "rows" are
+the Timeline's rows (ops + gpu + syncs + spans); the warm-up round checks
+that every file holds the same bytes (gunzipped).
 "CPU s" is the process's CPU time (all threads), which other load on the
 machine moves less than the wall time. Goal: ≥ 10^6 rows/s, gzip included.
 
@@ -47,6 +49,7 @@ import numpy as np
 
 import cutimeline as ctl
 from cutimeline.errors import CutimelineError
+from cutimeline.formats.gzipstream import CODECS, codec
 from cutimeline.formats.kinetoschema import EXPORTER, KIND_ARG, SHIFT_KEY
 from cutimeline.timeline.fileformat import _NPZ_ENCODING
 from cutimeline.timeline.schema import NONE, SCHEMA, GpuKind, OpFlag, SpanKind
@@ -453,26 +456,38 @@ def text_of(path: str) -> bytes:
     return gzip.decompress(data) if path.endswith(".gz") else data
 
 
+def export_writers(suffix: str, before: bool) -> dict[str, Any]:
+    """The exporters timed on ``suffix``: the old one, and today's with
+    each gzip codec installed (one, for plain JSON: no codec runs)."""
+    writers: dict[str, Any] = {"before": export_before} if before else {}
+    if not suffix.endswith(".gz"):
+        return {**writers, "after": ctl.export_chrome}
+    for name in CODECS:
+        try:
+            codec(name)
+        except CutimelineError:
+            print(f"({name} is not installed: its row is left out)", file=sys.stderr)
+            continue
+        writers[f"after, {name}"] = functools.partial(ctl.export_chrome, codec=name)
+    return writers
+
+
 def measure_export(tl: Timeline, folder: str, reps: int, suffix: str,
-                   before: bool = True) -> dict[str, dict]:
-    writers = {"before": export_before, "after": ctl.export_chrome}
-    if not before:
-        writers.pop("before")
+                   writers: dict[str, Any]) -> dict[str, dict]:
     times: dict[str, list[float]] = {w: [] for w in writers}
     cpu: dict[str, list[float]] = {w: [] for w in writers}
+    files = {w: os.path.join(folder, f"{k}{suffix}") for k, w in enumerate(writers)}
     for rep in range(reps + 1):  # round 0 warms up and checks
         for w, export in writers.items():
-            path = os.path.join(folder, f"{w}{suffix}")
             c0, t0 = cpu_s(), time.perf_counter()
-            export(tl, path)
+            export(tl, files[w])
             if rep:
                 times[w].append(time.perf_counter() - t0)
                 cpu[w].append(cpu_s() - c0)
-        if not rep and before and text_of(os.path.join(folder, f"before{suffix}")) != \
-                text_of(os.path.join(folder, f"after{suffix}")):
+        if not rep and len({text_of(f) for f in files.values()}) != 1:
             raise SystemExit(f"the {suffix} exports differ")
     return {w: {"s": statistics.median(t), "cpu": statistics.median(cpu[w]),
-                "bytes": os.path.getsize(os.path.join(folder, f"{w}{suffix}"))}
+                "bytes": os.path.getsize(files[w])}
             for w, t in times.items()}
 
 
@@ -518,20 +533,30 @@ def run_save(cases: list[tuple[str, Timeline]], reps: int) -> None:
 
 
 def run_export(cases: list[tuple[str, Timeline]], reps: int, before: bool = True) -> None:
-    print("| Timeline | ops | rows | file | before s | after s | before ÷ after "
-          "| after rows/s | after ops/s | after CPU s | before size | after size |")
-    print("|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("| Timeline | ops | rows | file | writer | s | rows/s | ops/s | CPU s | size |")
+    print("|---|---:|---:|---|---|---:|---:|---:|---:|---:|")
+    ratios = []
     with tempfile.TemporaryDirectory() as folder:
         for label, tl in cases:
             n, rows = len(tl.ops), rows_of(tl)
             for suffix in (".json", ".json.gz"):
-                r = measure_export(tl, folder, reps, suffix, before)
-                a = r["after"]
-                b = r.get("before", {"s": float("nan"), "bytes": float("nan")})
-                print(f"| {label} | {n:,} | {rows:,} | {suffix} | {b['s']:.3f} | {a['s']:.3f} "
-                      f"| {b['s'] / a['s']:.1f}× | {rows / a['s'] / 1e6:.2f} M "
-                      f"| {n / a['s'] / 1e6:.2f} M | {a['cpu']:.3f} | {b['bytes'] / 1e6:.1f} MB "
-                      f"| {a['bytes'] / 1e6:.1f} MB |")
+                r = measure_export(tl, folder, reps, suffix, export_writers(suffix, before))
+                for w, m in r.items():
+                    print(f"| {label} | {n:,} | {rows:,} | {suffix} | {w} | {m['s']:.3f} "
+                          f"| {rows / m['s'] / 1e6:.2f} M | {n / m['s'] / 1e6:.2f} M "
+                          f"| {m['cpu']:.3f} | {m['bytes'] / 1e6:.1f} MB |")
+                ratios.append((label, n, suffix, r))
+    print("\n| Timeline | ops | file | before ÷ fastest | zlib ÷ isal: s | zlib ÷ isal: CPU s "
+          "| isal size ÷ zlib size |")
+    print("|---|---:|---|---:|---:|---:|---:|")
+    nan = {"s": float("nan"), "cpu": float("nan"), "bytes": float("nan")}
+    for label, n, suffix, r in ratios:
+        if len(r) < 2:   # nothing to compare
+            continue
+        fastest = min(m["s"] for w, m in r.items() if w != "before")
+        b, z, i = (r.get(w, nan) for w in ("before", "after, zlib", "after, isal"))
+        print(f"| {label} | {n:,} | {suffix} | {b['s'] / fastest:.1f}× | {z['s'] / i['s']:.2f}× "
+              f"| {z['cpu'] / i['cpu']:.2f}× | {i['bytes'] / z['bytes']:.3f} |")
 
 
 def run_parquet(cases: list[tuple[str, Timeline]], reps: int) -> None:

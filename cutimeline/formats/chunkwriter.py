@@ -11,6 +11,7 @@ The gzip stream is laid out the way pigz lays out its own: each chunk a
 run of deflate blocks ended by a sync flush (byte-aligned, so chunks
 deflated apart join into one stream), then an empty final block and the
 CRC-32 and length of the whole. Any gzip reader reads it as one member.
+The codec (gzipstream.py) is ISA-L's igzip where installed, else zlib.
 """
 
 from __future__ import annotations
@@ -19,19 +20,17 @@ import collections
 import contextlib
 import os
 import struct
-import zlib
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, BinaryIO
 
+from .gzipstream import AUTO, END_BLOCK, codec as find_codec
+
 __all__ = ["write_chunks", "workers"]
 
-# Deflate level 1: ~500 MB/s a core on trace JSON at a ratio near 10; level
-# 6 is 3x slower for a file a quarter smaller (benchmarks/RESULTS.md).
-# memLevel 7 (a hash table half the default's) is 5% faster, as small.
-LEVEL, MEM_LEVEL = 1, 7
 # Magic, deflate, no flags; mtime 0 (the same trace, the same bytes);
-# "fastest"; OS unknown.
+# "fastest" (deflate level 1 for either codec: zlib's level 6 is 3x
+# slower for a file only a quarter smaller); OS unknown.
 _HEADER = b"\x1f\x8b\x08\x00" + b"\x00\x00\x00\x00" + b"\x04\xff"
 
 
@@ -44,19 +43,19 @@ def workers() -> int:
 
 
 def write_chunks(raw: BinaryIO, jobs: Iterable[Callable[[], Any]], *, gzip: bool,
-                 threads: int | None = None, level: int = LEVEL) -> int:
+                 threads: int | None = None, codec: str = AUTO) -> int:
     """Write the chunks of ``jobs`` (bytes or contiguous uint8 arrays), in
     order, to ``raw`` (gzipped when ``gzip``); the bytes written.
     ``threads``: workers (default: one a core; 1 runs every job in the
-    calling thread)."""
+    calling thread). ``codec``: the deflate codec, "auto", "isal" or "zlib"
+    (gzipstream.py; the gunzipped bytes are the same whichever)."""
     threads = workers() if threads is None else threads
+    found = find_codec(codec)
+    deflate, crc32 = found.deflate, found.crc32
 
     def run(job: Callable[[], Any]) -> tuple[Any, bytes | None]:
         data = job()
-        if not gzip:
-            return data, None
-        z = zlib.compressobj(level, zlib.DEFLATED, -zlib.MAX_WBITS, MEM_LEVEL)
-        return data, z.compress(data) + z.flush(zlib.Z_SYNC_FLUSH)
+        return data, deflate(data) if gzip else None
 
     crc, size, written = 0, 0, 0
     if gzip:
@@ -66,13 +65,12 @@ def write_chunks(raw: BinaryIO, jobs: Iterable[Callable[[], Any]], *, gzip: bool
     with contextlib.closing(_in_order(run, jobs, threads)) as chunks:
         for data, packed in chunks:
             if gzip:
-                crc, size = zlib.crc32(data, crc), size + len(memoryview(data))
+                crc, size = crc32(data, crc), size + len(memoryview(data))
                 written += raw.write(packed)
             else:
                 written += raw.write(data)
     if gzip:
-        end = zlib.compressobj(level, zlib.DEFLATED, -zlib.MAX_WBITS).flush()
-        written += raw.write(end + struct.pack("<II", crc, size & 0xFFFFFFFF))
+        written += raw.write(END_BLOCK + struct.pack("<II", crc, size & 0xFFFFFFFF))
     return written
 
 

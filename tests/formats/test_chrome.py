@@ -11,6 +11,7 @@ import os
 import pathlib
 import stat
 import sys
+import threading
 
 import numpy as np
 import pytest
@@ -438,3 +439,13 @@ def test_export_follows_the_umask_and_leaves_nothing_on_failure(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["new.json.gz", "old.json.gz"]
     with pytest.raises(CutimelineError, match="folder .* does not exist"):
         export_chrome(tl, tmp_path / "missing" / "x.json")
+
+
+def test_a_failed_export_on_workers_leaves_no_thread(tmp_path, monkeypatch):
+    monkeypatch.setattr(chrome, "POOL_ROWS", 0)   # workers, and the queue depth ahead
+    tl = handmade()
+    bad = tl.replace(spans=tl.spans.replace(kind=[9, 1]))
+    threads = threading.active_count()
+    with pytest.raises(CutimelineError, match="no SpanKind"):
+        export_chrome(bad, tmp_path / "bad.json.gz")
+    assert threading.active_count() == threads and list(tmp_path.iterdir()) == []

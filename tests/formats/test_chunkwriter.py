@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import gzip
+import importlib.util
 import io
 import threading
 import zlib
@@ -13,6 +14,9 @@ import numpy as np
 import pytest
 
 from cutimeline.formats.chunkwriter import write_chunks
+
+CODECS = ["zlib", pytest.param("isal", marks=pytest.mark.skipif(
+    importlib.util.find_spec("isal") is None, reason="the isal package is not installed"))]
 
 
 def chunks(seed: int, count: int) -> list[bytes]:
@@ -29,16 +33,18 @@ def written(parts, **kw) -> bytes:
     return out.getvalue()
 
 
+@pytest.mark.parametrize("codec", CODECS)
 @pytest.mark.parametrize("threads", [1, 2, 5])
-def test_plain_and_gzip_hold_the_chunks_in_order(threads):
+def test_plain_and_gzip_hold_the_chunks_in_order(threads, codec):
     parts = chunks(threads, 40)
     whole = b"".join(parts)
-    assert written(parts, gzip=False, threads=threads) == whole
-    packed = written(parts, gzip=True, threads=threads)
+    assert written(parts, gzip=False, threads=threads, codec=codec) == whole
+    packed = written(parts, gzip=True, threads=threads, codec=codec)
     assert gzip.decompress(packed) == whole
     d = zlib.decompressobj(zlib.MAX_WBITS | 16)   # one gzip member, nothing after it
     assert d.decompress(packed) == whole and d.eof and d.unused_data == b""
-    assert packed == written(parts, gzip=True, threads=1)   # the same bytes however run
+    # The same bytes however run.
+    assert packed == written(parts, gzip=True, threads=1, codec=codec)
 
 
 def test_uint8_arrays_and_no_chunks():
