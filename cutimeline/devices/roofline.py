@@ -134,6 +134,9 @@ def op_name(func: Any) -> str:
     return str(getattr(func, "__name__", func))
 
 
+_STRIDED = torch.strided
+
+
 def _nbytes(t: torch.Tensor) -> int:
     """Bytes a kernel touches in ``t``: its elements, a broadcast (stride-0)
     dimension counted once; a sparse tensor's stored values and indices."""
@@ -169,9 +172,11 @@ def _stored_bytes(t: torch.Tensor) -> int:
 
 def tensor_bytes(obj: Any, skip: Any = None) -> int:
     """Bytes of every tensor in obj (nested tuples, lists, dicts) except
-    ``skip``, by ``_nbytes``."""
+    ``skip``, by ``_nbytes`` (its common case, a dense contiguous tensor,
+    in line: this runs for every simulated op)."""
     if isinstance(obj, torch.Tensor):
-        return 0 if obj is skip else _nbytes(obj)
+        return 0 if obj is skip else obj.nbytes \
+            if obj.layout is _STRIDED and obj.is_contiguous() else _nbytes(obj)
     if isinstance(obj, dict):
         obj = tuple(obj.values())
     elif not isinstance(obj, (tuple, list)):
@@ -180,7 +185,7 @@ def tensor_bytes(obj: Any, skip: Any = None) -> int:
     for o in obj:
         if isinstance(o, torch.Tensor):
             if o is not skip:
-                n += _nbytes(o)
+                n += o.nbytes if o.layout is _STRIDED and o.is_contiguous() else _nbytes(o)
         elif isinstance(o, (tuple, list, dict)):
             n += tensor_bytes(o, skip)
     return n
@@ -260,28 +265,31 @@ class OpModel:
     def __init__(self, profile: GpuProfile, tf32: bool | None = None):
         self.profile = profile
         self.tf32 = tf32
-        # func -> (no_kernel, flop formula or None, is_conv)
-        self._ops: dict[Any, tuple[bool, Callable | None, bool]] = {}
+        self._min_ns, self._bandwidth = profile.min_kernel_ns, profile.bandwidth
+        # id(func) -> (no_kernel, flop formula or None, is_conv, func): an
+        # OpOverload hashes in Python, its id does not (the entry keeps it alive)
+        self._ops: dict[int, tuple[bool, Callable | None, bool, Any]] = {}
         # (func, argument summary) -> (bytes, flops): a training loop
         # repeats its shapes, and torch's formulas cost tens of µs per call
         self._work: dict[tuple, tuple[int, int]] = {}
 
-    def _describe(self, func: Any) -> tuple[bool, Callable | None, bool]:
-        info = self._ops.get(func)
+    def _describe(self, func: Any) -> tuple[bool, Callable | None, bool, Any]:
+        info = self._ops.get(id(func))
         if info is None:
             schema = getattr(func, "_schema", None)
             base = schema.name if schema is not None else op_name(func)
             no_kernel = bool(getattr(func, "is_view", False)) or base in NO_KERNEL
             formula = flop_formula(func)
-            info = (no_kernel, formula, "conv" in base)
-            self._ops[func] = info
+            info = (no_kernel, formula, "conv" in base, func)
+            if isinstance(func, torch._ops.OpOverload):  # others may be made per call
+                self._ops[id(func)] = info
         return info
 
     def work(self, func: Any, args: tuple, kwargs: dict, out: Any) -> tuple[int, int]:
         """(bytes, FLOPs) of one op. Bytes: input tensors (an ``out=``
         tensor is not read) plus output tensors; FLOPs by torch's registered
         formula, 0 without one; both 0 for views and allocations."""
-        no_kernel, formula, _ = self._ops.get(func) or self._describe(func)
+        no_kernel, formula = (self._ops.get(id(func)) or self._describe(func))[:2]
         if no_kernel:
             return 0, 0
         key = None
@@ -327,6 +335,24 @@ class OpModel:
 
     def cost_ns(self, func: Any, args: tuple, kwargs: dict, out: Any) -> int:
         """Simulated duration of one op in ns (0 for ops with no kernel)."""
+        info = self._ops.get(id(func)) or self._describe(func)
+        if info[1] is None:  # bound by memory alone (most ops): ``work`` in line
+            if info[0]:
+                return 0
+            if type(args) is tuple:  # tensor_bytes(args), one call less
+                n = 0
+                for o in args:
+                    if isinstance(o, torch.Tensor):
+                        n += o.nbytes if o.layout is _STRIDED and o.is_contiguous() \
+                            else _nbytes(o)
+                    elif isinstance(o, (tuple, list, dict)):
+                        n += tensor_bytes(o)
+            else:
+                n = tensor_bytes(args)
+            n += tensor_bytes(out)
+            if kwargs:
+                n += tensor_bytes(kwargs, skip=kwargs.get("out"))
+            return self._min_ns + int(round(n / self._bandwidth * 1e9))
         n, flops = self.work(func, args, kwargs, out)
         if not n and not flops and self._describe(func)[0]:
             return 0

@@ -40,12 +40,14 @@ import numpy as np
 from ..errors import CutimelineError
 from ..timeline.schema import NONE, EventKind
 from .device import Device, Harvest
-from .roofline import GpuProfile, OpModel, op_name, profile_named
+from .roofline import GpuProfile, OpModel, profile_named
 from .simclock import (FakeClock, HostClock, chain_raw_ns, device_time_ns, elapsed_ms,
-                       read_device_clock, read_error_ns, synthetic_events)
-from .simhost import SimHost, _check_host_cost
+                       read_device_clock, synthetic_events)
+from .simhost import SimHost, SimLocal, _check_host_cost
 from .simops import SimOps
 from .simstreams import SimStreams
+
+_BEGIN, _END = int(EventKind.BEGIN), int(EventKind.END)
 
 __all__ = ["SimGPU", "HostClock", "FakeClock", "device_time_ns",
            "elapsed_ms", "chain_raw_ns", "read_device_clock", "synthetic_events"]
@@ -156,6 +158,7 @@ class SimGPU(SimHost, SimStreams, SimOps, Device):
             raise CutimelineError(f"SimGPU option owns={owns!r} must name tensor "
                                   f"device types, such as ('cpu', 'meta').")
         self._owns = frozenset(owns)
+        self._owned: dict[Any, bool] = {}  # device -> owns(device)
         self._host_cost = _check_host_cost(host_cost)
         self.launch_queue = _check_int("launch_queue", 0 if launch_queue is None
                                        else launch_queue, 0, "")
@@ -180,7 +183,8 @@ class SimGPU(SimHost, SimStreams, SimOps, Device):
         self._model = OpModel(self.profile, tf32)
         self.name = f"SimGPU {self.profile.name} (simulated)"
         self._lock = threading.Lock()
-        self._local = threading.local()
+        self._local = SimLocal()
+        self._ops_seen: dict[int, tuple] = {}  # id(OpOverload) -> SimOps._op_info
         self._free_at: dict[int, int] = {}
         self._pending: dict[int, deque] = {}  # finish times of launched ops, per stream
         self._started = False
@@ -192,12 +196,19 @@ class SimGPU(SimHost, SimStreams, SimOps, Device):
 
     # -- the Device interface ------------------------------------------------
     def owns(self, device: Any) -> bool:
-        if getattr(self._local, "host", 0):
+        if self._local.host:
             return False
-        return getattr(device, "type", str(device).split(":")[0]) in self._owns
+        # by device: torch.device.type makes a new str at each read (0.3 µs)
+        mine = self._owned.get(device)
+        if mine is None:
+            kind = getattr(device, "type", None)
+            mine = (str(device).split(":")[0] if kind is None else kind) in self._owns
+            if len(self._owned) < 64:
+                self._owned[device] = mine
+        return mine
 
     def current_stream(self) -> int:
-        return getattr(self._local, "stream", 0)
+        return self._local.stream
 
     def start(self) -> None:
         with self._lock:
@@ -218,54 +229,123 @@ class SimGPU(SimHost, SimStreams, SimOps, Device):
         self._ping()
 
     def begin(self, stream: int, seq: int) -> int:
+        # The dispatch's start (a knot of the virtual host clock, SimHost)
+        # and its BEGIN (SimStreams._record) in line: this and end() run for
+        # every simulated op, and each call layer cost ~0.1 µs (issue 25)
+        loc = self._local
         with self._lock:
-            self._require("begin")
+            if not self._started:
+                self._require("begin")
             # recorded when the op's dispatch began (the recorder's mark)
-            now, v = self._open()
+            now = self._clock.now()
+            t0, loc.t0 = loc.t0, None
+            if self._host_cost == "measured":
+                v = now - self._skew
+            else:
+                if t0 is not None and t0 < now:
+                    now = t0
+                # SimHost._knot in line: the stretch since the last knot,
+                # less this thread's runqueue delay in it
+                rq = self._runqueue_ns()
+                last, loc.rq = loc.rq, rq
+                kr, kv = self._kr, self._kv
+                v = kv[-1]
+                if now > kr[-1]:
+                    gap = now - kr[-1]
+                    lost = 0 if last is None or rq <= last else rq - last
+                    if lost < gap:
+                        v += gap - lost
+                    kr.append(now)
+                    kv.append(v)
+                    self._skew = now - v
+                loc.mark = (now, v)
             if now - self._anchor_host_ns >= self.anchor_interval_ns:
                 self._anchor(stream, now, v)
-            i = self._record(stream, EventKind.BEGIN, seq, now,
-                             v + self.event_latency_ns,
-                             advance=self.bracket == "cuda")
+            true = v + self.event_latency_ns
+            free = self._free_at.get(stream, 0)
+            if free > true:
+                true = free
+            if self.bracket == "cuda":
+                self._free_at[stream] = true
+            i = len(self._ev)
+            self._ev.append((stream, _BEGIN, seq, now, true, len(self._anchors) - 1))
+            self._last_on[stream] = i
         if self.bracket == "kernel":  # executes at the launch: end() or wait()
             # a list: a compiled region's BEGIN waits for its first work, which
             # may be an op launched inside it
-            pending = getattr(self._local, "pending", None)
-            if pending is None:
-                pending = self._local.pending = []
-            pending.append(i)
+            if loc.pending is None:
+                loc.pending = []
+            loc.pending.append(i)
         return i
 
     def end(self, stream: int, seq: int, func: Any, args: tuple, kwargs: dict,
             out: Any) -> int:
         now = self._clock.now()  # the launch was done when func returned
-        cost = self._cost_ns(func, args, kwargs, out)
+        cost = self._model.cost_ns(func, args, kwargs, out) if self.cost is None \
+            else self._cost_ns(func, args, kwargs, out)
+        loc = self._local
         with self._lock:
-            self._require("end")
-            self._close(now, op_name(func), args, kwargs)
-            self._local.op = None
-            v = self._virtual(now)
+            if not self._started:
+                self._require("end")
+            # SimHost._close in line: the dispatch lasted its modelled cost
+            m, loc.mark = loc.mark, None
+            ns, loc.ns = loc.ns, None
+            kr, kv = self._kr, self._kv
+            if m is not None and self._host_cost != "measured" and now > kr[-1]:
+                if ns is None:
+                    info = self._op_info(func)
+                    ns = info[2]
+                    if ns is None:
+                        ns = self._dispatch_ns(info[0], args, kwargs)
+                v = m[1] + ns
+                if kv[-1] > v:
+                    v = kv[-1]
+                kr.append(now)
+                kv.append(v)
+                self._skew = now - v
+            loc.op = None
+            v = now - self._skew if now >= kr[-1] else self._virtual(now)
             if self.jitter and cost:
                 cost = int(round(cost * math.exp(
                     self.jitter * self._rng.standard_normal())))
-            start = max(self._free_at.get(stream, 0), v + self.launch_latency_ns)
-            self._settle(stream, start, now)
+            start = v + self.launch_latency_ns
+            free = self._free_at.get(stream, 0)
+            if free > start:
+                start = free
+            if loc.pending:
+                self._settle(stream, start, now)
             finish = start + cost
-            self._free_at[stream] = finish
             if self.launch_queue:
-                self._pending.setdefault(stream, deque()).append(finish)
-            i = self._record(stream, EventKind.END, seq, now, v + self.event_latency_ns)
-            self._aside(now, self._clock.now())  # the roofline and this: no host time
+                q = self._pending.get(stream)
+                if q is None:
+                    q = self._pending[stream] = deque()
+                q.append(finish)
+            true = v + self.event_latency_ns  # the END event (SimStreams._record)
+            if finish > true:
+                true = finish
+            self._free_at[stream] = true
+            i = len(self._ev)
+            self._ev.append((stream, _END, seq, now, true, len(self._anchors) - 1))
+            self._last_on[stream] = i
+            # the roofline and this took no host time (SimHost._aside in line)
+            real = self._clock.now()
+            if self._host_cost != "measured" and real > now and real > kr[-1]:
+                if now > kr[-1]:
+                    kr.append(now)
+                    kv.append(now - self._skew)
+                kr.append(real)
+                kv.append(kv[-1])
+                self._skew = real - kv[-1]
             return i
 
     def wait(self, stream: int | None) -> None:
         with self._lock:
             # a host-blocking op launched its work before it blocked
             now = self._clock.now()
-            op = getattr(self._local, "op", None) or ("aten::_local_scalar_dense", (), {})
+            op = self._local.op or ("aten::_local_scalar_dense", (), {})
             self._close(now, *op)
             v = self._virtual(now)
-            for s in {self._ev[i][0] for i in getattr(self._local, "pending", None) or ()}:
+            for s in {self._ev[i][0] for i in self._local.pending or ()}:
                 self._settle(s, max(self._free_at.get(s, 0),
                                     v + self.event_latency_ns), now)
             if stream is None:
@@ -280,7 +360,7 @@ class SimGPU(SimHost, SimStreams, SimOps, Device):
                   host_begin_ns: int, host_end_ns: int) -> None:
         with self._lock:
             self._require("note_sync")
-            waited = getattr(self._local, "waited", None)
+            waited = self._local.waited
             self._local.waited = None
             # Events other threads recorded after our wait began are not
             # covered: use the newest event as of the wait when we have it.
@@ -311,90 +391,3 @@ class SimGPU(SimHost, SimStreams, SimOps, Device):
         if not self._started:
             raise CutimelineError(f"{self.name}: {what}() was called while not "
                                   f"recording; call start() first.")
-
-    def _anchor(self, stream: int, now: int, virtual: int) -> None:
-        """Lay down a segment anchor at real host time ``now`` (lock held)."""
-        self._anchors.append(len(self._ev))  # read against itself
-        self._anchor_host_ns = now
-        self._record(stream, EventKind.ANCHOR, NONE, now,
-                     virtual + self.event_latency_ns)
-
-    def _ping(self) -> None:
-        """Calibration pings as the CUDA device does them: synchronize, host
-        time, record, synchronize, host time; each a "ping" sync row."""
-        for _ in range(self.pings):
-            self.wait(None)
-            self._local.waited = None  # this sync is noted here, not by note_sync
-            with self._lock:
-                before, v = self._vnow()
-                i = self._record(0, EventKind.PING, NONE, before,
-                                 v + self.event_latency_ns)
-                target = self._ev[i][4]
-            self._hold(target)
-            after = self._clock.now()
-            with self._lock:
-                self._sy.append((NONE, "ping", NONE, i, before, after,
-                                 threading.get_ident()))
-
-    def _cost_ns(self, func: Any, args: tuple, kwargs: dict, out: Any) -> int:
-        cost = self.cost
-        if cost is None:
-            return self._model.cost_ns(func, args, kwargs, out)
-        name = op_name(func)
-        if isinstance(cost, dict):
-            ns = cost.get(name)
-            if ns is None:
-                ns = cost.get(name.split(".")[0])
-            return self._model.cost_ns(func, args, kwargs, out) if ns is None else ns
-        ns = cost(name, args, kwargs, out)
-        if isinstance(ns, bool) or not isinstance(ns, (int, float, np.number)) \
-                or not math.isfinite(ns) or ns < 0:
-            raise CutimelineError(f"The SimGPU cost function returned {ns!r} for "
-                                  f"{name}; it must return a duration ≥ 0 in ns.")
-        return int(round(ns))
-
-    def _harvest(self) -> Harvest:
-        ev = np.asarray(self._ev, np.int64).reshape(-1, 6)
-        stream, kind, op, host, true, anchor_of = ev.T.copy()
-        raw, dev = read_device_clock(
-            true, np.asarray(self._anchors, np.int64), anchor_of,
-            start_ns=self._start_ns, offset_ns=self.offset_ns,
-            drift_ppm=self.drift_ppm, quantum_ns=self.quantum_ns)
-        n = len(raw)
-        events = {"device": np.full(n, self.index, np.int16), "stream": stream,
-                  "kind": kind.astype(np.uint8), "op": op, "raw_ns": raw,
-                  "host_record_ns": host}
-        s_op, s_kind, s_stream, s_last, s_b, s_e, s_ident = (
-            list(c) for c in zip(*self._sy)) if self._sy else ([],) * 7
-        syncs = {"op": np.asarray(s_op, np.int64),
-                 "kind": np.asarray(s_kind, dtype=object),
-                 "device": np.full(len(s_op), self.index, np.int16),
-                 "stream": np.asarray(s_stream, np.int64),
-                 "last_event": np.asarray(s_last, np.int64),
-                 "host_begin_ns": np.asarray(s_b, np.int64),
-                 "host_end_ns": np.asarray(s_e, np.int64),
-                 "ident": np.asarray(s_ident, np.uint64)}
-        p = self.profile
-        meta = {"simulated": True, "device_name": self.name,
-                "launch_queue": self.launch_queue,
-                "device_names": {str(self.index): self.name},
-                "clock_resolution_ns": {str(self.index): read_error_ns(
-                    self.quantum_ns, self.anchor_interval_ns)},
-                "sim": {"profile": p.name, "peak_flops": dict(p.peak_flops),
-                        "bandwidth": p.bandwidth, "min_kernel_ns": p.min_kernel_ns,
-                        "offset_ns": self.offset_ns, "drift_ppm": self.drift_ppm,
-                        "start_host_ns": self._start_ns,
-                        "quantum_ns": self.quantum_ns,
-                        "launch_latency_ns": self.launch_latency_ns,
-                        "event_latency_ns": self.event_latency_ns,
-                        "anchor_interval_ns": self.anchor_interval_ns,
-                        "anchor0_device_ns": int(dev[0]) if n else None,
-                        "jitter": self.jitter, "seed": self.seed,
-                        "bracket": self.bracket,
-                        "cost": "roofline" if self.cost is None else "override",
-                        "host_cost": "model" if self._host_cost is None else
-                        self._host_cost if isinstance(self._host_cost, (int, str))
-                        else "callable"}}
-        return Harvest(events, syncs, meta,
-                       {"event": np.arange(n, dtype=np.int64),
-                        "host_ns": self._real_of(true)}, host_map=self.host_map())

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import math
 import os
+import threading
 from array import array
 from typing import Any
 
@@ -50,7 +51,7 @@ import torch
 from ..errors import CutimelineError
 from ..timeline.ranks import piecewise
 
-__all__ = ["DISPATCH_NS", "dispatch_ns", "SimHost"]
+__all__ = ["DISPATCH_NS", "dispatch_ns", "fixed_dispatch_ns", "SimHost", "SimLocal"]
 
 DISPATCH_NS = {
     "kernel": 4_000,       # one pointwise/reduction kernel through the dispatcher
@@ -105,6 +106,18 @@ def dispatch_ns(name: str, args: tuple, kwargs: dict) -> int:
     return d["kernel"]
 
 
+def fixed_dispatch_ns(name: str) -> int | None:
+    """``dispatch_ns`` of op ``name`` when its name alone fixes it (most
+    ops: a SimGPU prices them when it first meets the op, not per call);
+    None for foreach/fused ops and copies, whose cost depends on their
+    arguments."""
+    if name.startswith(("aten::_foreach_", "aten::_fused_")) or name.startswith(_COPIES):
+        return None
+    d = DISPATCH_NS
+    return d["copy"] if name.startswith(_READS) else \
+        d["library"] if name.startswith(_LIBRARY) else d["kernel"]
+
+
 def _is_pinned(t: torch.Tensor) -> bool:
     if getattr(t, "_cutimeline_pinned", False):  # SimGPU.pin_memory
         return True
@@ -124,6 +137,23 @@ def _check_host_cost(host_cost: Any) -> Any:
         f"SimGPU option host_cost={host_cost!r} must be None (the modelled CUDA "
         f"dispatch cost), 'measured' (the time an op takes here), a number of ns "
         f"per op, or a callable (op_name, args, kwargs) -> ns.")
+
+
+class SimLocal(threading.local):
+    """SimGPU's per-thread state, with its defaults as class attributes: a
+    thread's first read of one finds the default without the
+    ``AttributeError`` a missing attribute of a plain ``threading.local``
+    raises inside ``getattr`` (about 0.3 µs each, several per op)."""
+    host = 0          # depth of ``with gpu.host():`` blocks
+    stream = 0        # the current stream
+    t0 = None         # the recorder's first look at the op being dispatched
+    mark = None       # (real, virtual) start of that op's dispatch
+    ns = None         # its dispatch cost, when run() or a launch waiting for room priced it
+    op = None         # (name, args, kwargs) of the op running, for wait()
+    pending = None    # BEGINs waiting for their work (bracket="kernel")
+    waited = None     # (stream, last event) of the last wait, for note_sync
+    rq = None         # runqueue time at this thread's last knot
+    sched_fd = None   # its /proc/thread-self/schedstat
 
 
 class SimHost:
@@ -168,26 +198,15 @@ class SimHost:
         time), before its BEGIN: the dispatch is charged from there."""
         self._local.t0 = t0
 
-    def _open(self) -> tuple[int, int]:
-        """Start this thread's dispatch of an op (lock held): (real, virtual)
-        time of its start. The stretch of host time since the last knot
-        loses the time this thread spent runnable but not running (waiting
-        for a CPU on a loaded machine, from the kernel's schedstat): the
-        program would not have lost it on a host of its own."""
-        real = self._clock.now()
-        t0, self._local.t0 = getattr(self._local, "t0", None), None
-        if self._real_only():
-            return real, real - self._skew
-        mark = real if t0 is None else min(t0, real)
-        v = self._knot(mark)
-        self._local.mark = (mark, v)
-        return mark, v
-
     def _knot(self, real: int) -> int:
         """A knot at ``real``, the stretch since the last one less this
-        thread's runqueue delay in it (lock held); its virtual time."""
+        thread's runqueue delay in it (lock held); its virtual time. The
+        time a thread spent runnable but not running (waiting for a CPU on
+        a loaded machine, from the kernel's schedstat) is time the program
+        would not have lost on a host of its own. ``SimGPU.begin`` (each
+        op's dispatch starts at a knot) does the same in line."""
         rq = self._runqueue_ns()
-        last = getattr(self._local, "rq", None)
+        last = self._local.rq
         self._local.rq = rq
         lr, lv = self._kr[-1], self._kv[-1]
         if real <= lr:  # another thread's knot is later
@@ -238,11 +257,12 @@ class SimHost:
     def _close(self, real: int, name: str, args: tuple, kwargs: dict) -> None:
         """End this thread's dispatch at ``real``: on the virtual clock it
         lasted the modelled cost (lock held)."""
-        m, self._local.mark = getattr(self._local, "mark", None), None
-        ns, self._local.ns = getattr(self._local, "ns", None), None
+        loc = self._local
+        m, loc.mark = loc.mark, None
+        ns, loc.ns = loc.ns, None
         if m is None or self._real_only() or real <= self._kr[-1]:
             return
-        if ns is None:  # not priced already by a launch that waited for room
+        if ns is None:  # not priced already by run() or a launch that waited for room
             ns = self._dispatch_ns(name, args, kwargs)
         v = max(m[1] + ns, self._kv[-1])
         self._kr.append(real)
@@ -255,25 +275,22 @@ class SimHost:
         return dispatch_ns(name, args, kwargs) if cost is None else \
             cost if isinstance(cost, int) else self._call_host_cost(name, args, kwargs)
 
-    def _aside(self, real0: int, real1: int) -> None:
-        """The simulator's own bookkeeping from ``real0`` to ``real1`` takes
-        no virtual time (lock held)."""
-        if self._real_only() or real1 <= max(real0, self._kr[-1]):
-            return
-        v0 = real0 - self._skew
-        if real0 > self._kr[-1]:
-            self._kr.append(real0)
-            self._kv.append(v0)
-        else:
-            v0 = self._kv[-1]
-        self._kr.append(real1)
-        self._kv.append(v0)
-        self._skew = real1 - v0
+    def _fixed_ns(self, name: str) -> int | None:
+        """``_dispatch_ns`` of op ``name`` when the name alone fixes it."""
+        cost = self._host_cost
+        if cost is None:
+            return fixed_dispatch_ns(name)
+        return cost if isinstance(cost, int) else None
 
     def _runqueue_ns(self) -> int:
         """Time this thread has waited for a CPU, from
         ``/proc/thread-self/schedstat`` (0 where there is none)."""
-        fd = getattr(self._local, "sched_fd", None)
+        fd = self._local.sched_fd
+        if fd is not None and fd >= 0:  # the common case first: one read per op
+            try:
+                return int(os.pread(fd, 64, 0).split()[1])
+            except (OSError, ValueError, IndexError):
+                return 0
         if fd is None:
             try:
                 fd = os.open("/proc/thread-self/schedstat", os.O_RDONLY)

@@ -13,11 +13,14 @@ for the device as it would on CUDA (the recorder's sync rules do that).
 
 from __future__ import annotations
 
+import math
 import weakref
 from typing import Any, Callable
 
+import numpy as np
 import torch
 
+from ..errors import CutimelineError
 from .roofline import op_name
 
 __all__ = ["SimOps"]
@@ -28,6 +31,8 @@ class SimOps:
 
     _owns: frozenset = frozenset()
     _local: Any = None
+    launch_queue = 0  # set by SimGPU
+    cost: Any = None  # SimGPU's cost option
 
     def _as_cuda(self, on: bool) -> None:
         """While recording, torch's optimizers and ``clip_grad_norm_`` treat
@@ -54,17 +59,63 @@ class SimOps:
         read-back has no value to read: ``.item()``, ``bool()``,
         ``.tolist()`` and copies to the host return zeros (the host still
         waits for the device, as it would on CUDA); and torch asks which
-        fused attention kernel to use, which on meta would be none."""
-        self._local.op = (op_name(func), args, kwargs)  # for its dispatch cost
-        name = getattr(func, "__name__", "")
-        sub = _SUBSTITUTES.get(name.split(".")[0])
-        if sub is not None:
+        fused attention kernel to use, which on meta would be none. Then
+        the launch waits for room in its stream's queue (``SimStreams._room``),
+        inside the op as CUDA's launch call would; most launches find room
+        at a glance, without the lock."""
+        info = self._op_info(func)
+        name, sub, call = info[0], info[1], info[3]
+        loc = self._local
+        loc.op = (name, args, kwargs)  # for its dispatch cost
+        if sub is None:
+            out = call(*args, **kwargs) if kwargs else call(*args)
+        else:
             out = sub(self, args, kwargs)
-            if out is not NotImplemented:
-                return out
-        return func(*args, **kwargs)
+            if out is NotImplemented:
+                out = call(*args, **kwargs)
+        if info[2] is not None:  # its dispatch cost, for end() or wait()
+            loc.ns = info[2]
+        if self.launch_queue:
+            q = self._pending.get(loc.stream)
+            if q and len(q) >= self.launch_queue:
+                self._room(name, args, kwargs)
+        return out
 
+    def _op_info(self, func: Any) -> tuple[str, Any, int | None, Any, Any]:
+        """(name, value substitute or None, dispatch cost when the name fixes
+        it, the callable that runs it, func) of op ``func``: worked out once per
+        ``OpOverload`` (the per-op path reads one dict), every time for
+        anything else (a compiled region's name object is new each time).
+        Keyed by ``id(func)``: an OpOverload hashes in Python; the entry
+        keeps it alive."""
+        info = self._ops_seen.get(id(func))
+        if info is not None:
+            return info
+        name = op_name(func)
+        info = (name, _SUBSTITUTES.get(getattr(func, "__name__", "").split(".")[0]),
+                self._fixed_ns(name), getattr(func, "_op", func), func)
+        if isinstance(func, torch._ops.OpOverload):
+            self._ops_seen[id(func)] = info
+        return info
 
+    def _cost_ns(self, func: Any, args: tuple, kwargs: dict, out: Any) -> int:
+        """The simulated duration of op ``func``: ``cost`` (an override by
+        name or a callable) or the roofline (``roofline.OpModel``)."""
+        cost = self.cost
+        if cost is None:
+            return self._model.cost_ns(func, args, kwargs, out)
+        name = self._op_info(func)[0]
+        if isinstance(cost, dict):
+            ns = cost.get(name)
+            if ns is None:
+                ns = cost.get(name.split(".")[0])
+            return self._model.cost_ns(func, args, kwargs, out) if ns is None else ns
+        ns = cost(name, args, kwargs, out)
+        if isinstance(ns, bool) or not isinstance(ns, (int, float, np.number)) \
+                or not math.isfinite(ns) or ns < 0:
+            raise CutimelineError(f"The SimGPU cost function returned {ns!r} for "
+                                  f"{name}; it must return a duration ≥ 0 in ns.")
+        return int(round(ns))
 
 
 _RECORDING: "weakref.WeakSet[Any]" = weakref.WeakSet()  # SimGPUs recording now

@@ -9,6 +9,7 @@ its host clock and its recording state.
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -17,8 +18,9 @@ import numpy as np
 import torch
 
 from ..errors import CutimelineError
-from ..timeline.schema import NONE
-from .roofline import op_name
+from ..timeline.schema import NONE, EventKind
+from .device import Harvest
+from .simclock import read_device_clock, read_error_ns
 
 __all__ = ["SimEvent", "SimStreams"]
 
@@ -40,8 +42,10 @@ def _check_stream(stream: Any) -> int:
 
 class SimStreams:
     """The stream half of ``SimGPU`` (mixed into it): the controls a program
-    uses by hand, and the bookkeeping of when each event executes and of
-    each stream's launch queue."""
+    uses by hand, the bookkeeping of when each event executes and of each
+    stream's launch queue (``SimGPU.begin``/``end`` do the per-op part in
+    line), segment anchors and calibration pings, and the events handed
+    over at stop (``_harvest``)."""
 
     launch_queue = 0  # set by SimGPU
     _pending: dict[int, Any]  # finish times of launched ops, per stream (SimGPU)
@@ -51,7 +55,7 @@ class SimStreams:
     def stream(self, stream: int) -> Iterator[int]:
         """Make ``stream`` this thread's current stream inside the block."""
         stream = _check_stream(stream)
-        before = getattr(self._local, "stream", 0)
+        before = self._local.stream
         self._local.stream = stream
         try:
             yield stream
@@ -61,7 +65,7 @@ class SimStreams:
     @contextlib.contextmanager
     def host(self) -> Iterator[None]:
         """Ops dispatched by this thread inside the block are host work."""
-        self._local.host = getattr(self._local, "host", 0) + 1
+        self._local.host += 1
         try:
             yield
         finally:
@@ -121,15 +125,6 @@ class SimStreams:
         tensor._cutimeline_pinned = True
         return tensor
 
-    def run(self, func: Any, args: tuple, kwargs: dict) -> Any:
-        """``SimOps.run`` (next in ``SimGPU``'s bases), then the launch waits
-        for room in its stream's queue (``_room``), inside the op as CUDA's
-        launch call would."""
-        out = super().run(func, args, kwargs)
-        if self.launch_queue:
-            self._room(op_name(func), args, kwargs)
-        return out
-
     # -- when each event executes (the lock is held where noted) --------------
     def _room(self, name: str, args: tuple, kwargs: dict) -> None:
         """Hold this thread's launch of op ``name`` until its stream has
@@ -142,7 +137,7 @@ class SimStreams:
             q = self._pending.get(stream)
             if not q or len(q) < self.launch_queue:
                 return
-            m = getattr(self._local, "mark", None)
+            m = self._local.mark
             if m is None or self._real_only():
                 at, v = None, self._virtual(self._clock.now())
             else:
@@ -174,7 +169,7 @@ class SimStreams:
         to count as recorded at ``launch_ns``, when the host enqueued that
         work (lock held): an op's launch is then the enqueue, as a kernel's
         launch call would say, not the start of its dispatch."""
-        pending = getattr(self._local, "pending", None)
+        pending = self._local.pending
         if not pending:
             return
         left = []
@@ -188,7 +183,78 @@ class SimStreams:
         if len(left) < len(pending):
             self._free_at[stream] = max(self._free_at.get(stream, 0), true_ns)
 
+    def _anchor(self, stream: int, now: int, virtual: int) -> None:
+        """Lay down a segment anchor at real host time ``now`` (lock held)."""
+        self._anchors.append(len(self._ev))  # read against itself
+        self._anchor_host_ns = now
+        self._record(stream, EventKind.ANCHOR, NONE, now,
+                     virtual + self.event_latency_ns)
+
+    def _ping(self) -> None:
+        """Calibration pings as the CUDA device does them: synchronize, host
+        time, record, synchronize, host time; each a "ping" sync row."""
+        for _ in range(self.pings):
+            self.wait(None)
+            self._local.waited = None  # this sync is noted here, not by note_sync
+            with self._lock:
+                before, v = self._vnow()
+                i = self._record(0, EventKind.PING, NONE, before,
+                                 v + self.event_latency_ns)
+                target = self._ev[i][4]
+            self._hold(target)
+            after = self._clock.now()
+            with self._lock:
+                self._sy.append((NONE, "ping", NONE, i, before, after,
+                                 threading.get_ident()))
     def _last_event(self, stream: int | None) -> int:
         if stream is None:
             return len(self._ev) - 1
         return self._last_on.get(stream, NONE)
+
+    def _harvest(self) -> Harvest:
+        """The recording's events, syncs and truth as the recorder's columns
+        (lock held, at stop)."""
+        ev = np.asarray(self._ev, np.int64).reshape(-1, 6)
+        stream, kind, op, host, true, anchor_of = ev.T.copy()
+        raw, dev = read_device_clock(
+            true, np.asarray(self._anchors, np.int64), anchor_of,
+            start_ns=self._start_ns, offset_ns=self.offset_ns,
+            drift_ppm=self.drift_ppm, quantum_ns=self.quantum_ns)
+        n = len(raw)
+        events = {"device": np.full(n, self.index, np.int16), "stream": stream,
+                  "kind": kind.astype(np.uint8), "op": op, "raw_ns": raw,
+                  "host_record_ns": host}
+        s_op, s_kind, s_stream, s_last, s_b, s_e, s_ident = (
+            list(c) for c in zip(*self._sy)) if self._sy else ([],) * 7
+        syncs = {"op": np.asarray(s_op, np.int64),
+                 "kind": np.asarray(s_kind, dtype=object),
+                 "device": np.full(len(s_op), self.index, np.int16),
+                 "stream": np.asarray(s_stream, np.int64),
+                 "last_event": np.asarray(s_last, np.int64),
+                 "host_begin_ns": np.asarray(s_b, np.int64),
+                 "host_end_ns": np.asarray(s_e, np.int64),
+                 "ident": np.asarray(s_ident, np.uint64)}
+        p = self.profile
+        meta = {"simulated": True, "device_name": self.name,
+                "launch_queue": self.launch_queue,
+                "device_names": {str(self.index): self.name},
+                "clock_resolution_ns": {str(self.index): read_error_ns(
+                    self.quantum_ns, self.anchor_interval_ns)},
+                "sim": {"profile": p.name, "peak_flops": dict(p.peak_flops),
+                        "bandwidth": p.bandwidth, "min_kernel_ns": p.min_kernel_ns,
+                        "offset_ns": self.offset_ns, "drift_ppm": self.drift_ppm,
+                        "start_host_ns": self._start_ns,
+                        "quantum_ns": self.quantum_ns,
+                        "launch_latency_ns": self.launch_latency_ns,
+                        "event_latency_ns": self.event_latency_ns,
+                        "anchor_interval_ns": self.anchor_interval_ns,
+                        "anchor0_device_ns": int(dev[0]) if n else None,
+                        "jitter": self.jitter, "seed": self.seed,
+                        "bracket": self.bracket,
+                        "cost": "roofline" if self.cost is None else "override",
+                        "host_cost": "model" if self._host_cost is None else
+                        self._host_cost if isinstance(self._host_cost, (int, str))
+                        else "callable"}}
+        return Harvest(events, syncs, meta,
+                       {"event": np.arange(n, dtype=np.int64),
+                        "host_ns": self._real_of(true)}, host_map=self.host_map())

@@ -116,3 +116,31 @@ def test_op_name_of_ops_and_other_callables():
     assert op_name(len) == "len"
     with pytest.raises(RuntimeError, match="no schema"):
         op_name(Broken())
+
+
+def _memory_cases():
+    x = torch.ones(64, 32)
+    col = torch.ones(64, 1).expand(64, 32)       # broadcast: its column counted once
+    sp = torch.eye(8).to_sparse()                # values and indices
+    out = torch.empty(64, 32)
+    return [(aten.add.Tensor, (x, x), {}, x + x),
+            (aten.add.Tensor, (x, col), {}, x + col),
+            (aten.mul.Tensor, (x.t(), 2.0), {}, x.t() * 2),
+            (aten.add.out, (x, x), {"out": out}, out),   # out= is written, not read
+            (aten.neg.default, (sp,), {}, -sp),
+            (aten.cat.default, ([x, x],), {}, torch.cat([x, x])),
+            (aten.view.default, (x, [32, 64]), {}, x.view(32, 64))]  # no kernel
+
+
+@pytest.mark.parametrize("case", range(7))
+def test_the_memory_bound_fast_path_prices_as_the_bytes_do(case):
+    # cost_ns prices an op without a FLOP formula in line; it must equal
+    # the roofline of work()'s bytes
+    func, args, kwargs, out = _memory_cases()[case]
+    model = OpModel(PROFILES["h100"])
+    n, flops = model.work(func, args, kwargs, out)
+    assert flops == 0
+    want = 0 if model._describe(func)[0] else \
+        PROFILES["h100"].min_kernel_ns + round(n / PROFILES["h100"].bandwidth * 1e9)
+    assert model.cost_ns(func, args, kwargs, out) == want
+    assert OpModel(PROFILES["h100"]).cost_ns(func, args, kwargs, out) == want  # first call too

@@ -13,7 +13,7 @@ from torch import nn
 import cutimeline as ctl
 from cutimeline import CutimelineError
 from cutimeline.devices.sim import FakeClock, SimGPU
-from cutimeline.devices.simhost import DISPATCH_NS, dispatch_ns
+from cutimeline.devices.simhost import DISPATCH_NS, SimLocal, dispatch_ns, fixed_dispatch_ns
 from cutimeline.timeline.ranks import piecewise
 
 aten = torch.ops.aten
@@ -43,6 +43,32 @@ def test_dispatch_cost_by_kind_of_op():
     assert dispatch_ns("aten::_to_copy", (host,), {"device": torch.device("meta")}) == \
         d["copy"] + int(host.nbytes / d["pageable_Bps"] * 1e9)
     assert dispatch_ns("aten::_local_scalar_dense", (m,), {}) == d["copy"]
+
+
+@pytest.mark.parametrize("name", ["aten::add.Tensor", "aten::mm", "aten::addmm",
+                                  "aten::convolution", "aten::_local_scalar_dense",
+                                  "aten::item", "aten::gelu", "aten::sum.dim_IntList"])
+def test_a_dispatch_cost_fixed_by_the_name_is_the_one_dispatch_ns_gives(name):
+    # SimGPU prices these once per op (SimOps._op_info), not at each call
+    m = torch.ones(4, 4, device="meta")
+    assert fixed_dispatch_ns(name) == dispatch_ns(name, (m, m), {})
+
+
+@pytest.mark.parametrize("name", ["aten::_foreach_add_.Scalar", "aten::_fused_adam_",
+                                  "aten::_to_copy", "aten::copy_"])
+def test_a_dispatch_cost_that_depends_on_the_arguments_is_not_fixed(name):
+    assert fixed_dispatch_ns(name) is None
+
+
+def test_per_thread_state_starts_at_its_defaults_on_every_thread():
+    import threading
+    loc = SimLocal()
+    loc.stream, loc.host = 3, 1
+    seen = []
+    t = threading.Thread(target=lambda: seen.append((loc.stream, loc.host, loc.mark)))
+    t.start()
+    t.join()
+    assert seen == [(0, 0, None)] and (loc.stream, loc.host) == (3, 1)
 
 
 def test_an_op_dispatch_lasts_its_modelled_cost_on_the_virtual_clock():
