@@ -40,13 +40,17 @@ class GpuProfile:
     ``peak_flops`` maps a precision ("fp64", "fp32", "tf32", "bf16", "fp16",
     "fp8", "int8") to dense FLOP/s (tensor-core peak where the GPU has one,
     except "fp32", which is the non-tensor peak). ``bandwidth`` is memory
-    bandwidth in bytes/s. Latencies are host-to-device delays in ns; they are
-    not datasheet figures but typical measurements of a launch on an idle
-    GPU (kernel: a few µs; an event record: about half of that).
+    bandwidth in bytes/s. ``link_bandwidth`` is the host link's (PCIe) rate
+    in bytes/s one way, what a copy between host and device memory runs
+    at: a typical measured rate for pinned memory (CUDA's bandwidthTest),
+    not the link's raw figure. Latencies are host-to-device delays in ns;
+    they are not datasheet figures but typical measurements of a launch on
+    an idle GPU (kernel: a few µs; an event record: about half of that).
     """
     name: str
     peak_flops: dict[str, float]
     bandwidth: float
+    link_bandwidth: float = 25e9
     launch_latency_ns: int = 4_000
     event_latency_ns: int = 2_000
     min_kernel_ns: int = 2_000
@@ -66,19 +70,24 @@ def _compute(gpu: str, **fill: str) -> dict[str, float]:
 
 # Compute from the datasheet table (dense: the datasheets print
 # tensor-core numbers "with sparsity", twice the dense rate); memory
-# bandwidth from the same datasheets.
+# bandwidth from the same datasheets. Host links: PCIe Gen5 x16 (H100,
+# H200: 64 GB/s a direction raw, about 55 measured host to device from
+# pinned memory) and Gen4 x16 (A100: 32 raw, about 25 measured).
 PROFILES: dict[str, GpuProfile] = {
     # NVIDIA H100 SXM5 80 GB: HBM3 3.35 TB/s.
-    "h100": GpuProfile("h100", _compute("NVIDIA H100 80GB HBM3"), 3.35e12,
+    "h100": GpuProfile("h100", _compute("NVIDIA H100 80GB HBM3"), 3.35e12, 55e9,
                        notes="NVIDIA H100 SXM5 80GB"),
     # NVIDIA A100 SXM4 80 GB: HBM2e 2,039 GB/s.
     "a100": GpuProfile("a100", _compute("NVIDIA A100-SXM4-80GB", fp8="bf16"), 2.039e12,
-                       launch_latency_ns=5_000, event_latency_ns=2_500,
+                       25e9, launch_latency_ns=5_000, event_latency_ns=2_500,
                        min_kernel_ns=2_500, notes="NVIDIA A100 SXM4 80GB"),
     # NVIDIA H200 SXM 141 GB: compute as H100 SXM, HBM3e 4.8 TB/s.
-    "h200": GpuProfile("h200", _compute("NVIDIA H200"), 4.8e12,
+    "h200": GpuProfile("h200", _compute("NVIDIA H200"), 4.8e12, 55e9,
                        notes="NVIDIA H200 SXM 141GB"),
 }
+
+# Ops that copy between tensors, perhaps between host and device memory.
+_COPIES = frozenset({"aten::_to_copy", "aten::copy_"})
 
 # Ops that run no kernel: allocations and metadata changes (views are found
 # by their schema, these are not marked as views).
@@ -105,12 +114,14 @@ def profile_named(profile: str | GpuProfile) -> GpuProfile:
     if isinstance(profile, GpuProfile):
         missing = [p for p in PRECISIONS
                    if not profile.peak_flops.get(p, 0) > 0]
-        if missing or not profile.bandwidth > 0:
+        bad = ("peak_flops " + repr(missing[0]) if missing else
+               "bandwidth" if not profile.bandwidth > 0 else
+               "link_bandwidth" if not profile.link_bandwidth > 0 else None)
+        if bad is not None:
             raise CutimelineError(
                 f"GpuProfile {profile.name!r} needs a positive peak_flops for "
-                f"each of {', '.join(PRECISIONS)} and a positive bandwidth "
-                f"(bytes/s); {'peak_flops ' + repr(missing[0]) if missing else 'bandwidth'}"
-                f" is missing or not positive.")
+                f"each of {', '.join(PRECISIONS)}, a positive bandwidth and "
+                f"link_bandwidth (bytes/s); {bad} is missing or not positive.")
         return profile
     if isinstance(profile, str) and profile.lower() in PROFILES:
         return PROFILES[profile.lower()]
@@ -266,21 +277,23 @@ class OpModel:
         self.profile = profile
         self.tf32 = tf32
         self._min_ns, self._bandwidth = profile.min_kernel_ns, profile.bandwidth
-        # id(func) -> (no_kernel, flop formula or None, is_conv, func): an
-        # OpOverload hashes in Python, its id does not (the entry keeps it alive)
-        self._ops: dict[int, tuple[bool, Callable | None, bool, Any]] = {}
+        self._link = profile.link_bandwidth
+        # id(func) -> (no_kernel, flop formula or None, is_conv, func,
+        # is_copy): an OpOverload hashes in Python, its id does not (the entry
+        # keeps it alive)
+        self._ops: dict[int, tuple[bool, Callable | None, bool, Any, bool]] = {}
         # (func, argument summary) -> (bytes, flops): a training loop
         # repeats its shapes, and torch's formulas cost tens of µs per call
         self._work: dict[tuple, tuple[int, int]] = {}
 
-    def _describe(self, func: Any) -> tuple[bool, Callable | None, bool, Any]:
+    def _describe(self, func: Any) -> tuple[bool, Callable | None, bool, Any, bool]:
         info = self._ops.get(id(func))
         if info is None:
             schema = getattr(func, "_schema", None)
             base = schema.name if schema is not None else op_name(func)
             no_kernel = bool(getattr(func, "is_view", False)) or base in NO_KERNEL
             formula = flop_formula(func)
-            info = (no_kernel, formula, "conv" in base, func)
+            info = (no_kernel, formula, "conv" in base, func, base in _COPIES)
             if isinstance(func, torch._ops.OpOverload):  # others may be made per call
                 self._ops[id(func)] = info
         return info
@@ -333,12 +346,37 @@ class OpModel:
             precision = "tf32" if tf32 else "fp32"
         return self.profile.peak_flops[precision]
 
+    @staticmethod
+    def _link_bytes(args: tuple, kwargs: dict) -> int:
+        """Bytes a copy op moves over the host link: its source's, where
+        source and destination lie on different kinds of device (host and
+        simulated device); 0 for a copy within one memory."""
+        if len(args) >= 2 and isinstance(args[1], torch.Tensor):  # copy_(dst, src)
+            src, dst = args[1], args[0].device
+        elif args and isinstance(args[0], torch.Tensor):         # _to_copy(src, device=)
+            src, dst = args[0], kwargs.get("device")
+            if dst is None:
+                return 0
+            dst = torch.device(dst)
+        else:
+            return 0
+        if src.device.type == dst.type:
+            return 0
+        return src.nbytes if src.layout is _STRIDED else _nbytes(src)
+
     def cost_ns(self, func: Any, args: tuple, kwargs: dict, out: Any) -> int:
-        """Simulated duration of one op in ns (0 for ops with no kernel)."""
+        """Simulated duration of one op in ns (0 for ops with no kernel).
+        A copy between host and device memory runs at the host link's rate
+        over its source's bytes (a pageable source's staging by the host is
+        the host's cost, ``simhost.dispatch_ns``); other ops by the roofline."""
         info = self._ops.get(id(func)) or self._describe(func)
         if info[1] is None:  # bound by memory alone (most ops): ``work`` in line
             if info[0]:
                 return 0
+            if info[4]:
+                link = self._link_bytes(args, kwargs)
+                if link:
+                    return self._min_ns + int(round(link / self._link * 1e9))
             if type(args) is tuple:  # tensor_bytes(args), one call less
                 n = 0
                 for o in args:

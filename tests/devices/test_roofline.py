@@ -144,3 +144,31 @@ def test_the_memory_bound_fast_path_prices_as_the_bytes_do(case):
         PROFILES["h100"].min_kernel_ns + round(n / PROFILES["h100"].bandwidth * 1e9)
     assert model.cost_ns(func, args, kwargs, out) == want
     assert OpModel(PROFILES["h100"]).cost_ns(func, args, kwargs, out) == want  # first call too
+
+
+def test_copies_between_host_and_device_run_at_the_host_links_rate():
+    """A batch of 64 MiB copied to the device takes PCIe's time (about 1.2 ms
+    on an H100's Gen5 link), not HBM's (20 µs); a copy within one memory
+    stays a memory-bound kernel; the A100's Gen4 link is slower."""
+    host = torch.empty(16 << 20, dtype=torch.float32)            # 64 MiB
+    dev = torch.empty(16 << 20, dtype=torch.float32, device="meta")
+    h100, a100 = OpModel(PROFILES["h100"]), OpModel(PROFILES["a100"])
+    link = PROFILES["h100"].link_bandwidth
+    h2d = h100.cost_ns(aten._to_copy.default, (host,), {"device": torch.device("meta")}, dev)
+    assert h2d == PROFILES["h100"].min_kernel_ns + round(host.nbytes / link * 1e9)
+    assert 1.1e6 < h2d < 1.4e6
+    d2h = h100.cost_ns(aten.copy_.default, (host, dev), {}, host)   # host.copy_(dev)
+    assert d2h == h2d
+    local = h100.cost_ns(aten.copy_.default, (dev, dev), {}, dev)
+    assert local == h100.cost_ns(aten.add.Tensor, (dev, dev), {}, dev)  # HBM's rate
+    assert a100.cost_ns(aten._to_copy.default, (host,), {"device": "meta"}, dev) > 2 * h2d
+
+
+def test_a_profile_without_a_host_link_rate_is_refused():
+    import dataclasses
+
+    from cutimeline.devices.roofline import profile_named
+    from cutimeline.errors import CutimelineError
+    bad = dataclasses.replace(PROFILES["h100"], link_bandwidth=0.0)
+    with pytest.raises(CutimelineError, match="link_bandwidth"):
+        profile_named(bad)

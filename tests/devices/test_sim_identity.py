@@ -11,7 +11,10 @@ by the simulator moves it 250 ns, the programs advance it for their
 Python) and the runqueue reading made a counter, so the run is exact. The
 digests were made by the tree before that work (``python
 tests/devices/test_sim_identity.py --write`` regenerates them, only when a
-change of the model is meant).
+change of the model is meant). Regenerated once since, for a change of
+the model: copies between host and device memory priced at the host
+link's rate (PCIe), not HBM's (the MLP's batch copies and the side
+stream's).
 """
 
 from __future__ import annotations
