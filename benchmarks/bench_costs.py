@@ -36,7 +36,7 @@ def main() -> None:
         nb = timed(lambda: original(tl, "numba"), args.reps)
         np_ = timed(lambda: original(tl, "numpy"), args.reps)
         an_nb = timed(lambda: ctl.analyze(tl), args.reps)
-        compensation.costs = lambda t, engine="numba": original(t, "numpy")
+        compensation.costs = lambda t, engine="numba", apart=False: original(t, "numpy", apart)
         try:
             an_np = timed(lambda: ctl.analyze(tl), args.reps)
         finally:

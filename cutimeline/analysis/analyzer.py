@@ -13,7 +13,8 @@ drawn and the Timeline is not changed. The stages, each in its module:
 * ``verdict.py`` / ``margins.py`` — the step table, verdicts with their
   margins, evidence and top offenders;
 * ``compensation.py`` — the timeline replayed without the recorder's cost
-  (``costs.py``: what the recorder spent, per op);
+  (``costs.py``: what the recorder spent, per op; ``replaying.py``: the
+  replay's engine; ``replay_inputs.py``: what it reads of the gpu rows);
 * ``whatif.py`` / ``whatif_edits.py`` — the same replay under a fix
   (input, syncs, host Python, launch cost) and the step times it predicts;
 * ``hta.py`` — HolisticTraceAnalysis-compatible measures;
@@ -145,12 +146,11 @@ def analyze(tl: Timeline, *, window: Any = None, engine: str = "auto",
     act = host_activity(tl, sync_slack_ns, engine, host_gap_ns)
     ln = lanes(tl, act, np.concatenate([[w0], sb]), np.concatenate([[w1], se]),
                engine, bounds=(lo, hi)) if has_gpu else None
-    comp = compensate(tl, ln, engine)
+    h0, h1 = np.concatenate([[w0], hb]), np.concatenate([[w1], he])
+    comp = compensate(tl, ln, engine, at=np.concatenate([h0, h1]))
     predicted = None
-    if comp is not None:
-        from .compensation import shifted
-        ph = [shifted(np.concatenate([[w0], hb]), comp, engine),
-              shifted(np.concatenate([[w1], he]), comp, engine)]
+    if comp is not None:  # the host windows replayed, ``shifted``
+        ph = [comp["at"][:len(h0)], comp["at"][len(h0):]]
         predicted = ph
         if has_gpu:  # the same rows' replayed times make the replayed windows
             pb, pe = device_windows(g.launch_ns, comp["begin_ns"], comp["end_ns"], hb,
@@ -180,7 +180,7 @@ def analyze(tl: Timeline, *, window: Any = None, engine: str = "auto",
     rows = step_table(tl, ln, act, primary, comp, np.arange(len(sb) + 1),
                       np.concatenate([[w0], sb]), np.concatenate([[w1], se]),
                       np.concatenate([[NONE], numbers]), gpu_bound_at, engine,
-                      host=(np.concatenate([[w0], hb]), np.concatenate([[w1], he])),
+                      host=(h0, h1),
                       predicted=predicted, mixed_margin=mixed_margin)
     whole = (int(hb.min()), int(he.max())) if _by_steps(window) and len(hb) else (w0, w1)
     rows, work = _with_work(tl, rows, whole, ln, primary, peak_flops)

@@ -208,7 +208,7 @@ def recorder_op_costs(tl: Timeline, engine: str = "numba") -> np.ndarray | None:
                     mix_scale(m), int(m.get("overhead_ns_per_launch") or 0), engine=engine)
 
 
-def costs(tl: Timeline, engine: str = "numba") -> tuple[np.ndarray, np.ndarray] | None:
+def costs(tl: Timeline, engine: str = "numba", apart: bool = False) -> tuple | None:
     """When and how much host time the recorder spent (ns), sorted by time
     (ties in this order): each op at its begin, priced by ``op_costs`` with
     ``meta["overhead_ns_by_signature"]`` (its name and shapes) or else
@@ -220,7 +220,10 @@ def costs(tl: Timeline, engine: str = "numba") -> tuple[np.ndarray, np.ndarray] 
     of module calls) are multiplied by ``mix_scale``; the time the
     recorder spent re-measuring between steps (``overhead_calibrations``)
     is removed as it was. Timelines saved before the model only have the
-    per-op figure."""
+    per-op figure. ``apart``: (t, cost, t2, cost2), the few module-hook and
+    calibration entries (t2, cost2: sorted) apart from the ops' series
+    when that is sorted (one thread; else they are in it), for a reader
+    that merges them on its way (the replay) instead of a copy of both."""
     m = tl.meta
     per_op = m.get("overhead_ns_per_op")
     if per_op is None:
@@ -242,14 +245,17 @@ def costs(tl: Timeline, engine: str = "numba") -> tuple[np.ndarray, np.ndarray] 
     if len(calibrations):  # the re-measurements' own time, all of it
         more_t.append(calibrations[:, 0])
         more_c.append(calibrations[:, 1] - calibrations[:, 0])
+    none = () if not apart else (np.zeros(0, np.int64),) * 2
     if not more_t:
         order = sort_order(t, engine)
-        return (t, cost) if order is None else (t[order], cost[order])
+        return (t, cost) + none if order is None else (t[order], cost[order]) + none
     tb = np.concatenate(more_t).astype(np.int64)
     cb = np.concatenate(more_c).astype(np.int64)
     if engine == "numba" and is_sorted(t, engine):  # one thread: merge the few others in
         order = np.argsort(tb, kind="stable")
+        if apart:
+            return t, cost, tb[order], cb[order]
         return _merge2_nb(t, cost, tb[order], cb[order])
     t, cost = np.concatenate([t, tb]), np.concatenate([cost, cb])
     order = np.argsort(t, kind="stable")  # ties: ops before module hooks
-    return t[order], cost[order]
+    return (t[order], cost[order]) + none

@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ..numeric.engines import _i64, empty_f64, empty_i64
+from ..numeric.engines import _i64, empty_i64
 from ..numeric.quantiles import group_quantiles, quantile_pair_inplace
 from ..numeric.runs import gather_sorted
 from ..timeline.schema import NONE
@@ -28,6 +28,7 @@ __all__ = ["queue_series", "window_stats", "window_stats_sorted", "sample_stats"
            "lead_stats", "SAMPLE_FIELDS"]
 
 SAMPLE_FIELDS = ("count", "mean", "std", "min", "25%", "50%", "75%", "max")
+_LOWEST = -(2 ** 63)
 
 
 @njit(cache=True)
@@ -323,12 +324,26 @@ def sample_stats(plus, minus, order, starts, engine: str = "numba") -> np.ndarra
 def _lead_stats_nb(lead, begin, of_row, starts, w0, w1, one):
     """One pass over the rows in row order (each group's rows into its
     slice of one buffer; ``one``: all rows in group 0, of_row not read),
-    then two selections per group; sums in int64 (exact)."""
+    then two selections per group; sums in int64 (exact). One group whose
+    rows all count (the usual case) is read in place: no buffer."""
     G = len(starts) - 1
     out = np.full((G, 4), np.nan)
+    if one:
+        total = m = 0
+        top = _LOWEST
+        for r in range(len(lead)):
+            x = lead[r]
+            ok = x != NONE and w0 <= begin[r] < w1
+            total += x if ok else 0
+            m += ok
+            top = max(top, x if ok else _LOWEST)
+        if m == len(lead) and m:
+            out[0, 0], out[0, 3] = total / m, top
+            out[0, 1], out[0, 2] = quantile_pair_inplace(lead, 0.5, 0.95, True)
+            return out
     pos = starts[:-1].copy()
     total = np.zeros(G, np.int64)
-    v = empty_f64(len(lead))
+    v = empty_i64(len(lead))  # the leads as they are: one kernel selects either way
     for r in range(len(lead)):
         x = lead[r]
         g = 0 if one else of_row[r]
@@ -342,7 +357,7 @@ def _lead_stats_nb(lead, begin, of_row, starts, w0, w1, one):
             seg = v[starts[g]:pos[g]]
             out[g, 0] = total[g] / m
             out[g, 3] = seg.max()
-            out[g, 1], out[g, 2] = quantile_pair_inplace(seg, 0.5, 0.95)
+            out[g, 1], out[g, 2] = quantile_pair_inplace(seg, 0.5, 0.95, False)
     return out
 
 

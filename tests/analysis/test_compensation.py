@@ -314,3 +314,58 @@ def test_the_queue_depth_comes_from_the_timeline():
     tl = timeline(gpu=[(0, 1, 2, 3)])
     assert launch_queue(tl) == 1024
     assert launch_queue(tl.replace(meta={**tl.meta, "launch_queue": 0})) == 0
+
+
+@pytest.mark.parametrize("seed,depth", [(0, 0), (1, 1), (2, 3), (3, 16), (4, 1024)])
+def test_the_fused_replay_maps_host_times_as_shifted_does(seed, depth):
+    # compensate's one kernel: the holds made on the way, the replayed ends,
+    # and host times mapped as ``shifted`` maps them with ``breaks``' tables
+    from cutimeline.analysis.replaying import _replay_args, _replay_nb
+    args, _ = queued_inputs(seed, depth)
+    rng = np.random.default_rng(seed)
+    none = np.zeros(0, np.int64)
+    # at and around costs, launches and syncs (ties), and beyond the ends
+    qt = np.sort(np.concatenate([args[0][::7], args[5][::5], args[5][::9] - 1,
+                                 args[2], args[2] + 1, rng.integers(-10, 200_000, 40)]))
+    # a tenth of the costs apart, merged in by the kernel (after ties)
+    apart = rng.random(len(args[0])) < 0.1
+    own = _replay_args(args[0][~apart], args[1][~apart], *args[2:], depth)
+    b_r, _, _, e_r, q_jump, q_cost, total = _replay_nb(
+        *own, none, none, depth, True, qt, args[0][apart], args[1][apart])
+    want_b, want_j, row_j = replay(*args, engine="numpy", depth=depth)
+    sync_t, jumps = breaks(args[2], want_j, args[5], row_j)
+    comp = {"cost_t": args[0], "cost_cum": np.concatenate([[0], np.cumsum(args[1])]),
+            "sync_t": sync_t, "jumps": jumps}
+    np.testing.assert_array_equal(b_r, want_b)
+    np.testing.assert_array_equal(e_r, want_b + args[8] - args[7])
+    np.testing.assert_array_equal(qt + q_jump - q_cost, shifted(qt, comp))
+    assert total == args[1].sum() and len(np.unique(q_jump)) > (1 if depth else 0)
+    # the holds made inline are ``held``'s
+    given = replay(*args, engine="numba", depth=depth,
+                   hold=held(*args[5:10], engine="numpy"))
+    for x, y in zip(replay(*args, engine="numba", depth=depth), given):
+        np.testing.assert_array_equal(x, y)
+
+
+@pytest.mark.parametrize("calibrated", [False, True])
+def test_compensate_maps_times_alike_with_both_engines_and_its_tables(calibrated):
+    from cutimeline.analysis.compensation import compensate
+    from cutimeline.analysis.gaps import host_activity
+    from cutimeline.analysis.lanes import lanes
+    tl = random_timeline(3, n=400)
+    mid = int(np.median(tl.ops.host_begin_ns))  # costs apart from the ops' (Numba)
+    more = {"overhead_calibrations": [[mid, mid + 5_000, 1500], [0, 7, 1400]]} \
+        if calibrated else {}
+    tl = tl.replace(meta={**tl.meta, "overhead_ns_per_op": 700, "launch_queue": 4, **more})
+    at = np.sort(np.random.default_rng(0).integers(tl.start_ns, tl.end_ns, 50))
+    got = []
+    for engine in ("numba", "numpy"):
+        act = host_activity(tl, 100_000, engine, 200_000)
+        ln = lanes(tl, act, [tl.start_ns], [tl.end_ns], engine)
+        comp = compensate(tl, ln, engine, at=at)
+        np.testing.assert_array_equal(comp["at"], shifted(at, comp))  # lazy tables
+        got.append(comp)
+    for k in ("at", "begin_ns", "end_ns", "cost_t", "cost_cum", "sync_t", "jumps",
+              "removed_ns"):
+        np.testing.assert_array_equal(got[0][k], got[1][k])
+    assert (got[0]["at"] != at).any()

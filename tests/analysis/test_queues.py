@@ -125,3 +125,24 @@ def test_the_kernels_helpers_agree_with_numpy(seed):
     hist = np.bincount(x)
     for r in (0, 1, 57, len(x) - 1):
         assert _rank(hist, r) == s[r]
+
+
+@pytest.mark.parametrize("n", [5, 300, 200_003])
+def test_one_group_read_in_place_agrees_and_is_left_as_it_was(n):
+    # every row counts: the kernel selects on the leads themselves (ints,
+    # negative ones too), without a buffer, and must not reorder them
+    rng = np.random.default_rng(n)
+    begin = np.sort(rng.integers(0, 10 ** 9, n))
+    lead = rng.integers(-50, 3_000, n) * (1 + (rng.random(n) < 0.01) * 1000)
+    lead[lead == NONE] = 0
+    kept = lead.copy()
+    every, starts = np.arange(n), np.array([0, n])
+    got = lead_stats(lead, begin, every, starts, 0, 10 ** 9, engine="numba")
+    np.testing.assert_array_equal(lead, kept)
+    np.testing.assert_array_equal(
+        got, lead_stats(lead, begin, every, starts, 0, 10 ** 9, engine="numpy"))
+    assert got[0, 3] == lead.max() and got[0, 0] == lead.sum() / n
+    low = -np.abs(lead) - 2  # all below NONE: the max is still theirs
+    np.testing.assert_array_equal(
+        lead_stats(low, begin, every, starts, 0, 10 ** 9, engine="numba"),
+        lead_stats(low, begin, every, starts, 0, 10 ** 9, engine="numpy"))

@@ -56,3 +56,17 @@ def test_selection_agrees_with_a_sort(seed):
     for q in (0, 0.3, 0.5, 0.95, 1):
         assert quantile_inplace(v.copy(), q) == \
             group_quantiles(v, np.zeros(len(v)), 1, [q], engine="numpy")[0, 0]
+
+
+def test_a_bracket_gives_its_counts_and_the_value_just_above_it():
+    from cutimeline.numeric.quantiles import _bracket_pass, _bracketed
+    rng = np.random.default_rng(7)
+    v = rng.permutation(np.repeat(np.arange(40.0), 3))  # ties at both ends
+    b1, b2 = np.empty(len(v)), np.empty(len(v))
+    c1, c2 = _bracket_pass(v, 10.0, 20.0, b1, 30.0, 30.0, b2)
+    assert c1 == (30, 3, 3, 27) and c2 == (90, 3, 0, 0)
+    assert sorted(b1[:27]) == sorted(np.repeat(np.arange(11.0, 20.0), 3))
+    s = np.sort(v)
+    for r in (30, 58, 62, 32):  # at lo, at hi, the value after hi, between
+        assert _bracketed(v, r, 10.0, 20.0, b1.copy(), c1) == (s[r], s[r + 1])
+    assert np.isnan(_bracketed(v, 70, 10.0, 20.0, b1.copy(), c1)[0])  # outside: select
