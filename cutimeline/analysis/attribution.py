@@ -50,10 +50,10 @@ def _covered(b, e, pre, t, c):
 
 @njit(cache=True)
 def _amounts(g0, g1, launch, has_next, after, lam, qa, qb, i, j, jo, jl, db, de, dpre,
-             sb, se, ob, oe, opre, lb, le, lpre, slack):
+             sb, se, sc, ob, oe, opre, lb, le, lpre, slack):
     """(data, sync, launch, host, dependency, unknown) ns of [qa, qb) of the
     gap [g0, g1); i, j, jo, jl: how many data, sync, sync-only and
-    launch-only segments begin ≤ g0."""
+    launch-only segments begin ≤ g0; sc: each sync segment's chain (``gaps.py``)."""
     qa = max(qa, g0)
     qb = max(min(qb, g1), qa)
     if has_next and launch == NONE:
@@ -67,7 +67,8 @@ def _amounts(g0, g1, launch, has_next, after, lam, qa, qb, i, j, jo, jl, db, de,
     near = after or (j > 0 and g0 <= se[j - 1] + slack)
     in_data = i > 0 and g0 < de[i - 1]
     nxt_d = db[i] if i < len(db) else _MAX
-    cut = min(nxt_d, h) if near and not in_data else g0
+    cut = min(nxt_d, h, _budget(g0, launch, j, se, sc, lb, le, jl)) \
+        if near and not in_data else g0
     hb = min(qb, h)
     sync = max(min(cut, hb) - qa, 0)
     ra = max(qa, cut)
@@ -98,6 +99,21 @@ def _amounts(g0, g1, launch, has_next, after, lam, qa, qb, i, j, jo, jl, db, de,
 
 
 @njit(cache=True)
+def _budget(g0, launch, j, se, sc, lb, le, jl):
+    """Where a post-sync gap's sync part ends at the latest (``gaps.py``):
+    nowhere while the host dispatched on from the sync (j sync segments
+    begin ≤ g0) to the next launch; else g0 plus the time the host blocked
+    in it and in the reads chained before it (``sc``), or the end of its
+    dispatching if later. lb, le: launch-only segments, jl of them ≤ g0."""
+    if j == 0:
+        return _MAX
+    t = max(g0, se[j - 1])
+    c = _count_from(lb, t, jl)
+    run = le[c - 1] if c > 0 and t < le[c - 1] else t
+    return _MAX if run >= launch else max(g0 + sc[j - 1], run)
+
+
+@njit(cache=True)
 def _cov(b, e, pre, a, z, h):
     """Time the segments cover in [a, z), h of them beginning ≤ a at least."""
     ca = _count_from(b, a, h)
@@ -117,18 +133,18 @@ def _launched(lb, le, lpre, ra, rb, jl):
 
 @njit(cache=True)
 def _part(acc, w, a, b, g0, g1, launch, has_next, after, lam, i, j, jo, jl, db, de,
-          dpre, sb, se, ob, oe, opre, lb, le, lpre, slack):
+          dpre, sb, se, sc, ob, oe, opre, lb, le, lpre, slack):
     """Add the part inside window w, [a, b), of the gap [g0, g1) that
     sticks out of it to acc[w]."""
     c = _amounts(g0, g1, launch, has_next, after, lam, a, b, i, j, jo, jl, db, de,
-                 dpre, sb, se, ob, oe, opre, lb, le, lpre, slack)
+                 dpre, sb, se, sc, ob, oe, opre, lb, le, lpre, slack)
     for x in range(6):
         acc[w, x] += c[x]
 
 
 @njit(cache=True)
 def _attribute_nb(gb, ge, nl, has_next, after, lam, gstart, w0, w1, steps, keep, db,
-                  de, dpre, sb, se, ob, oe, opre, lb, le, lpre, slack):
+                  de, dpre, sb, se, sc, ob, oe, opre, lb, le, lpre, slack):
     """One pass over each group's gaps (time-sorted): their amounts, and,
     when ``steps`` (windows 1.. sorted and disjoint), the windows' sums on
     the way; otherwise the windows are summed in a second pass. The common
@@ -162,7 +178,8 @@ def _attribute_nb(gb, ge, nl, has_next, after, lam, gstart, w0, w1, steps, keep,
                 near = after[k] or (j > 0 and g0 <= se[j - 1] + slack)
                 in_data = i > 0 and g0 < de[i - 1]
                 nxt_d = db[i] if i < nd else _MAX
-                cut = min(nxt_d, h) if near and not in_data else g0
+                cut = min(nxt_d, h, _budget(g0, launch, j, se, sc, lb, le, jl)) \
+                    if near and not in_data else g0
                 ra = cut
                 rb = max(h, ra)
                 a4 = g1 - h
@@ -171,7 +188,7 @@ def _attribute_nb(gb, ge, nl, has_next, after, lam, gstart, w0, w1, steps, keep,
                                 or rb > nxt_o):
                     a0, a1, a2, a3, a4, a5 = _amounts(
                         g0, g1, launch, nxt, after[k], lk, g0, g1, i, j, jo, jl, db, de,
-                        dpre, sb, se, ob, oe, opre, lb, le, lpre, slack)
+                        dpre, sb, se, sc, ob, oe, opre, lb, le, lpre, slack)
                 else:  # no data or sync meets the host part: sync up to the cut,
                     a1 = min(cut, h) - g0  # then launch or host
                     if rb > ra:
@@ -196,7 +213,7 @@ def _attribute_nb(gb, ge, nl, has_next, after, lam, gstart, w0, w1, steps, keep,
                     acc[w, 5] += a5
                 elif b > g0 and a < g1:
                     _part(acc, w, a, b, g0, g1, launch, nxt, after[k], lk, i, j, jo, jl,
-                          db, de, dpre, sb, se, ob, oe, opre, lb, le, lpre, slack)
+                          db, de, dpre, sb, se, sc, ob, oe, opre, lb, le, lpre, slack)
                 if w == 0:
                     while kw < W and w1[kw] <= g0:
                         kw += 1
@@ -229,7 +246,8 @@ def _attribute_nb(gb, ge, nl, has_next, after, lam, gstart, w0, w1, steps, keep,
                                  np.searchsorted(sb, g0, side="right"),
                                  np.searchsorted(ob, g0, side="right"),
                                  np.searchsorted(lb, g0, side="right"),
-                                 db, de, dpre, sb, se, ob, oe, opre, lb, le, lpre, slack)
+                                 db, de, dpre, sb, se, sc, ob, oe, opre, lb, le, lpre,
+                                 slack)
                     for x in range(6):
                         acc[x] += c[x]
                 q += 1
@@ -291,12 +309,12 @@ def attribute(gb, ge, nl, has_next, lam, gstart, act: HostActivity, w0, w1,
 
 def segments(act: HostActivity) -> tuple:
     """The host's segments as the kernels take them: data (begin, end, time
-    covered before each), sync, sync-only (with theirs), launch-only (with
-    theirs), and the slack."""
+    covered before each), sync (begin, end, chain: ``HostActivity.chain``),
+    sync-only (with theirs), launch-only (with theirs), and the slack."""
     i64 = _i64
     (db, de), (sb, se), (ob, oe) = act.data, act.sync, act.sync_only
     lb, le = act.launch_only
     pre = [np.concatenate([[0], np.cumsum(e - b)]).astype(np.int64)
            for b, e in (act.data, act.sync_only, act.launch_only)]
-    return (i64(db), i64(de), pre[0], i64(sb), i64(se), i64(ob), i64(oe), pre[1],
-            i64(lb), i64(le), pre[2], np.int64(act.slack_ns))
+    return (i64(db), i64(de), pre[0], i64(sb), i64(se), i64(act.chain()), i64(ob), i64(oe),
+            pre[1], i64(lb), i64(le), pre[2], np.int64(act.slack_ns))

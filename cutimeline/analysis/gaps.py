@@ -40,7 +40,16 @@ host is in a sync (or within ``slack_ns``, 100 µs, of its end, which
 absorbs clock alignment error), or right after the sync op's own gpu row
 (the recorder brackets a sync op with events too; its closing event runs
 when the host is back, after the recorder's bookkeeping), the host part up
-to the next data fetch counts as sync. A gap that began before the sync
+to the next data fetch counts as sync, but no more of it than the host
+spent blocked in that sync (and in the syncs right before it with no work
+launched between: reads one after another) where the host left for
+op-free Python (a stretch of ``host_gap_ns`` or more) before launching
+the next work: without the syncs the host would have been that much
+earlier, and the next work with it, so that much of the gap is the
+sync's; the rest the GPU would have waited anyway (a loop whose host runs
+1 ms of Python after reading a value that took 10 µs to come back is
+host-bound, not sync-bound). Dispatching right after a sync is the
+refill of the queue it emptied, and stays the sync's. A gap that began before the sync
 did not qualify by time: the GPU was idle before the host started to wait,
 so the sync is not what emptied the queue.
 """
@@ -59,7 +68,7 @@ from ..timeline.schema import NONE, OpFlag, SpanKind
 from ..timeline.timeline import Timeline
 
 __all__ = ["Cause", "CAUSES", "HOST_GAP_NS", "HostActivity", "host_activity", "launching",
-           "classify"]
+           "sync_chains", "classify"]
 
 
 class Cause(enum.IntEnum):
@@ -90,6 +99,15 @@ class HostActivity:
     launching: tuple[np.ndarray, np.ndarray]
     launch_only: tuple[np.ndarray, np.ndarray]
     host_gap_ns: int
+    # per sync segment: the host's time blocked in it and in the syncs
+    # before it with no work launched between (reads one after another)
+    sync_chain: np.ndarray | None = None
+
+    def chain(self) -> np.ndarray:
+        """``sync_chain``, or each sync segment's own length without it."""
+        sb, se = self.sync
+        return np.asarray(se - sb, np.int64) if self.sync_chain is None else \
+            self.sync_chain
 
 
 def launching(begin, end, thread, host_gap_ns: int = HOST_GAP_NS,
@@ -165,8 +183,28 @@ def host_activity(tl: Timeline, slack_ns: int = 100_000, engine: str = "numba",
                   np.concatenate([y.host_end_ns, s.end_ns[span_sync],
                                   o.host_end_ns[sync_ops]]), engine)
     la = launching(o.host_begin_ns, o.host_end_ns, o.thread, host_gap_ns, engine)
+    work = ((o.flags & OpFlag.LAUNCH) != 0) & ~sync_ops
     return HostActivity(d, sy, subtract(sy, d), int(slack_ns), la,
-                        subtract(subtract(la, d), sy), int(host_gap_ns))
+                        subtract(subtract(la, d), sy), int(host_gap_ns),
+                        sync_chains(*sy, np.sort(o.host_begin_ns[work])))
+
+
+def sync_chains(sb, se, launched) -> np.ndarray:
+    """Per sync segment [sb, se) (sorted, disjoint): the time blocked in it
+    and in the segments before it back to the last one after which the
+    host launched work (``launched``: sorted launch-op begins). Two reads
+    in a row (``pred.cpu()``, then ``y.cpu()``) delay the host by the first
+    one's wait too: the second finds the queue already empty."""
+    sb, se = np.asarray(sb, np.int64), np.asarray(se, np.int64)
+    dur = se - sb
+    if len(sb) < 2:
+        return dur
+    between = np.searchsorted(launched, sb[1:]) - np.searchsorted(launched, se[:-1])
+    fresh = np.concatenate([[True], between > 0])  # a chain starts here
+    total = np.cumsum(dur)
+    first = np.flatnonzero(fresh)
+    base = total[first] - dur[first]  # blocked time before each chain
+    return total - base[np.cumsum(fresh) - 1]
 
 
 def subtract(a: tuple[np.ndarray, np.ndarray],
@@ -222,9 +260,23 @@ def classify(g0, g1, launch, has_next, lam, act: HostActivity,
     sb, se = act.sync
     if len(sb):
         j = iv.count_le(sb, g0, engine)
-        near = (j > 0) & (g0 <= se[np.maximum(j - 1, 0)] + act.slack_ns)
+        k = np.maximum(j - 1, 0)
+        near = (j > 0) & (g0 <= se[k] + act.slack_ns)
+        # the host went on dispatching after the sync up to the next launch:
+        # the refill of the queue the sync emptied, all the sync's. If it
+        # left for op-free Python first, the sync (and any read just before
+        # it) delayed that by as long as it blocked, and no more of the gap
+        # is the sync's: the GPU would have idled the rest anyway
+        lb, le = act.launch_only
+        t = np.maximum(g0, se[k])
+        c = iv.count_le(lb, t, engine) if len(lb) else np.zeros(len(g0), np.int64)
+        inside = (c > 0) & (t < le[np.maximum(c - 1, 0)] if len(le) else False)
+        run = np.where(inside, le[np.maximum(c - 1, 0)] if len(le) else t, t)
+        budget = np.where((j > 0) & (run < launch),
+                          np.maximum(g0 + act.chain()[k], run), I64_MAX)
     else:
         near = np.zeros(len(g0), bool)
+        budget = np.full(len(g0), I64_MAX, np.int64)
     if after_sync is not None:
         near = near | np.asarray(after_sync, bool)
     if len(db):
@@ -234,7 +286,7 @@ def classify(g0, g1, launch, has_next, lam, act: HostActivity,
     else:
         in_data = np.zeros(len(g0), bool)
         nxt = np.full(len(g0), I64_MAX, np.int64)
-    cut = np.where(near & ~in_data, np.minimum(nxt, h), g0)
+    cut = np.where(near & ~in_data, np.minimum(np.minimum(nxt, h), budget), g0)
     hb = np.minimum(qb, h)
     out[:, Cause.SYNC] = np.maximum(np.minimum(cut, hb) - qa, 0)
     ra = np.maximum(qa, cut)

@@ -25,7 +25,7 @@ from numba import njit
 
 from ..numeric.engines import _i64
 from ..timeline.schema import NONE
-from .attribution import _amounts, segments
+from .attribution import _amounts, _budget, segments
 from .gaps import HostActivity, classify
 from .lanes import Lanes
 
@@ -110,7 +110,7 @@ def _pieces(ln: Lanes, act: HostActivity, k, qa, qb, row, n_out: int):
 
 @njit(cache=True)
 def _pieces_nb(k, qa, qb, row, n_out, gb, ge, nl, gnext, after, lam, gg, dev, dgb, dge,
-               dgs, db, de, dpre, sb, se, ob, oe, opre, lb, le, lpre, slack):
+               dgs, db, de, dpre, sb, se, sc, ob, oe, opre, lb, le, lpre, slack):
     """Per stream gap k[x], clipped to [qa[x], qb[x]) (one bound: for all):
     the device gaps inside, each classified with the stream gap's rules
     and added to out[row[x]]; the rest of the clipped gap to over[row[x]].
@@ -169,7 +169,8 @@ def _pieces_nb(k, qa, qb, row, n_out, gb, ge, nl, gnext, after, lam, gg, dev, dg
         near = aft or (j > 0 and g0 <= se[j - 1] + slack)
         in_data = i > 0 and g0 < de[i - 1]
         nxt_d = db[i] if i < nd else big
-        cut = min(nxt_d, h) if near and not in_data else g0
+        cut = min(nxt_d, h, _budget(g0, launch, j, se, sc, lb, le, jl)) \
+            if near and not in_data else g0
         nxt_o = ob[jo] if jo < no else big
         mode = 0  # 0: all launch, 1: host but the latency, 2: _amounts
         if h > cut:
@@ -195,7 +196,7 @@ def _pieces_nb(k, qa, qb, row, n_out, gb, ge, nl, gnext, after, lam, gg, dev, dg
             elif mode == 2:
                 a0, a1, a2, a3, a4, a5 = _amounts(
                     g0, g1, launch, nxt, aft, lk, pa, pb, i, j, jo, jl, db, de, dpre,
-                    sb, se, ob, oe, opre, lb, le, lpre, slack)
+                    sb, se, sc, ob, oe, opre, lb, le, lpre, slack)
             else:
                 hb = min(pb, h)
                 a1 = max(min(cut, hb) - pa, 0)

@@ -70,7 +70,10 @@ def test_dataloader_without_workers_is_input_bound():
     assert fast.steps["idle_ns"][2:].sum() <= 0.5 * slow.steps["idle_ns"][2:].sum()
 
 
-def test_item_every_step_is_sync_bound_and_drains_the_queue():
+def test_a_read_then_python_longer_than_its_wait_is_host_bound():
+    # the read waits ≈ 2 ms for the forward, then the host spends 20 ms on
+    # the value: 2 ms of the idle after it are the read's, the rest the
+    # host's Python, which the GPU would have waited for anyway
     model = mlp()
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     x, y = torch.ones(8, 32), torch.zeros(8, 1)
@@ -78,8 +81,30 @@ def test_item_every_step_is_sync_bound_and_drains_the_queue():
     with record(device=gpu) as rec:
         for _ in range(5):
             loss = torch.nn.functional.mse_loss(model(x), y)
+            if loss.item() > 0:
+                time.sleep(0.020)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    steady = ctl.analyze(rec.timeline).steps[1:]
+    assert (steady["verdict"] == "host-bound").sum() >= len(steady) - 1
+    assert (steady["sync_ns"] < 0.25 * steady["idle_ns"]).all()
+
+
+def test_item_every_step_is_sync_bound_and_drains_the_queue():
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x, y = torch.ones(8, 32), torch.zeros(8, 1)
+    # a 20 ms forward the host waits for, then 15 ms of acting on the value:
+    # without the read the host would have done that while the GPU ran the
+    # forward (a sync's share of the idle after it is at most its wait)
+    cost = {"aten::addmm": 10_000_000, "aten::mm": 1_000_000}
+    gpu = ctl.SimGPU("h100", owns=("cpu", "meta"), cost=cost, seed=2)
+    with record(device=gpu) as rec:
+        for _ in range(5):
+            loss = torch.nn.functional.mse_loss(model(x), y)
             if loss.item() > 0:   # the host acts on the value...
-                time.sleep(0.020)  # ...and logs it: the GPU has nothing to do
+                time.sleep(0.015)  # ...and logs it: the GPU has nothing to do
             opt.zero_grad()
             loss.backward()
             opt.step()

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from cutimeline.analysis.gaps import classify, host_activity, subtract
+from cutimeline.analysis.gaps import classify, host_activity, subtract, sync_chains
 from cutimeline.analysis.lanes import idle_in, lanes as _lanes
 from cutimeline.numeric.engines import ENGINES
 from cutimeline.timeline.schema import NONE, OpFlag, SpanKind
@@ -47,10 +47,61 @@ def test_queued_work_is_dependency(engine):
 @pytest.mark.parametrize("engine", ENGINES)
 def test_sync_drains_then_post_sync_time_is_sync(engine):
     # host blocked in a sync [50,61) until the stream drained at 60; next
-    # launch at 70 starts at 75: the whole gap [60,75) is the sync's
+    # launch at 70 starts at 75: the whole gap [60,75) is the sync's (the
+    # host dispatched on from the sync to the launch: the queue's refill)
     tl = timeline([(0, 45, 50, 60), (0, 70, 75, 80)], syncs=[(50, 61, 0)])
     gaps, _, _ = device_gaps(tl, engine)
     assert (60, 75, [0, 15, 0, 0, 0, 0]) in gaps
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_short_read_then_long_python_is_host_time_not_the_syncs(engine):
+    # a read blocks the host for 10 µs, [15,25) µs, while the queue drains
+    # at 20 µs; then 1 ms of Python without ops, and the next launch at
+    # 1,025 µs starts 5 µs later. The read made the host 10 µs late: that
+    # much of the gap is the sync's; the GPU would have waited out the
+    # Python anyway (host, [30, 1024) µs), and the last 6 µs are launching
+    # (the op's dispatch, then its 5 µs latency)
+    us = 1_000
+    tl = timeline([(0, 1 * us, 6 * us, 20 * us), (0, 1025 * us, 1030 * us, 1040 * us)],
+                  ops=[("a", 0, 1 * us, OpFlag.LAUNCH),
+                       ("item", 15 * us, 25 * us, OpFlag.SYNC),
+                       ("b", 1024 * us, 1025 * us, OpFlag.LAUNCH)],
+                  syncs=[(15 * us, 25 * us, 0)])
+    gaps, _, _ = device_gaps(tl, engine)
+    assert (20 * us, 1030 * us, [0, 10 * us, 6 * us, 994 * us, 0, 0]) in gaps
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_two_reads_in_a_row_delay_the_host_by_both_waits(engine):
+    # pred.cpu() waits 13 ms for the queue (busy until 13,000 µs), its copy
+    # runs [13,000, 13,010); 300 µs of Python (.tolist()); y.cpu() waits
+    # 10 µs on an idle GPU, copy [13,310, 13,315); then 5 ms of Python and
+    # the next launch. Without the reads the host would have been 13 ms
+    # earlier: the whole gap after the second read is theirs, not the host's
+    us = 1_000
+    tl = timeline([(0, 0, 5 * us, 13000 * us), (0, 1 * us, 13000 * us, 13010 * us),
+                   (0, 13300 * us, 13310 * us, 13315 * us),
+                   (0, 18400 * us, 18405 * us, 18500 * us)],
+                  ops=[("mm", 0, 1 * us, OpFlag.LAUNCH),
+                       ("cpu", 1 * us, 13011 * us, OpFlag.LAUNCH | OpFlag.SYNC),
+                       ("cpu", 13300 * us, 13316 * us, OpFlag.LAUNCH | OpFlag.SYNC),
+                       ("mm", 18399 * us, 18400 * us, OpFlag.LAUNCH)],
+                  syncs=[(1 * us, 13011 * us, 0), (13300 * us, 13316 * us, 0)])
+    gaps, _, act = device_gaps(tl, engine)
+    np.testing.assert_array_equal(act.chain(), [13010 * us, 13026 * us])
+    g = {(b, e): a for b, e, a in gaps}
+    assert g[(13315 * us, 18405 * us)] == [0, 5090 * us, 0, 0, 0, 0]
+
+
+def test_sync_chains_restart_after_launched_work():
+    # segments [0,10) [20,25) [40,42) [60,70): work launched at 30 (between
+    # the 2nd and 3rd) starts a new chain
+    sb, se = np.array([0, 20, 40, 60]), np.array([10, 25, 42, 70])
+    assert sync_chains(sb, se, np.array([30])).tolist() == [10, 15, 2, 12]
+    assert sync_chains(sb, se, np.array([], np.int64)).tolist() == [10, 15, 17, 27]
+    assert sync_chains(sb, se, np.array([5, 75])).tolist() == [10, 15, 17, 27]
+    assert sync_chains(sb[:1], se[:1], np.array([])).tolist() == [10]
 
 
 @pytest.mark.parametrize("engine", ENGINES)

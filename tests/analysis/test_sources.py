@@ -22,8 +22,12 @@ def item_loop(steps=4, sources=True, extra_sync_line=None):
     that waits for it: two at train.py:57, one at train.py:60 (with no
     source row when ``extra_sync_line`` is False; when it is "span", a
     ``torch.cuda.synchronize()`` there instead: a sync with no op and a SYNC
-    span with its times and the source). The host then idles to the step's
-    end: sync-bound, three syncs per step, two at train.py:57."""
+    span with its times and the source). The host then dispatches CPU-side
+    ops (no launches: bookkeeping) to the step's end, so the queue the
+    syncs emptied stays empty while it does: sync-bound, three syncs per
+    step, two at train.py:57. (A host that sat in op-free Python instead
+    would be host-bound: a sync owns no more of the idle time after it
+    than it held the host, but all of the host's dispatching after it.)"""
     st = Strings()
     ops, gpu, syncs, spans, src = [], [], [], [], []
     fname = {f: st.intern(f) for f in ("train.py", "/src/model.py", "main", "forward")}
@@ -60,6 +64,8 @@ def item_loop(steps=4, sources=True, extra_sync_line=None):
             if sync_line == 60 and extra_sync_line is False:
                 continue  # this sync's op has no source row
             src.append((len(ops) - 1, NONE, *lines[sync_line]))
+        for at in (400_000, 550_000, 700_000, 850_000):  # CPU-side bookkeeping
+            ops.append(("aten::lift_fresh", t0 + at, t0 + at + 2_000, 0))
     tables = {
         "ops": {"seq": np.arange(len(ops)), "thread": np.zeros(len(ops)),
                 "name": [st.intern(n) for n, *_ in ops], "host_begin_ns": [r[1] for r in ops],
