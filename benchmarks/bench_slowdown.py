@@ -5,24 +5,36 @@ tiny ops under a SimGPU that owns CPU tensors (issue 25's last two rows).
 
 *Transformer*: a 2-layer ``nn.TransformerEncoder`` (d_model 128, 4 heads,
 batch 8 × 32 tokens) trained with AdamW, one thread; per round each
-variant runs ``--steps`` steps after one warm-up step, taking turns:
-nothing, a bare pass-through ``TorchDispatchMode`` (the floor of any
-dispatch-mode recorder), ``ctl.record(device="cpu")`` and
+variant runs ``--steps`` steps after one warm-up step, taking turns in an
+order that turns each round: nothing, a bare pass-through
+``TorchDispatchMode`` (the floor of any dispatch-mode recorder),
+``ctl.record(device="cpu")``, the same with the op stream's previous
+per-op path (``bench_record.Before``, to see a change side by side) and
 ``torch.profiler.profile(record_shapes=True)`` (CPU activity). The figure
 is each variant's median step ÷ the unrecorded median step, medians over
 rounds.
 
 *SimGPU tiny ops*: ``--ops`` adds of 16-element CPU tensors per round,
-nothing / bare mode / ``ctl.record(device=ctl.SimGPU(owns=("cpu",)))``
-(the simulator runs the CPU tensors as its device's), µs per op and the
-ratio to the bare mode.
+nothing / bare mode / ``ctl.record(device="cpu")`` (the recorder's path
+for a host op: the floor under the simulator's) /
+``ctl.record(device=ctl.SimGPU(owns=("cpu",)))`` (the simulator runs the
+CPU tensors as its device's), µs per op and the ratio to the bare mode,
+rounds taking turns (odd ones in reverse). ``--base PATH`` adds the SimGPU
+row of another checkout (its package imported as ``ctl_base`` from a
+copy) to the same rounds: before/after under the same load.
+``--only-tiny`` skips the transformer step.
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import importlib
+import pathlib
+import shutil
 import statistics
+import sys
+import tempfile
 import time
 
 import torch
@@ -61,12 +73,30 @@ def _contexts(kind: str):
         return Bare()
     if kind == "cutimeline":
         return ctl.record(device="cpu")
+    if kind == "cutimeline before":
+        from bench_record import record_before  # the previous per-op path
+        return record_before(measure=True)
     if kind == "torch.profiler":
         return torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU],
                                       record_shapes=True)
     if kind == "cutimeline, SimGPU owning cpu":
         return ctl.record(device=ctl.SimGPU("h100", owns=("cpu",)))
+    if kind == "base tree, SimGPU owning cpu":
+        base = importlib.import_module("ctl_base")
+        return base.record(device=base.SimGPU("h100", owns=("cpu",)))
     raise ValueError(kind)
+
+
+def import_base(path: str) -> None:
+    """Make the cutimeline package of checkout ``path`` importable as
+    ``ctl_base`` (copied under a temporary folder: its imports are relative)."""
+    src = pathlib.Path(path) / "cutimeline"
+    if not (src / "__init__.py").exists():
+        raise SystemExit(f"--base {path}: there is no cutimeline package there.")
+    tmp = pathlib.Path(tempfile.mkdtemp(prefix="ctl_base"))
+    shutil.copytree(src, tmp / "ctl_base")
+    sys.path.insert(0, str(tmp))
+    importlib.import_module("ctl_base")
 
 
 class _Null:
@@ -108,13 +138,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--ops", type=int, default=2000)
+    p.add_argument("--base", help="another checkout whose SimGPU row to add")
+    p.add_argument("--only-tiny", action="store_true", help="skip the transformer step")
     a = p.parse_args(argv)
     torch.set_num_threads(1)
+    if a.base:
+        import_base(a.base)
+    if a.only_tiny:
+        return tiny_table(a)
     step = transformer()
-    kinds = ["nothing", "bare mode", "cutimeline", "torch.profiler"]
+    kinds = ["nothing", "bare mode", "cutimeline", "cutimeline before", "torch.profiler"]
     got: dict[str, list[float]] = {k: [] for k in kinds}
-    for _ in range(a.rounds):
-        for k in kinds:
+    for r in range(a.rounds):  # the order turns: each follows each other as often
+        for k in kinds[r % len(kinds):] + kinds[:r % len(kinds)]:
             got[k].append(step_times(k, step, a.steps))
     base = statistics.median(got["nothing"])
     print(f"transformer step (2 layers, d 128, batch 8×32, AdamW), medians of "
@@ -122,14 +158,27 @@ def main(argv: list[str] | None = None) -> int:
     print("| variant | step ms | × unrecorded |\n|---|---:|---:|")
     for k in kinds:
         m = statistics.median(got[k])
-        print(f"| {k} | {m * 1e3:.2f} | ×{m / base:.2f} |")
-    kinds = ["nothing", "bare mode", "cutimeline, SimGPU owning cpu"]
-    got = {k: [] for k in kinds}
-    for _ in range(a.rounds):
-        for k in kinds:
+        print(f"| {k} | {m * 1e3:.2f} | ×{m / base:.3f} |")
+    bare = statistics.median(got["bare mode"])
+    for k in ("cutimeline", "cutimeline before"):
+        d = statistics.median(got[k]) - bare
+        print(f"| **{k} − bare mode** | {d * 1e3:+.2f} | {d / base:+.3f} |")
+    print("goal: cutimeline ≤ the bare mode + 0.05")
+    return tiny_table(a)
+
+
+def tiny_table(a: argparse.Namespace) -> int:
+    """The SimGPU tiny-op table (module doc)."""
+    kinds = ["nothing", "bare mode", "cutimeline", "cutimeline, SimGPU owning cpu"]
+    if a.base:
+        kinds.append("base tree, SimGPU owning cpu")
+    got: dict[str, list[float]] = {k: [] for k in kinds}
+    for r in range(a.rounds):
+        for k in (kinds if r % 2 == 0 else kinds[::-1]):
             got[k].append(tiny_ops(k, a.ops))
     bare = statistics.median(got["bare mode"])
-    print(f"\ntiny CPU ops ({a.ops} adds of 16 elements), medians of {a.rounds} rounds")
+    print(f"\ntiny CPU ops ({a.ops} adds of 16 elements), medians of {a.rounds} rounds"
+          f"{'; base tree ' + a.base if a.base else ''}")
     print("| variant | µs/op | × bare mode |\n|---|---:|---:|")
     for k in kinds:
         m = statistics.median(got[k])

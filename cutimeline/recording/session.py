@@ -33,7 +33,7 @@ from ..timeline.table import Strings
 from .flops import FlopCounter
 from .opstream import Mode
 from .signatures import (_ALLOC, _ALLOCS, _COLL, _DIST_NAMESPACES, _FLOPS, _NO_WORK, _RULES, _WAIT,
-                         _arg_kinds, _Named, _shapes, blocking)
+                         _arg_kinds, _leading, _Named, _shapes, blocking)
 from .sources import SourceFinder, StackCount
 from .writer import Writer, _Local
 
@@ -80,6 +80,10 @@ class Session:
         self.sig_table: list[tuple[int, int, int]] = []    # (name, shapes, device)
         self.sig_args: list[tuple[int, int, int, int]] = []  # argument kinds: _arg_kinds
         self.funcs: list[Any] = []
+        # id(func) -> its leading tensor arguments for the op stream's key
+        # (signatures._leading); lead_funcs keeps those ids unique
+        self.lead: dict[int, int] = {}
+        self.lead_funcs: list[Any] = []
         self.nodes: dict[type, int] = {}  # autograd node type -> name
         self.ctxs: dict[tuple[int, int], int] = {(NONE, NONE): 0}
         self.ctx_table: list[tuple[int, int]] = [(NONE, NONE)]  # (module, depth)
@@ -134,6 +138,14 @@ class Session:
     def node(self, node: Any) -> int:
         g = self.nodes[type(node)] = self.intern(node.name())
         return g
+
+    def leading(self, f: int, func: Any) -> int:
+        """Note how many leading tensors key ``func`` (id ``f``): 1-3, 0 for all."""
+        n = _leading(func)
+        with self.lock:
+            self.lead_funcs.append(func)
+            self.lead[f] = n
+        return n
 
     def signature(self, key: tuple, func: Any, dev: Any, args: tuple = (),
                   kwargs: dict | None = None, shapes: str | None = None,

@@ -103,6 +103,36 @@ def _arg_kinds(args: tuple, kwargs: dict | None) -> tuple[int, int, int, int]:
     return n[0], n[1], n[2], n[3]
 
 
+_LEADS: dict[Any, int] = {}  # func -> _leading_tensors(func), for every recording
+
+
+def _leading(func: Any) -> int:
+    """``_leading_tensors(func)``, read once per process (3-4 µs a schema):
+    each recording's first op of every kind asks."""
+    n = _LEADS.get(func)
+    if n is None:
+        n = _LEADS[func] = _leading_tensors(func)
+    return n
+
+
+def _leading_tensors(func: Any) -> int:
+    """How many plain tensor arguments lead the schema of ``func`` when it
+    has no other tensor argument (optional, in a list, keyword-only such as
+    ``out=``): 1 to 3, and 0 for any other op (more, none, others, or no
+    schema). The op stream keys an op with 1 to 3 by reading those alone,
+    its other arguments unseen: they hold no tensor. A leading tensor may
+    arrive as a number (``torch.add(t, 1)``); the op stream checks."""
+    arguments = getattr(getattr(func, "_schema", None), "arguments", None)
+    if arguments is None:
+        return 0
+    n = 0
+    while n < len(arguments) and not arguments[n].kwarg_only and \
+            str(arguments[n].type) == "Tensor":
+        n += 1
+    if n > 3 or any("Tensor" in str(a.type) for a in arguments[n:]):
+        return 0
+    return n
+
 
 def blocking(s: Any, w: Any, rule: int, args: tuple, kwargs: dict,
              dev: Any) -> tuple[Any, bool]:

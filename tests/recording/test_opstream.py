@@ -77,16 +77,17 @@ def _signatures(s):
 
 
 def test_the_one_expression_key_and_the_loop_intern_one_signature():
-    # add(x, y) builds its key in one expression, add(x, y, alpha=2) in the
-    # loop (a keyword): one signature; had the keys differed there would be two
+    # add(x, y) and add(x, y, alpha=2) (a keyword) build their key in one
+    # expression, lerp(x, x, 0.5) too (its schema's tensors lead), cat in the
+    # loop (a list): one signature per op; had keys differed there'd be more
     s, mode = _scratch()
     x, y = torch.zeros(2, 3), torch.zeros(3, dtype=torch.float64)
     with mode:
         torch.add(x, y)
         torch.add(x, y, alpha=2)
         torch.mul(x, 2.0)            # a scalar second: one tensor in the key
-        torch.sum(x, [0])            # a list second: the loop
-        torch.lerp(x, x, 0.5)        # three arguments: the loop
+        torch.sum(x, [0])            # a list of ints second: one tensor
+        torch.lerp(x, x, 0.5)        # three arguments, two tensors
         torch.cat([x, x])            # no tensor first: the loop, a list
     assert _signatures(s) == [
         ("aten::add.Tensor", "f32[2,3], f64[3]"), ("aten::mul.Tensor", "f32[2,3]"),
@@ -94,6 +95,44 @@ def test_the_one_expression_key_and_the_loop_intern_one_signature():
         ("aten::cat", "f32[2,3], f32[2,3]")]
     sigs = [row[3] for row in s.writers[0].ops]
     assert sigs == [0, 0, 1, 2, 3, 4]
+
+
+def test_keys_from_leading_tensors_equal_the_loops_keys():
+    # Every op below keyed twice: by its schema's leading tensors (the one
+    # expression) and, with that table emptied, by the loop over all its
+    # arguments; the same keys in the same order, the same signatures.
+    from cutimeline.recording.signatures import _leading_tensors
+    x, y, v = torch.randn(2, 3), torch.randn(3), torch.randn(2, 3, dtype=torch.float64)
+    i, w = torch.tensor([1, 0]), torch.ones(3)
+
+    def ops():
+        torch.add(x, 1)                        # a number for the tensor `other`
+        torch.add(torch.tensor(2.0), x)        # a scalar tensor first
+        torch.addcmul(x, x, y, value=0.5)      # three leading tensors
+        torch.addcmul(x, x, torch.tensor(3.0))  # the last a scalar tensor
+        x.view(6).transpose(0, 0)              # a list of ints; two ints
+        torch.lerp(x, x, 0.25)
+        torch.nn.functional.layer_norm(x, (3,), w, None)  # optional tensors: the loop
+        torch.cat([x, v.float()])              # a tensor list: the loop
+        x[i]                                   # a list of optional tensors: the loop
+        torch.add(x, y, out=torch.empty(2, 3))  # out=: the loop
+        torch.ones_like(v, dtype=torch.float32)
+    keys = []
+    for lead in (True, False):
+        s, mode = _scratch()
+        if not lead:
+            s.leading = lambda f, func: 0
+        with mode:
+            ops()
+        keys.append((list(s.sigs), _signatures(s), [r[3] for r in s.writers[0].ops]))
+    assert keys[0] == keys[1]
+    assert len(keys[0][1]) >= 14
+    assert _leading_tensors(torch.ops.aten.addcmul.default) == 3
+    assert _leading_tensors(torch.ops.aten.view.default) == 1
+    assert _leading_tensors(torch.ops.aten.add.out) == 0        # out= is a tensor
+    assert _leading_tensors(torch.ops.aten.native_layer_norm.default) == 0
+    assert _leading_tensors(torch.ops.aten.cat.default) == 0
+    assert _leading_tensors(torch.ops.aten.ones.default) == 0   # no tensor
 
 
 def test_shapes_text_of_a_flat_key():
