@@ -64,6 +64,7 @@ from numba import njit
 
 from ..numeric import intervals as iv
 from ..numeric.engines import I64_MAX, empty_i64
+from ..numeric.ordering import sorted_copy
 from ..timeline.schema import NONE, OpFlag, SpanKind
 from ..timeline.timeline import Timeline
 
@@ -183,10 +184,12 @@ def host_activity(tl: Timeline, slack_ns: int = 100_000, engine: str = "numba",
                   np.concatenate([y.host_end_ns, s.end_ns[span_sync],
                                   o.host_end_ns[sync_ops]]), engine)
     la = launching(o.host_begin_ns, o.host_end_ns, o.thread, host_gap_ns, engine)
-    work = ((o.flags & OpFlag.LAUNCH) != 0) & ~sync_ops
+    chain = None  # one sync segment or none: each its own length
+    if len(sy[0]) > 1:  # launch begins come sorted from one launching thread
+        work = ((o.flags & OpFlag.LAUNCH) != 0) & ~sync_ops
+        chain = sync_chains(*sy, sorted_copy(o.host_begin_ns[work], engine))
     return HostActivity(d, sy, subtract(sy, d), int(slack_ns), la,
-                        subtract(subtract(la, d), sy), int(host_gap_ns),
-                        sync_chains(*sy, np.sort(o.host_begin_ns[work])))
+                        subtract(subtract(la, d), sy), int(host_gap_ns), chain)
 
 
 def sync_chains(sb, se, launched) -> np.ndarray:

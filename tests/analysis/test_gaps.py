@@ -307,3 +307,14 @@ def test_launching_segments_agree_between_the_twins(seed):
         b = launching(begin, end, thread, gap, "numpy")
         for x, y in zip(a, b):
             np.testing.assert_array_equal(x, y)
+
+
+def test_sync_chains_of_host_activity_take_launches_in_any_order():
+    """Ops out of time order (two threads interleaved): their launch begins
+    are sorted before the chains are read (a recording's one launching
+    thread needs no sort). A launch between two reads starts a new chain;
+    none between them sums their waits."""
+    L = OpFlag.LAUNCH
+    tl = timeline(ops=[("a", 0, 10, L), ("b", 50, 60, L), ("c", 40, 45, L), ("d", 95, 99, L)],
+                  syncs=[(20, 30), (70, 80), (84, 90)])
+    assert host_activity(tl).chain().tolist() == [10, 10, 16]
