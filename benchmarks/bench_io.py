@@ -555,7 +555,8 @@ def run_export(cases: list[tuple[str, Timeline]], reps: int, before: bool = True
             continue
         fastest = min(m["s"] for w, m in r.items() if w != "before")
         b, z, i = (r.get(w, nan) for w in ("before", "after, zlib", "after, isal"))
-        print(f"| {label} | {n:,} | {suffix} | {b['s'] / fastest:.1f}× | {z['s'] / i['s']:.2f}× "
+        b_x = f"{b['s'] / fastest:.1f}×" if "before" in r else "—"  # --no-before
+        print(f"| {label} | {n:,} | {suffix} | {b_x} | {z['s'] / i['s']:.2f}× "
               f"| {z['cpu'] / i['cpu']:.2f}× | {i['bytes'] / z['bytes']:.3f} |")
 
 
