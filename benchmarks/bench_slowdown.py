@@ -148,10 +148,7 @@ def main(argv: list[str] | None = None) -> int:
         return tiny_table(a)
     step = transformer()
     kinds = ["nothing", "bare mode", "cutimeline", "cutimeline before", "torch.profiler"]
-    got: dict[str, list[float]] = {k: [] for k in kinds}
-    for r in range(a.rounds):  # the order turns: each follows each other as often
-        for k in kinds[r % len(kinds):] + kinds[:r % len(kinds)]:
-            got[k].append(step_times(k, step, a.steps))
+    got = interleaved(kinds, a.rounds, lambda k: step_times(k, step, a.steps))
     base = statistics.median(got["nothing"])
     print(f"transformer step (2 layers, d 128, batch 8×32, AdamW), medians of "
           f"{a.rounds} rounds × {a.steps} steps")
@@ -167,15 +164,23 @@ def main(argv: list[str] | None = None) -> int:
     return tiny_table(a)
 
 
+def interleaved(kinds: list[str], rounds: int, measure) -> dict[str, list[float]]:
+    """``measure(kind)`` for every kind, ``rounds`` times, the order turning
+    each round so each variant follows each other as often (a fixed order
+    made the variant after the bare mode read slower)."""
+    got: dict[str, list[float]] = {k: [] for k in kinds}
+    for r in range(rounds):
+        for k in kinds[r % len(kinds):] + kinds[:r % len(kinds)]:
+            got[k].append(measure(k))
+    return got
+
+
 def tiny_table(a: argparse.Namespace) -> int:
     """The SimGPU tiny-op table (module doc)."""
     kinds = ["nothing", "bare mode", "cutimeline", "cutimeline, SimGPU owning cpu"]
     if a.base:
         kinds.append("base tree, SimGPU owning cpu")
-    got: dict[str, list[float]] = {k: [] for k in kinds}
-    for r in range(a.rounds):
-        for k in (kinds if r % 2 == 0 else kinds[::-1]):
-            got[k].append(tiny_ops(k, a.ops))
+    got = interleaved(kinds, a.rounds, lambda k: tiny_ops(k, a.ops))
     bare = statistics.median(got["bare mode"])
     print(f"\ntiny CPU ops ({a.ops} adds of 16 elements), medians of {a.rounds} rounds"
           f"{'; base tree ' + a.base if a.base else ''}")
