@@ -61,14 +61,18 @@ def test_the_demos_what_if_predictions_match_the_loop_run_with_each_fix():
     while the GPU works; the summary's advice leads with it."""
     from cutimeline.analysis.whatif import steady
 
-    def step_ns(tl):
-        return float(steady(ctl.analyze(tl).steps)["duration_ns"].mean())
+    def step_ns(**kw):
+        tl = run_demo(steps=6, device="sim", **kw).timeline
+        return float(np.median(steady(ctl.analyze(tl).steps)["duration_ns"]))
 
     rep = ctl.analyze(run_demo(steps=6, device="sim").timeline)
     preds = {p.edit.name: p for p in rep.what_if()}
     assert rep.what_if()[0].edit.name == "sync"
-    truth = {"sync": step_ns(run_demo(steps=6, device="sim", log_every=0).timeline),
-             "data": step_ns(run_demo(steps=6, device="sim", num_workers=2).timeline)}
+    # the workers' batches take real host time, which other work on the
+    # machine can only stretch (a CI run once read 91 ms steps for 55): the
+    # least disturbed of three runs is the loop's own
+    truth = {"sync": step_ns(log_every=0),
+             "data": min(step_ns(num_workers=2) for _ in range(3))}
     for name, after in truth.items():
         assert preds[name].step_ns > 1.15 * after        # each fix gains
     # the read-back's fix leaves the GPU the bottleneck: simulated time alone
