@@ -7,9 +7,9 @@ The time an op takes on a simulated GPU is
 FLOPs come from the formulas torch registers for ``FlopCounterMode``
 (``torch.utils.flop_counter.flop_registry``: matmuls, convolutions,
 attention); every other op counts no FLOPs and is bound by memory traffic.
-Bytes are the sizes of the op's input and output tensors: an elementwise add
-of two n-element fp32 tensors moves 12·n bytes. Views and allocations
-launch no kernel and cost nothing.
+Bytes are the sizes of the op's input and output tensors (an add of two
+n-element fp32 tensors moves 12·n bytes; ``copy_`` reads its source and
+writes its destination, once each). Views and allocations cost nothing.
 
 All ops with a FLOP formula run on tensor cores, so the peak is chosen by
 the compute dtype: bf16/fp16 tensor-core peak, fp64 tensor-core peak, and for
@@ -274,13 +274,11 @@ class OpModel:
     CACHE_SIZE = 100_000
 
     def __init__(self, profile: GpuProfile, tf32: bool | None = None):
-        self.profile = profile
-        self.tf32 = tf32
+        self.profile, self.tf32 = profile, tf32
         self._min_ns, self._bandwidth = profile.min_kernel_ns, profile.bandwidth
         self._link = profile.link_bandwidth
-        # id(func) -> (no_kernel, flop formula or None, is_conv, func,
-        # is_copy): an OpOverload hashes in Python, its id does not (the entry
-        # keeps it alive)
+        # id(func) -> (no_kernel, flop formula or None, is_conv, func, is_copy):
+        # an OpOverload hashes in Python, its id does not (the entry keeps it alive)
         self._ops: dict[int, tuple[bool, Callable | None, bool, Any, bool]] = {}
         # (func, argument summary) -> (bytes, flops): a training loop
         # repeats its shapes, and torch's formulas cost tens of µs per call
@@ -367,8 +365,8 @@ class OpModel:
     def cost_ns(self, func: Any, args: tuple, kwargs: dict, out: Any) -> int:
         """Simulated duration of one op in ns (0 for ops with no kernel).
         A copy between host and device memory runs at the host link's rate
-        over its source's bytes (a pageable source's staging by the host is
-        the host's cost, ``simhost.dispatch_ns``); other ops by the roofline."""
+        over its source's bytes (a pageable source's staging is the host's
+        cost, ``simhost.dispatch_ns``); other ops by the roofline."""
         info = self._ops.get(id(func)) or self._describe(func)
         if info[1] is None:  # bound by memory alone (most ops): ``work`` in line
             if info[0]:
@@ -377,6 +375,8 @@ class OpModel:
                 link = self._link_bytes(args, kwargs)
                 if link:
                     return self._min_ns + int(round(link / self._link * 1e9))
+                if args and out is args[0]:  # copy_(dst, src): dst written, not read
+                    out = None
             if type(args) is tuple:  # tensor_bytes(args), one call less
                 n = 0
                 for o in args:

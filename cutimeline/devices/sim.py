@@ -43,6 +43,7 @@ from .device import Device, Harvest
 from .roofline import GpuProfile, OpModel, profile_named
 from .simclock import (FakeClock, HostClock, chain_raw_ns, device_time_ns, elapsed_ms,
                        read_device_clock, synthetic_events)
+from .simdatadep import check_fraction
 from .simhost import SimHost, SimLocal, _check_host_cost
 from .simops import SimOps
 from .simstreams import SimStreams
@@ -81,7 +82,10 @@ class SimGPU(SimHost, SimStreams, SimOps, Device):
     ``FakeClock`` for tests that drive the device by hand), ``bracket``
     (when a BEGIN event executes), ``host_cost`` (below), ``launch_queue``
     (pending launched ops per stream at which a launch blocks the host, 1024
-    as in CUDA; 0 or None: unbounded, the host runs any distance ahead).
+    as in CUDA; 0 or None: unbounded, the host runs any distance ahead),
+    ``nonzero_fraction`` / ``unique_fraction`` (0.5: the share of elements
+    that ``x[mask]``, ``nonzero``, ``masked_select`` / ``unique`` keep; meta
+    tensors have no values, so such counts are modelled: ``simdatadep.py``).
 
     ``bracket="cuda"`` (the default): events behave as CUDA events do; a
     BEGIN executes when its stream reaches it, which on an idle stream is
@@ -113,7 +117,8 @@ class SimGPU(SimHost, SimStreams, SimOps, Device):
                  owns: tuple[str, ...] = ("meta",), index: int = 0,
                  anchor_interval_ns: int = 1_000_000_000, pings: int = 3,
                  clock: Any = None, bracket: str = "cuda", host_cost: Any = None,
-                 launch_queue: int | None = 1024):
+                 launch_queue: int | None = 1024, nonzero_fraction: float = 0.5,
+                 unique_fraction: float = 0.5):
         self.profile = profile_named(profile)
         seed = _check_int("seed", seed, 0, "")
         rng = np.random.default_rng(seed)
@@ -178,8 +183,9 @@ class SimGPU(SimHost, SimStreams, SimOps, Device):
             raise CutimelineError(f"SimGPU option clock={clock!r} must have "
                                   f"now() -> ns and wait_until(ns) methods.")
         self._clock = clock
-        self.seed = seed
-        self._rng = rng
+        self.seed, self._rng = seed, rng
+        self.nonzero_fraction = check_fraction("nonzero_fraction", nonzero_fraction)
+        self.unique_fraction = check_fraction("unique_fraction", unique_fraction)
         self._model = OpModel(self.profile, tf32)
         self.name = f"SimGPU {self.profile.name} (simulated)"
         self._lock = threading.Lock()
@@ -187,8 +193,7 @@ class SimGPU(SimHost, SimStreams, SimOps, Device):
         self._ops_seen: dict[int, tuple] = {}  # id(OpOverload) -> SimOps._op_info
         self._free_at: dict[int, int] = {}
         self._pending: dict[int, deque] = {}  # finish times of launched ops, per stream
-        self._started = False
-        self._start_ns = 0
+        self._started, self._start_ns = False, 0
 
     def __repr__(self) -> str:
         return (f"SimGPU({self.profile.name!r}, offset_ns={self.offset_ns}, "
@@ -345,6 +350,8 @@ class SimGPU(SimHost, SimStreams, SimOps, Device):
             op = self._local.op or ("aten::_local_scalar_dense", (), {})
             self._close(now, *op)
             v = self._virtual(now)
+            if self._local.count is not None and stream is not None:
+                self._count_kernel(stream, v, now)  # a data-dependent op's (simdatadep)
             for s in {self._ev[i][0] for i in self._local.pending or ()}:
                 self._settle(s, max(self._free_at.get(s, 0),
                                     v + self.event_latency_ns), now)

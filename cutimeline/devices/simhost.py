@@ -152,6 +152,7 @@ class SimLocal(threading.local):
     op = None         # (name, args, kwargs) of the op running, for wait()
     pending = None    # BEGINs waiting for their work (bracket="kernel")
     waited = None     # (stream, last event) of the last wait, for note_sync
+    count = None      # (ns, args) of a data-dependent op's count kernel (simdatadep)
     rq = None         # runqueue time at this thread's last knot
     sched_fd = None   # its /proc/thread-self/schedstat
 

@@ -8,7 +8,9 @@ that owns meta tensors records, ``SimOps._as_cuda`` makes torch treat meta
 as it treats CUDA there, and undoes it when the last one stops. And a meta
 tensor has no values: ``SimOps.run`` answers a read-back (``.item()``,
 ``bool()``, ``.tolist()``, ``.cpu()``) with zeros, after the host waited
-for the device as it would on CUDA (the recorder's sync rules do that).
+for the device as it would on CUDA (the recorder's sync rules do that),
+and an op whose output size depends on the values (``x[mask]``,
+``nonzero``, ``unique``...) with a modelled count (``simdatadep.py``).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import torch
 
 from ..errors import CutimelineError
 from .roofline import op_name
+from .simdatadep import SUBSTITUTES as _DATA_DEPENDENT
 
 __all__ = ["SimOps"]
 
@@ -206,4 +209,5 @@ def _copy_(self: Any, args: tuple, kwargs: dict) -> Any:
 
 
 _SUBSTITUTES: dict[str, Callable] = {
-    "_local_scalar_dense": _zero_scalar, "_to_copy": _to_copy, "copy_": _copy_}
+    "_local_scalar_dense": _zero_scalar, "_to_copy": _to_copy, "copy_": _copy_,
+    **_DATA_DEPENDENT}  # ops sized by their values: a modelled count (simdatadep.py)

@@ -183,6 +183,21 @@ class SimStreams:
         if len(left) < len(pending):
             self._free_at[stream] = max(self._free_at.get(stream, 0), true_ns)
 
+    def _count_kernel(self, stream: int, v: int, now: int) -> None:
+        """The count kernel of the data-dependent op this thread is in
+        (``simdatadep.py``), just before its wait (lock held): it starts
+        when the stream is free and its launch has arrived, and the stream
+        is busy until it is done, so the wait covers it; this thread's
+        pending BEGINs (bracket="kernel") execute right before it. A note
+        left by another op (its wait never came) is dropped."""
+        loc = self._local
+        count, loc.count = loc.count, None
+        if loc.op is None or count[1] is not loc.op[1]:
+            return
+        start = max(self._free_at.get(stream, 0), v + self.launch_latency_ns)
+        self._settle(stream, start, now)
+        self._free_at[stream] = start + count[0]
+
     def _anchor(self, stream: int, now: int, virtual: int) -> None:
         """Lay down a segment anchor at real host time ``now`` (lock held)."""
         self._anchors.append(len(self._ev))  # read against itself

@@ -160,8 +160,22 @@ def test_copies_between_host_and_device_run_at_the_host_links_rate():
     d2h = h100.cost_ns(aten.copy_.default, (host, dev), {}, host)   # host.copy_(dev)
     assert d2h == h2d
     local = h100.cost_ns(aten.copy_.default, (dev, dev), {}, dev)
-    assert local == h100.cost_ns(aten.add.Tensor, (dev, dev), {}, dev)  # HBM's rate
+    assert local == h100.cost_ns(aten.clone.default, (dev,), {}, dev)  # HBM's rate
     assert a100.cost_ns(aten._to_copy.default, (host,), {"device": "meta"}, dev) > 2 * h2d
+
+
+def test_an_in_place_copy_within_one_memory_reads_its_source_and_writes_its_destination_once():
+    """``dst.copy_(src)`` moves 2·n bytes, not 3·n: its output is its
+    destination, written and not read (an in-place add does read it)."""
+    h100 = OpModel(PROFILES["h100"])
+    p = PROFILES["h100"]
+    dst = torch.empty(16 << 20, dtype=torch.float32, device="meta")      # 64 MiB
+    src = torch.empty(16 << 20, dtype=torch.bfloat16, device="meta")     # 32 MiB
+    got = h100.cost_ns(aten.copy_.default, (dst, src), {}, dst)
+    assert got == p.min_kernel_ns + round((dst.nbytes + src.nbytes) / p.bandwidth * 1e9)
+    add_ = h100.cost_ns(aten.add_.Tensor, (dst, dst), {}, dst)         # reads dst twice, writes it
+    assert add_ == p.min_kernel_ns + round(3 * dst.nbytes / p.bandwidth * 1e9)
+    assert h100.cost_ns(aten._to_copy.default, (src,), {"dtype": torch.float32}, dst) == got
 
 
 def test_a_profile_without_a_host_link_rate_is_refused():
