@@ -31,11 +31,13 @@ def test_sim_demo_shows_data_sync_and_dependency_gaps(demo):
     # the last step ends at its opt.step(): its read-back and printing come
     # after the last step boundary
     later = rep.steps[1:-1]
-    assert (later["data_ns"] >= 0.8 * 12e6).all()
+    assert (later["data_ns"] + later["sync_ns"] >= 0.8 * 15e6).all()
+    assert (later["data_ns"] >= 0.6 * 12e6).all()
     # (SimGPU takes the time the host waited for a CPU out of the stretch
     # between two launches evenly, so on a loaded machine some of the
     # fetch's share of it lands on the printing and back: the split moves)
-    assert (later["sync_ns"] >= 0.6 * 3e6).all()
+    # (at load 5, 1.4-1.8 ms of the 3 ms of printing read as the sync's)
+    assert (later["sync_ns"] >= 0.3 * 3e6).all()
     st = rep.streams
     s0 = st[st["stream"] == 0][0]
     # compute waits for the side stream: idle while it runs, so no cause
