@@ -6,7 +6,9 @@
 The scenarios live in ``verdict_scenarios.py`` (the first fourteen and
 the pieces they share) and ``verdict_loops.py`` (the loops around the
 step: AMP, clipping, EMA, metrics, eval, workers, timing, schedulers,
-RL). Each scenario is a realistic training loop recorded on a simulated H100
+RL) and ``verdict_loops2.py`` (progress bars, checkpoints, per-sample
+loops, LSTM cells, multi-task reads, activation checkpointing, ViT, GAN,
+sleeps). Each scenario is a realistic training loop recorded on a simulated H100
 (``ctl.SimGPU("h100")``) over ``meta`` tensors, written as a user would
 write it, whose verdict follows from arithmetic on the H100's roofline
 (fp32: 67 TFLOP/s without TF32, 494.5 TFLOP/s for convolutions, which
@@ -52,6 +54,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 import verdict_loops  # noqa: F401 -- registers its scenarios after the first ones
+import verdict_loops2  # noqa: F401 -- and its, after those
+import verdict_loops3  # noqa: F401 -- data-dependent shapes: masked loss, MoE routing
 # SlowBatches .. train_steps: bench_whatif.py takes these pieces from here
 from verdict_scenarios import (SCENARIOS, Scenario, Skip, SlowBatches, busy,  # noqa: F401
                                medium_mlp, meta_batches, mlp, train_steps)

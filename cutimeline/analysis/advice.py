@@ -109,7 +109,8 @@ def advice(r: dict, part: np.ndarray) -> str:
         text = (f"{steps}: GPU busy {busy}; {pct(share['host'])} of its idle time "
                 f"the host was busy outside op launches or idle ("
                 f"{off.get('count', 0)} op-free stretches, {fmt_ns(off.get('total_ns', 0))}"
-                f" in all" + (f"; spans {spans}" if spans else "") + ")")
+                f" in all" + (f"; spans {spans}" if spans else "")
+                + (f"; CPU ops {tops}" if tops else "") + ")")
     elif v == "GPU-bound":
         lead = part["lead_max_ns"].max() if len(part) else NONE
         text = (f"{steps}: GPU busy {busy}" +

@@ -24,7 +24,9 @@ whose name contains "DataLoader", as torch.profiler names its fetches);
 and ops flagged SYNC); **launch** while dispatching ops: inside an op on
 any thread, or in a short op-free stretch between two consecutive ops of
 one thread (framework glue: module calls, autograd, the Python lines
-between ops); **host** otherwise: the host was busy elsewhere (user
+between ops), except inside a host-only op of ``host_gap_ns`` or more that
+launches nothing (``host_compute``: the host computing on CPU tensors,
+which is host time); **host** otherwise: the host was busy elsewhere (user
 Python, logging, checkpointing) or idle, in op-free stretches of at least
 ``host_gap_ns`` (200 µs), before a thread's first op or after its last.
 The threshold sits above any framework glue between ops, which costs
@@ -63,13 +65,13 @@ import numpy as np
 from numba import njit
 
 from ..numeric import intervals as iv
-from ..numeric.engines import I64_MAX, empty_i64
-from ..numeric.ordering import sorted_copy
+from ..numeric.engines import I64_MAX, _i64, empty_i64
+from ..numeric.ordering import is_sorted, sorted_copy
 from ..timeline.schema import NONE, OpFlag, SpanKind
 from ..timeline.timeline import Timeline
 
 __all__ = ["Cause", "CAUSES", "HOST_GAP_NS", "HostActivity", "host_activity", "launching",
-           "sync_chains", "classify"]
+           "host_compute", "sync_chains", "classify"]
 
 
 class Cause(enum.IntEnum):
@@ -183,13 +185,49 @@ def host_activity(tl: Timeline, slack_ns: int = 100_000, engine: str = "numba",
                                   o.host_begin_ns[sync_ops]]),
                   np.concatenate([y.host_end_ns, s.end_ns[span_sync],
                                   o.host_end_ns[sync_ops]]), engine)
-    la = launching(o.host_begin_ns, o.host_end_ns, o.thread, host_gap_ns, engine)
+    cpu = host_compute(o.host_begin_ns, o.host_end_ns, o.device, o.flags, host_gap_ns,
+                       engine)
+    keep = ~cpu if cpu.any() else slice(None)  # mostly none: no copies
+    la = launching(o.host_begin_ns[keep], o.host_end_ns[keep], o.thread[keep], host_gap_ns,
+                   engine)
     chain = None  # one sync segment or none: each its own length
     if len(sy[0]) > 1:  # launch begins come sorted from one launching thread
         work = ((o.flags & OpFlag.LAUNCH) != 0) & ~sync_ops
         chain = sync_chains(*sy, sorted_copy(o.host_begin_ns[work], engine))
     return HostActivity(d, sy, subtract(sy, d), int(slack_ns), la,
                         subtract(subtract(la, d), sy), int(host_gap_ns), chain)
+
+
+def host_compute(begin, end, device, flags, host_gap_ns: int = HOST_GAP_NS,
+                 engine: str = "numba") -> np.ndarray:
+    """Ops that were the host computing, not dispatching (bool per op):
+    host-only ops (no device) that are neither views, syncs, collectives
+    nor launches, last ``host_gap_ns`` or more, and have no launching op
+    beginning inside them (a parent op around a launch, an annotation,
+    stays dispatch). A CPU-tensor op of 200 µs or more is CPU work (a
+    normalisation, a flip of a batch on the training thread), like an
+    op-free stretch that long: counting it as launch overhead would send
+    a loop that preprocesses on the host to CUDA graphs. Shorter ones stay
+    with the dispatch around them, as short op-free stretches do."""
+    begin, end = _i64(begin), _i64(end)
+    device, flags = np.asarray(device), np.asarray(flags)  # their own dtypes: no copies
+    out = np.zeros(len(begin), bool)
+    busy = int(OpFlag.VIEW | OpFlag.SYNC | OpFlag.COLLECTIVE | OpFlag.LAUNCH)
+    i = np.flatnonzero(end - begin >= host_gap_ns)  # few; the rest tested on them only
+    i = i[(device[i] == NONE) & ((flags[i] & busy) == 0)]
+    if len(i) == 0:  # the common case
+        return out
+    launch = int(OpFlag.LAUNCH)
+    if len(i) <= 1024 and is_sorted(begin, engine):  # the ops inside each, by slices
+        lo = np.searchsorted(begin, begin[i], side="left")
+        hi = np.searchsorted(begin, end[i], side="left")
+        inside = np.array([bool((flags[a:z] & launch).any()) for a, z in zip(lo, hi)])
+    else:
+        starts = sorted_copy(begin[(flags & launch) != 0], engine)
+        inside = np.searchsorted(starts, end[i], side="left") > \
+            np.searchsorted(starts, begin[i], side="left")
+    out[i[~inside]] = True
+    return out
 
 
 def sync_chains(sb, se, launched) -> np.ndarray:

@@ -275,7 +275,7 @@ def offenders(tl: Timeline, ln: Lanes | None, w0: int, w1: int, verdict: str,
             if len(key) else np.zeros(0, object)
         out["spans"] = _top(label, dep, tl, k, decode=False)
     elif verdict == "host-bound":
-        from .gaps import host_activity, subtract
+        from .gaps import host_activity, host_compute, subtract
         act = host_activity(tl, engine=engine) if act is None else act
         user = np.flatnonzero((s.kind == SpanKind.USER) & (s.end_ns > w0) &
                               (s.begin_ns < w1))
@@ -285,7 +285,15 @@ def offenders(tl: Timeline, ln: Lanes | None, w0: int, w1: int, verdict: str,
         dur = np.minimum(s.end_ns[user], w1) - np.maximum(s.begin_ns[user], w0)
         out["spans"] = _top(s["name"][user], dur, tl, k)
         fb, fe = subtract((np.array([w0], np.int64), np.array([w1], np.int64)),
-                          act.launching)  # no op on any thread
+                          act.launching)  # no op dispatching on any thread
+        # and the host-only ops computing there (``gaps.host_compute``)
+        cpu = host_compute(o.host_begin_ns, o.host_end_ns, o.device, o.flags,
+                           act.host_gap_ns, engine)
+        cpu &= (o.host_end_ns > w0) & (o.host_begin_ns < w1)
+        sel = np.flatnonzero(cpu)
+        if len(sel):
+            dur = np.minimum(o.host_end_ns[sel], w1) - np.maximum(o.host_begin_ns[sel], w0)
+            out["ops"] = _top(o["name"][sel], dur, tl, k)
         out["count"] = int(len(fb))
         out["total_ns"] = int((fe - fb).sum())
         out["mean_ns"] = int((fe - fb).mean()) if len(fb) else 0

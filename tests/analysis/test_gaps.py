@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from cutimeline.analysis.gaps import classify, host_activity, subtract, sync_chains
+from cutimeline.analysis.gaps import classify, host_activity, host_compute, subtract, sync_chains
 from cutimeline.analysis.lanes import idle_in, lanes as _lanes
 from cutimeline.numeric.engines import ENGINES
 from cutimeline.timeline.schema import NONE, OpFlag, SpanKind
@@ -210,7 +210,7 @@ def test_classify_twins_agree(seed):
 
 # -- launch or host: what the host did in the host part of a gap ----------------
 
-def _idle_host(second_launch, extra_ops=(), threads=None, **kw):
+def _idle_host(second_launch, extra_ops=(), threads=None, devices=None, **kw):
     # work [1100, 2000) launched at 1000 and the next launched at
     # ``second_launch`` (λ = 100); ops only around the launches (±1)
     rows = [(0, 1000, 1100, 2000), (0, second_launch, second_launch + 100,
@@ -220,6 +220,8 @@ def _idle_host(second_launch, extra_ops=(), threads=None, **kw):
     tl = timeline(rows, ops=ops)
     if threads is not None:
         tl = tl.replace(ops=tl.ops.replace(thread=np.asarray(threads)))
+    if devices is not None:
+        tl = tl.replace(ops=tl.ops.replace(device=np.asarray(devices, np.int16)))
     act = host_activity(tl, **kw)
     d = lanes(tl, act).devices
     return {(b, e): a for b, e, a in zip(d.gb.tolist(), d.ge.tolist(), d.amounts.tolist())}
@@ -249,6 +251,34 @@ def test_an_op_on_any_thread_counts_as_launching(engine):
     gaps = _idle_host(500_000, extra_ops=[("c", 100_000, 300_000, 0)],
                       threads=[0, 0, 1], engine=engine)
     assert gaps[(2000, 500_100)] == [0, 0, 200_101, 297_999, 0, 0]
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_long_op_on_host_tensors_is_the_host_computing_not_launching(engine):
+    # op c runs on CPU tensors (no device) over [100_000, 400_000), 300 µs
+    # ≥ host_gap_ns, launching nothing: the host preprocessing a batch, so
+    # the stretch from a to b is the host's, as if c were Python
+    cpu = ("c", 100_000, 400_000, 0)
+    gaps = _idle_host(500_000, extra_ops=[cpu], devices=[0, 0, NONE], engine=engine)
+    assert gaps[(2000, 500_100)] == [0, 0, 101, 497_999, 0, 0]
+    # the same op on the device (a dispatch that launched nothing) is launch
+    gaps = _idle_host(500_000, extra_ops=[cpu], devices=[0, 0, 0], engine=engine)
+    assert gaps[(2000, 500_100)] == [0, 0, 498_100, 0, 0, 0]
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_short_host_ops_and_host_ops_around_a_launch_stay_dispatch(engine):
+    # a 50 µs CPU op is glue like a short op-free stretch: launch up to its
+    # end, then 349,999 ns without any op: host
+    gaps = _idle_host(500_000, extra_ops=[("c", 100_000, 150_000, 0)],
+                      devices=[0, 0, NONE], engine=engine)
+    assert gaps[(2000, 500_100)] == [0, 0, 148_101, 349_999, 0, 0]
+    # a long host-only op with a launch inside (a parent op, an annotation)
+    # is dispatching
+    gaps = _idle_host(500_000, extra_ops=[("c", 100_000, 400_000, 0),
+                                          ("d", 200_000, 200_010, OpFlag.LAUNCH)],
+                      devices=[0, 0, NONE, 0], engine=engine)
+    assert gaps[(2000, 500_100)] == [0, 0, 498_100, 0, 0, 0]
 
 
 def test_the_hosts_time_before_the_first_op_is_the_hosts():
@@ -318,3 +348,27 @@ def test_sync_chains_of_host_activity_take_launches_in_any_order():
     tl = timeline(ops=[("a", 0, 10, L), ("b", 50, 60, L), ("c", 40, 45, L), ("d", 95, 99, L)],
                   syncs=[(20, 30), (70, 80), (84, 90)])
     assert host_activity(tl).chain().tolist() == [10, 10, 16]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_host_compute_reads_the_same_in_time_order_or_shuffled(seed):
+    # sorted begins take the per-op slices, shuffled ones the sorted launch
+    # starts: the same ops are the host computing either way
+    rng = np.random.default_rng(seed)
+    n = 3000
+    begin = np.cumsum(rng.integers(1, 300_000, n))
+    end = begin + np.where(rng.random(n) < 0.05, rng.integers(200_000, 900_000, n),
+                           rng.integers(0, 9_000, n))
+    device = np.where(rng.random(n) < 0.5, NONE, 0).astype(np.int16)
+    flags = rng.choice([0, int(OpFlag.LAUNCH), int(OpFlag.VIEW), int(OpFlag.SYNC)], n,
+                       p=[0.5, 0.3, 0.1, 0.1]).astype(np.uint8)
+    mine = host_compute(begin, end, device, flags)
+    assert 0 < mine.sum() < (end - begin >= 200_000).sum()  # some, not every long op
+    p = rng.permutation(n)
+    np.testing.assert_array_equal(host_compute(begin[p], end[p], device[p], flags[p]),
+                                  mine[p])
+    # and by the definition, op by op
+    lb = begin[(flags & int(OpFlag.LAUNCH)) != 0]
+    want = [(e - b >= 200_000) and d == NONE and f == 0 and not ((lb >= b) & (lb < e)).any()
+            for b, e, d, f in zip(begin, end, device, flags)]
+    np.testing.assert_array_equal(mine, want)

@@ -106,3 +106,23 @@ def test_count_flag_twins_agree(seed):
         np.testing.assert_array_equal(a, b)
     np.testing.assert_array_equal(_count_flag(flags[:0], 1, i0[:0], i1[:0]),
                                   _count_flag_np(flags[:0], 1, i0[:0], i1[:0]))
+
+
+def test_a_loop_computing_on_cpu_tensors_is_host_bound_with_its_cpu_ops_named():
+    # two steps of 100 µs GPU work; between them the host runs a 2 ms op on
+    # CPU tensors (no device, launches nothing): host time, not launching,
+    # and the host-bound offenders and advice name the op
+    ops = [("aten::mm", 0, 10_000, OpFlag.LAUNCH),
+           ("aten::mm", 2_400_000, 2_410_000, OpFlag.LAUNCH),
+           ("aten::div", 200_000, 2_200_000, 0)]
+    tl = timeline([(0, 10_000, 15_000, 115_000), (0, 2_410_000, 2_415_000, 2_515_000)],
+                  ops=ops)
+    tl = tl.replace(ops=tl.ops.replace(device=np.array([0, 0, -1], np.int16)))
+    rep = ctl.analyze(tl)
+    assert rep.overall["verdict"] == "host-bound"
+    host = offenders(tl, None, 115_000, 2_415_000, "host-bound")
+    assert host["ops"][0] == ("aten::div", 2_000_000)
+    assert "CPU ops aten::div" in rep.ranges()[0]["advice"]
+    # on the device (an op that launched nothing) the same time is dispatch
+    dev = tl.replace(ops=tl.ops.replace(device=np.array([0, 0, 0], np.int16)))
+    assert ctl.analyze(dev).overall["verdict"] == "launch-bound"
