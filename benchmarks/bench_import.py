@@ -5,6 +5,17 @@ what cutimeline says beside what HTA says.
     python benchmarks/bench_import.py [--trace PATH] [--reps 5]
                                       [--hta-python /work/hta-venv/bin/python]
                                       [--traces DIR]
+                                      [--synthetic N] [--before DIR] [--rounds 2]
+
+``--synthetic N`` loads a generated trace of about N events instead of
+``--trace``: steps of aten ops, each with its launch call, kernel, ac2g flow
+and three nested ``python_function`` frames (``with_stack=True``), and an
+``aten::item`` that waits in ``cudaStreamSynchronize`` every 500 ops (so
+the sources lookup runs over the Python frames). ``--before DIR`` runs the
+same load with the ``cutimeline`` package found in DIR beside today's (make
+DIR with ``git archive <commit> cutimeline | tar -x -C DIR``); the two sides
+alternate over ``--rounds`` fresh interpreters each and their medians are
+compared.
 
 Each side runs in a fresh interpreter of its own (so peak RSS is its own):
 it imports its package (timed), loads the trace once to warm the file
@@ -67,7 +78,51 @@ print(json.dumps({{"import_s": import_s, "first_s": first, "times": times,
 OURS = _COMMON.format(
     import_="from cutimeline.formats.chrome import import_chrome",
     load="global tl; tl = import_chrome(path)",
-    check="[len(tl.ops), len(tl.gpu)]")
+    check="[len(tl.ops), len(tl.gpu), __import__('cutimeline').__file__]")
+
+
+def synthetic_trace(path: str, n_events: int) -> None:
+    """A Kineto-shaped trace of about ``n_events`` events (see the module
+    doc), written event by event so that making it costs little memory."""
+    per_op = 9   # op, launch call, kernel, flow start and end, 3 frames, 1/1000 step
+    frames = ("train.py(57): main", "torch/nn/modules/module.py(1751): _call_impl",
+              "model.py(30): forward")
+    with open(path, "w") as fh:
+        fh.write('{"schemaVersion": 1, "baseTimeNanoseconds": 1700000000000000000, '
+                 '"traceEvents": [\n')
+        first = True
+        for i in range(max(1, n_events // per_op)):
+            t = 20.0 * i + 0.125
+            evs = []
+            if i % 1000 == 0:
+                evs.append({"ph": "X", "cat": "user_annotation", "name":
+                            f"ProfilerStep#{i // 1000}", "pid": 1, "tid": 1, "ts": t - 0.1,
+                            "dur": 20000 - 0.2, "args": {}})
+            evs += [{"ph": "X", "cat": "python_function", "name": f, "pid": 1, "tid": 1,
+                     "ts": t + 0.01 * k, "dur": 15 - 0.02 * k,
+                     "args": {"Python id": 3 * i + k, "Python parent id": 3 * i + k - 1}}
+                    for k, f in enumerate(frames)]
+            item = i % 500 == 499
+            evs += [{"ph": "X", "cat": "cpu_op", "name": "aten::item" if item else "aten::mm",
+                     "pid": 1, "tid": 1, "ts": t + 1, "dur": 12,
+                     "args": {"External id": i, "Input Dims": [[64, 64], [64, 64]],
+                              "Input type": ["float", "float"]}},
+                    {"ph": "X", "cat": "cuda_runtime",
+                     "name": "cudaStreamSynchronize" if item else "cudaLaunchKernel",
+                     "pid": 1, "tid": 1, "ts": t + 2, "dur": 3,
+                     "args": {"cbid": 211, "correlation": i + 1}},
+                    {"ph": "s", "id": i + 1, "pid": 1, "tid": 1, "ts": t + 2, "cat": "ac2g",
+                     "name": "ac2g"},
+                    {"ph": "X", "cat": "kernel", "name": "ampere_sgemm_64x64_nn", "pid": 0,
+                     "tid": 7, "ts": t + 9, "dur": 10,
+                     "args": {"device": 0, "stream": 7, "correlation": i + 1,
+                              "grid": [64, 1, 1], "block": [256, 1, 1]}},
+                    {"ph": "f", "id": i + 1, "pid": 0, "tid": 7, "ts": t + 9, "cat": "ac2g",
+                     "name": "ac2g", "bp": "e"}]
+            for e in evs:
+                fh.write(("" if first else ",\n") + json.dumps(e))
+                first = False
+        fh.write('\n], "traceName": "synthetic"}\n')
 
 HTA = _COMMON.format(
     import_=("import logging; logging.disable(logging.WARNING)\n"
@@ -78,14 +133,34 @@ HTA = _COMMON.format(
 
 
 def run_side(python: str, script: str, trace: str, reps: int,
-             fatal: bool = True) -> dict | None:
+             fatal: bool = True, cwd: str = ROOT) -> dict | None:
     proc = subprocess.run([python, "-c", script, trace, str(reps)],
-                          capture_output=True, text=True, cwd=ROOT)
+                          capture_output=True, text=True, cwd=cwd)
     if proc.returncode != 0:
         if not fatal:  # a trace HTA refuses is a cell of the table, not the end
             return None
         sys.exit(f"{python} failed:\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def compare_before(trace: str, before: str, reps: int, rounds: int) -> dict:
+    """Today's import and the one in ``before``, alternating over ``rounds``
+    fresh interpreters each (the order turns each round); each side's loads
+    pooled, its import and first-load times and RSS the rounds' medians and
+    maximum."""
+    runs: dict[str, list[dict]] = {"cutimeline import_chrome": [], "before: import_chrome": []}
+    for r in range(rounds):
+        order = list(runs) if r % 2 == 0 else list(runs)[::-1]
+        for name in order:
+            cwd = ROOT if name.startswith("cutimeline") else before
+            runs[name].append(run_side(sys.executable, OURS, trace, reps, cwd=cwd))
+    return {name: {"import_s": median([x["import_s"] for x in rs]),
+                   "first_s": median([x["first_s"] for x in rs]),
+                   "times": [t for x in rs for t in x["times"]],
+                   "rss_kib": [max(x["rss_kib"][0] for x in rs),
+                               max(x["rss_kib"][1] for x in rs)],
+                   "check": rs[0]["check"]}
+            for name, rs in runs.items()}
 
 
 def median(xs: list[float]) -> float:
@@ -173,16 +248,31 @@ def main(argv: list[str] | None = None) -> None:
                                                     "traces", "kineto"),
                    help="folder of the shared traces for the per-trace table "
                         "('' to skip the table)")
+    p.add_argument("--synthetic", type=int, help="load a generated trace of ~N events")
+    p.add_argument("--before", help="folder holding an earlier cutimeline package")
+    p.add_argument("--rounds", type=int, default=2,
+                   help="with --before: fresh interpreters per side, alternating")
     args = p.parse_args(argv)
     trace = os.path.abspath(args.trace)
+    if args.synthetic:
+        import tempfile
+        trace = os.path.join(tempfile.mkdtemp(), f"synthetic_{args.synthetic}.json")
+        synthetic_trace(trace, args.synthetic)
+        args.traces = ""
 
-    sides = {"cutimeline import_chrome": run_side(sys.executable, OURS, trace, args.reps)}
+    if args.before:
+        sides = compare_before(trace, os.path.abspath(args.before), args.reps, args.rounds)
+    else:
+        sides = {"cutimeline import_chrome": run_side(sys.executable, OURS, trace,
+                                                      args.reps)}
     if args.hta_python:
         sides["HTA TraceAnalysis load"] = run_side(args.hta_python, HTA, trace, args.reps)
 
-    print(f"trace: {os.path.relpath(trace, ROOT)} ({os.path.getsize(trace) / 1e6:.1f} MB); "
+    print(f"trace: {trace if args.synthetic else os.path.relpath(trace, ROOT)} ({os.path.getsize(trace) / 1e6:.1f} MB); "
           f"python {platform.python_version()}, {os.cpu_count()} CPUs; "
-          f"median of {args.reps} loads after one warm-up")
+          f"median of {args.reps} loads after one warm-up"
+          + (f", in each of {args.rounds} fresh interpreters per side, alternating"
+             if args.before else ""))
     print(f"{'':28} {'package import s':>16} {'first load s':>12} {'load s':>8} "
           f"{'peak RSS MB':>11} {'worker RSS MB':>13}")
     for name, r in sides.items():
@@ -191,6 +281,12 @@ def main(argv: list[str] | None = None) -> None:
               f"{median(r['times']):8.3f} {r['rss_kib'][0] / 1024:11.0f} {worker:>13}")
     ours = sides["cutimeline import_chrome"]
     print(f"cutimeline: {ours['check'][0]:,} ops, {ours['check'][1]:,} gpu rows")
+    if args.before:
+        before = sides["before: import_chrome"]
+        assert before["check"][2] != ours["check"][2], "both sides loaded one package"
+        ratio = median(before["times"]) / median(ours["times"])
+        print(f"before ({before['check'][2]}): {before['check'][0]:,} ops, "
+              f"{before['check'][1]:,} gpu rows; before ÷ today: {ratio:.2f}×")
     if args.hta_python:
         hta = sides["HTA TraceAnalysis load"]
         print(f"HTA: {hta['check']:,} rows in its trace DataFrame")

@@ -4,14 +4,19 @@ A Kineto trace is Chrome-trace JSON: complete ("X") events in categories
 ``cpu_op`` (aten ops), ``user_annotation`` (record_function ranges,
 ``ProfilerStep#N``), ``cuda_runtime``/``cuda_driver`` (launch calls, also
 ``hip*`` on ROCm), ``kernel``/``gpu_memcpy``/``gpu_memset`` (device work) and
-``cuda_sync``; the first traces (torch 1.8-1.10) name them ``Operator``,
+``cuda_sync`` (written only with ``enable_cuda_sync_events``: without it,
+the blocking ``cuda*Synchronize`` runtime calls are read as the syncs).
+XPU and PrivateUse1 backends write their launch calls in categories of
+their own and their work as ``kernel`` rows, read the same; device work in
+categories not read (MTIA, Gaudi) is refused, never dropped silently. The
+first traces (torch 1.8-1.10) name the categories ``Operator``,
 ``Runtime``, ``Kernel``, ``Memcpy`` and ``Memset`` and put GPU rows on tid
-"stream <n>", which read the same. The host side (threads, ops linked to the launch calls inside
-them, spans) is read by ``kinetohost``, the device side (GPU rows, syncs and
-the op flags they imply) by ``kinetodevice``; FLOPs (``with_flops``),
-``[memory]`` events (``profile_memory``) and call stacks (``with_stack``)
-into the tables flops, memory and sources by ``kinetoextra``; the
-category and arg names all read are in ``kinetoschema``.
+"stream <n>", which read the same. The host side (threads, ops linked to
+the launch calls inside them, spans) is read by ``kinetohost``, the device
+side (GPU rows, syncs and the op flags they imply) by ``kinetodevice``;
+FLOPs (``with_flops``), ``[memory]`` events (``profile_memory``) and call
+stacks (``with_stack``) into the tables flops, memory and sources by
+``kinetoextra``; the category and arg names all read are in ``kinetoschema``.
 
 Times: Kineto writes microseconds, as floats relative to
 ``baseTimeNanoseconds`` (newer traces) or as whole µs since the epoch
@@ -35,12 +40,12 @@ from ..errors import CutimelineError
 from ..timeline.schema import NONE
 from ..timeline.table import Strings
 from ..timeline.timeline import Timeline
-from .kinetodevice import _flag_ops, _gpu, _syncs
+from .kinetodevice import _flag_ops, _gpu, _runtime_syncs, _syncs
 from .kinetoextra import read_flops, read_memory, read_sources
 from .kinetohost import _link_explicitly, _ops, _probes, _spans, _thread_index
 from .kinetoschema import (DEVICES, EXPORTER, GPU_CATEGORIES, INT64, LAUNCH_CATEGORIES,
                            MEMORY_EVENT, OLD_CATEGORIES, READ_CATEGORIES, READ_INSTANTS, SHIFT_KEY,
-                           STEP_RE, STREAMS, TIME_LIMIT_NS, _int, _keys)
+                           STEP_RE, STREAMS, TIME_LIMIT_NS, UNREAD_DEVICE_CATEGORIES, _int, _keys)
 from .tracefile import bucket_events, columns, concat, read_trace, take
 
 __all__ = ["import_chrome"]
@@ -73,14 +78,15 @@ def import_chrome(path: str | os.PathLike, *,
 
 def _import(path: str, progress: Callable[[str, float], None]) -> Timeline:
     name = os.path.basename(path)
-    doc = read_trace(path, progress)
+    warnings: list[str] = []
+    doc = read_trace(path, progress, warnings)
     progress("sorting", 0.6)
     cats, flows, thread_names, skipped = bucket_events(
         doc["traceEvents"], READ_CATEGORIES, OLD_CATEGORIES, READ_INSTANTS)
     progress("linking", 0.7)
-    warnings: list[str] = []
     exporter = doc.get("exportedBy")
     ours = isinstance(exporter, str) and exporter.startswith(EXPORTER)
+    _unread_devices(skipped, any(cats[c] for c in GPU_CATEGORIES), name, warnings)
     if not ours and not any(cats[c] for c in ("cpu_op", *GPU_CATEGORIES)):
         raise CutimelineError(
             f"{name} holds no cpu_op, kernel, memcpy or memset events, so "
@@ -94,6 +100,10 @@ def _import(path: str, progress: Callable[[str, float], None]) -> Timeline:
             f"{name}: none of its cpu_op, kernel, memcpy or memset events can be "
             f"read ({'; '.join(w.rstrip('.') for w in warnings[:3])}); the file "
             f"is damaged.")
+    if not ours and not cats["cpu_op"]:
+        warnings.append(f"{name} holds no cpu_op events (recorded without "
+                        f"ProfilerActivity.CPU?): its GPU rows have no ops, so the host "
+                        f"side of GPU idle time (launching or not) cannot be told apart.")
     # ProfilerStep ranges are steps, never ops (older torch wrote cpu_op).
     is_step_op = np.array([STEP_RE.match(n) is not None for n in ev["cpu_op"]["name"]],
                           bool)
@@ -103,6 +113,9 @@ def _import(path: str, progress: Callable[[str, float], None]) -> Timeline:
     gpu_ev = concat(*(ev[c] for c in GPU_CATEGORIES))
     for cols in (launch_ev, gpu_ev, ev["cuda_sync"]):
         cols["corr"] = _keys(cols["args"], "correlation")
+    if not ours:   # host waits recorded only as runtime calls
+        from_runtime = _runtime_syncs(launch_ev, ev["cuda_sync"]["corr"])
+        ev["cuda_sync"] = concat(ev["cuda_sync"], from_runtime)
 
     strings = Strings()
     probes = _probes(launch_ev, gpu_ev, ev["cuda_sync"], flows, shift)
@@ -136,6 +149,8 @@ def _import(path: str, progress: Callable[[str, float], None]) -> Timeline:
     meta["import_counts"] = {c: len(cats[c]) for c in (*READ_CATEGORIES, *READ_INSTANTS)
                              if cats[c]}
     meta["import_skipped"] = dict(skipped)
+    if not ours and len(from_runtime["name"]):
+        meta["import_counts"]["syncs from runtime calls"] = len(from_runtime["name"])
     if any(k.startswith("ph ") for k in skipped):
         phases = sorted(k for k in skipped if k.startswith("ph "))
         warnings.append(f"Events of phase {', '.join(p[3:] for p in phases)} are "
@@ -147,6 +162,25 @@ def _import(path: str, progress: Callable[[str, float], None]) -> Timeline:
                         strings, meta)
     except CutimelineError as exc:   # a value the checks above let through
         raise CutimelineError(f"{name} cannot be read: {exc}") from None
+
+
+def _unread_devices(skipped: dict, has_gpu: bool, name: str, warnings: list[str]) -> None:
+    """A trace of a device whose work Kineto writes in categories of its own
+    (MTIA, Gaudi) is refused rather than read as a host-only run, which
+    would report its device as absent; beside CUDA work it is a warning."""
+    found = [c for c in UNREAD_DEVICE_CATEGORIES if skipped.get(c)]
+    if not found:
+        return
+    what = ", ".join(f"{skipped[c]} {c} events ({UNREAD_DEVICE_CATEGORIES[c]} device work)"
+                     for c in found)
+    if not has_gpu:
+        raise CutimelineError(
+            f"{name} holds {what}, which cutimeline cannot read: it reads device work "
+            f"only as Kineto's kernel, gpu_memcpy and gpu_memset events (CUDA, ROCm, "
+            f"XPU and PrivateUse1 devices). To analyse the host side alone, record "
+            f"with activities=[ProfilerActivity.CPU].")
+    warnings.append(f"{name} holds {what}, which are not read; the analysis sees only "
+                    f"the kernel, gpu_memcpy and gpu_memset rows.")
 
 
 def _shift(doc: dict, name: str) -> int:

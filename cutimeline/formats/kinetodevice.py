@@ -9,7 +9,7 @@ import numpy as np
 from ..timeline.schema import NONE, GpuKind, OpFlag
 from ..timeline.table import Strings
 from .kinetoschema import (DEVICES, GPU_CATEGORIES, KIND_ARG, NO_STREAM, NON_BLOCKING_SYNCS,
-                           STREAMS, _int, _stream)
+                           RUNTIME_SYNCS, STREAMS, _int, _stream)
 
 
 def _gpu(gpu_ev: dict, links: dict, strings: Strings, warnings: list[str],
@@ -50,12 +50,18 @@ def _gpu(gpu_ev: dict, links: dict, strings: Strings, warnings: list[str],
 
 
 def _devices(args: list[dict], pids: list, default: int, warnings: list[str],
-             what: str, name: str) -> np.ndarray:
+             what: str, name: str, unknown: bool = False) -> np.ndarray:
     """Each event's ``args.device``, else its pid, else ``default``; a
     device arg that is no int in ``DEVICES`` is noted in ``warnings`` and
-    not used."""
+    not used. ``unknown``: a device of NONE (-1) stands for "not known" (a
+    sync read from a runtime call, as export_chrome writes it) and is kept."""
     given = [a.get("device") for a in args]
     dev = [_int(d, NONE, DEVICES) for d in given]
+    if unknown and NONE in given:
+        keep = [d == NONE and type(d) is int for d in given]
+        return np.where(keep, NONE, _devices(
+            [{} if k else a for k, a in zip(keep, args)], pids, default, warnings, what,
+            name)).astype(np.int64)
     bad = sum(v == NONE and d is not None for v, d in zip(dev, given))
     if bad:
         warnings.append(f"{bad} {what} in {name} have a 'device' that is no integer "
@@ -72,12 +78,32 @@ def _syncs(sync_ev: dict, links: dict, strings: Strings, ours: bool,
     stream = np.array([_int(a.get("stream"), NONE, STREAMS) for a in args], np.int64)
     rows = {"op": np.array([links.get(c, (NONE,))[0] for c in sync_ev["corr"]], np.int64),
             "kind": np.array([strings.intern(s) for s in sync_ev["name"]], np.int32),
-            "device": _devices(args, sync_ev["pid"], NONE, warnings, "syncs", name),
+            "device": _devices(args, sync_ev["pid"], NONE, warnings, "syncs", name, True),
             "stream": np.where(np.isin(stream, NO_STREAM), NONE, stream),
             "host_begin_ns": sync_ev["begin"], "host_end_ns": sync_ev["end"]}
     order = np.arange(len(args)) if ours else np.argsort(rows["host_begin_ns"],
                                                           kind="stable")
     return {k: v[order] for k, v in rows.items()}
+
+
+def _runtime_syncs(launch_ev: dict, sync_corr: list) -> dict:
+    """cuda_sync-shaped columns for the host-blocking runtime calls
+    (``RUNTIME_SYNCS``) that no cuda_sync event of ``sync_corr`` stands for:
+    name is the sync kind, times the call's (the host waited that long).
+    Their device and stream are unknown (a runtime call names neither), so
+    a sync covers all streams: pid None reads as device NONE."""
+    names = launch_ev["name"]
+    if RUNTIME_SYNCS.keys().isdisjoint(names):
+        return {k: v[:0] for k, v in launch_ev.items()}
+    known = set(sync_corr)
+    corr = launch_ev["corr"]
+    rows = [i for i, (nm, c) in enumerate(zip(names, corr))
+            if nm in RUNTIME_SYNCS and c is not None and c not in known]
+    return {"name": [RUNTIME_SYNCS[names[i]] for i in rows], "cat": ["cuda_sync"] * len(rows),
+            "args": [{} for _ in rows], "pid": [None] * len(rows),
+            "tid": [launch_ev["tid"][i] for i in rows],
+            "begin": launch_ev["begin"][rows], "end": launch_ev["end"][rows],
+            "corr": [corr[i] for i in rows]}
 
 
 def _flag_ops(ops: dict, gpu: dict, syncs: dict, strings: Strings) -> None:

@@ -182,7 +182,10 @@ def _python_frames(ops: dict, rows: np.ndarray, py_ev: dict,
     """The innermost user ``python_function`` frame holding the begin of
     each op of ``rows``, on the op's thread."""
     n = len(py_ev["name"])
-    user = np.array([user_frame(s) is not None for s in py_ev["name"]], bool)
+    # with_stack repeats a few thousand frame names over up to millions of
+    # events: each distinct name is parsed once
+    is_user = {s: user_frame(s) is not None for s in dict.fromkeys(py_ev["name"])}
+    user = np.array([is_user[s] for s in py_ev["name"]], bool)
     thread = _event_threads(py_ev, np.arange(n), threads)
     at = ops["host_begin_ns"][rows]
     # a frame's own index where it is a user frame, inherited by the frames

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..timeline.schema import NONE, GpuKind
 
-__all__ = ["GPU_CATEGORIES", "LAUNCH_CATEGORIES", "READ_CATEGORIES", "OLD_CATEGORIES",
+__all__ = ["GPU_CATEGORIES", "LAUNCH_CATEGORIES", "RUNTIME_SYNCS", "UNREAD_DEVICE_CATEGORIES", "READ_CATEGORIES", "OLD_CATEGORIES",
            "MEMORY_EVENT", "READ_INSTANTS", "GPU_DEVICE_TYPE", "SYNC_OP_NAMES", "FREED_ARG",
            "STREAM_TID", "NO_STREAM",
            "NON_BLOCKING_SYNCS", "BACKWARD_PREFIX", "STEP_RE", "SHIFT_KEY", "KIND_ARG",
@@ -21,7 +21,29 @@ __all__ = ["GPU_CATEGORIES", "LAUNCH_CATEGORIES", "READ_CATEGORIES", "OLD_CATEGO
 
 GPU_CATEGORIES = {"kernel": GpuKind.KERNEL, "gpu_memcpy": GpuKind.MEMCPY,
                   "gpu_memset": GpuKind.MEMSET}
-LAUNCH_CATEGORIES = ("cuda_runtime", "cuda_driver")
+# Launch calls: CUDA's runtime and driver APIs (ROCm's hip* calls sit in
+# cuda_runtime too), and the runtimes of the backends whose device work
+# Kineto writes as kernel/gpu_memcpy/gpu_memset rows like CUDA's (Intel XPU,
+# out-of-tree PrivateUse1 devices, MTIA's launches).
+LAUNCH_CATEGORIES = ("cuda_runtime", "cuda_driver", "xpu_runtime", "xpu_driver",
+                     "privateuse1_runtime", "privateuse1_driver", "mtia_runtime")
+# Host-blocking runtime calls → the kind Kineto's cuda_sync events give the
+# same wait. A cuda_sync event is only written with
+# experimental_config(enable_cuda_sync_events=True), so in most traces these
+# calls are the only record that the host waited; the import reads them as
+# syncs unless a cuda_sync event of their correlation id is there.
+# (cudaStreamWaitEvent is a device-side wait and is not one.)
+RUNTIME_SYNCS = {
+    **dict.fromkeys(("cudaStreamSynchronize", "cuStreamSynchronize",
+                     "hipStreamSynchronize"), "Stream Sync"),
+    **dict.fromkeys(("cudaDeviceSynchronize", "cudaThreadSynchronize", "cuCtxSynchronize",
+                     "hipDeviceSynchronize", "hipCtxSynchronize"), "Context Sync"),
+    **dict.fromkeys(("cudaEventSynchronize", "cuEventSynchronize",
+                     "hipEventSynchronize"), "Event Sync"),
+}
+# Device work Kineto writes in categories of its own, which the import does
+# not read as gpu rows: category → the device it is.
+UNREAD_DEVICE_CATEGORIES = {"mtia_ccp_events": "MTIA", "hpu_op": "Intel Gaudi (HPU)"}
 READ_CATEGORIES = ("cpu_op", "user_annotation", "cuda_sync", "Trace", "python_function",
                    *GPU_CATEGORIES, *LAUNCH_CATEGORIES)
 # Instant events read: profile_memory=True's allocations and frees.

@@ -25,10 +25,11 @@ from ..errors import CutimelineError
 __all__ = ["read_trace", "bucket_events", "to_ns", "columns", "take", "concat"]
 
 
-def read_trace(path: str, progress=None) -> dict[str, Any]:
+def read_trace(path: str, progress=None, notes: list[str] | None = None) -> dict[str, Any]:
     """The JSON object of a Chrome trace file (gzip or plain), checked to
     hold a ``traceEvents`` list; a bare event list is accepted too.
-    ``progress(stage, fraction)``, if given, hears how far reading got."""
+    ``progress(stage, fraction)``, if given, hears how far reading got;
+    ``notes``, if given, what was mended (bytes that are no UTF-8)."""
     name = os.path.basename(path)
     report = progress or (lambda stage, fraction: None)
     try:
@@ -53,12 +54,29 @@ def read_trace(path: str, progress=None) -> dict[str, Any]:
                                   f"({exc}); copy or record the trace again.") from None
     report("parsing", 0.15)
     try:
-        doc = json.loads(data)
+        try:
+            doc = json.loads(data)
+        except UnicodeDecodeError as exc:
+            if exc.reason == "unexpected end of data" or data.lstrip()[:1] not in (b"{", b"["):
+                raise
+            # Kineto copies kernel and op names byte for byte, so a name
+            # may hold bytes that are no UTF-8 (HTA met such traces): each
+            # is read as U+FFFD rather than the whole trace refused.
+            text = data.decode("utf-8", "replace")
+            mended = text.count("\ufffd") - data.count("\ufffd".encode())
+            doc = json.loads(text)
+            if notes is not None:
+                notes.append(f"{name} holds {mended} bytes that are no UTF-8 (in names, "
+                             f"most likely); each is read as U+FFFD.")
     except json.JSONDecodeError as exc:
+        if exc.msg != "Extra data":   # text after a whole value is no truncation
+            _truncated(data, exc.pos, name)
         raise CutimelineError(f"{name} is not valid JSON ({exc.msg} at line "
                               f"{exc.lineno}, column {exc.colno}); is it a complete "
                               f"torch.profiler trace?") from None
     except UnicodeDecodeError as exc:
+        if exc.reason == "unexpected end of data":   # cut inside a UTF-8 character
+            _truncated(data[:exc.start], exc.start, name)
         raise CutimelineError(f"{name} is neither JSON text nor gzip ({exc.reason}); "
                               f"give a torch.profiler .json or .json.gz trace.") from None
     except RecursionError:
@@ -79,6 +97,23 @@ def read_trace(path: str, progress=None) -> dict[str, Any]:
                               f"{type(doc['traceEvents']).__name__}, not a list of "
                               f"events; the file is not a Chrome trace.")
     return doc
+
+
+def _truncated(data: bytes | str, pos: int, name: str) -> None:
+    """Raise the error of a file that ends mid-JSON: Kineto writes a trace
+    as it goes, so a profiler stopped by a crash or a copy cut short leaves
+    one that stops inside ``traceEvents``. It is one when JSON begins and
+    either the parser ran out of text (``pos``: where it stopped) or the
+    text does not end as a whole trace does, with '}'."""
+    text = (data if isinstance(data, str) else data.decode("utf-8", "replace")).rstrip()
+    if not text.strip():
+        raise CutimelineError(f"{name} is empty; the profiler wrote no trace into it "
+                              f"(record it again and let the profiler exit).")
+    if text.lstrip()[0] in "{[" and (pos >= len(text) or text[-1] not in "}]"):
+        raise CutimelineError(
+            f"{name} is truncated: its JSON stops mid-event after {len(data)} bytes "
+            f"(a trace ends with '}}'); the profiler did not finish writing it or the "
+            f"copy was cut short. Record or copy it again.")
 
 
 def bucket_events(events: list, categories: tuple[str, ...],

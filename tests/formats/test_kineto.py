@@ -92,7 +92,15 @@ def test_counts_match_the_json(raw, imported, key):
     assert kinds[GpuKind.MEMSET] == len(events(doc, "gpu_memset"))
     assert kinds[GpuKind.COLLECTIVE] == sum("nccl" in e["name"].lower()
                                             for e in events(doc, "kernel"))
-    assert len(tl.syncs) == len(events(doc, "cuda_sync"))
+    # blocking runtime calls count as syncs where no cuda_sync event of
+    # their correlation id is there (names written out, not imported)
+    sync_corr = {e["args"].get("correlation") for e in events(doc, "cuda_sync")}
+    blocking = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize",
+                "hipStreamSynchronize", "hipDeviceSynchronize", "hipEventSynchronize")
+    waits = [e for e in events(doc, *LAUNCH_CATS) if e["name"] in blocking
+             and e["args"]["correlation"] not in sync_corr]
+    assert len(tl.syncs) == len(events(doc, "cuda_sync")) + len(waits)
+    assert tl.meta["import_counts"].get("syncs from runtime calls", 0) == len(waits)
     assert len(tl.spans) == len(events(doc, "user_annotation")) + sum(
         e["cat"] == "cpu_op" for e in steps)
     assert int((tl.spans.kind == SpanKind.STEP).sum()) == len(steps)
