@@ -18,8 +18,7 @@ import re
 import numpy as np
 
 from ..timeline.schema import NONE
-from .gaps import CAUSES
-from .margins import BY_CAUSE
+from .margins import BY_CAUSE, VERDICT_CAUSES
 from .words import fmt_ns, pct
 
 __all__ = ["ADVICE", "WAITING", "advice"]
@@ -39,6 +38,11 @@ ADVICE = {
                  "precision, TF32, better kernels for the top ops)",
     "dependency-bound": "work was queued but waited on other streams or "
                         "events: check wait_stream / event waits and overlap",
+    "communication-bound": "overlap communication with compute (DDP buckets "
+                           "that start during backward, FSDP prefetch, async "
+                           "collectives waited on late), send fewer or smaller "
+                           "messages, or find the rank the others wait for "
+                           "(ctl.merge of every rank's recording names stragglers)",
     "unknown": "the trace lacks launch times for the work that ended the gaps",
     "host-only": "record on a GPU (or ctl.SimGPU()) to see the device side",
 }
@@ -48,15 +52,27 @@ WAITING = {"data": "waiting for DataLoader fetches", "sync": "following host syn
            "launch": "waiting for the host to launch ops",
            "host": "with the host busy outside op launches",
            "dependency": "queued work waiting on streams or events",
-           "unknown": "of unknown cause"}
+           "unknown": "of unknown cause",
+           "communication": "in collectives with no compute beside them"}
 
 
 def advice(r: dict, part: np.ndarray) -> str:
     """The advice sentence for a range ``r`` of steps ``part`` (rows of
-    the step table); see the module doc."""
+    the step table); see the module doc. With collectives alone on the
+    device the shares are of idle and exposed-communication time, and the
+    sentence says so."""
+    text = _advice(r, part)
+    if "communication" in r["idle_ns"]:
+        text = text.replace("of its idle time", "of its idle + exposed-communication "
+                            "time").replace("of GPU idle time", "of GPU idle + "
+                                            "exposed-communication time")
+    return text
+
+
+def _advice(r: dict, part: np.ndarray) -> str:
     v, off = r["verdict"], r["offenders"]
     idle = r["idle_total_ns"]
-    share = {c: (r["idle_ns"][c] / idle if idle else 0.0) for c in CAUSES}
+    share = {c: (r["idle_ns"].get(c, 0) / idle if idle else 0.0) for c in VERDICT_CAUSES}
     steps = (f"step {r['first']}" if r["first"] == r["last"] else
              f"steps {r['first']}–{r['last']}") if r["first"] != NONE else "the window"
     busy = pct(r["busy_frac"])
@@ -64,7 +80,7 @@ def advice(r: dict, part: np.ndarray) -> str:
     n_steps = r["steps"] if r["first"] != NONE else 1
     called = _lead(off.get("source"))
     if v == "mixed":
-        a, b = sorted(CAUSES, key=lambda c: -share[c])[:2]  # stable: ties by Cause
+        a, b = sorted(VERDICT_CAUSES, key=lambda c: -share[c])[:2]  # stable: ties by Cause
         # the offenders are the top cause's: its leading op, when launch
         lead_a = f" ({called[2:]})" if called and a == "launch" else ""
         return (f"{steps}: GPU busy {busy}; no single cause: {a} {pct(share[a])}"
@@ -120,6 +136,11 @@ def advice(r: dict, part: np.ndarray) -> str:
         where = ", ".join(n for n, _ in off.get("spans", [])[:2])
         text = (f"{steps}: GPU busy {busy}; {pct(share['dependency'])} of its idle "
                 f"time is queued work waiting" + (f" ({where})" if where else ""))
+    elif v == "communication-bound":
+        coll = part["communication_ns"].sum() / max(int(part["duration_ns"].sum()), 1)
+        text = (f"{steps}: GPU busy {busy}, but {pct(coll)} of the time only "
+                f"collectives ran ({pct(share['communication'])} of its idle + "
+                f"exposed-communication time" + (f"; top {tops}" if tops else "") + ")")
     elif v == "host-only":
         text = f"{steps}: no GPU work recorded" + (
             f"; most host time in {tops}" if tops else "") + called

@@ -28,7 +28,7 @@ from ..timeline.schema import NONE
 from ..timeline.timeline import Timeline
 from .advice import advice
 from .gaps import CAUSES, Cause
-from .margins import BY_CAUSE, CAUSE_OF, verdict_text
+from .margins import BY_CAUSE, CAUSE_OF, VERDICT_CAUSES, verdict_text
 from .summary import report_dict, summary_text
 from .words import fmt_ns, pct as _pct
 
@@ -250,7 +250,7 @@ class Report:
         from .verdict import offenders
         if verdict == "mixed":
             verdict = BY_CAUSE.get(cause, "unknown")
-        on_gpu = verdict in ("GPU-bound", "dependency-bound")
+        on_gpu = verdict in ("GPU-bound", "dependency-bound", "communication-bound")
         b, e = ("begin_ns", "end_ns") if on_gpu else ("host_begin_ns", "host_end_ns")
         return offenders(self.timeline, self.lanes, int(part[b].min()), int(part[e].max()),
                          verdict, self.settings["top"], own=self.self_ns,
@@ -288,11 +288,13 @@ class Report:
                 j += 1
             part = s[i:j + 1]
             span = int(part["duration_ns"].sum())
-            idle = {c: int(part[f"{c}_ns"].sum()) for c in CAUSES}
+            idle = {c: int(part[f"{c}_ns"].sum()) for c in VERDICT_CAUSES}
+            if not idle["communication"]:  # no collectives alone: idle causes only
+                del idle["communication"]
             idle_total = sum(idle.values())
             verdict = str(part["verdict"][0])
             busy = float(part["busy_ns"].sum() / max(span, 1))
-            ranked = sorted(CAUSES, key=lambda c: -idle[c])  # stable: ties by Cause
+            ranked = sorted(idle, key=lambda c: -idle[c])  # stable: ties by Cause
             top = CAUSE_OF.get(verdict, ranked[0]) if idle_total else ""
             second = next((c for c in ranked if c != top and idle[c] > 0), "")
             r = {"first": int(part["number"][0]), "last": int(part["number"][-1]),

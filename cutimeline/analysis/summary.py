@@ -23,7 +23,7 @@ import numpy as np
 
 from .advice import ADVICE, WAITING
 from .gaps import CAUSES
-from .margins import BY_CAUSE, CAUSE_OF, verdict_text
+from .margins import BY_CAUSE, CAUSE_OF, VERDICT_CAUSES, verdict_text
 from .ranks_report import run_notes
 from .words import fmt_ns, pct as _pct
 
@@ -102,17 +102,21 @@ def headline(rep: Report) -> dict:
     time = {v: int(steady_["duration_ns"][steady_["verdict"] == v].sum()) for v in kinds}
     v = max(kinds, key=lambda k: time[k])
     part = steady_[steady_["verdict"] == v]
-    idle = {c: int(part[f"{c}_ns"].sum()) for c in CAUSES}
+    idle = {c: int(part[f"{c}_ns"].sum()) for c in VERDICT_CAUSES}
+    if not idle["communication"]:  # no collectives alone: idle causes only
+        del idle["communication"]
     span = max(int(part["duration_ns"].sum()), 1)
     busy = float(part["busy_ns"].sum()) / span
     total = max(sum(idle.values()), 1)
-    top = CAUSE_OF.get(v) or max(CAUSES, key=lambda c: idle[c])
+    top = CAUSE_OF.get(v) or max(idle, key=lambda c: idle[c])
+    of = "GPU idle + exposed-communication time" if "communication" in idle else \
+        "GPU idle time"
     if v == "GPU-bound":
         why = f"GPU busy {_pct(busy)}"
     elif v == "host-only":
         why = "no GPU work"
     else:
-        why = f"{_pct(idle[top] / total)} of GPU idle time {WAITING[top]}"
+        why = f"{_pct(idle[top] / total)} of {of} {WAITING[top]}"
         why += _quoted(rep, part, top)
     fix = ADVICE[v] if v != "mixed" else ADVICE[BY_CAUSE[top]]
     return {"verdict": v, "text": verdict_text(v, idle, busy), "steps": which,
@@ -205,6 +209,9 @@ def summary_text(rep: Report) -> str:
     dev = int(rep.lanes.device_keys[rep.primary])
     line = (f"GPU busy {_pct(o['busy_frac'])} (device {dev}); idle "
             f"{_pct(1 - o['busy_frac'])}: {_shares(idle)}")
+    if o["communication_ns"] > 0:  # busy, but with collectives alone
+        line += (f"; collectives alone (exposed communication) "
+                 f"{_pct(o['communication_ns'] / max(int(o['duration_ns']), 1))}")
     st = rep.streams[rep.streams["device"] == dev]
     if len(st) > 1:
         line += "; streams " + ", ".join(f"{s['stream']} {_pct(s['busy_frac'])}"

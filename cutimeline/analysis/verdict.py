@@ -20,7 +20,7 @@ from ..timeline.schema import NONE, OpFlag, SpanKind
 from ..timeline.timeline import Timeline
 from .gaps import CAUSES, Cause, HostActivity
 from .lanes import Lanes
-from .margins import VERDICTS, rank_causes, verdicts
+from .margins import VERDICT_CAUSES, VERDICTS, rank_causes, verdicts
 from .steps import step_windows
 
 __all__ = ["VERDICTS", "verdicts", "step_windows", "step_table", "offenders"]
@@ -34,7 +34,8 @@ STEP_DTYPE = [("number", np.int64), ("begin_ns", np.int64), ("end_ns", np.int64)
               ("busy_ns", np.int64), ("busy_frac", np.float64),
               ("idle_ns", np.int64)] + \
     [(f"{c}_ns", np.int64) for c in CAUSES] + \
-    [("lead_first_ns", np.int64), ("lead_last_ns", np.int64),
+    [("communication_ns", np.int64),  # collectives alone (communication.py)
+     ("lead_first_ns", np.int64), ("lead_last_ns", np.int64),
      ("lead_max_ns", np.int64), ("queue_mean", np.float64),
      ("queue_min", np.int64), ("queue_max", np.int64), ("ops", np.int64),
      ("launches", np.int64), ("host_data_ns", np.int64),
@@ -131,10 +132,18 @@ def step_table(tl: Timeline, ln: Lanes | None, act: HostActivity, primary: int,
         ub, ue = _replayed_union(ln, primary, comp, engine)
         pb = iv.coverage(ub, ue, p0, p1, engine)
         out["predicted_busy_frac"] = pb / np.maximum(p1 - p0, 1)
-    out["verdict"] = verdicts(out["busy_frac"], idle, gpu_bound_at,
+    from .communication import exposed
+    comm = exposed(tl, ln, primary, ln.w0[idx], ln.w1[idx], engine)
+    out["communication_ns"] = comm
+    if comm.any():  # collectives alone rank beside the idle causes
+        idle = np.concatenate([idle, comm[:, None]], axis=1)
+        compute_frac = (busy - comm) / span
+    else:
+        compute_frac = out["busy_frac"]
+    out["verdict"] = verdicts(compute_frac, idle, gpu_bound_at,
                               mixed_margin=mixed_margin)
     r = rank_causes(idle)
-    names = np.array(list(CAUSES) + [""], dtype=object)  # -1: none
+    names = np.array(list(VERDICT_CAUSES[:idle.shape[1]]) + [""], dtype=object)
     out["cause"], out["share"] = names[r["cause"]], r["share"]
     out["runner_up"], out["runner_up_share"] = names[r["runner_up"]], r["runner_up_share"]
     return out
@@ -226,7 +235,8 @@ def offenders(tl: Timeline, ln: Lanes | None, w0: int, w1: int, verdict: str,
     ``nesting.self_ns``; prorated where an op crosses the window) or time
     blocked in syncs (sync-bound); DataLoader spans by fetch time
     (input-bound); streams by dependency wait while their device was idle
-    (dependency-bound); user spans by time, and the op-free stretches
+    (dependency-bound); collective kernels by time (communication-bound);
+    user spans by time, and the op-free stretches
     (host-bound; ``act``, default ``gaps.host_activity(tl)``). ``index``:
     a dict the caller keeps between calls, where the ``Overlaps`` of ops
     and gpu rows are made once (with ``engine``)."""
@@ -245,6 +255,15 @@ def offenders(tl: Timeline, ln: Lanes | None, w0: int, w1: int, verdict: str,
         out["ops"] = _top(names, dur, tl, k)
         out["modules"] = _modules(o.module[op[linked]], dur[linked], tl, k)
         _lead_source(tl, out, op[linked], dur[linked])
+    elif verdict == "communication-bound" and ln is not None:
+        from .communication import collective_rows
+        if "gpu" not in index:
+            index["gpu"] = Overlaps(ln.begin, ln.end, engine)
+        sel = index["gpu"].rows(w0, w1)
+        sel = sel[collective_rows(tl)[sel]]
+        dur = np.minimum(ln.end[sel], w1) - np.maximum(ln.begin[sel], w0)
+        out["ops"] = _top(tl.gpu["name"][sel], dur, tl, k)
+        out["count"] = int(len(sel))
     elif verdict == "sync-bound":
         sel = np.flatnonzero((y.host_end_ns > w0) & (y.host_begin_ns < w1))
         blocked = (y.host_end_ns - y.host_begin_ns)[sel]

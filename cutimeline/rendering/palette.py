@@ -26,6 +26,7 @@ CAUSE_LABELS = {"data": "waiting for data", "sync": "after a sync",
 VERDICT_COLORS = {"GPU-bound": "#2e7d4f", "input-bound": "#9479c9",
                   "sync-bound": "#e0b21c", "launch-bound": "#4fa6d6",
                   "host-bound": "#7cc46c", "dependency-bound": "#a3a3a3",
+                  "communication-bound": "#5b8fd1",
                   "mixed": "#e0925a", "unknown": "#d8c8a0", "host-only": "#cfcfcf"}
 # (one for each of ``analysis.verdict.VERDICTS``; a test keeps them in step)
 FLOW_COLOR = "#e00000"
