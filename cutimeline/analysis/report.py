@@ -171,6 +171,15 @@ class Report:
         for a window of steps, their host windows together."""
         return self._work.get("host_window", self.window)
 
+    def one_offs(self) -> np.ndarray:
+        """Op calls in the window that took far longer than their name's
+        other calls (warm-up: lazy initialisation, autotuning,
+        compilation), longest first (``oneoff.ONE_OFF_DTYPE``)."""
+        if "one_offs" not in self._made:
+            from .oneoff import one_offs
+            self._made["one_offs"] = one_offs(self.timeline, *self.window, self.self_ns)
+        return self._made["one_offs"]
+
     def memory(self) -> dict | None:
         """Device memory (``memory.py``) over the report's host window;
         None without a memory table. ``{"devices": per device, its peak

@@ -188,12 +188,33 @@ def _advice(rep: Report, h: dict) -> str:
     return f"Most likely to help: {h['help']}{own}."
 
 
+def _warm_up(rep: Report) -> str:
+    """A warning ahead of the advice when one-off host costs (``oneoff.py``)
+    take a fifth or more of the steady steps the headline reads: those
+    steps measure warm-up, not the loop."""
+    rows = rep.one_offs()
+    if rep.lanes is None or not len(rows):
+        return ""
+    part, _ = steady(rep)
+    b0, b1 = part["host_begin_ns"], part["host_end_ns"]
+    inside = ((rows["begin_ns"][:, None] >= b0) & (rows["begin_ns"][:, None] < b1)).any(1)
+    extra = int((rows["self_ns"] - rows["typical_ns"])[inside].sum())
+    span = int((b1 - b0).sum())
+    if span <= 0 or extra < 0.2 * span:
+        return ""
+    top = rows[inside][0]
+    these = "these steps" if part["number"][0] != -1 else "the window"
+    return (f"Warm-up first: one-off host costs take {_pct(extra / span)} of {these} "
+            f"({top['name']} {fmt_ns(top['self_ns'])} once, typically "
+            f"{fmt_ns(top['typical_ns'])}); profile after a few steps to see the loop. ")
+
+
 def summary_text(rep: Report) -> str:
     tl, o = rep.timeline, rep.overall
     w0, w1 = rep.window
     h = headline(rep)
     first = (f"Verdict: {h['text']} ({h['steps']}; {_pct(h['share'])} of their time). "
-             + _advice(rep, h))
+             + _warm_up(rep) + _advice(rep, h))
     head = [f"cutimeline report — {source_words(tl.meta)}"]
     if tl.meta.get("device_name"):
         head.append(str(tl.meta["device_name"]))
@@ -217,6 +238,10 @@ def summary_text(rep: Report) -> str:
         line += "; streams " + ", ".join(f"{s['stream']} {_pct(s['busy_frac'])}"
                                          for s in st)
     lines.append(line)
+    from .oneoff import one_off_text
+    warm = one_off_text(rep.one_offs(), w1 - w0)
+    if warm:
+        lines.append(warm)
     for r in rep.ranges():
         lines.append(f"• {r['text']}: {r['advice']}")
     gaps = biggest_gaps(rep)

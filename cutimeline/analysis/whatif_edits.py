@@ -224,11 +224,20 @@ def _launch_cuts(tl: Timeline, how: str, engine: str):
     or ``graphs`` (all but the first of each step's) removes. The
     recorder's own cost is spent between ops (``costs.py`` prices it at
     the op's begin, outside its interval), so it is kept either way: it
-    runs after the fix too."""
+    runs after the fix too. So are one-off calls (``oneoff.py``: warm-up
+    inside an op, as lazy initialisation or autotuning) and the ops that
+    hold them: a faster launch path does not remove them."""
     o = tl.ops
     dev = np.flatnonzero((o.device != NONE) & ((o.flags & OpFlag.SYNC) == 0))
     b = np.asarray(o.host_begin_ns[dev], np.int64)
     e = np.asarray(o.host_end_ns[dev], np.int64)
+    from .oneoff import one_offs
+    warm = one_offs(tl, tl.start_ns, tl.end_ns)["op"]
+    if len(warm):  # device ops around (or being) a one-off call keep their time
+        wb, we = o.host_begin_ns[warm], o.host_end_ns[warm]
+        keep = ((b[:, None] <= wb) & (e[:, None] >= we) &
+                (o.thread[dev][:, None] == o.thread[warm])).any(axis=1)
+        dev, b, e = dev[~keep], b[~keep], e[~keep]
     own = e - b  # the recorder's bookkeeping lies outside the op's interval
     if how == "launch":
         cut = own // 2

@@ -1,0 +1,80 @@
+"""One-off host costs: a call far slower than its name's other calls is
+named as warm-up, and the replay does not count it as launch cost."""
+
+import pathlib
+
+import pytest
+
+import cutimeline as ctl
+from cutimeline.analysis.oneoff import one_offs
+from cutimeline.timeline.schema import OpFlag
+
+from handmade import timeline
+
+KINETO = pathlib.Path(__file__).parents[1] / "data" / "kineto"
+
+
+def _loop(slow_ns, calls=10, steps=3):
+    """``steps`` steps of ``calls`` 10 µs launches of "mm" with 2 µs
+    kernels (launch-bound); the first call of step 1 takes ``slow_ns`` on
+    the host."""
+    gpu, ops, spans = [], [], []
+    t = 0
+    for s in range(steps):
+        begin = t
+        for i in range(calls):
+            dur = slow_ns if (s == 1 and i == 0) else 10_000
+            ops.append(("mm", t, t + dur, OpFlag.LAUNCH))
+            gpu.append((0, t + dur - 1_000, t + dur + 2_000, t + dur + 4_000, "mm"))
+            t += dur + 1_000
+        t += 30_000
+        spans.append((s, begin, t))
+    return timeline(gpu=gpu, ops=ops, steps=spans)
+
+
+def test_a_call_far_slower_than_its_others_is_named_with_its_typical_time():
+    tl = _loop(5_000_000)
+    rep = ctl.analyze(tl)
+    rows = rep.one_offs()
+    assert len(rows) == 1
+    r = rows[0]
+    assert (r["name"], r["self_ns"], r["typical_ns"], r["calls"]) == \
+        ("mm", 5_000_000, 10_000, 30)
+    text = rep.summary()
+    assert "one-off host costs: mm 5 ms once (its other 29 calls typically 10 µs)" in text
+    assert "Warm-up first" in text.splitlines()[0]
+
+
+@pytest.mark.parametrize("slow_ns", [150_000, 10_000])
+def test_calls_within_twenty_times_their_typical_time_are_not_one_off(slow_ns):
+    rep = ctl.analyze(_loop(slow_ns))
+    assert len(rep.one_offs()) == 0
+    assert "one-off" not in rep.summary() and "Warm-up" not in rep.summary()
+
+
+def test_a_name_called_once_is_never_one_off():
+    tl = timeline(gpu=[(0, 10, 20, 30, "init"), (0, 5_000_000, 5_000_010, 5_000_020, "mm")],
+                  ops=[("init", 0, 4_999_000, OpFlag.LAUNCH),
+                       ("mm", 4_999_500, 5_000_500, OpFlag.LAUNCH)])
+    assert len(one_offs(tl, tl.start_ns, tl.end_ns)) == 0
+
+
+def test_the_replay_keeps_one_off_costs_a_faster_launch_path_would_not_remove():
+    with_slow, without = ctl.analyze(_loop(5_000_000)), ctl.analyze(_loop(10_000))
+    saved = {p.edit.name: p.step_ns - p.predicted_step_ns
+             for p in with_slow.what_if()}
+    plain = {p.edit.name: p.step_ns - p.predicted_step_ns for p in without.what_if()}
+    # the same launches to save either way, the 5 ms call kept
+    assert saved["launch"] == pytest.approx(plain["launch"], rel=0.25)
+
+
+@pytest.mark.skipif(not (KINETO / "critical_path").exists(), reason="no kineto traces")
+def test_alexnet_warm_up_is_the_cudnn_convolution_inside_conv2d():
+    path = next((KINETO / "critical_path" / "alexnet").glob("*.json.gz"))
+    rep = ctl.analyze(ctl.import_chrome(path))
+    top = rep.one_offs()[0]
+    assert (top["name"], top["outer"]) == ("aten::cudnn_convolution", "aten::conv2d")
+    assert top["self_ns"] > 10e9 and top["typical_ns"] < 2e6
+    assert "Warm-up first: one-off host costs take 98% of the window" in rep.summary()
+    graphs = next(p for p in rep.what_if() if p.edit.name == "graphs")
+    assert graphs.gain < 0.1  # the 10.8 s stay: a graph does not autotune faster
