@@ -17,6 +17,8 @@ drawn and the Timeline is not changed. The stages, each in its module:
   replay's engine; ``replay_inputs.py``: what it reads of the gpu rows);
 * ``whatif.py`` / ``whatif_edits.py`` — the same replay under a fix
   (input, syncs, host Python, launch cost) and the step times it predicts;
+* ``facts.py`` — what the stages need to know of a time column (least and
+  greatest value, NONE, sorted), read once and remembered by its table;
 * ``hta.py`` — HolisticTraceAnalysis-compatible measures;
 * ``optable.py`` — per-op counts and times;
 * ``sources.py`` / ``memory.py`` / ``flops.py`` — from the tables a
@@ -40,14 +42,14 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from numba import njit
 
 from ..errors import CutimelineError
-from ..numeric.engines import _i64, resolve_engine
+from ..numeric.engines import resolve_engine
 from ..timeline.schema import NONE, SpanKind
 from ..timeline.timeline import Timeline
 from ..timeline.windows import parse_window
 from .compensation import compensate
+from .facts import column_facts
 from .gaps import CAUSES, HOST_GAP_NS, Cause, host_activity
 from .lanes import Group, lanes
 from .report import Report
@@ -136,8 +138,9 @@ def analyze(tl: Timeline, *, window: Any = None, engine: str = "auto",
         w0, w1 = lo, hi
     w0, w1 = max(w0, lo), max(min(w1, hi), max(w0, lo))
     numbers, hb, he = step_windows(tl)
-    sb, se = device_windows(g.launch_ns, g.begin_ns, g.end_ns, hb, he, engine=engine) \
-        if has_gpu else (hb, he)
+    in_order = has_gpu and column_facts(g, "launch_ns", engine).sorted
+    sb, se = device_windows(g.launch_ns, g.begin_ns, g.end_ns, hb, he, engine=engine,
+                            in_order=in_order) if has_gpu else (hb, he)
     inside = (he > w0) & (hb < w1)
     numbers, hb, he, sb, se = (x[inside] for x in (numbers, hb, he, sb, se))
     if _by_steps(window) and len(sb):  # the steps' GPU work, not their host time
@@ -154,7 +157,7 @@ def analyze(tl: Timeline, *, window: Any = None, engine: str = "auto",
         predicted = ph
         if has_gpu:  # the same rows' replayed times make the replayed windows
             pb, pe = device_windows(g.launch_ns, comp["begin_ns"], comp["end_ns"], hb,
-                                    he, ph[0][1:], ph[1][1:], engine)
+                                    he, ph[0][1:], ph[1][1:], engine, in_order)
             predicted = [np.concatenate([ph[0][:1], pb]), np.concatenate([ph[1][:1], pe])]
     streams = devices = None
     primary = 0
@@ -258,34 +261,23 @@ def _by_steps(window: Any) -> bool:
         all(isinstance(v, (int, np.integer)) for v in window)
 
 
-@njit(cache=True)
-def _min_max_nb(a):
-    """(min, max, whether some value is NONE) of a non-empty array, in one pass."""
-    lo = hi = a[0]
-    none = False
-    for x in a:
-        lo, hi = min(lo, x), max(hi, x)
-        none |= x == NONE
-    return lo, hi, none
+_TIMES = (("ops", "host_begin_ns"), ("ops", "host_end_ns"), ("spans", "begin_ns"),
+          ("spans", "end_ns"), ("syncs", "host_begin_ns"), ("syncs", "host_end_ns"))
 
 
 def _extent(tl: Timeline, engine: str) -> tuple[int, int, bool]:
     """(``tl.start_ns``, ``tl.end_ns``, whether a gpu row's begin or end is
-    NONE), each column read once (with Numba) instead of three times."""
+    NONE) from the columns' ``Facts``: each read once per Timeline, the
+    ones after remembered (``facts.py``)."""
     g = tl.gpu
-    if engine == "numpy":
-        missing = bool(np.any(g.begin_ns == NONE) or np.any(g.end_ns == NONE))
-        return tl.start_ns, tl.end_ns, missing
-    gpu = [g.begin_ns, g.end_ns]
-    seen: dict[int, tuple] = {}
-    for a in tl._times() + gpu:
-        if len(a) and id(a) not in seen:
-            seen[id(a)] = _min_max_nb(_i64(a))
-    missing = any(seen[id(a)][2] for a in gpu if len(a))
-    span = [seen[id(a)][:2] for a in tl._times() if len(a)]
+    gpu = [column_facts(g, c, engine) for c in ("begin_ns", "end_ns")] if len(g) else []
+    missing = any(f.none for f in gpu)
+    span = [column_facts(tl.table(t), c, engine) for t, c in _TIMES if len(tl.table(t))]
+    if tl.aligned:
+        span += gpu
     if not span:
         return 0, 0, missing
-    return int(min(x for x, _ in span)), int(max(x for _, x in span)), missing
+    return min(f.lo for f in span), max(f.hi for f in span), missing
 
 
 def _lane_table(grp: Group, keys: np.ndarray, w0: int, w1: int,

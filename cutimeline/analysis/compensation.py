@@ -41,7 +41,7 @@ from ..numeric.engines import _i64
 from ..timeline.timeline import Timeline
 from .costs import _merge2_nb, costs, mix_scale
 from .replay_inputs import LAUNCH_QUEUE, engine_inputs, held, launch_queue
-from .replaying import _replay_args, _replay_nb, breaks, replay
+from .replaying import _replay_args, _replay_nb, breaks, replay, replay_breaks
 
 __all__ = ["replay", "held", "compensate", "shifted", "engine_inputs", "breaks",
            "launch_queue", "LAUNCH_QUEUE"]
@@ -91,7 +91,7 @@ def compensate(tl: Timeline, ln=None, engine: str = "numba", at=None) -> dict | 
         qo = None if q is None else np.argsort(q, kind="stable")
         qt = none if q is None else q[qo]
         b_r, _, _, e_r, q_jump, q_cost, total = _replay_nb(
-            *_replay_args(*replay_in, depth), none, none, depth, True, qt, xt, xc)
+            *_replay_args(*replay_in, depth), none, none, depth, 1, qt, xt, xc)
         out["removed_ns"] = int(total)
         if q is not None:
             out["at"] = np.empty(len(q), np.int64)
@@ -140,8 +140,8 @@ class _Replayed(dict):
             cost_t, cost = _merge2_nb(_i64(cost_t), _i64(cost), *self._more)
             self._in = (cost_t, cost) + self._in[2:]
         self["cost_t"] = cost_t
-        b_r, jumps, row_j = replay(*self._in, self._engine, depth=self._depth)
-        self["sync_t"], self["jumps"] = breaks(sb, jumps, self._in[5], row_j)
+        b_r, self["sync_t"], self["jumps"] = replay_breaks(*self._in, self._engine,
+                                                           depth=self._depth)
         cum = np.zeros(len(cost) + 1, np.int64)  # one pass, no concatenated copy
         np.cumsum(cost, out=cum[1:])
         self["cost_cum"] = cum

@@ -18,9 +18,9 @@ from numba import njit
 
 from ..numeric.engines import _i64, check_engine, empty_i64
 from ..numeric.ids import dense_ids, hash_slot
-from ..numeric.ordering import is_sorted, sort_order
 from ..timeline.schema import NONE, OpFlag, SpanKind
 from ..timeline.timeline import Timeline
+from .facts import column_facts
 
 __all__ = ["costs", "op_costs", "recorder_op_costs", "mix_scale", "repeats"]
 
@@ -64,7 +64,7 @@ def mix_scale(meta: dict) -> float:
 
 @njit(cache=True)
 def _op_costs_nb(name, shapes, grad_fn, thread, launched, tkeys, tns, per_op, backward_ns,
-                 scale, per_launch, window, bits):
+                 scale, per_launch, window, n_thread, bits):
     # each distinct (name, shapes) key gets an id in an open-addressing hash
     # of 2^bits slots, as ``ids.dense_ids`` numbers keys, fused here with
     # the pricing (apart, the two cost 3× as much; a binary search of the
@@ -73,10 +73,9 @@ def _op_costs_nb(name, shapes, grad_fn, thread, launched, tkeys, tns, per_op, ba
     # thread, the position of its last op there: a repeat within
     # ``window`` is one subtraction. Past half full it gives up (ok False)
     # and the caller comes again with more bits: arrays reassigned inside
-    # the loop would cost reference counting at every op.
-    n_thread = 1
-    for i in range(len(thread)):
-        n_thread = max(n_thread, thread[i] + 1)
+    # the loop would cost reference counting at every op. ``n_thread``:
+    # more than the largest thread id (the caller knows it: no pass here).
+    one = n_thread == 1
     cap = 1 << (bits - 1)
     slot_key = np.zeros(1 << bits, np.int64)
     slot_id = np.full(1 << bits, -1, np.int64)
@@ -107,12 +106,16 @@ def _op_costs_nb(name, shapes, grad_fn, thread, launched, tkeys, tns, per_op, ba
         c = price[k]
         if grad_fn[i] != NONE:
             c += backward_ns
-        th = thread[i]
+        th = 0
+        at = i  # one thread (the usual case): an op's place on it is its row
+        if not one:  # a count per thread, kept in memory: a store and a load per op
+            th = thread[i]
+            at = seen[th]
+            seen[th] += 1
         p = last[k, th]
-        if p < 0 or seen[th] - p > window:  # not among the last ``window``
+        if p < 0 or at - p > window:  # not among the last ``window``
             c *= scale
-        last[k, th] = seen[th]
-        seen[th] += 1
+        last[k, th] = at
         out[i] = np.int64(np.rint(c)) + (per_launch if launched[i] else 0)
     return out, True
 
@@ -132,13 +135,15 @@ def _op_costs_np(name, shapes, grad_fn, thread, launched, tkeys, tns, per_op, ba
 
 def op_costs(name, shapes, grad_fn, thread, launched, table: dict | None, per_op: float,
              backward_ns: float = 0.0, scale: float = 1.0, per_launch: int = 0,
-             window: int = REPEAT_WINDOW, engine: str = "numba") -> np.ndarray:
+             window: int = REPEAT_WINDOW, engine: str = "numba",
+             thread_range: tuple[int, int] | None = None) -> np.ndarray:
     """What the recorder spent on each op (int64 ns): its (name, shapes)
     priced by ``table`` (``{"name", "shapes", "ns"}`` lists; else
     ``per_op``), plus ``backward_ns`` in backward (a grad_fn), times
     ``scale`` unless it ``repeats`` one of the ``window`` ops before it on
     its thread, rounded half to even, plus ``per_launch`` if it launched
-    (``launched``: bools, or uint8 flags, nonzero where the op launched)."""
+    (``launched``: bools, or uint8 flags, nonzero where the op launched).
+    ``thread_range``: the least and greatest ``thread``, when known."""
     def ints(a):  # the kernel reads the columns' own widths (int32): no copies
         a = np.ascontiguousarray(a)
         return a if engine == "numba" and a.dtype.kind in "iu" else _i64(a)
@@ -152,13 +157,16 @@ def op_costs(name, shapes, grad_fn, thread, launched, table: dict | None, per_op
             _flags(launched), tkeys, tns, float(per_op),
             float(backward_ns), float(scale), int(per_launch), int(window)]
     if engine == "numba":
-        if len(thread) and (thread.min() < 0 or thread.max() >= 1 << 12):
+        lo, hi = (0, 0) if not len(thread) else thread_range if thread_range is not None \
+            else (int(thread.min()), int(thread.max()))
+        if lo < 0 or hi >= 1 << 12:
             args[3] = thread = dense_ids(thread, engine)[0]  # a last position per thread
-        threads = int(thread.max()) + 1 if len(thread) else 1
+            hi = int(thread.max())
+        threads = hi + 1
         bits = max(8, int(4 * len(tkeys)).bit_length())
         # keys × threads last positions: past 2^25 (256 MB) the twin does it
         while threads << (bits - 1) <= 1 << 25:
-            out, ok = _op_costs_nb(*args, bits)
+            out, ok = _op_costs_nb(*args, threads, bits)
             if ok:
                 return out
             bits += 2
@@ -202,10 +210,12 @@ def recorder_op_costs(tl: Timeline, engine: str = "numba") -> np.ndarray | None:
         return None
     o = tl.ops
     model = m.get("overhead_model") or {}
+    f = column_facts(o, "thread", engine)  # remembered: no pass over the threads
     return op_costs(o["name"], o["shapes"], o.grad_fn, o.thread,
                     o.flags & _LAUNCH, m.get("overhead_ns_by_signature"),
                     float(m["overhead_ns_per_op"]), float(model.get("backward_ns") or 0),
-                    mix_scale(m), int(m.get("overhead_ns_per_launch") or 0), engine=engine)
+                    mix_scale(m), int(m.get("overhead_ns_per_launch") or 0), engine=engine,
+                    thread_range=(f.lo, f.hi))
 
 
 def costs(tl: Timeline, engine: str = "numba", apart: bool = False) -> tuple | None:
@@ -235,6 +245,7 @@ def costs(tl: Timeline, engine: str = "numba", apart: bool = False) -> tuple | N
     scale = mix_scale(m)
     cost = recorder_op_costs(tl, engine)
     t = np.asarray(o.host_begin_ns, np.int64)
+    in_order = column_facts(o, "host_begin_ns", engine).sorted  # remembered: no pass
     more_t, more_c = [], []
     if model.get("module_ns") and len(tl.spans):
         sp = tl.spans
@@ -247,11 +258,13 @@ def costs(tl: Timeline, engine: str = "numba", apart: bool = False) -> tuple | N
         more_c.append(calibrations[:, 1] - calibrations[:, 0])
     none = () if not apart else (np.zeros(0, np.int64),) * 2
     if not more_t:
-        order = sort_order(t, engine)
-        return (t, cost) + none if order is None else (t[order], cost[order]) + none
+        if in_order:
+            return (t, cost) + none
+        order = np.argsort(t, kind="stable")
+        return (t[order], cost[order]) + none
     tb = np.concatenate(more_t).astype(np.int64)
     cb = np.concatenate(more_c).astype(np.int64)
-    if engine == "numba" and is_sorted(t, engine):  # one thread: merge the few others in
+    if engine == "numba" and in_order:  # one thread: merge the few others in
         order = np.argsort(tb, kind="stable")
         if apart:
             return t, cost, tb[order], cb[order]

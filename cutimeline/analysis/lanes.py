@@ -26,10 +26,13 @@ from ..numeric.runs import gather_sorted, merge_rows, merge_values
 from ..timeline.schema import NONE, OpFlag
 from ..timeline.timeline import Timeline
 from .attribution import attribute
+from .facts import column_facts
 from .gaps import HostActivity
 from .queues import lead_stats, queue_series, window_stats_sorted
 
 __all__ = ["Group", "Lanes", "lanes", "busy_in", "idle_in", "queue_depth"]
+
+_LOWEST = -(2 ** 63)
 
 
 @dataclass
@@ -113,20 +116,27 @@ def lanes(tl: Timeline, act: HostActivity, w0, w1, engine: str = "numba",
     g = tl.gpu
     begin = np.asarray(g.begin_ns, np.int64)
     launch = np.asarray(g.launch_ns, np.int64)
-    end, lead, unknown = (_prepare if engine == "numba" else _prepare_np)(
-        begin, np.asarray(g.end_ns, np.int64), launch)
     lo, hi = bounds if bounds is not None else (tl.start_ns, tl.end_ns)
     w0 = np.clip(np.atleast_1d(np.asarray(w0, np.int64)), lo, hi)
     w1 = np.clip(np.atleast_1d(np.asarray(w1, np.int64)), w0, hi)
-    pair, k_dev, k_st = pair_ids(g.device, g.stream, engine)
+    end, lead, unknown, summary = (_prepare if engine == "numba" else _prepare_np)(
+        begin, np.asarray(g.end_ns, np.int64), launch, w0[0], w1[0])
+    pair, k_dev, k_st = _pairs(g, engine)
     stream_keys = np.stack([k_dev, k_st], axis=1)
     dev_keys, stream_dev = np.unique(k_dev, return_inverse=True)
     stream_dev = stream_dev.reshape(-1)
     # rows of sync ops: the gap after one is the sync's (see gaps.py)
-    sync_op = (tl.ops.flags & OpFlag.SYNC) != 0
-    sync_row = (g.op != NONE) & sync_op[np.maximum(g.op, 0)] if sync_op.any() else \
-        np.zeros(0, bool)
-    args = (begin, end, launch, lead, unknown, sync_row, lo, hi, w0, w1, act, engine)
+    if tl.ops.remember("flags", "sync", lambda f: bool(np.any(f & OpFlag.SYNC))):
+        sync_op = (tl.ops.flags & OpFlag.SYNC) != 0
+        sync_row = (g.op != NONE) & sync_op[np.maximum(g.op, 0)]
+    else:
+        sync_row = np.zeros(0, bool)
+    # which of the columns the groups read come sorted (``facts.py``): one
+    # stream's rows are then read in place, nothing checked again
+    in_order = tuple(x is g[c] and column_facts(g, c, engine).sorted for x, c in
+                     ((begin, "begin_ns"), (launch, "launch_ns"), (end, "end_ns")))
+    args = (begin, end, launch, lead, unknown, sync_row, lo, hi, w0, w1, act, engine,
+            in_order, summary)
     streams = _group(pair, len(k_dev), *args, lazy=len(k_dev) > len(dev_keys))
     if len(k_dev) == len(dev_keys):  # one stream per device: same lanes
         devices = streams
@@ -139,9 +149,25 @@ def lanes(tl: Timeline, act: HostActivity, w0, w1, engine: str = "numba",
                  dev_keys, stream_dev, lo, hi, w0, w1)
 
 
+def _pairs(g, engine: str):
+    """``pair_ids`` of the rows' (device, stream): from the columns' facts,
+    remembered, when all rows have one device and one stream (a pass over
+    both columns saved; zeros come as untouched pages)."""
+    fd, fs = column_facts(g, "device", engine), column_facts(g, "stream", engine)
+    if len(g) and fd.lo == fd.hi and fs.lo == fs.hi:
+        return np.zeros(len(g), np.int64), np.full(1, fd.lo, np.int64), \
+            np.full(1, fs.lo, np.int64)
+    return pair_ids(g.device, g.stream, engine)
+
+
 def _group(of_row, n, begin, end, launch, lead, unknown, sync_row, lo, hi, w0, w1,
-           act, engine, runs=None, lazy=False) -> Group:
-    if runs is None:
+           act, engine, in_order, summary, runs=None, lazy=False) -> Group:
+    # one group whose rows come in time order: nothing to sort or gather
+    flat = runs is None and n == 1 and len(begin) > 0 and in_order[0]
+    if flat:
+        order, starts = np.arange(len(begin), dtype=np.int64), \
+            np.array([0, len(begin)], np.int64)
+    elif runs is None:
         order, starts = group_order(of_row, begin, n, engine)
     else:  # merge the sorted runs of the member groups instead of sorting
         sub, member_of = runs
@@ -170,8 +196,9 @@ def _group(of_row, n, begin, end, launch, lead, unknown, sync_row, lo, hi, w0, w
         q_order = order[known]
         q_starts = np.searchsorted(np.flatnonzero(known), starts).astype(np.int64)
     if runs is None:
-        P = gather_sorted(launch, q_order, q_starts, engine)
-        M = gather_sorted(end, q_order, q_starts, engine)
+        flat = flat and not unknown
+        P = launch if flat and in_order[1] else gather_sorted(launch, q_order, q_starts, engine)
+        M = end if flat and in_order[2] else gather_sorted(end, q_order, q_starts, engine)
     else:  # the member groups' sorted launches and ends, merged
         sub, member_of = runs
 
@@ -184,7 +211,8 @@ def _group(of_row, n, begin, end, launch, lead, unknown, sync_row, lo, hi, w0, w
         P, M = merged(sub.P, launch), merged(sub.M, end)
     mean, qmin, qmax, quant = window_stats_sorted(P, M, q_starts, w0, w1, engine=engine)
     queue = {"mean": mean, "min": qmin, "max": qmax, "p50": quant[:, 0], "p95": quant[:, 1]}
-    leads = lead_stats(lead, begin, order, starts, w0[0], w1[0], engine, of_row)
+    leads = lead_stats(lead, begin, order, starts, w0[0], w1[0], engine, of_row,
+                       summary=summary)
     return Group(n, of_row, order, starts, ib, ie, istart, gb, ge, gnext,
                  gstart, lam, gg, nl, after, amounts, idle, busy, q_order, q_starts,
                  P, M, queue, leads, act, engine, (w0, w1))
@@ -215,31 +243,42 @@ def _gap_rows_np(gnext, gprev, launch, sync_row):
 
 
 @njit(cache=True)
-def _prepare(begin, end, launch):
+def _prepare(begin, end, launch, w0=0, w1=0):
     """(end clamped to ≥ begin — the input itself when no row needs it —,
     CPU lead begin − launch (NONE where unknown), whether any launch is
-    unknown), in one pass."""
+    unknown, and over the rows that ``lead_stats`` counts in window 0 —
+    a lead other than NONE, a begin in [w0, w1) —: the leads' sum, their
+    number and the largest, −2^63 without any), in one pass: the pass
+    ``lead_stats`` would make over the same two columns, saved."""
     lead = empty_i64(len(begin))
     unknown = False
     clamp = False
-    for i in range(len(begin)):
-        if launch[i] == NONE:
-            lead[i] = NONE
-            unknown = True
-        else:
-            lead[i] = begin[i] - launch[i]
-        clamp |= end[i] < begin[i]
+    total = m = 0
+    top = _LOWEST
+    for i in range(len(begin)):  # selects, no branch: LLVM vectorises the loop
+        b, a = begin[i], launch[i]
+        x = NONE if a == NONE else b - a
+        lead[i] = x
+        unknown |= a == NONE
+        ok = (x != NONE) & (w0 <= b) & (b < w1)
+        total += x if ok else 0
+        m += ok
+        top = max(top, x if ok else _LOWEST)
+        clamp |= end[i] < b
     if clamp:
         end = np.maximum(end, begin)
-    return end, lead, unknown
+    return end, lead, unknown, (total, m, top)
 
 
-def _prepare_np(begin, end, launch):
+def _prepare_np(begin, end, launch, w0=0, w1=0):
     unknown = launch == NONE
     lead = np.where(unknown, NONE, begin - launch)
     if np.any(end < begin):
         end = np.maximum(end, begin)
-    return end, lead, bool(unknown.any())
+    ok = (lead != NONE) & (begin >= w0) & (begin < w1)
+    v = lead[ok]
+    summary = (int(v.sum()), len(v), int(v.max()) if len(v) else _LOWEST)
+    return end, lead, bool(unknown.any()), summary
 
 
 def _starts(group_sorted: np.ndarray, n: int) -> np.ndarray:

@@ -9,9 +9,7 @@
   change (+1 at launch, −1 when the work begins), described like pandas
   ``describe`` (count, mean, std with ddof=1, min, quartiles, max).
 * ``lead_stats`` — per group, over rows beginning inside a window: mean,
-  median, p95 and max of ``begin − launch``.
-
-Numba kernels with NumPy twins, as everywhere (``engine``).
+  median, p95 and max of ``begin − launch``. Numba kernels, NumPy twins.
 """
 
 from __future__ import annotations
@@ -43,8 +41,7 @@ def _sorted(x):
 def _merge_counts(p, m):
     """For sorted p and m: how many m come before each p (m < p: at equal
     times the +1 goes first) and how many p before each m (p ≤ m)."""
-    before_p = empty_i64(len(p))
-    before_m = empty_i64(len(m))
+    before_p, before_m = empty_i64(len(p)), empty_i64(len(m))
     j = 0
     for i in range(len(p)):  # pointer walks: no data-dependent branch per event
         while j < len(m) and m[j] < p[i]:
@@ -61,8 +58,7 @@ def _merge_counts(p, m):
 @njit(cache=True)
 def _queue_nb(plus, minus, order, starts):
     n = len(order)
-    t = empty_i64(2 * n)
-    q = empty_i64(2 * n)
+    t, q = empty_i64(2 * n), empty_i64(2 * n)
     for g in range(len(starts) - 1):
         s, e = starts[g], starts[g + 1]
         p = _sorted(plus[order[s:e]])
@@ -100,9 +96,7 @@ def queue_series(plus, minus, order, starts, engine: str = "numba"):
 @njit(cache=True)
 def _window_stats_nb(P, M, starts, w0, w1, qs):
     G, W = len(starts) - 1, len(w0)
-    mean = np.zeros((G, W))
-    lo = np.zeros((G, W), np.int64)
-    hi = np.zeros((G, W), np.int64)
+    mean, lo, hi = np.zeros((G, W)), np.zeros((G, W), np.int64), np.zeros((G, W), np.int64)
     quant = np.zeros((G, len(qs)))
     big = 2 ** 62
     a0, b0 = w0[0], w1[0]
@@ -110,18 +104,15 @@ def _window_stats_nb(P, M, starts, w0, w1, qs):
         s, e = starts[g], starts[g + 1]
         p, m = P[s:e], M[s:e]
         n = e - s
-        area = np.zeros(W, np.int64)
-        mn = np.full(W, big)
-        mx = np.full(W, -big)
-        # depth ≤ n; calloc'd, so untouched pages cost nothing (and a
-        # histogram grown inside the loop would slow every iteration)
-        hist = np.zeros(n + 2)
-        i = j = 0
-        depth = 0
+        area, mn, mx = np.zeros(W, np.int64), np.full(W, big), np.full(W, -big)
+        # ns held per depth (≤ n); not np.zeros, which Numba fills (8 MB a
+        # 10^6 rows): each entry zeroed when the walk first holds its depth
+        hist = np.empty(n + 2, np.int64)
+        hist[0] = 0
+        i = j = depth = 0
         a = -big  # the segment [a, t) holds depth
         k = 1     # the current step window (steps: sorted, disjoint)
-        ka = w0[1] if W > 1 else big
-        kb = w1[1] if W > 1 else big
+        ka, kb = (w0[1], w1[1]) if W > 1 else (big, big)
         k_area, k_lo, k_hi = 0, big, -big
         top = 0
         area0, lo0, hi0 = 0, big, -big  # window 0's, kept in registers
@@ -136,10 +127,13 @@ def _window_stats_nb(P, M, starts, w0, w1, qs):
                 ov = min(t, b0) - max(a, a0)
                 if ov > 0:
                     area0 += depth * ov
-                    lo0, hi0 = min(lo0, depth), max(hi0, depth)
-                    if depth >= 0:
-                        hist[depth] += ov
+                    if depth >= 0:  # its min and max come from hist after the walk
+                        for d in range(top + 1, depth + 1):  # rarely: fresh memory
+                            hist[d] = 0
                         top = max(top, depth)
+                        hist[depth] += ov
+                    else:
+                        lo0, hi0 = min(lo0, depth), max(hi0, depth)
                 if ka <= a and t <= kb:  # inside the current step: the usual case
                     k_area += depth * (t - a)
                     k_lo, k_hi = min(k_lo, depth), max(k_hi, depth)
@@ -162,6 +156,9 @@ def _window_stats_nb(P, M, starts, w0, w1, qs):
             j += 1 - take
             depth += 2 * take - 1
             a = t
+        for d in range(top + 1):  # the depths ≥ 0 held in window 0: hist > 0
+            if hist[d] > 0:
+                lo0, hi0 = min(lo0, d), max(hi0, d)
         area[0], mn[0], mx[0] = area0, lo0, hi0
         for w in range(W):
             span = w1[w] - w0[w]
@@ -225,10 +222,9 @@ def window_stats(plus, minus, order, starts, w0, w1, qs=(0.5, 0.95),
 def window_stats_sorted(P, M, starts, w0, w1, qs=(0.5, 0.95), engine: str = "numba"):
     """``window_stats`` of groups whose +1 times ``P`` and −1 times ``M``
     are given sorted per group (``P[starts[g]:starts[g+1]]``)."""
-    i64 = _i64
-    w0 = i64(np.atleast_1d(w0))
-    w1 = i64(np.maximum(np.atleast_1d(w1), w0))
-    args = (i64(P), i64(M), i64(starts), w0, w1, np.asarray(qs, np.float64))
+    w0 = _i64(np.atleast_1d(w0))
+    w1 = _i64(np.maximum(np.atleast_1d(w1), w0))
+    args = (_i64(P), _i64(M), _i64(starts), w0, w1, np.asarray(qs, np.float64))
     disjoint = bool(np.all(w0[2:] >= w1[1:-1]))
     f = _window_stats_nb if engine == "numba" and disjoint else _window_stats_np
     return f(*args)
@@ -315,28 +311,30 @@ def _sample_stats_np(plus, minus, order, starts):
 def sample_stats(plus, minus, order, starts, engine: str = "numba") -> np.ndarray:
     """(groups, 8) statistics named by ``SAMPLE_FIELDS`` of the queue
     depth after each change (launched at ``plus``, begun at ``minus``)."""
-    i64 = _i64
-    args = (i64(plus), i64(minus), i64(order), i64(starts))
+    args = (_i64(plus), _i64(minus), _i64(order), _i64(starts))
     return (_sample_stats_nb if engine == "numba" else _sample_stats_np)(*args)
 
 
 @njit(cache=True)
-def _lead_stats_nb(lead, begin, of_row, starts, w0, w1, one):
+def _lead_stats_nb(lead, begin, of_row, starts, w0, w1, one, summary):
     """One pass over the rows in row order (each group's rows into its
     slice of one buffer; ``one``: all rows in group 0, of_row not read),
     then two selections per group; sums in int64 (exact). One group whose
-    rows all count (the usual case) is read in place: no buffer."""
+    rows all count (the usual case) is read in place: no buffer; no pass
+    with a ``summary`` (count −1: none; ``lanes._prepare`` makes it)."""
     G = len(starts) - 1
     out = np.full((G, 4), np.nan)
     if one:
-        total = m = 0
-        top = _LOWEST
-        for r in range(len(lead)):
-            x = lead[r]
-            ok = x != NONE and w0 <= begin[r] < w1
-            total += x if ok else 0
-            m += ok
-            top = max(top, x if ok else _LOWEST)
+        total, m, top = summary
+        if m < 0:
+            total = m = 0
+            top = _LOWEST
+            for r in range(len(lead)):
+                x = lead[r]
+                ok = x != NONE and w0 <= begin[r] < w1
+                total += x if ok else 0
+                m += ok
+                top = max(top, x if ok else _LOWEST)
         if m == len(lead) and m:
             out[0, 0], out[0, 3] = total / m, top
             out[0, 1], out[0, 2] = quantile_pair_inplace(lead, 0.5, 0.95, True)
@@ -382,18 +380,20 @@ def _lead_stats_np(lead, begin, order, starts, w0, w1):
 
 
 def lead_stats(lead, begin, order, starts, w0: int, w1: int,
-               engine: str = "numba", of_row=None) -> np.ndarray:
+               engine: str = "numba", of_row=None, summary=None) -> np.ndarray:
     """(groups, 4): mean, median, p95, max of the CPU lead (ns) of the
     rows that begin in [w0, w1); NaN for a group without such rows.
     ``of_row`` (the group of each row, optional) spares the kernel
-    reading the rows through ``order``."""
-    i64 = _i64
-    lead, begin, order, starts = i64(lead), i64(begin), i64(order), i64(starts)
+    reading the rows through ``order``. ``summary``: (sum, number, max)
+    of the leads counted (not NONE, begun in the window), if known."""
+    lead, begin, order, starts = _i64(lead), _i64(begin), _i64(order), _i64(starts)
     if engine == "numpy":
         return _lead_stats_np(lead, begin, order, starts, np.int64(w0), np.int64(w1))
     one = len(starts) == 2 and len(order) == len(lead)  # every row in the one group
     if not one and (of_row is None or len(order) != len(lead)):
         of_row = np.full(len(lead), NONE, np.int64)  # rows not in order: no group
         of_row[order] = np.repeat(np.arange(len(starts) - 1), np.diff(starts))
-    of_row = i64(of_row) if not one else np.zeros(0, np.int64)
-    return _lead_stats_nb(lead, begin, of_row, starts, np.int64(w0), np.int64(w1), one)
+    of_row = _i64(of_row) if not one else np.zeros(0, np.int64)
+    summary = tuple(np.int64(x) for x in (summary or (0, -1, 0)))
+    return _lead_stats_nb(lead, begin, of_row, starts, np.int64(w0), np.int64(w1), one,
+                          summary)

@@ -11,9 +11,9 @@ import numpy as np
 from numba import njit
 
 from ..numeric.engines import _i64, empty_i64
-from ..numeric.ordering import sort_order
 from ..timeline.schema import NONE
 from ..timeline.timeline import Timeline
+from .facts import column_facts, facts_of
 
 __all__ = ["engine_inputs", "launch_queue", "held", "LAUNCH_QUEUE"]
 
@@ -40,10 +40,14 @@ def engine_inputs(tl: Timeline, ln, sy: np.ndarray, keep: np.ndarray | None = No
     lam = ln.streams.lam
     sid = ln.streams.of_row
     launch = ln.launch if launch is None else launch
-    if not (launch != NONE).all():
+    # the recorded column's facts are remembered (``facts.py``): no pass
+    f = column_facts(tl.gpu, "launch_ns", engine) if launch is tl.gpu.launch_ns else \
+        facts_of(launch, engine)
+    if f.none:
         launch = np.where(launch != NONE, launch, ln.begin - lam[sid])
+        f = facts_of(launch, engine)
     if keep is None:
-        rows = sort_order(launch, engine)
+        rows = None if f.sorted else np.argsort(launch, kind="stable")
     else:
         kept = np.flatnonzero(keep)
         rows = kept[np.argsort(launch[kept], kind="stable")]

@@ -14,7 +14,7 @@ from ..errors import CutimelineError
 from ..numeric.engines import I64_MAX, _i64, empty_i64
 from .replay_inputs import held
 
-__all__ = ["replay", "breaks"]
+__all__ = ["replay", "replay_breaks", "breaks"]
 
 _FAR_PAST = -(2 ** 62)
 _FAR_FUTURE = I64_MAX
@@ -22,15 +22,17 @@ _FAR_FUTURE = I64_MAX
 
 @njit(cache=True)
 def _replay_nb(cost_t, cost, sb, se, s_grp, g_launch, g_grp, g_begin, g_end, lam,
-               covers, hold, after, depth, fused, qt, xt, xc):
+               covers, hold, after, depth, mode, qt, xt, xc):
     """``replay``; ``hold`` empty: made on the way (``held``'s rule, whose
     running end per stream is the replay's ``free_o``: a pass saved);
-    ``after`` empty: no row waits for another. ``fused``: instead of the
-    jump after each row (``row_j``: 8 bytes a row, and ``breaks`` sorts
-    them), each row's replayed end and, for the sorted host times ``qt``,
-    the jump and the costs spent before each (``shifted``'s terms, taken
-    as the merge passes them); (xt, xc): more costs, merged in on the way
-    (after costs at their times). Returns (b_r, jumps, row_j, e_r, q_jump,
+    ``after`` empty: no row waits for another. ``mode`` 0: the jump after
+    each row (``row_j``, as the twin); 1 (fused): instead, each row's
+    replayed end and, for the sorted host times ``qt``, the jump and the
+    costs spent before each (``shifted``'s terms, taken as the merge passes
+    them); 2: instead, ``breaks`` itself, emitted as the merge meets them
+    in its order (row_j: their jumps, e_r: their times; no sort, no table
+    of a row each). (xt, xc): more costs, merged in on the way (after
+    costs at their times). Returns (b_r, jumps, row_j, e_r, q_jump,
     q_cost, the costs' total)."""
     n_op, n_sy, n_g = len(cost_t), len(sb), len(g_launch)
     S = len(lam)
@@ -42,8 +44,11 @@ def _replay_nb(cost_t, cost, sb, se, s_grp, g_launch, g_grp, g_begin, g_end, lam
     cnt = np.zeros(S, np.int64)
     slot = np.zeros(S, np.int64)  # cnt % depth, kept: no division per row
     b_r = empty_i64(n_g)
-    row_j = empty_i64(0 if fused else n_g)
-    e_r = empty_i64(n_g if fused else 0)
+    # mode 2: at most a break per sync and per row, written as met (the
+    # pages past the last one written are never touched)
+    row_j = empty_i64(0 if mode == 1 else n_g + n_sy if mode == 2 else n_g)
+    e_r = empty_i64(n_g if mode == 1 else n_g + n_sy if mode == 2 else 0)
+    n_b = last_b = 0  # mode 2: breaks written, the jump of the last one
     n_q = len(qt)
     q_jump = np.zeros(n_q, np.int64)
     q_cost = np.zeros(n_q, np.int64)
@@ -110,10 +115,14 @@ def _replay_nb(cost_t, cost, sb, se, s_grp, g_launch, g_grp, g_begin, g_end, lam
                 b_r[j] = start
                 fr = start + (g_end[j] - g_begin[j])
                 fo = max(fo, g_end[j])
-                if fused:
+                if mode == 1:
                     e_r[j] = fr
-                else:
+                elif mode == 0:
                     row_j[j] = jump
+                elif jump != last_b:  # a launch at t moved t: its break at t − 1
+                    e_r[n_b], row_j[n_b] = g_launch[j] - 1, jump
+                    n_b += 1
+                    last_b = jump
                 if depth > 0:
                     ring[s, sl] = fr
                     cn += 1
@@ -135,8 +144,14 @@ def _replay_nb(cost_t, cost, sb, se, s_grp, g_launch, g_grp, g_begin, g_end, lam
         new_end = max(sb[k] + jump - removed, c_r) + wake
         jump = new_end - se[k] + removed
         jumps[k + 1] = jump
+        if mode == 2 and jump != last_b:
+            e_r[n_b], row_j[n_b] = sb[k], jump
+            n_b += 1
+            last_b = jump
     q_jump[qj:] = jump
     q_cost[qc:] = removed
+    if mode == 2:
+        return b_r, jumps, row_j[:n_b], e_r[:n_b], q_jump, q_cost, removed
     return b_r, jumps, row_j, e_r, q_jump, q_cost, removed
 
 
@@ -241,18 +256,46 @@ def replay(cost_t, cost, sb, se, s_grp, g_launch, g_grp, g_begin, g_end, lam, co
     n_g = len(args[5])
     none = np.zeros(0, np.int64)
     if after is not None:
-        after = _i64(after)
-        if (after >= np.arange(n_g)).any() or (after < -1).any() or \
-                np.isin(args[6][after[after >= 0]], args[6][after >= 0]).any():
-            raise CutimelineError("A replayed gpu row may wait only for an earlier row, "
-                                  "on a stream whose rows wait for none.")
+        after = _checked_after(after, args[6])
     if engine != "numba":
         after = np.full(n_g, -1, np.int64) if after is None else after
         hold = held(*args[5:10], engine=engine) if hold is None else _i64(hold)
         return _replay_np(*args, hold, after, int(depth))
     hold = none if hold is None else _i64(hold)  # empty: made in the kernel
     return _replay_nb(*args, hold, none if after is None else after, int(depth),
-                      False, none, none, none)[:3]
+                      0, none, none, none)[:3]
+
+
+def _checked_after(after, g_grp) -> np.ndarray:
+    """``after`` as int64, or a CutimelineError when a row would wait for
+    a later row or on a stream whose rows wait."""
+    after = _i64(after)
+    if (after >= np.arange(len(after))).any() or (after < -1).any() or \
+            np.isin(g_grp[after[after >= 0]], g_grp[after >= 0]).any():
+        raise CutimelineError("A replayed gpu row may wait only for an earlier row, "
+                              "on a stream whose rows wait for none.")
+    return after
+
+
+def replay_breaks(cost_t, cost, sb, se, s_grp, g_launch, g_grp, g_begin, g_end, lam,
+                  covers, engine: str = "numba", *, depth: int = 0, after=None,
+                  hold=None):
+    """``replay``'s replayed begins with ``breaks``' (sync_t, jumps) in
+    place of the jumps it returns: with Numba the kernel writes the breaks
+    as it meets them (in the order ``breaks`` sorts them into), so no row
+    gets a jump of its own and nothing is sorted (the what-if replays)."""
+    if engine != "numba":
+        b_r, jumps, row_j = replay(cost_t, cost, sb, se, s_grp, g_launch, g_grp, g_begin,
+                                   g_end, lam, covers, engine, depth=depth, after=after,
+                                   hold=hold)
+        return (b_r,) + breaks(sb, jumps, g_launch, row_j)
+    args = _replay_args(cost_t, cost, sb, se, s_grp, g_launch, g_grp, g_begin, g_end,
+                        lam, covers, depth)
+    none = np.zeros(0, np.int64)
+    after = none if after is None else _checked_after(after, args[6])
+    hold = none if hold is None else _i64(hold)
+    r = _replay_nb(*args, hold, after, int(depth), 2, none, none, none)
+    return r[0], r[3], np.concatenate([[0], r[2]]).astype(np.int64)
 
 
 def _replay_args(cost_t, cost, sb, se, s_grp, g_launch, g_grp, g_begin, g_end, lam,

@@ -43,19 +43,22 @@ def step_windows(tl: Timeline) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def device_windows(launch, begin, end, hb, he, fb=None, fe=None,
-                   engine: str = "auto") -> tuple[np.ndarray, np.ndarray]:
+                   engine: str = "auto", in_order: bool | None = None
+                   ) -> tuple[np.ndarray, np.ndarray]:
     """(begin_ns, end_ns) of each step's device window (see the module
     doc) from gpu rows (launch, begin, end; launch NONE: unknown, belongs
     to no step) and the steps' host windows [hb, he), in time order.
     ``fb, fe``: the windows of steps without GPU work (default [hb, he);
-    the replay passes the host windows it moved)."""
+    the replay passes the host windows it moved). ``in_order``: whether
+    ``launch`` is sorted, when the caller knows (``facts.py``; None: the
+    kernel checks)."""
     hb, he = np.asarray(hb, np.int64), np.asarray(he, np.int64)
     first = (hb if fb is None else np.asarray(fb, np.int64)).copy()
     last = (he if fe is None else np.asarray(fe, np.int64)).copy()
     done = False
     if resolve_engine(engine, len(launch)) == "numba":
         done = _step_work_nb(_ro(launch), _ro(begin), _ro(end), _ro(hb), _ro(he), first,
-                             last)
+                             last, -1 if in_order is None else int(in_order))
     if not done:
         _step_work_np(np.asarray(launch, np.int64), np.asarray(begin, np.int64),
                       np.asarray(end, np.int64), hb, he, first, last)
@@ -70,12 +73,12 @@ def device_windows(launch, begin, end, hb, he, fb=None, fe=None,
 
 
 @njit(cache=True)
-def _step_work_nb(launch, begin, end, hb, he, first, last):
+def _step_work_nb(launch, begin, end, hb, he, first, last, in_order):
     """Each step's first begin and last end (ends clamped to ≥ begin) over
     the rows launched in [hb, he), into first and last where it has any;
     the rows read in place. False, nothing written, when the rows are not
-    in launch order."""
-    if not _is_sorted_nb(launch):
+    in launch order (``in_order``: 1 known sorted, 0 known not, −1 check)."""
+    if in_order == 0 or (in_order < 0 and not _is_sorted_nb(launch)):
         return False
     for w in range(len(hb)):
         a = np.searchsorted(launch, hb[w], side="left")

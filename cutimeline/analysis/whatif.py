@@ -34,7 +34,8 @@ import numpy as np
 from ..errors import CutimelineError
 from ..timeline.schema import NONE
 from ..timeline.timeline import Timeline
-from .compensation import breaks, engine_inputs, held, launch_queue, replay, shifted
+from .compensation import engine_inputs, held, launch_queue, shifted
+from .replaying import replay_breaks
 from .whatif_edits import EDITS, Changes, Edit, changes, edit_named
 
 __all__ = ["replayed", "predict", "Prediction", "STEP_DTYPE", "steady", "REPLAY_SETTINGS"]
@@ -90,8 +91,8 @@ def _apply(tl: Timeline, ln, ch: Changes, edit: Edit, engine: str) -> Timeline:
     sb, se = snap(y.host_begin_ns[sy]), snap(y.host_end_ns[sy])
     sy = sy[np.argsort(sb, kind="stable")]
     sb, se = snap(y.host_begin_ns[sy]), snap(y.host_end_ns[sy])
-    keep_g = ~((g.op != NONE) & ch.drop_ops[np.maximum(g.op, 0)]) if len(g) else \
-        np.zeros(0, bool)
+    keep_g = np.ones(len(g), bool)   # a trace may hold GPU rows but no ops
+    keep_g[g.op != NONE] = ~ch.drop_ops[g.op[g.op != NONE]]
     launch = np.where(ln.launch != NONE, snap(ln.launch), NONE)
     rows, gi, s_grp, covers = engine_inputs(tl, ln, sy, keep=keep_g, launch=launch,
                                             engine=engine)
@@ -103,10 +104,10 @@ def _apply(tl: Timeline, ln, ch: Changes, edit: Edit, engine: str) -> Timeline:
         if side.any():
             grp, lam, covers, hold, after = _side_streams(side, grp, lam, covers, hold)
             g_end = _device_part(o, g.op[rows], side, gi["g_begin"], g_end)
-    b_r, jumps, row_j = replay(cost_t, cost, sb, se, s_grp, gi["g_launch"], grp,
-                               gi["g_begin"], g_end, lam, covers, engine,
-                               depth=launch_queue(tl), after=after, hold=hold)
-    sync_t, jumps = breaks(sb, jumps, gi["g_launch"], row_j)
+    # the jumps' breaks as the replay meets them (no table of a row each, no sort)
+    b_r, sync_t, jumps = replay_breaks(cost_t, cost, sb, se, s_grp, gi["g_launch"], grp,
+                                       gi["g_begin"], g_end, lam, covers, engine,
+                                       depth=launch_queue(tl), after=after, hold=hold)
     comp = {"cost_t": cost_t, "cost_cum": np.concatenate([[0], np.cumsum(cost)]),
             "sync_t": sync_t, "jumps": jumps}
 

@@ -4,7 +4,7 @@ recording)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -18,7 +18,7 @@ __all__ = ["Table", "Strings"]
 class Table:
     """Equal-length, read-only numpy columns; ``t["col"]`` or ``t.col``."""
 
-    __slots__ = ("name", "_cols", "_len")
+    __slots__ = ("name", "_cols", "_len", "_memo")
 
     def __init__(self, name: str, columns: Mapping[str, Any] | None = None):
         if name not in SCHEMA:
@@ -49,6 +49,22 @@ class Table:
                 arr.flags.writeable = False
             cols[col] = arr
         self.name, self._cols, self._len = name, cols, n
+        self._memo: dict = {}
+
+    def remember(self, col: str, what: str, compute: Callable[[np.ndarray], Any]) -> Any:
+        """``compute(column)``, computed once per column and ``what``: the
+        columns are read-only, so what is known of one (its extent, whether
+        it is sorted) holds as long as the table; a later stage asks again
+        for free (``analysis/facts.py``: the analysis read each time column
+        three to five times only to learn that). The table that ``take`` or
+        ``replace`` returns starts with nothing remembered."""
+        key = (col, what)
+        try:
+            return self._memo[key]
+        except KeyError:
+            pass
+        out = self._memo[key] = compute(self[col])
+        return out
 
     def __getitem__(self, col: str) -> np.ndarray:
         try:

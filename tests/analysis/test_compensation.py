@@ -159,6 +159,9 @@ def test_op_costs_twins_agree(seed):
                     float(rng.uniform(1, 3)), 600, window)
             a, b = op_costs(*args), op_costs(*args, engine="numpy")
             assert a.dtype == b.dtype == np.int64 and np.array_equal(a, b)
+            # the threads' range told (recorder_op_costs: the column's facts)
+            told = op_costs(*args, thread_range=(int(thread.min()), int(thread.max())))
+            assert np.array_equal(told, b)
     # more distinct keys than the first hash holds: it is made again, larger
     many = rng.integers(0, 600, n).astype(np.int32)
     args = (many, shapes, grad_fn, thread, launched, table, 1234.5, 321.0, 2.0, 600)
@@ -268,6 +271,10 @@ def test_replay_twins_agree_with_a_queue_and_waits(seed, depth):
     b = replay(*args, engine="numpy", depth=depth, after=after)
     for x, y in zip(a, b):
         np.testing.assert_array_equal(x, y)
+    from cutimeline.analysis.replaying import replay_breaks  # no row_j, no sort
+    want = (b[0],) + breaks(args[2], b[1], args[5], b[2])
+    for x, y in zip(replay_breaks(*args, engine="numba", depth=depth, after=after), want):
+        np.testing.assert_array_equal(x, y)
     begin, jumps, row_j = a
     if 0 < depth < 16:  # the queue held the host somewhere
         assert (np.diff(row_j) > 0).any()
@@ -320,7 +327,7 @@ def test_the_queue_depth_comes_from_the_timeline():
 def test_the_fused_replay_maps_host_times_as_shifted_does(seed, depth):
     # compensate's one kernel: the holds made on the way, the replayed ends,
     # and host times mapped as ``shifted`` maps them with ``breaks``' tables
-    from cutimeline.analysis.replaying import _replay_args, _replay_nb
+    from cutimeline.analysis.replaying import _replay_args, _replay_nb, replay_breaks
     args, _ = queued_inputs(seed, depth)
     rng = np.random.default_rng(seed)
     none = np.zeros(0, np.int64)
@@ -331,7 +338,7 @@ def test_the_fused_replay_maps_host_times_as_shifted_does(seed, depth):
     apart = rng.random(len(args[0])) < 0.1
     own = _replay_args(args[0][~apart], args[1][~apart], *args[2:], depth)
     b_r, _, _, e_r, q_jump, q_cost, total = _replay_nb(
-        *own, none, none, depth, True, qt, args[0][apart], args[1][apart])
+        *own, none, none, depth, 1, qt, args[0][apart], args[1][apart])
     want_b, want_j, row_j = replay(*args, engine="numpy", depth=depth)
     sync_t, jumps = breaks(args[2], want_j, args[5], row_j)
     comp = {"cost_t": args[0], "cost_cum": np.concatenate([[0], np.cumsum(args[1])]),
@@ -340,6 +347,12 @@ def test_the_fused_replay_maps_host_times_as_shifted_does(seed, depth):
     np.testing.assert_array_equal(e_r, want_b + args[8] - args[7])
     np.testing.assert_array_equal(qt + q_jump - q_cost, shifted(qt, comp))
     assert total == args[1].sum() and len(np.unique(q_jump)) > (1 if depth else 0)
+    # the breaks the kernel writes as it meets them are ``breaks``' table
+    for engine in ("numba", "numpy"):
+        got = replay_breaks(*args, engine=engine, depth=depth)
+        for x, y in zip(got, (want_b, sync_t, jumps)):
+            assert x.dtype == np.int64
+            np.testing.assert_array_equal(x, y)
     # the holds made inline are ``held``'s
     given = replay(*args, engine="numba", depth=depth,
                    hold=held(*args[5:10], engine="numpy"))

@@ -88,3 +88,52 @@ def test_prepare_twins_agree(seed):
         for x, y in zip(a[:2], want[:2]):
             assert x.dtype == y.dtype == np.int64
             np.testing.assert_array_equal(x, y)
+        for w0, w1 in ((0, 0), (200_000, 700_000), (-1, 10**7)):
+            got = _prepare(b, e, la, w0, w1)[3]  # the leads counted in [w0, w1)
+            assert got == _prepare_np(b, e, la, w0, w1)[3]
+            lead = a[1]
+            ok = (lead != NONE) & (b >= w0) & (b < w1)
+            assert got[1] == ok.sum() and got[0] == lead[ok].sum()
+            assert got[2] == (lead[ok].max() if ok.any() else -(2 ** 63))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_one_stream_read_in_place_or_gathered_alike(seed):
+    # one stream: rows in time order are read in place (facts.py says they
+    # are sorted); ends or launches out of order are gathered and sorted
+    from cutimeline.analysis.facts import column_facts
+    tl = random_timeline(seed, n=300, streams=1)
+    g = tl.gpu
+    rng = np.random.default_rng(seed)
+    variants = {"as recorded": g}
+    end = g.end_ns.copy()
+    k = int(rng.integers(1, len(end) - 1))
+    end[k] = end[k - 1] + 10 ** 6  # a long row: the next ends before it
+    variants["ends out of order"] = g.replace(end_ns=end)
+    launch = g.launch_ns.copy()
+    launch[k - 1], launch[k] = launch[k], launch[k - 1]
+    variants["launches out of order"] = g.replace(launch_ns=launch)
+    for name, gv in variants.items():
+        t = tl.replace(gpu=gv)
+        act = host_activity(t)
+        got = {e: lanes(t, act, [t.start_ns], [t.end_ns], e) for e in ("numba", "numpy")}
+        a, b = got["numba"].streams, got["numpy"].streams
+        for x, y in ((a.P, b.P), (a.M, b.M), (a.lead, b.lead), (a.queue["mean"],
+                     b.queue["mean"]), (a.queue["p95"], b.queue["p95"]), (a.order, b.order)):
+            np.testing.assert_array_equal(x, y, err_msg=name)
+        assert np.array_equal(a.P, np.sort(np.asarray(gv.launch_ns)))
+        assert column_facts(gv, "begin_ns").sorted
+
+
+def test_pairs_from_facts_are_pair_ids():
+    from cutimeline.analysis.lanes import _pairs
+    from cutimeline.numeric.ids import pair_ids
+    one = random_timeline(0, n=200, streams=1).gpu
+    many = random_timeline(1, n=200, streams=3).gpu
+    for g in (one, one.replace(device=np.full(len(one), 3), stream=np.full(len(one), 7)),
+              many):
+        for engine in ("numba", "numpy"):
+            got, want = _pairs(g, engine), pair_ids(g.device, g.stream, engine)
+            for x, y in zip(got, want):
+                assert x.dtype == y.dtype == np.int64
+                np.testing.assert_array_equal(x, y)

@@ -68,6 +68,12 @@ def test_twins_agree(seed):
                          engine="numba", of_row=given)],
              [lead_stats(lead, begin, every, [0, len(begin)], 1_000, 50_000,
                          engine="numpy")])
+    for lo, hi in ((1_000, 50_000), (-10**9, 10**9)):  # some rows left out, then none
+        ok = (lead != NONE) & (begin >= lo) & (begin < hi)
+        summary = (lead[ok].sum(), ok.sum(), lead[ok].max())
+        same([lead_stats(lead, begin, every, [0, len(begin)], lo, hi, engine="numba",
+                         summary=summary)],
+             [lead_stats(lead, begin, every, [0, len(begin)], lo, hi, engine="numpy")])
 
 
 def test_window_stats_by_hand():
@@ -81,6 +87,26 @@ def test_window_stats_by_hand():
         assert lo[0].tolist() == [0, 1, 1] and hi[0].tolist() == [2, 2, 2]
         # over [0,40): depth 0 for 10 ns, 1 for 20, 2 for 10: median 1, p95 2
         assert q[0].tolist() == [1, 2]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_window_stats_deep_late_and_negative(seed):
+    # window 0 opens when the queue is already deep (the kernel's histogram
+    # meets its first depths there) and some work ends before its launch
+    # (negative depths: min and max come from outside the histogram)
+    rng = np.random.default_rng(seed)
+    n = 400
+    plus = np.sort(rng.integers(0, 10_000, n))
+    minus = np.sort(plus + rng.integers(-300 if seed % 2 else 0, 3_000, n))
+    order, starts = group_order(np.zeros(n, np.int64), plus, 1)
+    for a0, b0 in ((5_000, 9_000), (-10, 20_000), (12_500, 12_600)):
+        cuts = np.sort(rng.integers(a0, b0, 6))
+        w0, w1 = np.concatenate([[a0], cuts[:-1]]), np.concatenate([[b0], cuts[1:]])
+        got = window_stats(plus, minus, order, starts, w0, w1, engine="numba")
+        same(got, window_stats(plus, minus, order, starts, w0, w1, engine="numpy"))
+    t, d = queue_series(plus, minus, order, starts, engine="numpy")
+    held = d[np.searchsorted(t, 5_000, side="right") - 1]  # the depth at 5,000
+    assert window_stats(plus, minus, order, starts, [5_000], [5_001])[1][0, 0] == held
 
 
 def test_overlapping_steps_fall_back_to_the_twin():
