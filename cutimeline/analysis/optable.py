@@ -69,7 +69,8 @@ def op_table(tl: Timeline, *, shapes: bool = False, engine: str = "numba",
             own = self_ns(tl)
         cpu_self = np.bincount(grp, weights=own[rows], minlength=n)
     linked = g.op != NONE
-    gg = np.where(linked, group_of_op[np.maximum(g.op, 0)], NONE)
+    gg = np.full(len(g), NONE, np.int64)   # a trace may hold GPU rows but no ops
+    gg[linked] = group_of_op[g.op[linked]]
     ok = gg != NONE
     dur = np.maximum(g.end_ns - g.begin_ns, 0)[ok] if tl.aligned else \
         np.zeros(int(ok.sum()))

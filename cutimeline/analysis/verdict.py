@@ -251,7 +251,8 @@ def offenders(tl: Timeline, ln: Lanes | None, w0: int, w1: int, verdict: str,
         dur = np.minimum(ln.end[sel], w1) - np.maximum(ln.begin[sel], w0)
         op = g.op[sel]
         linked = op != NONE
-        names = np.where(linked, o["name"][np.maximum(op, 0)], g["name"][sel])
+        names = g["name"][sel].copy()   # a trace may hold GPU rows but no ops
+        names[linked] = o["name"][op[linked]]
         out["ops"] = _top(names, dur, tl, k)
         out["modules"] = _modules(o.module[op[linked]], dur[linked], tl, k)
         _lead_source(tl, out, op[linked], dur[linked])
@@ -269,7 +270,8 @@ def offenders(tl: Timeline, ln: Lanes | None, w0: int, w1: int, verdict: str,
         blocked = (y.host_end_ns - y.host_begin_ns)[sel]
         op = y.op[sel]
         linked = op != NONE
-        names = np.where(linked, o["name"][np.maximum(op, 0)], y.kind[sel])
+        names = y.kind[sel].copy()
+        names[linked] = o["name"][op[linked]]
         out["ops"] = _top(names, blocked, tl, k)
         out["modules"] = _modules(o.module[op[linked]], blocked[linked], tl, k)
         out["count"] = int(len(sel))

@@ -127,7 +127,7 @@ def changes(tl: Timeline, edit: Edit, act: HostActivity,
     elif edit.name == "sync":
         drop_ops = (o.flags & OpFlag.SYNC) != 0
         # the host's waits made by those ops (pings and the like stay)
-        drop_syncs = (y.op != NONE) & drop_ops[np.maximum(y.op, 0)] if len(y) else drop_syncs
+        drop_syncs = _of_op(y.op, drop_ops)
         cuts = iv.union(np.concatenate([o.host_begin_ns[drop_ops], y.host_begin_ns[drop_syncs]]),
                         np.concatenate([o.host_end_ns[drop_ops], y.host_end_ns[drop_syncs]]),
                         engine)
@@ -135,7 +135,7 @@ def changes(tl: Timeline, edit: Edit, act: HostActivity,
         side = _h2d_copies(tl)
         if side is None or not side.any():
             return None
-        drop_syncs = (y.op != NONE) & side[np.maximum(y.op, 0)] if len(y) else drop_syncs
+        drop_syncs = _of_op(y.op, side)
         b, e = np.asarray(o.host_begin_ns, np.int64), np.asarray(o.host_end_ns, np.int64)
         keep = _launch_ns(tl, side)
         b, e = b[side] + np.minimum(e[side] - b[side], keep), e[side]
@@ -252,3 +252,13 @@ def _launch_cuts(tl: Timeline, how: str, engine: str):
         cut[order[first]] = 0
     order = np.argsort(e - cut, kind="stable")
     return (e - cut)[order], e[order]
+
+
+def _of_op(op: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """``mask`` (one bool per op) read at each row's op; False where the row
+    has none (NONE), also when there are no ops at all (a trace of GPU
+    rows and runtime syncs only)."""
+    out = np.zeros(len(op), bool)
+    linked = op != NONE
+    out[linked] = mask[op[linked]]
+    return out

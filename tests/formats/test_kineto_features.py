@@ -351,9 +351,6 @@ def test_a_trace_without_cpu_ops_warns_that_the_host_side_is_unknown(tmp_path):
     assert any("no cpu_op events" in w for w in tl.meta["import_warnings"])
 
 
-@pytest.mark.xfail(strict=True, raises=IndexError,
-                   reason="the analysis indexes the empty ops table with gpu.op and "
-                          "syncs.op; fixed by /tmp/patches/K-analysis-no-ops.diff")
 def test_a_trace_without_cpu_ops_is_analysed(tmp_path):
     """GPU-bound verdict (its offenders) and the sync what-if on a trace of
     launch calls, kernels and a runtime sync, with no ops."""
