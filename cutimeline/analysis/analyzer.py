@@ -45,7 +45,7 @@ import numpy as np
 
 from ..errors import CutimelineError
 from ..numeric.engines import resolve_engine
-from ..timeline.schema import NONE, SpanKind
+from ..timeline.schema import NON_BLOCKING_SYNC_KINDS, NONE, SpanKind
 from ..timeline.timeline import Timeline
 from ..timeline.windows import parse_window
 from .compensation import compensate
@@ -65,6 +65,20 @@ LANE_DTYPE = [("device", np.int64), ("stream", np.int64), ("rows", np.int64),
      ("lead_p95_ns", np.float64), ("lead_max_ns", np.int64),
      ("queue_mean", np.float64), ("queue_p50", np.float64),
      ("queue_p95", np.float64), ("queue_max", np.int64)]
+
+
+def host_blocking(tl: Timeline) -> Timeline:
+    """``tl`` without the syncs rows that block no host (a stream's wait
+    for an event, ``NON_BLOCKING_SYNC_KINDS``, which profiler traces list
+    among their syncs): the analysis reads every syncs row as the host
+    waiting for the device (its idle causes, the replay's waits, the syncs
+    by source line). ``tl`` itself when it has none."""
+    y = tl.syncs
+    ids = [i for i in map(tl.string_id, NON_BLOCKING_SYNC_KINDS) if i != NONE]
+    if not ids or not len(y):
+        return tl
+    keep = ~np.isin(y.kind, ids)
+    return tl if keep.all() else tl.replace(syncs=y.take(np.flatnonzero(keep)))
 
 
 def analyze(tl: Timeline, *, window: Any = None, engine: str = "auto",
@@ -112,6 +126,7 @@ def analyze(tl: Timeline, *, window: Any = None, engine: str = "auto",
                               f"number of ns above 0 (default 200_000).")
     from .flops import check_peak
     peak_flops = check_peak(peak_flops)
+    tl = host_blocking(tl)
     g = tl.gpu
     has_gpu = len(g) > 0
     lo, hi, missing = _extent(tl, engine)

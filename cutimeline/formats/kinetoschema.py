@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..timeline.schema import NONE, GpuKind
+from ..timeline.schema import NON_BLOCKING_SYNC_KINDS, NONE, GpuKind
 
 __all__ = ["GPU_CATEGORIES", "LAUNCH_CATEGORIES", "RUNTIME_SYNCS", "UNREAD_DEVICE_CATEGORIES", "READ_CATEGORIES", "OLD_CATEGORIES",
            "MEMORY_EVENT", "READ_INSTANTS", "GPU_DEVICE_TYPE", "SYNC_OP_NAMES", "FREED_ARG",
@@ -66,7 +66,7 @@ STREAM_TID = re.compile(r"stream\s*(\d+)$")
 # Kineto writes the "no stream" of device-wide syncs both ways.
 NO_STREAM = (-1, 4294967295)
 # cudaStreamWaitEvent: a device-side wait, the host does not block.
-NON_BLOCKING_SYNCS = ("Stream Wait Event",)
+NON_BLOCKING_SYNCS = NON_BLOCKING_SYNC_KINDS  # waits of a stream, not the host
 BACKWARD_PREFIX = "autograd::engine::evaluate_function: "
 # At most 18 digits: a step number fits int64 ("ProfilerStep#<30 digits>" is
 # no step, just a range of that name).

@@ -18,7 +18,7 @@ import numpy as np
 __all__ = [
     "NONE", "SCHEMA", "FORMAT", "FORMAT_VERSION", "OpFlag", "SpanKind", "GpuKind",
     "EventKind", "STRING_COLUMNS", "ENUM_COLUMNS", "REFERENCES", "ENCODING",
-    "COMPILED_PREFIX", "TABLE_ADDED",
+    "COMPILED_PREFIX", "TABLE_ADDED", "NON_BLOCKING_SYNC_KINDS",
 ]
 
 NONE = -1
@@ -64,6 +64,12 @@ class GpuKind(enum.IntEnum):
     GRAPH = 4       # a CUDA graph replay
     COMPILED = 5    # a torch.compile region
     COLLECTIVE = 6  # a communication kernel (NCCL)
+
+
+# syncs rows of these kinds (imported from profiler traces) block no host:
+# a cudaStreamWaitEvent makes a stream wait, not the CPU. The analysis sets
+# them aside; the Timeline keeps them (export writes them back).
+NON_BLOCKING_SYNC_KINDS = ("Stream Wait Event",)
 
 
 class EventKind(enum.IntEnum):
