@@ -79,37 +79,36 @@ class Experts(nn.Module):
         return x + out
 
 
-@scenario("sync-bound", "a routing sync per expert: ≈ 310 µs of expert work, ≈ 70–110 µs "
+@scenario("sync-bound", "a routing sync per expert: ≈ 160 µs of expert work, ≈ 70–110 µs "
           "idle after each, 64 a step")
 def moe_routing(seed: int) -> ctl.Timeline:
     """Inference-style forward of 8 MoE layers (``Experts``, d = 1024, 8
-    experts, 8192 tokens, no grad; a small head trained on its output so
+    experts, 4096 tokens, no grad; a small head trained on its output so
     each step ends in an optimizer step), ``nonzero_fraction=1/8``: each
-    expert gets 1024 tokens. An expert's MLP is 2·1024·1024·4096·2 =
-    17.2 GFLOP ≈ 256 µs at 67 TFLOP/s, plus the gather (≈ 19 µs: the
-    roofline prices an index by all of ``x``, 32 MB), ``index_add_``
-    (≈ 23 µs), GELU (≈ 12 µs) and the compare: ≈ 310 µs of GPU work. The
+    expert gets 512 tokens. An expert's MLP is 2·512·1024·4096·2 =
+    8.6 GFLOP ≈ 128 µs at 67 TFLOP/s, plus the gather (≈ 10 µs: the
+    roofline prices an index by all of ``x``, 16 MB), ``index_add_``
+    (≈ 12 µs), GELU (≈ 6 µs) and the compare: ≈ 160 µs of GPU work. The
     host dispatches the expert's 5 launches and the next expert's compare
-    and ``nonzero`` (≈ 7 × 20–40 µs) while it runs, so each ``nonzero``
+    and ``nonzero`` (≈ 7 × 15–25 µs) while it runs, so each ``nonzero``
     waits for it: the queue empties 8 times a layer. Then the GPU waits
     while the count comes back, the host returns and dispatches the
     gather (sync) and the first matmul (launch): ≈ 70–110 µs after each
     of 64 syncs, ≈ 4.5–7 ms per step, ≈ 2/3 of it behind the syncs. The
     ``nonzero`` row itself (≈ 35–70 µs: the count kernel, the host's
     return inside the op, the output kernel; CUDA's events bracket it so)
-    reads as busy, so a step is ≈ 22–24 ms of rows: busy ≈ 22 / 28 ≈
-    75–84 %, below the 85 % line, and sync the largest idle cause by
-    ≥ 25 points. Sync-bound. Sensitive to the host's speed both ways, as
-    any sync-bound loop is: a host ≈ 2× faster than the 2-core VM's
-    would bring busy to the 85 % line, a much slower one lets the queue
-    run dry between syncs (launch). (In training the experts' backward,
-    2× the forward's work and sync-free, would hide the syncs.)"""
+    reads as busy: busy ≈ (160 + 50) / (160 + 50 + 90) ≈ 65–80 %, below the
+    85 % line, and sync the largest idle cause by ≥ 25 points. Sync-bound.
+    (8192 tokens, twice the expert work, sat at 81–85 % busy: on the
+    line, GPU-bound on a quiet machine. In training the experts'
+    backward, 2× the forward's work and sync-free, would hide the
+    syncs.)"""
     torch.manual_seed(0)
     with META:
         layers = nn.Sequential(*(Experts(1024, 8) for _ in range(8))).requires_grad_(False)
         head = nn.Linear(1024, 10)
     opt = torch.optim.SGD(head.parameters(), lr=0.01, momentum=0.9)
-    batches = meta_batches(5, 8192, 1024)
+    batches = meta_batches(5, 4096, 1024)
     with ctl.record(device=ctl.SimGPU("h100", seed=seed, nonzero_fraction=1 / 8)) as rec:
         for x, y in batches:
             with torch.no_grad():
