@@ -126,7 +126,7 @@ def analyze(tl: Timeline, *, window: Any = None, engine: str = "auto",
                               f"number of ns above 0 (default 200_000).")
     from .flops import check_peak
     peak_flops = check_peak(peak_flops)
-    tl = host_blocking(tl)
+    given, tl = tl, host_blocking(tl)
     g = tl.gpu
     has_gpu = len(g) > 0
     lo, hi, missing = _extent(tl, engine)
@@ -205,7 +205,7 @@ def analyze(tl: Timeline, *, window: Any = None, engine: str = "auto",
     return Report(tl=tl, window=(int(w0), int(w1)), lanes=ln, activity=act,
                   streams=streams, devices=devices, primary=primary,
                   steps=rows[1:], overall=rows[0], compensation=comp,
-                  settings=settings, reanalyze=analyze, work=work)
+                  settings=settings, reanalyze=analyze, work=work, source=given)
 
 
 def _with_work(tl: Timeline, rows: np.ndarray, whole: tuple[int, int], ln, primary: int,

@@ -48,12 +48,15 @@ class Report:
     overhead), ``settings``. Methods: ``summary()``, ``to_dict()``,
     ``table(name)``, ``op_table()``, ``gap_table()``, ``source_table()``,
     ``offenders()``, ``cpu_lead()``, ``queue_depth()``, ``what_if()``,
-    ``memory()``, ``compute()``."""
+    ``memory()``, ``compute()``. ``source`` is the Timeline ``analyze``
+    was given, ``timeline`` the one it read: the same, or without the
+    syncs rows that block no host (``analyzer.host_blocking``)."""
 
     def __init__(self, *, tl: Timeline, window, lanes, activity, streams,
                  devices, primary, steps, overall, compensation, settings,
-                 reanalyze=None, work=None):
+                 reanalyze=None, work=None, source: Timeline | None = None):
         self.timeline, self.window = tl, window
+        self.source = tl if source is None else source
         self.lanes, self.activity = lanes, activity
         self.streams, self.devices, self.primary = streams, devices, primary
         self.steps, self.overall = steps, overall

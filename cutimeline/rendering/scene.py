@@ -67,7 +67,7 @@ class Scene:
         from ..analysis.report import Report
         if report is None:
             report = analyze(tl)  # raises for unaligned gpu rows
-        elif not isinstance(report, Report) or report.timeline is not tl:
+        elif not isinstance(report, Report) or report.source is not tl:
             raise CutimelineError(f"report={report!r} must be the Report of the "
                                   f"Timeline drawn, from ctl.analyze(tl) on that "
                                   f"same Timeline object.")
