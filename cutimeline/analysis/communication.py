@@ -10,10 +10,11 @@ device: the collectives' part that no other work hides. The verdicts
 (``margins.py``) weigh it beside the idle causes, so a step that mostly
 waits for an all-to-all reads communication-bound, not GPU-bound.
 
-Recordings made by cutimeline see a device collective's enqueue on the
-current stream, not NCCL's kernel on its own stream (``recording/
-collectives.py``), so there this is zero unless the Timeline came from a
-trace with the kernels.
+Recordings on CUDA see a device collective's enqueue on the current
+stream, not NCCL's kernel on its own stream (``recording/collectives.py``),
+so there this is zero; traces with the kernels (torch.profiler's) and
+SimGPU's recordings (its collectives run on a communication stream of
+their own, ``devices/simcomm.py``) have them.
 """
 
 from __future__ import annotations

@@ -9,15 +9,14 @@ FLOPs come from the formulas torch registers for ``FlopCounterMode``
 attention); every other op counts no FLOPs and is bound by memory traffic.
 Bytes are the sizes of the op's input and output tensors (an add of two
 n-element fp32 tensors moves 12·n bytes; ``copy_`` reads its source and
-writes its destination, once each). Views and allocations cost nothing.
+writes its destination, once each). Views and allocations cost nothing;
+collectives are priced by ``simcomm.py``.
 
 All ops with a FLOP formula run on tensor cores, so the peak is chosen by
 the compute dtype: bf16/fp16 tensor-core peak, fp64 tensor-core peak, and for
 fp32 the TF32 tensor-core peak when torch allows TF32 for that op (matmuls:
 ``torch.backends.cuda.matmul.allow_tf32``, False by default; convolutions:
-``torch.backends.cudnn.allow_tf32``, True by default) and the plain fp32
-(non-tensor) peak otherwise.
-"""
+``torch.backends.cudnn.allow_tf32``, True by default), else the fp32 peak."""
 
 from __future__ import annotations
 
@@ -35,18 +34,16 @@ __all__ = ["GpuProfile", "PROFILES", "profile_named", "op_name", "OpModel",
 
 @dataclass(frozen=True)
 class GpuProfile:
-    """The numbers the simulator needs about one GPU.
-
-    ``peak_flops`` maps a precision ("fp64", "fp32", "tf32", "bf16", "fp16",
-    "fp8", "int8") to dense FLOP/s (tensor-core peak where the GPU has one,
-    except "fp32", which is the non-tensor peak). ``bandwidth`` is memory
+    """The numbers the simulator needs about one GPU. ``peak_flops`` maps
+    a precision ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8") to
+    dense FLOP/s (tensor-core peak where the GPU has one, except "fp32",
+    which is the non-tensor peak). ``bandwidth`` is memory
     bandwidth in bytes/s. ``link_bandwidth`` is the host link's (PCIe) rate
     in bytes/s one way, what a copy between host and device memory runs
-    at: a typical measured rate for pinned memory (CUDA's bandwidthTest),
-    not the link's raw figure. Latencies are host-to-device delays in ns;
-    they are not datasheet figures but typical measurements of a launch on
-    an idle GPU (kernel: a few µs; an event record: about half of that).
-    """
+    at: a typical measured rate for pinned memory (CUDA's bandwidthTest).
+    ``nvlink_bandwidth`` and ``collective_latency_ns``: a collective's bus
+    bandwidth and fixed cost (``simcomm.py``). Latencies are typical
+    measurements of a launch on an idle GPU, not datasheet figures."""
     name: str
     peak_flops: dict[str, float]
     bandwidth: float
@@ -54,6 +51,8 @@ class GpuProfile:
     launch_latency_ns: int = 4_000
     event_latency_ns: int = 2_000
     min_kernel_ns: int = 2_000
+    nvlink_bandwidth: float = 450e9
+    collective_latency_ns: int = 15_000
     notes: str = field(default="", compare=False)
 
 
@@ -74,13 +73,14 @@ def _compute(gpu: str, **fill: str) -> dict[str, float]:
 # H200: 64 GB/s a direction raw, about 55 measured host to device from
 # pinned memory) and Gen4 x16 (A100: 32 raw, about 25 measured).
 PROFILES: dict[str, GpuProfile] = {
-    # NVIDIA H100 SXM5 80 GB: HBM3 3.35 TB/s.
+    # NVIDIA H100 SXM5 80 GB: HBM3 3.35 TB/s. Collective bus bandwidth: simcomm.py.
     "h100": GpuProfile("h100", _compute("NVIDIA H100 80GB HBM3"), 3.35e12, 55e9,
                        notes="NVIDIA H100 SXM5 80GB"),
     # NVIDIA A100 SXM4 80 GB: HBM2e 2,039 GB/s.
     "a100": GpuProfile("a100", _compute("NVIDIA A100-SXM4-80GB", fp8="bf16"), 2.039e12,
                        25e9, launch_latency_ns=5_000, event_latency_ns=2_500,
-                       min_kernel_ns=2_500, notes="NVIDIA A100 SXM4 80GB"),
+                       min_kernel_ns=2_500, nvlink_bandwidth=230e9,
+                       notes="NVIDIA A100 SXM4 80GB"),
     # NVIDIA H200 SXM 141 GB: compute as H100 SXM, HBM3e 4.8 TB/s.
     "h200": GpuProfile("h200", _compute("NVIDIA H200"), 4.8e12, 55e9,
                        notes="NVIDIA H200 SXM 141GB"),
@@ -96,8 +96,8 @@ NO_KERNEL = frozenset({
     "aten::new_empty", "aten::new_empty_strided", "aten::resize_",
     "aten::resize_as_", "aten::set_", "aten::detach", "aten::alias",
     "aten::lift_fresh", "aten::_unsafe_view", "aten::_reshape_alias",
-    "aten::record_stream",
-})
+    "aten::record_stream", "_c10d_functional::wait_tensor",  # a stream wait
+    "_c10d_functional::_wrap_tensor_autograd"})
 
 PRECISIONS = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8")
 
@@ -116,12 +116,13 @@ def profile_named(profile: str | GpuProfile) -> GpuProfile:
                    if not profile.peak_flops.get(p, 0) > 0]
         bad = ("peak_flops " + repr(missing[0]) if missing else
                "bandwidth" if not profile.bandwidth > 0 else
-               "link_bandwidth" if not profile.link_bandwidth > 0 else None)
+               "link_bandwidth" if not profile.link_bandwidth > 0 else
+               "nvlink_bandwidth" if not profile.nvlink_bandwidth > 0 else None)
         if bad is not None:
             raise CutimelineError(
                 f"GpuProfile {profile.name!r} needs a positive peak_flops for "
-                f"each of {', '.join(PRECISIONS)}, a positive bandwidth and "
-                f"link_bandwidth (bytes/s); {bad} is missing or not positive.")
+                f"each of {', '.join(PRECISIONS)}, a positive bandwidth, link_band"
+                f"width and nvlink_bandwidth (bytes/s); {bad} is not positive.")
         return profile
     if isinstance(profile, str) and profile.lower() in PROFILES:
         return PROFILES[profile.lower()]
@@ -139,8 +140,7 @@ def op_name(func: Any) -> str:
         try:
             return str(name())
         except TypeError:
-            # a ``name`` method that wants arguments: not an op's name()
-            # (OpOverload, HigherOrderOperator) after all; use __name__
+            # a ``name`` method that wants arguments: not an op's; use __name__
             pass
     return str(getattr(func, "__name__", func))
 
@@ -150,7 +150,7 @@ _STRIDED = torch.strided
 
 def _nbytes(t: torch.Tensor) -> int:
     """Bytes a kernel touches in ``t``: its elements, a broadcast (stride-0)
-    dimension counted once; a sparse tensor's stored values and indices."""
+    dimension once; a sparse tensor's stored values and indices."""
     if t.layout is not torch.strided:
         return _stored_bytes(t)
     if t.is_contiguous():

@@ -12,12 +12,13 @@ keeps its own ``free_at`` on that clock (``simstreams.py``):
   ``max(free_at, h + launch_latency)`` and lasts ``cost(op)``;
 * a BEGIN event recorded at h executes at ``max(free_at, h + event_latency)``,
   an END event at ``max(op end, h + event_latency)``;
-* a sync makes the host really wait until the stream (or every stream) has
-  drained;
+* a sync makes the host really wait until its stream (or all) has drained;
 * a launch into a stream that already holds ``launch_queue`` launched ops
   not yet finished (1024: CUDA blocks the host at about 1,024 pending
   launches) waits, inside the op, until the oldest of them has finished
-  (``SimStreams._room``).
+  (``SimStreams._room``);
+* a torch.distributed collective runs on a communication stream of its
+  own, as NCCL's kernel does (``simcomm.py``).
 
 The recorder sees what it would see from CUDA: a device clock with its own
 offset and drift, quantised to 0.5 µs, read only as float32-millisecond
@@ -43,6 +44,7 @@ from .device import Device, Harvest
 from .roofline import GpuProfile, OpModel, profile_named
 from .simclock import (FakeClock, HostClock, chain_raw_ns, device_time_ns, elapsed_ms,
                        read_device_clock, synthetic_events)
+from .simcomm import SimComm, check_world_size
 from .simdatadep import check_fraction
 from .simhost import SimHost, SimLocal, _check_host_cost
 from .simops import SimOps
@@ -50,8 +52,8 @@ from .simstreams import SimStreams
 
 _BEGIN, _END = int(EventKind.BEGIN), int(EventKind.END)
 
-__all__ = ["SimGPU", "HostClock", "FakeClock", "device_time_ns",
-           "elapsed_ms", "chain_raw_ns", "read_device_clock", "synthetic_events"]
+__all__ = ["SimGPU", "HostClock", "FakeClock", "device_time_ns", "elapsed_ms",
+           "chain_raw_ns", "read_device_clock", "synthetic_events"]
 
 
 def _check_int(name: str, value: Any, low: int, unit: str = "ns") -> int:
@@ -63,7 +65,7 @@ def _check_int(name: str, value: Any, low: int, unit: str = "ns") -> int:
     return int(value)
 
 
-class SimGPU(SimHost, SimStreams, SimOps, Device):
+class SimGPU(SimHost, SimStreams, SimOps, SimComm, Device):
     """A virtual GPU for ``ctl.record(device=ctl.SimGPU(...))``.
 
     ``profile``: "h100", "a100", "h200" or a ``roofline.GpuProfile``.
@@ -78,32 +80,29 @@ class SimGPU(SimHost, SimStreams, SimOps, Device):
     torch's TF32 switches), ``owns`` (tensor device types that are device
     work), ``index`` (device index in the Timeline), ``anchor_interval_ns``
     (1 s), ``pings`` (calibration pings at start and at stop), ``clock``
-    (host clock with ``now()`` and ``wait_until(ns)``; default the real one,
-    ``FakeClock`` for tests that drive the device by hand), ``bracket``
+    (``now()`` and ``wait_until(ns)``; ``FakeClock`` drives it by hand), ``bracket``
     (when a BEGIN event executes), ``host_cost`` (below), ``launch_queue``
     (pending launched ops per stream at which a launch blocks the host, 1024
     as in CUDA; 0 or None: unbounded, the host runs any distance ahead),
     ``nonzero_fraction`` / ``unique_fraction`` (0.5: the share of elements
     that ``x[mask]``, ``nonzero``, ``masked_select`` / ``unique`` keep; meta
-    tensors have no values, so such counts are modelled: ``simdatadep.py``).
+    tensors have no values, so such counts are modelled: ``simdatadep.py``),
+    ``world_size`` (ranks a collective's time assumes; None: its group's).
 
     ``bracket="cuda"`` (the default): events behave as CUDA events do; a
     BEGIN executes when its stream reaches it, which on an idle stream is
     when the host records it, before the op's launch (the aligner then
     starts the op's row at its launch, see ``alignment/aligner.py``).
-    ``bracket="kernel"``: a BEGIN executes right before its op's work, so a
-    row is exactly the simulated work.
+    ``bracket="kernel"``: a BEGIN executes right before its op's work.
 
     ``owns`` (default ``("meta",)``): tensors on these device types stand
     for device tensors; ops on others (CPU tensors) are host work. With
-    ``("cpu",)`` CPU tensors stand for device tensors too, and the real op
-    computes on the CPU inside its dispatch, host time a GPU program would
-    not spend (``host_cost`` below replaces it by the modelled cost).
+    ``("cpu",)`` the real op computes on the CPU inside its dispatch, time
+    a GPU program would not spend (``host_cost`` replaces it).
     ``host_cost``: what dispatching a simulated op costs the host (see
     ``simhost.py``): None, the modelled CUDA dispatch cost; "measured", the
     time the op took here; a number of ns; or a callable
-    ``(op_name, args, kwargs) -> ns``. Times SimGPU reports
-    (``drained_at``, events) are on its virtual host clock.
+    ``(op_name, args, kwargs) -> ns``. Times SimGPU reports are virtual.
     """
 
     kind = "sim"
@@ -118,7 +117,7 @@ class SimGPU(SimHost, SimStreams, SimOps, Device):
                  anchor_interval_ns: int = 1_000_000_000, pings: int = 3,
                  clock: Any = None, bracket: str = "cuda", host_cost: Any = None,
                  launch_queue: int | None = 1024, nonzero_fraction: float = 0.5,
-                 unique_fraction: float = 0.5):
+                 unique_fraction: float = 0.5, world_size: int | None = None):
         self.profile = profile_named(profile)
         seed = _check_int("seed", seed, 0, "")
         rng = np.random.default_rng(seed)
@@ -186,6 +185,7 @@ class SimGPU(SimHost, SimStreams, SimOps, Device):
         self.seed, self._rng = seed, rng
         self.nonzero_fraction = check_fraction("nonzero_fraction", nonzero_fraction)
         self.unique_fraction = check_fraction("unique_fraction", unique_fraction)
+        self.world_size = check_world_size(world_size)
         self._model = OpModel(self.profile, tf32)
         self.name = f"SimGPU {self.profile.name} (simulated)"
         self._lock = threading.Lock()
@@ -287,7 +287,7 @@ class SimGPU(SimHost, SimStreams, SimOps, Device):
             out: Any) -> int:
         now = self._clock.now()  # the launch was done when func returned
         cost = self._model.cost_ns(func, args, kwargs, out) if self.cost is None \
-            else self._cost_ns(func, args, kwargs, out)
+            and stream != self.comm_stream else self._cost_ns(func, args, kwargs, out, stream)
         loc = self._local
         with self._lock:
             if not self._started:

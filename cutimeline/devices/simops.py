@@ -24,6 +24,7 @@ import torch
 
 from ..errors import CutimelineError
 from .roofline import op_name
+from .simcomm import SUBSTITUTES as _COMM, install as _install_comm, uninstall as _uninstall_comm
 from .simdatadep import SUBSTITUTES as _DATA_DEPENDENT
 
 __all__ = ["SimOps"]
@@ -48,6 +49,13 @@ class SimOps:
         ~20 ops. The patches act only while a SimGPU that owns meta tensors
         is recording (one dropped unharvested stops counting when it is
         collected) and are undone when the last one harvests."""
+        if on:  # every SimGPU runs collectives: Work.wait's hook (simcomm.py)
+            _COMMUNICATING.add(self)
+            _install_comm(_COMMUNICATING)
+        else:
+            _COMMUNICATING.discard(self)
+            if not _COMMUNICATING:
+                _uninstall_comm()
         if on and "meta" in self._owns:
             _RECORDING.add(self)
             _install()
@@ -101,18 +109,24 @@ class SimOps:
             self._ops_seen[id(func)] = info
         return info
 
-    def _cost_ns(self, func: Any, args: tuple, kwargs: dict, out: Any) -> int:
+    def _cost_ns(self, func: Any, args: tuple, kwargs: dict, out: Any,
+                 stream: int | None = None) -> int:
         """The simulated duration of op ``func``: ``cost`` (an override by
-        name or a callable) or the roofline (``roofline.OpModel``)."""
+        name or a callable) or the model: a collective's (work on the
+        communication stream) by ``simcomm.comm_ns``, else the roofline
+        (``roofline.OpModel``)."""
         cost = self.cost
-        if cost is None:
+        if isinstance(cost, dict) or cost is None:
+            name = self._op_info(func)[0]
+            ns = None if cost is None else cost.get(name)
+            if ns is None and cost is not None:
+                ns = cost.get(name.split(".")[0])
+            if ns is not None:
+                return ns
+            if stream == self.comm_stream:
+                return self._comm_cost_ns(func, args, kwargs, out)
             return self._model.cost_ns(func, args, kwargs, out)
         name = self._op_info(func)[0]
-        if isinstance(cost, dict):
-            ns = cost.get(name)
-            if ns is None:
-                ns = cost.get(name.split(".")[0])
-            return self._model.cost_ns(func, args, kwargs, out) if ns is None else ns
         ns = cost(name, args, kwargs, out)
         if isinstance(ns, bool) or not isinstance(ns, (int, float, np.number)) \
                 or not math.isfinite(ns) or ns < 0:
@@ -122,6 +136,7 @@ class SimOps:
 
 
 _RECORDING: "weakref.WeakSet[Any]" = weakref.WeakSet()  # SimGPUs recording now
+_COMMUNICATING: "weakref.WeakSet[Any]" = weakref.WeakSet()  # any owns, recording now
 _SAVED: dict[tuple[Any, str], Callable] = {}  # (module, name) -> torch's own
 
 
@@ -210,4 +225,4 @@ def _copy_(self: Any, args: tuple, kwargs: dict) -> Any:
 
 _SUBSTITUTES: dict[str, Callable] = {
     "_local_scalar_dense": _zero_scalar, "_to_copy": _to_copy, "copy_": _copy_,
-    **_DATA_DEPENDENT}  # ops sized by their values: a modelled count (simdatadep.py)
+    **_DATA_DEPENDENT, **_COMM}  # ops sized by their values: a modelled count (simdatadep.py)

@@ -23,7 +23,9 @@ lists, keyed by the op's ``seq`` (which slicing keeps):
   leaves it unknown). On CUDA tensors the future completes at enqueue,
   which bounds nothing, so device collectives have arrivals only; their
   gpu row brackets the enqueue on the current stream, not the NCCL kernel
-  on NCCL's own stream. Functional collectives complete at their
+  on NCCL's own stream (except on a device with ``collective_stream``,
+  SimGPU: there the row is the collective on its communication stream,
+  kind COLLECTIVE). Functional collectives complete at their
   ``wait_tensor`` when the recorder sees it (compiled code); eager ones
   wait inside ``AsyncCollectiveTensor``, out of sight.
 

@@ -40,6 +40,7 @@ from .writer import Writer, _Local
 __all__ = ["Writer", "Session"]
 
 _VIEW, _SYNC, _LAUNCH = int(OpFlag.VIEW), int(OpFlag.SYNC), int(OpFlag.LAUNCH)
+_OP_ROW, _COLL_ROW = int(GpuKind.OP), int(GpuKind.COLLECTIVE)
 _CAPTURED, _COLLECTIVE = int(OpFlag.CAPTURED), int(OpFlag.COLLECTIVE)
 _TRUNCATED = int(OpFlag.TRUNCATED)
 _SYNC_SPAN, _STEP, _USER_SPAN = int(SpanKind.SYNC), int(SpanKind.STEP), int(SpanKind.USER)
@@ -57,6 +58,7 @@ class Session:
         self.run: Callable | None = getattr(device, "run", None)
         # and charges a launch's dispatch from the recorder's first look at it
         self.mark: Callable | None = getattr(device, "mark_dispatch", None)
+        self.comm: Callable | None = getattr(device, "collective_stream", None)
         self.off = False  # stopped, or cut at max_ops: the modes pass ops through
         self.cut_ns, self.cut_by = None, ""  # when max_ops cut the recording, by what
         self.span_count = itertools.count()  # spans count against max_ops too
@@ -219,7 +221,11 @@ class Session:
                t0: int, sig: int, gid: int, flags: int, sync: bool) -> Any:
         """Dispatch an op that launches device work, between two events."""
         d = self.device
-        stream = d.current_stream()
+        stream, kind = d.current_stream(), _OP_ROW
+        if flags & _COLLECTIVE and self.comm is not None:
+            # a device that runs collectives on a stream of their own (NCCL's;
+            # SimGPU: devices/simcomm.py): the row is the collective kernel
+            stream, kind = self.comm(stream), _COLL_ROW
         if self.mark is not None:
             self.mark(t0)
         b = d.begin(stream, seq)
@@ -243,7 +249,7 @@ class Session:
             t1 = _now()
         if b >= 0:
             e = d.end(stream, seq, func, args, kwargs, out)
-            w.launches.append((seq, stream, b, e, int(GpuKind.OP)))
+            w.launches.append((seq, stream, b, e, kind))
             flags |= _LAUNCH
         w.ops.append((seq, t0, t1, sig, w.ctx, gid, flags))
         if self.memlog is not None:
