@@ -24,8 +24,8 @@ _FAR_PAST = -(2 ** 62)
 def engine_inputs(tl: Timeline, ln, sy: np.ndarray, keep: np.ndarray | None = None,
                   launch: np.ndarray | None = None, engine: str = "numba"):
     """What ``replay`` needs of the device side: (the gpu rows in launch
-    order, or None when they are in it already, and when ``keep`` is given
-    only the kept rows; a dict of their ``g_launch``, ``g_grp``,
+    order, or None when they are in it already and ``keep`` keeps them
+    all; with ``keep`` only the kept rows; a dict of their ``g_launch``, ``g_grp``,
     ``g_begin``, ``g_end`` and ``lam``; each sync's row of ``covers``; the
     bool ``covers``, sync kinds × streams). ``sy``: the syncs replayed, by
     begin. ``launch``: the rows' host launch times to use (default the
@@ -46,11 +46,11 @@ def engine_inputs(tl: Timeline, ln, sy: np.ndarray, keep: np.ndarray | None = No
     if f.none:
         launch = np.where(launch != NONE, launch, ln.begin - lam[sid])
         f = facts_of(launch, engine)
-    if keep is None:
+    if keep is None or (f.sorted and keep.all()):
         rows = None if f.sorted else np.argsort(launch, kind="stable")
-    else:
+    else:  # rows in launch order keep it when some are left out: no sort
         kept = np.flatnonzero(keep)
-        rows = kept[np.argsort(launch[kept], kind="stable")]
+        rows = kept if f.sorted else kept[np.argsort(launch[kept], kind="stable")]
     end = _sync_rows_clipped(tl, ln)
     if rows is None:
         g = dict(g_launch=launch, g_grp=sid, g_begin=ln.begin, g_end=end, lam=lam)

@@ -295,7 +295,9 @@ def replay_breaks(cost_t, cost, sb, se, s_grp, g_launch, g_grp, g_begin, g_end, 
     after = none if after is None else _checked_after(after, args[6])
     hold = none if hold is None else _i64(hold)
     r = _replay_nb(*args, hold, after, int(depth), 2, none, none, none)
-    return r[0], r[3], np.concatenate([[0], r[2]]).astype(np.int64)
+    jumps = np.zeros(len(r[2]) + 1, np.int64)  # a break per launch into a full queue:
+    jumps[1:] = r[2]                            # one copy, not two
+    return r[0], r[3], jumps
 
 
 def _replay_args(cost_t, cost, sb, se, s_grp, g_launch, g_grp, g_begin, g_end, lam,

@@ -16,8 +16,10 @@ the replay, and the map from recorded to replayed host time stays
 non-decreasing. ``replayed`` applies the map to every host column and
 hands back a Timeline that ``analyze`` and ``plot`` take as they take a
 recording (raw device events are not carried: the replay has none).
-``predict`` analyses each edit's replay and sets its steps beside the
-recorded ones. A launch into a full queue (``meta["launch_queue"]``
+``predict`` measures each edit's replay and sets its steps beside the
+recorded ones: their device windows and busy fractions, computed as
+``analyze`` computes them (``_replay_steps``; tested equal to the full
+analysis, which ``predict(full=True)`` runs) and nothing else of it. A launch into a full queue (``meta["launch_queue"]``
 pending rows on its stream, CUDA's 1,024 by default) holds the host until
 the oldest ends, as in ``compensation``. The ``copies`` edit moves gpu
 rows to a stream of their own beside theirs (``_side_streams``). Not
@@ -32,11 +34,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import CutimelineError
-from ..timeline.schema import NONE
+from ..numeric import intervals as iv
+from ..numeric.ordering import sort_order
+from ..timeline.schema import NONE, SpanKind
 from ..timeline.timeline import Timeline
-from .compensation import engine_inputs, held, launch_queue, shifted
+from .compensation import engine_inputs, held, launch_queue, moved, moved_range, snapped
+from .facts import column_facts
 from .replaying import replay_breaks
-from .whatif_edits import EDITS, Changes, Edit, changes, edit_named
+from .steps import device_windows, step_windows
+from .whatif_edits import EDITS, TIMES, Changes, Edit, changes, edit_named
 
 __all__ = ["replayed", "predict", "Prediction", "STEP_DTYPE", "steady", "REPLAY_SETTINGS"]
 
@@ -49,14 +55,7 @@ _OVERHEAD_KEYS = ("overhead_ns_per_op", "overhead_ns_per_launch", "overhead_ns_b
                   "overhead_model", "overhead_calibrations")
 
 
-def _snap(t: np.ndarray, cut_b: np.ndarray, cut_e: np.ndarray) -> np.ndarray:
-    """Host times inside a removed interval [b, e) moved to its e."""
-    t = np.asarray(t, np.int64)
-    if not len(cut_b):
-        return t
-    i = np.searchsorted(cut_b, t, side="right") - 1
-    inside = (i >= 0) & (t < cut_e[np.maximum(i, 0)])
-    return np.where(inside, cut_e[np.maximum(i, 0)], t)
+_snap = snapped  # host times inside a removed interval [b, e) moved to its e
 
 
 def replayed(rep, edit: str | Edit, engine: str | None = None) -> Timeline:
@@ -76,12 +75,14 @@ def replayed(rep, edit: str | Edit, engine: str | None = None) -> Timeline:
     return _apply(tl, ln, ch, edit, engine)
 
 
-def _apply(tl: Timeline, ln, ch: Changes, edit: Edit, engine: str) -> Timeline:
+def _apply(tl: Timeline, ln, ch: Changes, edit: Edit, engine: str, lean: bool = False):
+    """The Timeline replayed under ``ch``. ``lean`` (``predict``'s): its
+    ops keep their recorded host times, and (Timeline, the least and
+    greatest replayed host time of the ops kept, None without any) comes
+    back: what ``_replay_steps`` reads of the ops, for a fraction of moving
+    both columns."""
     o, g, y, s = tl.ops, tl.gpu, tl.syncs, tl.spans
-    cost_t = np.concatenate([ch.cost_t, ch.cut_b]).astype(np.int64)
-    cost = np.concatenate([ch.cost, ch.cut_e - ch.cut_b]).astype(np.int64)
-    order = np.argsort(cost_t, kind="stable")
-    cost_t, cost = cost_t[order], cost[order]
+    cost_t, cost = _costs(ch, engine)
 
     def snap(t):
         return _snap(t, ch.cut_b, ch.cut_e)
@@ -92,54 +93,111 @@ def _apply(tl: Timeline, ln, ch: Changes, edit: Edit, engine: str) -> Timeline:
     sy = sy[np.argsort(sb, kind="stable")]
     sb, se = snap(y.host_begin_ns[sy]), snap(y.host_end_ns[sy])
     keep_g = np.ones(len(g), bool)   # a trace may hold GPU rows but no ops
-    keep_g[g.op != NONE] = ~ch.drop_ops[g.op[g.op != NONE]]
-    launch = np.where(ln.launch != NONE, snap(ln.launch), NONE)
+    if ch.drop_ops.any():
+        keep_g[g.op != NONE] = ~ch.drop_ops[g.op[g.op != NONE]]
+    # NONE stays NONE; without cuts the snap changes nothing
+    launch = moved(ln.launch, ch.cut_b, ch.cut_e, _SNAP_ONLY, engine, keep_none=True) \
+        if len(ch.cut_b) else ln.launch
     rows, gi, s_grp, covers = engine_inputs(tl, ln, sy, keep=keep_g, launch=launch,
                                             engine=engine)
     lam, grp = gi["lam"], gi["g_grp"]
     hold = held(gi["g_launch"], grp, gi["g_begin"], gi["g_end"], lam, engine)
     after, g_end = None, gi["g_end"]
+    at = slice(None) if rows is None else rows  # None: every row, in launch order
     if ch.side_ops is not None and len(g):
-        side = (g.op[rows] != NONE) & ch.side_ops[np.maximum(g.op[rows], 0)]
+        side = (g.op[at] != NONE) & ch.side_ops[np.maximum(g.op[at], 0)]
         if side.any():
             grp, lam, covers, hold, after = _side_streams(side, grp, lam, covers, hold)
-            g_end = _device_part(o, g.op[rows], side, gi["g_begin"], g_end)
+            g_end = _device_part(o, g.op[at], side, gi["g_begin"], g_end)
     # the jumps' breaks as the replay meets them (no table of a row each, no sort)
     b_r, sync_t, jumps = replay_breaks(cost_t, cost, sb, se, s_grp, gi["g_launch"], grp,
                                        gi["g_begin"], g_end, lam, covers, engine,
                                        depth=launch_queue(tl), after=after, hold=hold)
-    comp = {"cost_t": cost_t, "cost_cum": np.concatenate([[0], np.cumsum(cost)]),
-            "sync_t": sync_t, "jumps": jumps}
+    cum = np.zeros(len(cost) + 1, np.int64)  # one pass, no concatenated copy
+    np.cumsum(cost, out=cum[1:])
+    comp = {"cost_t": cost_t, "cost_cum": cum, "sync_t": sync_t, "jumps": jumps}
 
-    def move(t):
-        t = np.asarray(t, np.int64)
-        return shifted(snap(t), comp) if len(t) else t
+    def move(t, keep_none=False):
+        return moved(t, ch.cut_b, ch.cut_e, comp, engine, keep_none)
 
-    begin = np.asarray(ln.begin, np.int64).copy()
-    begin[rows] = b_r
-    end = begin + (ln.end - ln.begin)
+    if rows is None:  # the replay's begins are the column (a fresh array)
+        begin = b_r
+    else:
+        begin = np.asarray(ln.begin, np.int64).copy()
+        begin[rows] = b_r
+    end = ln.end - ln.begin  # in place: one fresh array, not two
+    end += begin
     stream = g.stream
     if after is not None:  # the moved rows on streams of their own
         moved_g = np.zeros(len(g), bool)
-        moved_g[rows] = grp >= len(gi["lam"])
-        end[rows] = np.where(moved_g[rows], b_r + (g_end - gi["g_begin"]), end[rows])
+        moved_g[at] = grp >= len(gi["lam"])
+        end[at] = np.where(moved_g[at], b_r + (g_end - gi["g_begin"]), end[at])
         stream = np.where(moved_g, g.stream + int(g.stream.max()) + 1, g.stream)
     g2 = g.replace(begin_ns=begin, end_ns=end, stream=stream,
-                   begin_event=np.full(len(g), NONE),
-                   end_event=np.full(len(g), NONE),
-                   launch_ns=np.where(g.launch_ns != NONE, move(g.launch_ns), NONE))
+                   begin_event=_nones(g, "begin_event", engine),
+                   end_event=_nones(g, "end_event", engine),
+                   launch_ns=move(g.launch_ns, keep_none=True))
     y2 = y.replace(host_begin_ns=move(y.host_begin_ns), host_end_ns=move(y.host_end_ns),
-                   last_event=np.full(len(y), NONE))
-    moved = tl.replace(
-        ops=o.replace(host_begin_ns=move(o.host_begin_ns), host_end_ns=move(o.host_end_ns)),
-        gpu=g2, syncs=y2,
+                   last_event=_nones(y, "last_event", engine))
+    if lean:
+        ops, keep_o = o, ~ch.drop_ops
+        r = [moved_range(o[c], keep_o, ch.cut_b, ch.cut_e, comp, engine)
+             for c in ("host_begin_ns", "host_end_ns")]
+        ops_range = None if r[0] is None else (min(r[0][0], r[1][0]), max(r[0][1], r[1][1]))
+    else:
+        ops = o.replace(host_begin_ns=move(o.host_begin_ns), host_end_ns=move(o.host_end_ns))
+    out = tl.replace(
+        ops=ops, gpu=g2, syncs=y2,
         spans=s.replace(begin_ns=move(s.begin_ns), end_ns=move(s.end_ns)))
     meta = {k: v for k, v in tl.meta.items() if k not in _OVERHEAD_KEYS}
     meta.update(aligned=True, what_if=edit.name, what_if_code=edit.code)
     keep = {"ops": ~ch.drop_ops, "gpu": keep_g, "syncs": keep_y,
-            "spans": np.ones(len(s), bool), "events": np.zeros(len(tl.events), bool),
-            "truth": np.zeros(len(tl.truth), bool)}
-    return moved._take(keep, meta)
+            "events": np.zeros(len(tl.events), bool), "truth": np.zeros(len(tl.truth), bool)}
+    # a table that keeps every row is not copied: ``_take`` keeps a table it
+    # is not given whole, unless it refers to one that loses rows, which is
+    # then the same mask (a gone op's rows); its references stay as they are
+    out = out._take({k: m for k, m in keep.items() if not m.all()}, meta)
+    return (out, ops_range) if lean else out
+
+
+def _costs(ch: Changes, engine: str) -> tuple[np.ndarray, np.ndarray]:
+    """The edit's point costs and its cuts as point costs (e − b at b), by
+    time (stable: a point cost before a cut at its time). An edit has one
+    kind or the other, each sorted already: then no copy and no sort."""
+    if not len(ch.cut_b) or not len(ch.cost_t):
+        cost_t, cost = (ch.cost_t, ch.cost) if len(ch.cost_t) else \
+            (ch.cut_b, ch.cut_e - ch.cut_b)
+        cost_t, cost = np.asarray(cost_t, np.int64), np.asarray(cost, np.int64)
+    else:
+        cost_t = np.concatenate([ch.cost_t, ch.cut_b]).astype(np.int64)
+        cost = np.concatenate([ch.cost, ch.cut_e - ch.cut_b]).astype(np.int64)
+    order = sort_order(cost_t, engine)
+    return (cost_t, cost) if order is None else (cost_t[order], cost[order])
+
+
+_TIMES = TIMES  # the host time columns, as ``analyzer._extent`` reads them
+_NO_I64 = np.zeros(0, np.int64)
+#: ``moved``'s tables for a snap alone: no cost, no break
+_SNAP_ONLY = {"cost_t": _NO_I64, "cost_cum": np.zeros(1, np.int64), "sync_t": _NO_I64,
+              "jumps": np.zeros(1, np.int64)}
+
+
+def _nones(t, col: str, engine: str) -> np.ndarray:
+    """Column ``col`` of table ``t`` all NONE (a replay has no events):
+    the column itself when it is (its facts, remembered), else one array
+    the table remembers, read-only: each edit's replay shares it instead
+    of filling 8 bytes a row anew (fresh pages cost more than the fill)."""
+    if not len(t):
+        return t[col]
+    f = column_facts(t, col, engine)
+    if f.lo == f.hi == NONE:
+        return t[col]
+
+    def fill(c):
+        x = np.full(len(c), NONE, c.dtype)
+        x.flags.writeable = False
+        return x
+    return t.remember(col, "all NONE", fill)
 
 
 def _side_streams(side, grp, lam, covers, hold):
@@ -205,11 +263,15 @@ def steady(steps: np.ndarray) -> np.ndarray:
     return steps[1:] if len(steps) >= 3 else steps
 
 
-def predict(rep, analyze, edits=None) -> list[Prediction]:
+def predict(rep, analyze, edits=None, full: bool = False) -> list[Prediction]:
     """Each edit that applies (default all of ``EDITS``) replayed and
-    analysed by ``analyze`` (``ctl.analyze``, passed in: the analyzer
-    imports this module's callers) with the report's settings; ranked by
-    gain, largest first. Empty for a Timeline without gpu rows."""
+    measured as ``analyze`` (``ctl.analyze``, passed in: the analyzer
+    imports this module's callers) with the report's settings would
+    measure it; ranked by gain, largest first. Empty for a Timeline
+    without gpu rows. A prediction reads only the replay's step windows
+    and busy fractions, which ``_replay_steps`` computes as the analysis
+    does (tested equal), without idle causes, queues or verdicts;
+    ``full``: the whole analysis, the reference."""
     if rep.lanes is None:
         return []
     rec = rep.steps if len(rep.steps) else np.array([rep.overall])
@@ -220,9 +282,18 @@ def predict(rep, analyze, edits=None) -> list[Prediction]:
         ch = changes(rep.timeline, edit, rep.activity, opts["engine"])
         if ch is None:
             continue
-        tl2 = _apply(rep.timeline, rep.lanes, ch, edit, opts["engine"])
-        new = analyze(tl2, **opts)
-        got = new.steps if len(rep.steps) else np.array([new.overall])
+        got = None
+        if not full:
+            tl2, ops_range = _apply(rep.timeline, rep.lanes, ch, edit, opts["engine"],
+                                    lean=True)
+            got = _replay_steps(tl2, opts["engine"], ops_range)
+        if got is None:  # no gpu rows left (or NONE times, which analyze names)
+            new = analyze(_apply(rep.timeline, rep.lanes, ch, edit, opts["engine"]), **opts)
+            got = new.steps if len(rep.steps) else np.array([new.overall])
+        elif not len(rep.steps):
+            got = got[:1]
+        else:
+            got = got[1:]
         t = np.zeros(len(rec), STEP_DTYPE)
         t["number"], t["recorded_ns"], t["busy_frac"] = \
             rec["number"], rec["duration_ns"], rec["busy_frac"]
@@ -241,4 +312,68 @@ def predict(rep, analyze, edits=None) -> list[Prediction]:
                               float(st["predicted_busy_frac"].mean()),
                               1 - pred_ns / step_ns if step_ns > 0 else 0.0, t))
     out.sort(key=lambda p: -p.gain)  # stable: ties in EDITS order
+    return out
+
+
+def _replay_steps(tl: Timeline, engine: str, ops_range=False) -> np.ndarray | None:
+    """What ``predict`` reads of ``analyze(tl)`` (no window), computed as
+    the analysis computes it: row 0 the report's window, then each step's
+    device window (``number``, ``duration_ns``, ``busy_frac`` on the
+    device busiest over the window). A group's busy time in a window is
+    the window less its gaps (``lanes``), and its gaps and the union of
+    its rows tile [lo, hi], so here it is the union's coverage of the
+    window, clipped as ``lanes`` clips it. None when the analysis would not
+    measure the gpu rows (none left) or would refuse the Timeline.
+    ``ops_range``: the ops' least and greatest host time (None: no ops),
+    when ``tl``'s ops columns do not hold them (``_apply``'s lean replay)."""
+    g = tl.gpu  # its syncs are the report's: those that block no host are gone
+    if not len(g) or not tl.aligned:
+        return None
+    gpu = [column_facts(g, c, engine) for c in ("begin_ns", "end_ns")]
+    if any(f.none for f in gpu):
+        return None
+    # ``analyzer._extent`` and ``_device_default`` (the analyzer imports
+    # this module's callers: read here as they read it)
+    times = _TIMES if ops_range is False else _TIMES[2:]
+    span = [column_facts(tl.table(t), c, engine) for t, c in times if len(tl.table(t))]
+    span = [(f.lo, f.hi) for f in span + gpu]
+    if ops_range not in (False, None):
+        span.append(ops_range)
+    lo, hi = min(f[0] for f in span), max(f[1] for f in span)
+    if tl.meta.get("source") == "kineto" and not bool((tl.spans.kind == SpanKind.STEP).any()):
+        w0, w1 = int(g.begin_ns.min()), int(g.end_ns.max())
+    else:
+        w0, w1 = lo, hi
+    w0, w1 = max(w0, lo), max(min(w1, hi), max(w0, lo))
+    numbers, hb, he = step_windows(tl)
+    in_order = column_facts(g, "launch_ns", engine).sorted
+    sb, se = device_windows(g.launch_ns, g.begin_ns, g.end_ns, hb, he, engine=engine,
+                            in_order=in_order)
+    inside = (he > w0) & (hb < w1)
+    a = np.concatenate([[w0], sb[inside]]).astype(np.int64)
+    b = np.concatenate([[w1], se[inside]]).astype(np.int64)
+    ca = np.clip(a, lo, hi)
+    cb = np.clip(b, ca, hi)
+    begin = np.asarray(g.begin_ns, np.int64)
+    end = np.asarray(g.end_ns, np.int64)
+    if column_facts(g, "end_ns", engine).lo < column_facts(g, "begin_ns", engine).hi:
+        end = np.maximum(end, begin)  # as ``lanes`` clamps them
+    busy = None
+    fd = column_facts(g, "device", engine)
+    for d in ([fd.lo] if fd.lo == fd.hi else np.unique(g.device)):
+        # by device id, as lanes' groups: on a tie argmax takes the first
+        if fd.lo == fd.hi:
+            ub, ue = iv.union(begin, end, engine)  # sorts them when they are not
+        else:
+            rows = np.flatnonzero(g.device == d)
+            ub, ue = iv.union(begin[rows], end[rows], engine)
+        cov = iv.coverage(ub, ue, ca, cb, engine)
+        if busy is None or cov[0] > busy[0]:
+            busy = cov
+    out = np.zeros(len(a), [("number", np.int64), ("duration_ns", np.int64),
+                            ("busy_frac", np.float64)])
+    out["number"][0] = NONE
+    out["number"][1:] = numbers[inside]
+    out["duration_ns"] = b - a
+    out["busy_frac"] = busy / np.maximum(b - a, 1)
     return out

@@ -46,9 +46,11 @@ import numpy as np
 
 from ..errors import CutimelineError
 from ..numeric import intervals as iv
+from ..numeric.ordering import sort_order
 from ..timeline.schema import NONE, OpFlag
 from ..timeline.timeline import Timeline
 from .costs import costs
+from .facts import column_facts
 from .gaps import HostActivity
 from .steps import step_windows
 
@@ -150,7 +152,9 @@ def changes(tl: Timeline, edit: Edit, act: HostActivity,
         raise CutimelineError(f"The what-if edit {edit.name!r} has no replay inputs.")
     b, e = (np.asarray(c, np.int64) for c in cuts)
     keep = e > b
-    b, e = iv.union(b[keep], e[keep], engine)  # threads' cuts may overlap
+    if not keep.all():
+        b, e = b[keep], e[keep]
+    b, e = iv.union(b, e, engine)  # threads' cuts may overlap
     if not len(b):
         return None
     return Changes(none, none, b, e, drop_ops, drop_syncs)
@@ -228,30 +232,62 @@ def _launch_cuts(tl: Timeline, how: str, engine: str):
     inside an op, as lazy initialisation or autotuning) and the ops that
     hold them: a faster launch path does not remove them."""
     o = tl.ops
-    dev = np.flatnonzero((o.device != NONE) & ((o.flags & OpFlag.SYNC) == 0))
-    b = np.asarray(o.host_begin_ns[dev], np.int64)
-    e = np.asarray(o.host_end_ns[dev], np.int64)
-    from .oneoff import one_offs
-    warm = one_offs(tl, tl.start_ns, tl.end_ns)["op"]
+    b, e = np.asarray(o.host_begin_ns, np.int64), np.asarray(o.host_end_ns, np.int64)
+    dev = (o.device != NONE) & ((o.flags & OpFlag.SYNC) == 0)
+    # every op a device op (no sync): the columns themselves, no gathered copy
+    dev = None if dev.all() else np.flatnonzero(dev)
+    if dev is not None:
+        b, e = b[dev], e[dev]
+    warm = _one_off_ops(tl)
     if len(warm):  # device ops around (or being) a one-off call keep their time
         wb, we = o.host_begin_ns[warm], o.host_end_ns[warm]
+        th = o.thread if dev is None else o.thread[dev]
         keep = ((b[:, None] <= wb) & (e[:, None] >= we) &
-                (o.thread[dev][:, None] == o.thread[warm])).any(axis=1)
-        dev, b, e = dev[~keep], b[~keep], e[~keep]
-    own = e - b  # the recorder's bookkeeping lies outside the op's interval
+                (th[:, None] == o.thread[warm])).any(axis=1)
+        b, e = b[~keep], e[~keep]
+    # the cuts [e − cut, e) in any order: ``changes`` unites them (a set:
+    # the union is the same whichever order they come in, and sorts them
+    # when they are not sorted already)
     if how == "launch":
-        cut = own // 2
+        cut = e - b  # the recorder's bookkeeping lies outside the op's interval
+        cut >>= 1  # // 2 (an arithmetic shift floors as // does), at a fraction of its cost
+        return np.subtract(e, cut, out=cut), e  # e − cut, in the array cut was
+    _, hb, _ = step_windows(tl)
+    # each step's first device op keeps its cost (the graph's one launch):
+    # no cut; the others' whole interval
+    order = sort_order(b, engine)  # None: in time order already (a stable sort's)
+    first = np.zeros(len(b), bool)
+    if order is None:  # the step changes where a step's begin is passed: found from
+        at = np.searchsorted(b, hb, side="left")  # the steps' side, not each op's
+        first[at[(at > 0) & (at < len(b))]] = True
+        first[:1] = True
     else:
-        cut = own.copy()
-        _, hb, _ = step_windows(tl)
-        # each step's first device op keeps its cost: the graph's one launch
-        order = np.argsort(b, kind="stable")
         step = np.searchsorted(hb, b[order], side="right")
-        first = np.ones(len(order), bool)
-        first[1:] = step[1:] != step[:-1]
-        cut[order[first]] = 0
-    order = np.argsort(e - cut, kind="stable")
-    return (e - cut)[order], e[order]
+        first[order] = np.concatenate([[True], step[1:] != step[:-1]])
+    return b[~first], e[~first]
+
+
+def _one_off_ops(tl: Timeline) -> np.ndarray:
+    """The one-off calls' op rows over the whole Timeline, remembered by
+    its ops table (``Table.remember``: they read only its columns and the
+    extent, part of the key): ``launch`` and ``graphs`` both ask, and each
+    asking sorts every op by name and self time."""
+    from .oneoff import one_offs
+    w0, w1 = extent(tl)
+    return tl.ops.remember("host_begin_ns", ("one_off ops", w0, w1),
+                           lambda _: one_offs(tl, w0, w1)["op"])
+
+
+TIMES = (("ops", "host_begin_ns"), ("ops", "host_end_ns"), ("spans", "begin_ns"),
+         ("spans", "end_ns"), ("syncs", "host_begin_ns"), ("syncs", "host_end_ns"))
+
+
+def extent(tl: Timeline, engine: str = "numba") -> tuple[int, int]:
+    """(``tl.start_ns``, ``tl.end_ns``) from the columns' remembered facts
+    (``facts.py``: the analysis read them already), not a pass over each."""
+    cols = TIMES + ((("gpu", "begin_ns"), ("gpu", "end_ns")) if tl.aligned else ())
+    f = [column_facts(tl.table(t), c, engine) for t, c in cols if len(tl.table(t))]
+    return (int(min(x.lo for x in f)), int(max(x.hi for x in f))) if f else (0, 0)
 
 
 def _of_op(op: np.ndarray, mask: np.ndarray) -> np.ndarray:
