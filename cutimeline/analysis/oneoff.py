@@ -10,19 +10,23 @@ gap reads as the launch path's. They are not what the loop costs per step,
 and no launch-side fix (CUDA graphs, fewer kernels) removes them, so the
 report names them and the what-if replay keeps them (``whatif_edits``).
 
-A call is *one-off* when its self time (``nesting.self_ns``: without the
-ops nested in it, so a chain ``conv2d → … → cudnn_convolution`` names the
-op that spent the time) is at least ``FACTOR`` times the typical self time
-of its name's calls (their lower median: with two calls, the other one)
-and exceeds it by at least ``SHARE`` of the window. A name called once has
-nothing to be compared with and is never flagged: a lone slow op may be
-the work itself.
+A call is *one-off* when it is the first call of its signature (name and
+shapes: warm-up is paid by the first call; without recorded shapes any
+call of the name, as a name then stands for several), is no sync (a sync's time is
+its wait for the device), and its self time (``nesting.self_ns``: without
+the ops nested in it, so a chain ``conv2d → … → cudnn_convolution`` names
+the op that spent the time) is at least ``FACTOR`` times the typical self
+time of its signature's calls (their lower median: with two calls, the
+other one) and exceeds it by at least ``SHARE`` of the window. A
+signature called once has nothing to be compared with and is never
+flagged: a lone slow op may be the work itself.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from ..timeline.schema import NONE, OpFlag
 from ..timeline.timeline import Timeline
 
 __all__ = ["FACTOR", "SHARE", "ONE_OFF_DTYPE", "one_offs", "one_off_text"]
@@ -38,8 +42,8 @@ ONE_OFF_DTYPE = [("op", np.int64), ("name", object), ("outer", object),
 def one_offs(tl: Timeline, w0: int, w1: int, own: np.ndarray | None = None) -> np.ndarray:
     """The one-off calls that begin in [w0, w1) (see the module doc), longest
     first: op row, name, the outermost op holding it (its own name at top
-    level), begin, self time, the typical self time of its name, and how
-    many calls its name has in the Timeline."""
+    level), begin, self time, the typical self time of its signature, and
+    how many calls the signature has in the Timeline."""
     o = tl.ops
     out = np.zeros(0, ONE_OFF_DTYPE)
     if len(o) < 2 or w1 <= w0:
@@ -47,16 +51,29 @@ def one_offs(tl: Timeline, w0: int, w1: int, own: np.ndarray | None = None) -> n
     from .nesting import parents, self_ns
     own = self_ns(tl) if own is None else own
     names = np.asarray(o["name"], np.int64)
-    u, inv = np.unique(names, return_inverse=True)
+    # a signature: the name and the shapes (a 64 MB copy is not a slow
+    # call of the small copies beside it)
+    key = (names << 32) | (np.asarray(o["shapes"], np.int64) & 0xFFFFFFFF)
+    u, inv = np.unique(key, return_inverse=True)
     inv = inv.reshape(-1)
     calls = np.bincount(inv, minlength=len(u))
-    # the lower median of each name's self times: sort by (name, self time)
+    # the lower median of each signature's self times: sort by (key, self time)
     order = np.lexsort((own, inv))
     first = np.concatenate([[0], np.cumsum(calls)[:-1]])
     typical = own[order[first + (calls - 1) // 2]]
     t = typical[inv]
     begin = np.asarray(o.host_begin_ns, np.int64)
-    hit = np.flatnonzero((calls[inv] >= 2) & (own >= FACTOR * t) &
+    # warm-up is paid by a signature's first call; a sync's time is its wait
+    # for the device, which the sync cause accounts for
+    by_time = np.lexsort((begin, inv))
+    opening = np.zeros(len(o), bool)
+    opening[by_time[first]] = True
+    # without shapes (a trace recorded without record_shapes) a name stands
+    # for several signatures, each with its own first call: any call counts
+    shapes = np.asarray(o["shapes"], np.int64)
+    opening |= (shapes == NONE) | (shapes == tl.string_id(""))
+    waits = (np.asarray(o.flags) & int(OpFlag.SYNC)) != 0
+    hit = np.flatnonzero(opening & ~waits & (calls[inv] >= 2) & (own >= FACTOR * t) &
                          (own - t >= SHARE * (w1 - w0)) & (begin >= w0) & (begin < w1))
     if len(hit) == 0:
         return out
