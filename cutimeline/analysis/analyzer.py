@@ -49,7 +49,7 @@ from ..timeline.schema import NON_BLOCKING_SYNC_KINDS, NONE, SpanKind
 from ..timeline.timeline import Timeline
 from ..timeline.windows import parse_window
 from .compensation import compensate
-from .facts import column_facts
+from .facts import column_facts, extent
 from .gaps import CAUSES, HOST_GAP_NS, Cause, host_activity
 from .lanes import Group, lanes
 from .report import Report
@@ -129,7 +129,7 @@ def analyze(tl: Timeline, *, window: Any = None, engine: str = "auto",
     given, tl = tl, host_blocking(tl)
     g = tl.gpu
     has_gpu = len(g) > 0
-    lo, hi, missing = _extent(tl, engine)
+    lo, hi, missing = extent(tl, engine)
     if has_gpu and not tl.aligned:
         why = tl.meta.get("align_error")
         raise CutimelineError(
@@ -274,25 +274,6 @@ def _by_steps(window: Any) -> bool:
         return True
     return isinstance(window, tuple) and \
         all(isinstance(v, (int, np.integer)) for v in window)
-
-
-_TIMES = (("ops", "host_begin_ns"), ("ops", "host_end_ns"), ("spans", "begin_ns"),
-          ("spans", "end_ns"), ("syncs", "host_begin_ns"), ("syncs", "host_end_ns"))
-
-
-def _extent(tl: Timeline, engine: str) -> tuple[int, int, bool]:
-    """(``tl.start_ns``, ``tl.end_ns``, whether a gpu row's begin or end is
-    NONE) from the columns' ``Facts``: each read once per Timeline, the
-    ones after remembered (``facts.py``)."""
-    g = tl.gpu
-    gpu = [column_facts(g, c, engine) for c in ("begin_ns", "end_ns")] if len(g) else []
-    missing = any(f.none for f in gpu)
-    span = [column_facts(tl.table(t), c, engine) for t, c in _TIMES if len(tl.table(t))]
-    if tl.aligned:
-        span += gpu
-    if not span:
-        return 0, 0, missing
-    return min(f.lo for f in span), max(f.hi for f in span), missing
 
 
 def _lane_table(grp: Group, keys: np.ndarray, w0: int, w1: int,

@@ -19,8 +19,9 @@ from numba import njit
 from ..numeric.engines import _ro
 from ..timeline.schema import NONE
 from ..timeline.table import Table
+from ..timeline.timeline import Timeline
 
-__all__ = ["Facts", "column_facts", "facts_of"]
+__all__ = ["Facts", "column_facts", "facts_of", "HOST_TIMES", "extent"]
 
 
 class Facts(NamedTuple):
@@ -71,3 +72,26 @@ def column_facts(table: Table, col: str, engine: str = "numba") -> Facts:
     """The ``Facts`` of ``table[col]``, read once per table and column
     (either engine's answer serves both: they are equal)."""
     return table.remember(col, "facts", lambda x: facts_of(x, engine))
+
+
+#: the host time columns of a Timeline (``Timeline.start_ns`` reads them,
+#: and the gpu rows' when aligned)
+HOST_TIMES = (("ops", "host_begin_ns"), ("ops", "host_end_ns"), ("spans", "begin_ns"),
+              ("spans", "end_ns"), ("syncs", "host_begin_ns"), ("syncs", "host_end_ns"))
+
+
+def extent(tl: Timeline, engine: str = "numba", ops: bool = True) -> tuple[int, int, bool]:
+    """(``tl.start_ns``, ``tl.end_ns``, whether a gpu row's begin or end is
+    NONE) from the columns' remembered facts: each read once per Timeline.
+    ``ops=False`` leaves the ops' columns out (a replay that did not move
+    them says where its ops lie itself)."""
+    g = tl.gpu
+    gpu = [column_facts(g, c, engine) for c in ("begin_ns", "end_ns")] if len(g) else []
+    missing = any(f.none for f in gpu)
+    cols = HOST_TIMES if ops else HOST_TIMES[2:]
+    span = [column_facts(tl.table(t), c, engine) for t, c in cols if len(tl.table(t))]
+    if tl.aligned:
+        span += gpu
+    if not span:
+        return 0, 0, missing
+    return int(min(f.lo for f in span)), int(max(f.hi for f in span)), missing

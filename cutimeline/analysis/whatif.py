@@ -39,10 +39,10 @@ from ..numeric.ordering import sort_order
 from ..timeline.schema import NONE, SpanKind
 from ..timeline.timeline import Timeline
 from .compensation import engine_inputs, held, launch_queue, moved, moved_range, snapped
-from .facts import column_facts
+from .facts import column_facts, extent
 from .replaying import replay_breaks
 from .steps import device_windows, step_windows
-from .whatif_edits import EDITS, TIMES, Changes, Edit, changes, edit_named
+from .whatif_edits import EDITS, Changes, Edit, changes, edit_named
 
 __all__ = ["replayed", "predict", "Prediction", "STEP_DTYPE", "steady", "REPLAY_SETTINGS"]
 
@@ -175,7 +175,6 @@ def _costs(ch: Changes, engine: str) -> tuple[np.ndarray, np.ndarray]:
     return (cost_t, cost) if order is None else (cost_t[order], cost[order])
 
 
-_TIMES = TIMES  # the host time columns, as ``analyzer._extent`` reads them
 _NO_I64 = np.zeros(0, np.int64)
 #: ``moved``'s tables for a snap alone: no cost, no break
 _SNAP_ONLY = {"cost_t": _NO_I64, "cost_cum": np.zeros(1, np.int64), "sync_t": _NO_I64,
@@ -329,17 +328,13 @@ def _replay_steps(tl: Timeline, engine: str, ops_range=False) -> np.ndarray | No
     g = tl.gpu  # its syncs are the report's: those that block no host are gone
     if not len(g) or not tl.aligned:
         return None
-    gpu = [column_facts(g, c, engine) for c in ("begin_ns", "end_ns")]
-    if any(f.none for f in gpu):
+    # the window as ``analyze`` takes it (its ``_device_default``: the
+    # analyzer imports this module's callers, so it is read here as there)
+    lo, hi, missing = extent(tl, engine, ops=ops_range is False)
+    if missing:
         return None
-    # ``analyzer._extent`` and ``_device_default`` (the analyzer imports
-    # this module's callers: read here as they read it)
-    times = _TIMES if ops_range is False else _TIMES[2:]
-    span = [column_facts(tl.table(t), c, engine) for t, c in times if len(tl.table(t))]
-    span = [(f.lo, f.hi) for f in span + gpu]
     if ops_range not in (False, None):
-        span.append(ops_range)
-    lo, hi = min(f[0] for f in span), max(f[1] for f in span)
+        lo, hi = min(lo, ops_range[0]), max(hi, ops_range[1])
     if tl.meta.get("source") == "kineto" and not bool((tl.spans.kind == SpanKind.STEP).any()):
         w0, w1 = int(g.begin_ns.min()), int(g.end_ns.max())
     else:

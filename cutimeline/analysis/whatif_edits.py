@@ -50,7 +50,7 @@ from ..numeric.ordering import sort_order
 from ..timeline.schema import NONE, OpFlag
 from ..timeline.timeline import Timeline
 from .costs import costs
-from .facts import column_facts
+from .facts import extent
 from .gaps import HostActivity
 from .steps import step_windows
 
@@ -273,21 +273,9 @@ def _one_off_ops(tl: Timeline) -> np.ndarray:
     extent, part of the key): ``launch`` and ``graphs`` both ask, and each
     asking sorts every op by name and self time."""
     from .oneoff import one_offs
-    w0, w1 = extent(tl)
+    w0, w1, _ = extent(tl)
     return tl.ops.remember("host_begin_ns", ("one_off ops", w0, w1),
                            lambda _: one_offs(tl, w0, w1)["op"])
-
-
-TIMES = (("ops", "host_begin_ns"), ("ops", "host_end_ns"), ("spans", "begin_ns"),
-         ("spans", "end_ns"), ("syncs", "host_begin_ns"), ("syncs", "host_end_ns"))
-
-
-def extent(tl: Timeline, engine: str = "numba") -> tuple[int, int]:
-    """(``tl.start_ns``, ``tl.end_ns``) from the columns' remembered facts
-    (``facts.py``: the analysis read them already), not a pass over each."""
-    cols = TIMES + ((("gpu", "begin_ns"), ("gpu", "end_ns")) if tl.aligned else ())
-    f = [column_facts(tl.table(t), c, engine) for t, c in cols if len(tl.table(t))]
-    return (int(min(x.lo for x in f)), int(max(x.hi for x in f))) if f else (0, 0)
 
 
 def _of_op(op: np.ndarray, mask: np.ndarray) -> np.ndarray:
