@@ -18,8 +18,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.data import DataLoader
 from verdict_models import GPT, mlp, resnet18
-from verdict_scenarios import (META, SlowBatches, busy, medium_mlp, meta_batches, scenario,
-                               train_steps)
+from verdict_scenarios import (META, SlowBatches, busy, gpt_steps, medium_mlp, meta_batches,
+                               scenario, train_steps)
 
 import cutimeline as ctl
 
@@ -166,19 +166,10 @@ def ema_gpt2(seed: int) -> ctl.Timeline:
     pass over the tensor (124 M parameters × 12 bytes ≈ 1.5 GB: ≈ 0.5 ms
     of GPU), ≈ 296 × 5–10 µs ≤ 3 ms of host. The queue still only grows."""
     with META:
-        model, ema = GPT(), GPT().requires_grad_(False)
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.1)
-    data = [(torch.randint(0, 50257, (8, 512), device=META),
-             torch.randint(0, 50257, (8, 512), device=META)) for _ in range(3)]
-    with ctl.record(device=ctl.SimGPU("h100", seed=seed)) as rec:
-        for idx, tgt in data:
-            logits = model(idx)
-            loss = F.cross_entropy(logits.view(-1, logits.shape[-1]), tgt.view(-1))
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            ema_update(ema, model)
-    return rec.timeline
+        ema = GPT().requires_grad_(False)
+    return gpt_steps(ctl.SimGPU("h100", seed=seed),
+                     lambda p: torch.optim.AdamW(p, lr=3e-4, weight_decay=0.1), steps=3,
+                     after_step=lambda model: ema_update(ema, model))
 
 
 @scenario((None, "GPU-bound", "GPU-bound", "sync-bound", "GPU-bound", "GPU-bound",

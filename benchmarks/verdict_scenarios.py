@@ -84,7 +84,10 @@ def meta_batches(n: int, batch: int, dim: int, classes: int = 10):
              torch.randint(0, classes, (batch,), device=META)) for _ in range(n)]
 
 
-def gpt_steps(rec_device, make_opt, *, steps: int = 4, batch: int = 8, seq: int = 512):
+def gpt_steps(rec_device, make_opt, *, steps: int = 4, batch: int = 8, seq: int = 512,
+              after_step=None):
+    """GPT-2 small trained ``steps`` steps; ``after_step(model)`` runs after
+    each optimizer step (an EMA update, say)."""
     with META:
         model = GPT()
     opt = make_opt(model.parameters())
@@ -97,6 +100,8 @@ def gpt_steps(rec_device, make_opt, *, steps: int = 4, batch: int = 8, seq: int 
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
+            if after_step is not None:
+                after_step(model)
     return rec.timeline
 
 
