@@ -26,44 +26,41 @@ def _modules():
             yield importlib.import_module(m.name)
 
 
-def _failing(kernel, reached: list):
-    name = f"{kernel.py_func.__module__}.{kernel.py_func.__name__}"
-
-    def fail(*args, **kwargs):
-        reached.append(name)  # kept even if a caller swallows the error
-        raise AssertionError(f"the NumPy engine called the Numba kernel {name}")
-    return fail
-
-
-def _poisoned(value, reached: list):
-    """``value`` with its Numba kernels replaced by failing functions: a
-    kernel itself, or a tuple or list of them (tables of kernels by engine);
-    None when it holds none."""
+def _kernels_in(value) -> list:
+    """The Numba kernels ``value`` holds: itself, or those of a tuple or
+    list of them (tables of kernels by engine)."""
     if isinstance(value, Dispatcher):
-        return _failing(value, reached)
-    if isinstance(value, (tuple, list)) and any(isinstance(v, Dispatcher) for v in value):
-        return type(value)(_failing(v, reached) if isinstance(v, Dispatcher) else v
-                           for v in value)
-    return None
+        return [value]
+    if isinstance(value, (tuple, list)):
+        return [v for v in value if isinstance(v, Dispatcher)]
+    return []
 
 
 def forbid_kernels(monkeypatch) -> tuple[list, list]:
-    """Replace every Numba kernel bound in a cutimeline module's namespace
-    (and in its module-level dicts) by a function that fails. Returns (the
-    kernels replaced, the kernels called since, by name)."""
+    """Make every call of a Numba kernel from Python fail (the dispatcher
+    type's ``__call__``; a kernel called from another kernel is compiled
+    into it and is not a call from Python). Returns (the kernels bound in
+    a cutimeline module's namespace or its module-level dicts, by name;
+    the kernels called since, by name). The module attributes themselves
+    stay: a kernel that the Numba engine compiles later still finds the
+    kernels it calls by their names (replacing those with Python
+    functions made a kernel compiled after this fail to type)."""
     replaced, reached = [], []
     for m in _modules():
         for attr, value in list(vars(m).items()):
-            bad = _poisoned(value, reached)
-            if bad is not None:
-                monkeypatch.setattr(m, attr, bad)
+            if _kernels_in(value):
                 replaced.append(f"{m.__name__}.{attr}")
             elif isinstance(value, dict):
-                for key, item in list(value.items()):
-                    bad = _poisoned(item, reached)
-                    if bad is not None:
-                        monkeypatch.setitem(value, key, bad)
-                        replaced.append(f"{m.__name__}.{attr}[{key!r}]")
+                replaced += [f"{m.__name__}.{attr}[{key!r}]" for key, item in value.items()
+                             if _kernels_in(item)]
+
+    def fail(kernel, *args, **kwargs):
+        name = f"{kernel.py_func.__module__}.{kernel.py_func.__name__}"
+        reached.append(name)  # kept even if a caller swallows the error
+        raise AssertionError(f"the NumPy engine called the Numba kernel {name}")
+    for kind in {type(k) for m in _modules() for v in vars(m).values()
+                 for k in _kernels_in(v)}:
+        monkeypatch.setattr(kind, "__call__", fail)
     return replaced, reached
 
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from ..numeric.engines import AUTO, ENGINES, _ro, resolve_engine
+from ..numeric.engines import AUTO, ENGINES, readonly, resolve_engine
 
 __all__ = ["BACKENDS", "upper_hull", "deadlines", "host_times"]
 
@@ -175,7 +175,7 @@ def upper_hull(raw: np.ndarray, host: np.ndarray, ref_raw: int, ref_off: int,
     """Upper convex hull of the points (u, v) = (raw − ref_raw,
     sign·(host − raw − ref_off)) of int64 ns columns: vertex coordinates
     (u ascending), float64. ``sign=-1`` gives the lower hull, negated."""
-    raw, host = _ro(raw), _ro(host)  # read-only: one compile of each kernel
+    raw, host = readonly(raw), readonly(host)  # read-only: one compile of each kernel
     tops, survivors, chain, sort = _KERNELS[resolve_engine(backend, len(raw))]
     if not len(raw):
         return np.zeros(0), np.zeros(0)
@@ -298,6 +298,6 @@ def host_times(raw: np.ndarray, device: np.ndarray, stream: np.ndarray,
     syncs given by last event, device, stream, host_end; see ``deadlines``)."""
     compiled = resolve_engine(backend, len(raw)) == "numba"
     fn = _host_times_nb if compiled else _host_times_np
-    return fn(_ro(raw), _ro(device), _ro(stream), _ro(floor_ns), _ro(ref_raw),
-              _ro(offset), _ro(slope, np.float64),
-              *(_ro(a) for a in _sync_args(last, sy_device, sy_stream, end)))
+    return fn(readonly(raw), readonly(device), readonly(stream), readonly(floor_ns), readonly(ref_raw),
+              readonly(offset), readonly(slope, np.float64),
+              *(readonly(a) for a in _sync_args(last, sy_device, sy_stream, end)))

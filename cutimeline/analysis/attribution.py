@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ..numeric.engines import I64_MAX, _i64
+from ..numeric.engines import I64_MAX, as_i64
 from ..timeline.schema import NONE
 from .gaps import HostActivity, classify
 
@@ -291,7 +291,7 @@ def attribute(gb, ge, nl, has_next, lam, gstart, act: HostActivity, w0, w1,
     windows are [w0, w1) in any order. ``amounts=False``: the per-gap table
     may be left out (None), which spares the kernel writing it.
     """
-    i64 = _i64
+    i64 = as_i64
     gb, ge, nl, lam, gstart = (i64(x) for x in (gb, ge, nl, lam, gstart))
     has_next = np.ascontiguousarray(has_next, bool)
     after = np.zeros(len(gb), bool) if after_sync is None else \
@@ -311,7 +311,7 @@ def segments(act: HostActivity) -> tuple:
     """The host's segments as the kernels take them: data (begin, end, time
     covered before each), sync (begin, end, chain: ``HostActivity.chain``),
     sync-only (with theirs), launch-only (with theirs), and the slack."""
-    i64 = _i64
+    i64 = as_i64
     (db, de), (sb, se), (ob, oe) = act.data, act.sync, act.sync_only
     lb, le = act.launch_only
     pre = [np.concatenate([[0], np.cumsum(e - b)]).astype(np.int64)

@@ -38,7 +38,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ..numeric.engines import _i64, _ro
+from ..numeric.engines import as_i64, readonly
 from ..timeline.schema import NONE
 from ..timeline.timeline import Timeline
 from .costs import _merge2_nb, costs, mix_scale
@@ -83,7 +83,7 @@ def moved(t, cut_b, cut_e, comp: dict, engine: str = "numba",
     if not len(t):
         return t
     if engine == "numba":
-        return _moved_nb(_ro(t), _ro(np.zeros(0, bool), bool), *_tables(cut_b, cut_e, comp),
+        return _moved_nb(readonly(t), readonly(np.zeros(0, bool), bool), *_tables(cut_b, cut_e, comp),
                          keep_none, False)[0]
     out = shifted(snapped(t, cut_b, cut_e), comp)
     return np.where(t != NONE, out, NONE) if keep_none else out
@@ -99,7 +99,7 @@ def moved_range(t, keep, cut_b, cut_e, comp: dict,
     if not keep.any():
         return None
     if engine == "numba":
-        _, lo, hi = _moved_nb(_ro(t), _ro(keep, bool), *_tables(cut_b, cut_e, comp),
+        _, lo, hi = _moved_nb(readonly(t), readonly(keep, bool), *_tables(cut_b, cut_e, comp),
                               False, True)
         return int(lo), int(hi)
     m = moved(t, cut_b, cut_e, comp, engine)[keep]
@@ -107,8 +107,8 @@ def moved_range(t, keep, cut_b, cut_e, comp: dict,
 
 
 def _tables(cut_b, cut_e, comp):
-    return (_ro(cut_b), _ro(cut_e), _ro(comp["cost_t"]), _ro(comp["cost_cum"]),
-            _ro(comp["sync_t"]), _ro(comp["jumps"]))
+    return (readonly(cut_b), readonly(cut_e), readonly(comp["cost_t"]), readonly(comp["cost_cum"]),
+            readonly(comp["sync_t"]), readonly(comp["jumps"]))
 
 
 @njit(cache=True)
@@ -244,7 +244,7 @@ class _Replayed(dict):
         """Make the lazy tables (once); the replayed begins when asked."""
         cost_t, cost, sb = self._in[:3]
         if self._more[0] is not None and len(self._more[0]):  # the entries apart, put in
-            cost_t, cost = _merge2_nb(_i64(cost_t), _i64(cost), *self._more)
+            cost_t, cost = _merge2_nb(as_i64(cost_t), as_i64(cost), *self._more)
             self._in = (cost_t, cost) + self._in[2:]
         self["cost_t"] = cost_t
         b_r, self["sync_t"], self["jumps"] = replay_breaks(*self._in, self._engine,

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ..numeric.engines import _i64, check_engine, empty_i64
+from ..numeric.engines import as_i64, check_engine, empty_i64
 from ..numeric.ids import dense_ids, hash_slot
 from ..timeline.schema import NONE, OpFlag, SpanKind
 from ..timeline.timeline import Timeline
@@ -146,7 +146,7 @@ def op_costs(name, shapes, grad_fn, thread, launched, table: dict | None, per_op
     ``thread_range``: the least and greatest ``thread``, when known."""
     def ints(a):  # the kernel reads the columns' own widths (int32): no copies
         a = np.ascontiguousarray(a)
-        return a if engine == "numba" and a.dtype.kind in "iu" else _i64(a)
+        return a if engine == "numba" and a.dtype.kind in "iu" else as_i64(a)
     tkeys = _pair(table["name"], table["shapes"]) if table and len(table["ns"]) else \
         np.zeros(0, np.int64)
     tns = np.asarray(table["ns"], np.float64) if len(tkeys) else np.zeros(0)

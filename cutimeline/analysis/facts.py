@@ -16,7 +16,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from ..numeric.engines import _ro
+from ..numeric.engines import readonly
 from ..timeline.schema import NONE
 from ..timeline.table import Table
 from ..timeline.timeline import Timeline
@@ -64,7 +64,7 @@ def facts_of(x, engine: str = "numba") -> Facts:
     if len(x) == 0:
         return Facts(0, 0, False, True)
     x = np.asarray(x)  # its own width: an int32 column is not copied
-    lo, hi, none, ok = _facts_nb(_ro(x, x.dtype)) if engine == "numba" else _facts_np(x)
+    lo, hi, none, ok = _facts_nb(readonly(x, x.dtype)) if engine == "numba" else _facts_np(x)
     return Facts(int(lo), int(hi), bool(none), bool(ok))
 
 

@@ -65,7 +65,7 @@ import numpy as np
 from numba import njit
 
 from ..numeric import intervals as iv
-from ..numeric.engines import I64_MAX, _i64, empty_i64
+from ..numeric.engines import I64_MAX, as_i64, empty_i64
 from ..numeric.ordering import is_sorted, sorted_copy
 from ..timeline.schema import NONE, OpFlag, SpanKind
 from ..timeline.timeline import Timeline
@@ -209,7 +209,7 @@ def host_compute(begin, end, device, flags, host_gap_ns: int = HOST_GAP_NS,
     op-free stretch that long: counting it as launch overhead would send
     a loop that preprocesses on the host to CUDA graphs. Shorter ones stay
     with the dispatch around them, as short op-free stretches do."""
-    begin, end = _i64(begin), _i64(end)
+    begin, end = as_i64(begin), as_i64(end)
     device, flags = np.asarray(device), np.asarray(flags)  # their own dtypes: no copies
     out = np.zeros(len(begin), bool)
     busy = int(OpFlag.VIEW | OpFlag.SYNC | OpFlag.COLLECTIVE | OpFlag.LAUNCH)

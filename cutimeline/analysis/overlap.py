@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ..numeric.engines import _i64
+from ..numeric.engines import as_i64
 from ..timeline.schema import NONE
 from .attribution import _amounts, _budget, segments
 from .gaps import HostActivity, classify
@@ -101,7 +101,7 @@ def _pieces(ln: Lanes, act: HostActivity, k, qa, qb, row, n_out: int):
     (n_out, 6) and (n_out,) results, by ``_pieces_nb``."""
     st, dv = ln.streams, ln.devices
     dev = ln.stream_device if dv is not st else np.arange(st.n, dtype=np.int64)
-    i64 = _i64
+    i64 = as_i64
     return _pieces_nb(i64(k), i64(qa), i64(qb), i64(row), int(n_out), i64(st.gb),
                       i64(st.ge), i64(st.nl), i64(st.gnext),
                       np.ascontiguousarray(st.after, np.bool_), i64(st.lam), i64(st.gg),

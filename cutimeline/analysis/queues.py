@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ..numeric.engines import _i64, empty_i64
+from ..numeric.engines import as_i64, empty_i64
 from ..numeric.quantiles import group_quantiles, quantile_pair_inplace
 from ..numeric.runs import gather_sorted
 from ..timeline.schema import NONE
@@ -89,7 +89,7 @@ def queue_series(plus, minus, order, starts, engine: str = "numba"):
     ``minus``), group g at ``2*starts[g]:2*starts[g+1]``, time-sorted, and
     at equal times the +1 first (as HTA, which lists launches before
     kernels)."""
-    args = (_i64(plus), _i64(minus), _i64(order), _i64(starts))
+    args = (as_i64(plus), as_i64(minus), as_i64(order), as_i64(starts))
     return (_queue_nb if engine == "numba" else _queue_np)(*args)
 
 
@@ -222,9 +222,9 @@ def window_stats(plus, minus, order, starts, w0, w1, qs=(0.5, 0.95),
 def window_stats_sorted(P, M, starts, w0, w1, qs=(0.5, 0.95), engine: str = "numba"):
     """``window_stats`` of groups whose +1 times ``P`` and −1 times ``M``
     are given sorted per group (``P[starts[g]:starts[g+1]]``)."""
-    w0 = _i64(np.atleast_1d(w0))
-    w1 = _i64(np.maximum(np.atleast_1d(w1), w0))
-    args = (_i64(P), _i64(M), _i64(starts), w0, w1, np.asarray(qs, np.float64))
+    w0 = as_i64(np.atleast_1d(w0))
+    w1 = as_i64(np.maximum(np.atleast_1d(w1), w0))
+    args = (as_i64(P), as_i64(M), as_i64(starts), w0, w1, np.asarray(qs, np.float64))
     disjoint = bool(np.all(w0[2:] >= w1[1:-1]))
     f = _window_stats_nb if engine == "numba" and disjoint else _window_stats_np
     return f(*args)
@@ -311,7 +311,7 @@ def _sample_stats_np(plus, minus, order, starts):
 def sample_stats(plus, minus, order, starts, engine: str = "numba") -> np.ndarray:
     """(groups, 8) statistics named by ``SAMPLE_FIELDS`` of the queue
     depth after each change (launched at ``plus``, begun at ``minus``)."""
-    args = (_i64(plus), _i64(minus), _i64(order), _i64(starts))
+    args = (as_i64(plus), as_i64(minus), as_i64(order), as_i64(starts))
     return (_sample_stats_nb if engine == "numba" else _sample_stats_np)(*args)
 
 
@@ -386,14 +386,14 @@ def lead_stats(lead, begin, order, starts, w0: int, w1: int,
     ``of_row`` (the group of each row, optional) spares the kernel
     reading the rows through ``order``. ``summary``: (sum, number, max)
     of the leads counted (not NONE, begun in the window), if known."""
-    lead, begin, order, starts = _i64(lead), _i64(begin), _i64(order), _i64(starts)
+    lead, begin, order, starts = as_i64(lead), as_i64(begin), as_i64(order), as_i64(starts)
     if engine == "numpy":
         return _lead_stats_np(lead, begin, order, starts, np.int64(w0), np.int64(w1))
     one = len(starts) == 2 and len(order) == len(lead)  # every row in the one group
     if not one and (of_row is None or len(order) != len(lead)):
         of_row = np.full(len(lead), NONE, np.int64)  # rows not in order: no group
         of_row[order] = np.repeat(np.arange(len(starts) - 1), np.diff(starts))
-    of_row = _i64(of_row) if not one else np.zeros(0, np.int64)
+    of_row = as_i64(of_row) if not one else np.zeros(0, np.int64)
     summary = tuple(np.int64(x) for x in (summary or (0, -1, 0)))
     return _lead_stats_nb(lead, begin, of_row, starts, np.int64(w0), np.int64(w1), one,
                           summary)

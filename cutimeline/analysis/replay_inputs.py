@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ..numeric.engines import _i64, empty_i64
+from ..numeric.engines import as_i64, empty_i64
 from ..timeline.schema import NONE
 from ..timeline.timeline import Timeline
 from .facts import column_facts, facts_of
@@ -116,7 +116,7 @@ def held(g_launch, g_grp, g_begin, g_end, lam, engine: str = "numba") -> np.ndar
     something besides its stream and its launch (it began after both its
     stream's previous work ended and launch + λ), else far in the past:
     the replay keeps such a row no earlier than this, shifted."""
-    g_launch, g_grp, g_begin, g_end, lam = (_i64(a) for a in
+    g_launch, g_grp, g_begin, g_end, lam = (as_i64(a) for a in
                                             (g_launch, g_grp, g_begin, g_end, lam))
     if engine == "numba":
         return _held_nb(g_launch, g_grp, g_begin, g_end, lam)

@@ -11,7 +11,7 @@ import numpy as np
 from numba import njit
 
 from ..errors import CutimelineError
-from ..numeric.engines import I64_MAX, _i64, empty_i64
+from ..numeric.engines import I64_MAX, as_i64, empty_i64
 from .replay_inputs import held
 
 __all__ = ["replay", "replay_breaks", "breaks"]
@@ -259,9 +259,9 @@ def replay(cost_t, cost, sb, se, s_grp, g_launch, g_grp, g_begin, g_end, lam, co
         after = _checked_after(after, args[6])
     if engine != "numba":
         after = np.full(n_g, -1, np.int64) if after is None else after
-        hold = held(*args[5:10], engine=engine) if hold is None else _i64(hold)
+        hold = held(*args[5:10], engine=engine) if hold is None else as_i64(hold)
         return _replay_np(*args, hold, after, int(depth))
-    hold = none if hold is None else _i64(hold)  # empty: made in the kernel
+    hold = none if hold is None else as_i64(hold)  # empty: made in the kernel
     return _replay_nb(*args, hold, none if after is None else after, int(depth),
                       0, none, none, none)[:3]
 
@@ -269,7 +269,7 @@ def replay(cost_t, cost, sb, se, s_grp, g_launch, g_grp, g_begin, g_end, lam, co
 def _checked_after(after, g_grp) -> np.ndarray:
     """``after`` as int64, or a CutimelineError when a row would wait for
     a later row or on a stream whose rows wait."""
-    after = _i64(after)
+    after = as_i64(after)
     if (after >= np.arange(len(after))).any() or (after < -1).any() or \
             np.isin(g_grp[after[after >= 0]], g_grp[after >= 0]).any():
         raise CutimelineError("A replayed gpu row may wait only for an earlier row, "
@@ -293,7 +293,7 @@ def replay_breaks(cost_t, cost, sb, se, s_grp, g_launch, g_grp, g_begin, g_end, 
                         lam, covers, depth)
     none = np.zeros(0, np.int64)
     after = none if after is None else _checked_after(after, args[6])
-    hold = none if hold is None else _i64(hold)
+    hold = none if hold is None else as_i64(hold)
     r = _replay_nb(*args, hold, after, int(depth), 2, none, none, none)
     jumps = np.zeros(len(r[2]) + 1, np.int64)  # a break per launch into a full queue:
     jumps[1:] = r[2]                            # one copy, not two
@@ -307,7 +307,7 @@ def _replay_args(cost_t, cost, sb, se, s_grp, g_launch, g_grp, g_begin, g_end, l
     if isinstance(depth, bool) or not isinstance(depth, (int, np.integer)) or depth < 0:
         raise CutimelineError(f"The replay's launch queue depth={depth!r} must be an "
                               f"integer ≥ 0 (0: unbounded); CUDA's is about 1024.")
-    i64 = _i64
+    i64 = as_i64
     return (i64(cost_t), i64(cost), i64(sb), i64(se), i64(s_grp), i64(g_launch),
             i64(g_grp), i64(g_begin), i64(g_end), i64(lam),
             np.ascontiguousarray(covers, bool))

@@ -25,8 +25,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ..numeric.engines import _ro, resolve_engine
-from ..numeric.ordering import _is_sorted_nb
+from ..numeric.engines import readonly, resolve_engine
+from ..numeric.ordering import is_sorted_nb
 from ..timeline.schema import NONE, SpanKind
 from ..timeline.timeline import Timeline
 
@@ -57,7 +57,7 @@ def device_windows(launch, begin, end, hb, he, fb=None, fe=None,
     last = (he if fe is None else np.asarray(fe, np.int64)).copy()
     done = False
     if resolve_engine(engine, len(launch)) == "numba":
-        done = _step_work_nb(_ro(launch), _ro(begin), _ro(end), _ro(hb), _ro(he), first,
+        done = _step_work_nb(readonly(launch), readonly(begin), readonly(end), readonly(hb), readonly(he), first,
                              last, -1 if in_order is None else int(in_order))
     if not done:
         _step_work_np(np.asarray(launch, np.int64), np.asarray(begin, np.int64),
@@ -78,7 +78,7 @@ def _step_work_nb(launch, begin, end, hb, he, first, last, in_order):
     the rows launched in [hb, he), into first and last where it has any;
     the rows read in place. False, nothing written, when the rows are not
     in launch order (``in_order``: 1 known sorted, 0 known not, −1 check)."""
-    if in_order == 0 or (in_order < 0 and not _is_sorted_nb(launch)):
+    if in_order == 0 or (in_order < 0 and not is_sorted_nb(launch)):
         return False
     for w in range(len(hb)):
         a = np.searchsorted(launch, hb[w], side="left")

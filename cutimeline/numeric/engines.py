@@ -11,7 +11,7 @@ next to the module or, in a read-only install, under ~/.cache/numba;
 ``NUMBA_CACHE_DIR`` moves it), so a small or medium Timeline compiles
 nothing; once the kernels are compiled or cached (``kernels_warm``), from
 ``WARM_NUMBA_ROWS`` rows on.
-Kernels take their columns as contiguous int64 (``_i64``) and allocate their
+Kernels take their columns as contiguous int64 (``as_i64``) and allocate their
 per-row outputs with ``empty_i64``/``empty_f64``/``empty_bool``.
 """
 
@@ -123,11 +123,11 @@ def kernels_warm() -> bool:
         return False
 
 
-def _i64(a) -> np.ndarray:
+def as_i64(a) -> np.ndarray:
     return np.ascontiguousarray(a, dtype=np.int64)
 
 
-def _ro(a, dtype=np.int64) -> np.ndarray:
+def readonly(a, dtype=np.int64) -> np.ndarray:
     """``a`` as a contiguous read-only array (a view: no copy) for a kernel
     that only reads it. A Timeline's columns are read-only and computed
     arrays writable, and Numba compiles a kernel once per mix of the two

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .engines import _ro, empty_i64, resolve_engine
+from .engines import readonly, empty_i64, resolve_engine
 
 __all__ = ["dense_ids", "pair_ids", "hash_slot"]
 
@@ -71,7 +71,7 @@ def _dense_np(keys):
 def dense_ids(keys, engine: str = "auto") -> tuple[np.ndarray, np.ndarray]:
     """(ids, uniq): ``uniq`` the sorted distinct keys, ``ids`` each key's
     index into it."""
-    keys = _ro(keys)
+    keys = readonly(keys)
     if resolve_engine(engine, len(keys)) == "numba":
         bits = 7
         while (1 << bits) <= 4 * len(keys) + 4:
@@ -183,7 +183,7 @@ def pair_ids(a, b, engine: str = "auto"):
     if resolve_engine(engine, len(a)) == "numba":
         # the kernels read int16 devices as they are (a copy to int64 costs
         # more than the pass)
-        a, b = _ro(a, np.int16 if _narrow(a) else np.int64), _ro(b)
+        a, b = readonly(a, np.int16 if _narrow(a) else np.int64), readonly(b)
         a0, a1, b0, b1 = _bounds_nb(a, b)
         na, nb = int(a1) - int(a0) + 1, int(b1) - int(b0) + 1
         if na * nb == 1:  # one pair: NumPy's zeros come as untouched pages
@@ -193,7 +193,7 @@ def pair_ids(a, b, engine: str = "auto"):
         ids, ka, kb, ok = _pairs_nb(a, b)
         if ok:
             return ids, ka, kb
-    return _pairs_np(_ro(a), _ro(b))
+    return _pairs_np(readonly(a), readonly(b))
 
 
 def _narrow(a) -> bool:

@@ -13,8 +13,8 @@ import numpy as np
 from numba import njit
 
 from ..timeline.schema import NONE
-from .engines import I64_MAX, _i64, _ro, empty_i64, resolve_engine, warm_probe
-from .ordering import _is_sorted_nb, group_order
+from .engines import I64_MAX, as_i64, readonly, empty_i64, resolve_engine, warm_probe
+from .ordering import is_sorted_nb, group_order
 
 __all__ = ["merge", "merge_lean", "union", "coverage", "count_le"]
 
@@ -176,7 +176,7 @@ def merge(begin, end, launch, order, starts, lo: int, hi: int,
     is the largest end in it, so a row with end < begin (HTA's rounding
     makes some) cannot extend one.
     """
-    args = (_ro(begin), _ro(end), _ro(launch), _ro(order), _ro(starts),
+    args = (readonly(begin), readonly(end), readonly(launch), readonly(order), readonly(starts),
             np.int64(lo), np.int64(hi))
     if resolve_engine(engine, len(order)) == "numba":
         return _merge_nb(*args, False)[:10]
@@ -188,7 +188,7 @@ def merge_lean(begin, end, launch, order, starts, lo: int, hi: int,
     """``merge`` without each interval's group and first row: ``(istart,
     ib, ie, gg, gb, ge, gnext, gprev, lam)``, group g's intervals at
     ``istart[g]:istart[g+1]``."""
-    args = (_ro(begin), _ro(end), _ro(launch), _ro(order), _ro(starts),
+    args = (readonly(begin), readonly(end), readonly(launch), readonly(order), readonly(starts),
             np.int64(lo), np.int64(hi))
     if resolve_engine(engine, len(order)) == "numba":
         r = _merge_nb(*args, True)
@@ -226,18 +226,18 @@ def union(begin, end, engine: str = "auto", rows=None) -> tuple[np.ndarray, np.n
     """The union of intervals [begin, end) as sorted disjoint (begin, end)
     (touching intervals join; an interval ends at the largest end in it).
     ``rows``: only those intervals, given in begin order (stable)."""
-    begin, end = _ro(begin), _ro(end)
+    begin, end = readonly(begin), readonly(end)
     engine = resolve_engine(engine, len(begin) if rows is None else len(rows))
     if rows is not None:
-        rows = _ro(rows)
+        rows = readonly(rows)
         if engine == "numba":
             return _union_nb(begin, end, rows, False)
         begin, end = begin[rows], end[rows]
     n = len(begin)
     if engine == "numba":
-        if _is_sorted_nb(begin):
+        if is_sorted_nb(begin):
             return _union_nb(begin, end, begin[:0], True)
-        return _union_nb(begin, end, _ro(np.argsort(begin, kind="mergesort")), False)
+        return _union_nb(begin, end, readonly(np.argsort(begin, kind="mergesort")), False)
     order, starts = group_order(np.zeros(n, np.int64), begin, 1, engine)
     r = merge(begin, end, np.full(n, NONE, np.int64), order, starts, 0, 0,
               engine)
@@ -271,7 +271,7 @@ def count_le(a, t, engine: str = "auto") -> np.ndarray:
     """For each t, how many of the sorted ``a`` are ≤ t (searchsorted
     right). The Numba version walks forward from the previous answer, so
     mostly increasing queries cost O(1) each."""
-    a, t = _ro(a), _ro(t)
+    a, t = readonly(a), readonly(t)
     if resolve_engine(engine, len(a) + len(t)) == "numba":
         return _count_le_nb(a, t)
     return np.searchsorted(a, t, side="right").astype(np.int64)
@@ -279,8 +279,8 @@ def count_le(a, t, engine: str = "auto") -> np.ndarray:
 
 def coverage(seg_begin, seg_end, a, b, engine: str = "auto") -> np.ndarray:
     """How much of each [a, b) the sorted disjoint segments cover (ns)."""
-    sb, se = _i64(seg_begin), _i64(seg_end)
-    a, b = _i64(a), _i64(b)
+    sb, se = as_i64(seg_begin), as_i64(seg_end)
+    a, b = as_i64(a), as_i64(b)
     engine = resolve_engine(engine, len(sb) + len(a))
     if len(sb) == 0:
         return np.zeros(len(a), np.int64)

@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .engines import _ro, resolve_engine
-from .ordering import _group_order_nb
+from .engines import readonly, resolve_engine
+from .ordering import group_order_nb
 
 __all__ = ["group_quantiles", "quantile_inplace", "quantile_pair_inplace"]
 
@@ -186,7 +186,7 @@ def quantile_pair_inplace(v, q1, q2, keep=False):
 
 @njit(cache=True)
 def _quantiles_nb(values, group, n_groups, qs):
-    order, starts = _group_order_nb(group, np.zeros(len(group), np.int64),
+    order, starts = group_order_nb(group, np.zeros(len(group), np.int64),
                                     n_groups)
     out = np.full((n_groups, len(qs)), np.nan)
     for g in range(n_groups):
@@ -219,6 +219,6 @@ def group_quantiles(values, group, n_groups: int, qs,
                     engine: str = "auto") -> np.ndarray:
     """(n_groups, len(qs)) quantiles of ``values`` per group (linear
     interpolation, as ``np.quantile``); NaN for an empty group."""
-    values, group, qs = _ro(values, np.float64), _ro(group), _ro(qs, np.float64)
+    values, group, qs = readonly(values, np.float64), readonly(group), readonly(qs, np.float64)
     f = _quantiles_nb if resolve_engine(engine, len(values)) == "numba" else _quantiles_np
     return f(values, group, int(n_groups), qs)

@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .engines import _i64, _ro, empty_i64, resolve_engine
-from .ordering import _is_sorted_nb, is_sorted
+from .engines import as_i64, readonly, empty_i64, resolve_engine
+from .ordering import is_sorted_nb, is_sorted
 
 __all__ = ["merge_runs", "merge_rows", "runs_sorted", "merge_values", "gather_sorted"]
 
@@ -158,7 +158,7 @@ def merge_runs(v, tie, starts, members, engine: str = "auto") -> np.ndarray:
     """Positions into ``v`` that visit the sorted runs ``v[starts[m]:
     starts[m+1]]`` (m in ``members``) in one sorted sequence, ties by
     ``tie`` (e.g. row numbers, for a stable merge)."""
-    v, tie, starts, members = _ro(v), _ro(tie), _ro(starts), _ro(members)
+    v, tie, starts, members = readonly(v), readonly(tie), readonly(starts), readonly(members)
     if resolve_engine(engine, len(v)) == "numba":
         return _kway_nb(v, tie, starts, members, None)
     return _kway_np(v, tie, starts, members)
@@ -169,7 +169,7 @@ def merge_rows(v, rows, starts, members, engine: str = "auto") -> np.ndarray:
     ``members``), each sorted by ``v[row]``, in one sequence sorted by
     (``v[row]``, row): ``rows[merge_runs(v[rows], rows, ...)]`` without
     the copies."""
-    v, rows, starts, members = _ro(v), _ro(rows), _ro(starts), _ro(members)
+    v, rows, starts, members = readonly(v), readonly(rows), readonly(starts), readonly(members)
     if resolve_engine(engine, len(rows)) == "numba":
         return _kway_nb(v, None, starts, members, rows)
     return rows[_kway_np(v[rows], rows, starts, members)]
@@ -178,7 +178,7 @@ def merge_rows(v, rows, starts, members, engine: str = "auto") -> np.ndarray:
 def runs_sorted(v, rows, starts, members, engine: str = "auto") -> bool:
     """Whether each run ``rows[starts[m]:starts[m+1]]`` (m in ``members``)
     is sorted by ``v[row]``."""
-    v, rows, starts, members = _ro(v), _ro(rows), _ro(starts), _ro(members)
+    v, rows, starts, members = readonly(v), readonly(rows), readonly(starts), readonly(members)
     if resolve_engine(engine, len(rows)) == "numba":
         return bool(_runs_sorted_nb(v, rows, starts, members))
     return all(is_sorted(v[rows[starts[m]:starts[m + 1]]], "numpy") for m in members)
@@ -187,7 +187,7 @@ def runs_sorted(v, rows, starts, members, engine: str = "auto") -> bool:
 def merge_values(v, starts, members, engine: str = "auto") -> np.ndarray:
     """The values of the sorted runs ``v[starts[m]:starts[m+1]]`` (m in
     ``members``) in one sorted sequence."""
-    v, starts, members = _ro(v), _ro(starts), _ro(members)
+    v, starts, members = readonly(v), readonly(starts), readonly(members)
     if resolve_engine(engine, len(v)) == "numba":
         return _kway_values_nb(v, starts, members)
     return v[_kway_np(v, None, starts, members)]
@@ -213,7 +213,7 @@ def _gather_sorted_nb(x, order, starts):
     """x[order] with each group's slice sorted; x itself when order is the
     identity and x is sorted."""
     n = len(order)
-    if len(x) == n and _is_identity(order) and _is_sorted_nb(x):
+    if len(x) == n and _is_identity(order) and is_sorted_nb(x):
         return x
     out = empty_i64(n)
     for k in range(n):
@@ -229,7 +229,7 @@ def _gather_sorted_nb(x, order, starts):
 
 def gather_sorted(x, order, starts, engine: str = "auto") -> np.ndarray:
     """x[order] with each group's slice (``starts``) sorted."""
-    x, order, starts = _i64(x), _i64(order), _i64(starts)
+    x, order, starts = as_i64(x), as_i64(order), as_i64(starts)
     if resolve_engine(engine, len(order)) == "numba":
         return _gather_sorted_nb(x, order, starts)
     out = x[order]

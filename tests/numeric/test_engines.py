@@ -49,13 +49,13 @@ def _calls():
         (iv, ["_merge_nb"], lambda e: iv.merge(begin, end, launch, order, starts, 0, 6000, e)),
         (iv, ["_merge_nb"], lambda e: iv.merge_lean(begin, end, launch, order, starts, 0, 6000,
                                                     e)),
-        (iv, ["_union_nb", "_is_sorted_nb"], lambda e: iv.union(begin, end, e)),
+        (iv, ["_union_nb", "is_sorted_nb"], lambda e: iv.union(begin, end, e)),
         (iv, ["_union_nb"], lambda e: iv.union(begin, end, e, rows=order[:50])),
         (iv, ["_count_le_nb"], lambda e: iv.count_le(sb, t, e)),
         (iv, ["_count_le_nb"], lambda e: iv.coverage(sb, se, t, t + 40, e)),
-        (ordering, ["_group_order_nb", "_is_sorted_nb"],
+        (ordering, ["group_order_nb", "is_sorted_nb"],
          lambda e: ordering.group_order(group, begin, 3, e)),
-        (ordering, ["_is_sorted_nb"], lambda e: ordering.sorted_copy(begin, e)),
+        (ordering, ["is_sorted_nb"], lambda e: ordering.sorted_copy(begin, e)),
         (runs, ["_kway_nb"], lambda e: runs.merge_runs(v, order, starts, [0, 2], e)),
         (runs, ["_kway_nb"], lambda e: runs.merge_rows(begin, order, starts, [0, 1, 2], e)),
         (runs, ["_runs_sorted_nb"], lambda e: runs.runs_sorted(begin, order, starts, [1], e)),
@@ -102,7 +102,7 @@ def test_auto_below_the_threshold_runs_no_kernel_and_equals_both(k, monkeypatch)
 def test_the_default_engine_is_auto(monkeypatch):
     group, begin, end, launch, order, starts = _rows()
     _forbid(monkeypatch, iv, ["_merge_nb", "_union_nb"])
-    _forbid(monkeypatch, ordering, ["_group_order_nb", "_is_sorted_nb"])
+    _forbid(monkeypatch, ordering, ["group_order_nb", "is_sorted_nb"])
     _same(iv.merge(begin, end, launch, order, starts, 0, 6000),
           iv.merge(begin, end, launch, order, starts, 0, 6000, engine="numpy"))
     _same(ordering.group_order(group, begin, 3), (order, starts))
@@ -111,10 +111,10 @@ def test_the_default_engine_is_auto(monkeypatch):
 
 def test_kernels_see_read_only_inputs_and_leave_callers_arrays_writable():
     group, begin, end, launch, order, starts = _rows()
-    ro = engines._ro(begin)
+    ro = engines.readonly(begin)
     assert not ro.flags.writeable and np.shares_memory(ro, begin) and begin.flags.writeable
-    assert engines._ro(ro) is ro
-    assert engines._ro([1.5], np.float64).dtype == np.float64
+    assert engines.readonly(ro) is ro
+    assert engines.readonly([1.5], np.float64).dtype == np.float64
     for a in (begin, begin.copy()):  # a Timeline's (read-only) column or a computed one
         a.flags.writeable = a is begin
         out = iv.merge(a, end, launch, order, starts, 0, 6000, engine="numba")

@@ -42,7 +42,7 @@ def test_sortedness_twins_agree(seed):
     cases += [long, long.astype(np.int32)[::-1].copy()]
     for c in cases:
         want = bool(np.all(c[1:] >= c[:-1]))
-        assert ordering._is_sorted_nb(c) is want
+        assert ordering.is_sorted_nb(c) is want
         assert ordering.is_sorted(c, "numba") is ordering.is_sorted(c, "numpy") is want
         a, b = ordering.sort_order(c, "numba"), ordering.sort_order(c, "numpy")
         assert (a is None) is (b is None) is want
