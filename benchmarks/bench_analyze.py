@@ -34,7 +34,7 @@ import time
 import numpy as np
 
 import cutimeline as ctl
-from cutimeline.analysis.optable import op_table
+from cutimeline.analysis.tables.optable import op_table
 from cutimeline.timeline.schema import GpuKind, OpFlag, SpanKind
 from cutimeline.timeline.timeline import Timeline
 

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 from bench_compensation import mlp_parts, transformer_parts
 
-from cutimeline.analysis.costs import costs
+from cutimeline.analysis.replay.costs import costs
 from cutimeline.recording.recorder import record
 
 PHASES = ("forward", "backward", "optimizer")

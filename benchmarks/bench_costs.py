@@ -15,8 +15,8 @@ from __future__ import annotations
 import argparse
 
 import cutimeline as ctl
-from cutimeline.analysis import compensation
-from cutimeline.analysis.costs import costs
+from cutimeline.analysis.replay import compensation
+from cutimeline.analysis.replay.costs import costs
 
 from bench_analyze import synthetic, timed
 

@@ -17,7 +17,7 @@ import os
 import time
 
 import cutimeline as ctl
-from cutimeline.analysis.gaps import CAUSES
+from cutimeline.analysis.idle.gaps import CAUSES
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT = os.path.join(os.path.dirname(ROOT), "shared", "traces", "kineto")

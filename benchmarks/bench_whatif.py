@@ -50,7 +50,7 @@ from bench_verdicts import (SlowBatches, busy, medium_mlp, meta_batches, mlp,  #
                             train_steps)
 
 import cutimeline as ctl  # noqa: E402
-from cutimeline.analysis.whatif import steady  # noqa: E402
+from cutimeline.analysis.replay.whatif import steady  # noqa: E402
 
 META = torch.device("meta")
 

@@ -146,7 +146,7 @@ def _cmd_summary(a: argparse.Namespace) -> int:
 def _cmd_whatif(a: argparse.Namespace) -> int:
     from .analysis.words import fmt_ns, pct
     if a.edit:
-        from .analysis.whatif_edits import edit_named
+        from .analysis.replay.edits import edit_named
         edit_named(a.edit)  # an unknown name: the error lists them
         if not a.plot:
             raise CutimelineError("--edit names the fix to draw with --plot OUT.png; "

@@ -43,7 +43,7 @@ print(json.dumps({n: [s.expect if isinstance(s.expect, str) else list(s.expect),
 
 
 def test_every_scenario_names_known_verdicts_and_derives_them_in_its_docstring():
-    from cutimeline.analysis.margins import VERDICTS
+    from cutimeline.analysis.verdicts.margins import VERDICTS
     env = {**os.environ, "PYTHONPATH": str(BENCH.parent)}
     done = subprocess.run([sys.executable, "-c", _TABLE], capture_output=True, text=True,
                           timeout=120, env=env, check=False)

@@ -416,7 +416,7 @@ def test_compiling_is_said_at_most_once_and_not_with_quiet(quiet, imported, monk
 
     def compiling(*args, **kw):  # as a first run on a cold cache: two kernels compile
         _fake_compile()
-        _fake_compile("cutimeline.analysis.queues")
+        _fake_compile("cutimeline.analysis.idle.queues")
         return real(*args, **kw)
     monkeypatch.setattr(cli, "COMPILE_NOTICE_AFTER_S", 0.0)
     monkeypatch.setattr(ctl, "analyze", compiling)

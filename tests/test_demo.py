@@ -61,7 +61,7 @@ def test_the_demos_what_if_predictions_match_the_loop_run_with_each_fix():
     each fix (no read-back; two DataLoader workers) on the simulator. The
     read-back fix gains most: without it the host fetches and launches
     while the GPU works; the summary's advice leads with it."""
-    from cutimeline.analysis.whatif import steady
+    from cutimeline.analysis.replay.whatif import steady
 
     def step_ns(**kw):
         tl = run_demo(steps=6, device="sim", **kw).timeline

@@ -1,3 +1,24 @@
 """Analysis: pure functions Timeline -> metrics, gathered in ``analyze()``'s
-``Report``: gap causes, lanes and queues, per-step verdicts, the op table,
-the replay without the recorder's cost, HTA-compatible measures, the summary."""
+``Report``. Nothing is drawn and the Timeline is not changed.
+
+Each level imports only the levels below it (a contract in
+``pyproject.toml`` keeps it so):
+
+* ``analyzer.py`` (``analyze``), ``report.py`` (the ``Report``),
+  ``summary.py`` (its text and dict), ``advice.py`` (what to try for each
+  verdict), ``ranks_report.py`` (the summary's lines on a cut, partial or
+  merged run);
+* ``verdicts/`` — the verdict rule with its margin, the step table, the
+  offenders behind a verdict;
+* ``replay/`` — the replay engine: the run without the recorder's cost,
+  and under each fix (what-if);
+* ``tables/`` — the op table, one-off costs, HTA-compatible measures,
+  source lines, memory, FLOPs;
+* ``idle/`` — lanes, the gap-cause rules, idle time by cause, queues, CPU
+  lead, exposed communication, step windows;
+* ``facts.py`` (what a time column holds, read once) and ``words.py`` (how
+  numbers read in text).
+
+Interval work runs in Numba kernels (``engine="numba"``) or in their NumPy
+twins (``engine="numpy"``), which give equal results.
+"""

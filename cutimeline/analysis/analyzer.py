@@ -1,40 +1,15 @@
 """``ctl.analyze(tl) -> Report``: why the GPU waits, as numbers.
 
 A pure function of a Timeline (recorded, simulated or imported): nothing is
-drawn and the Timeline is not changed. The stages, each in its module:
+drawn and the Timeline is not changed. ``analyze`` reads the host's
+activity and the gpu rows as lanes (``idle/``), measures the steps over
+their device windows with a verdict each (``verdicts/``), replays the run
+without the recorder's cost (``replay/``) and hands all of it to the
+``Report``, which makes the rest (``tables/``, the what-if predictions)
+on first use.
 
-* ``gaps.py`` — the host's activity and the rules that give every idle gap
-  its cause (data, sync, launch, host, dependency, unknown);
-* ``lanes.py`` — gpu rows grouped by stream and device: busy intervals,
-  gaps, and measures over windows (``attribution.py``: idle time by cause;
-  ``queues.py``: queue depth and CPU lead statistics; ``overlap.py``: a
-  stream's idle time that other streams of its device filled, no cause);
-* ``steps.py`` — the steps' host windows and device windows;
-* ``verdict.py`` / ``margins.py`` — the step table, verdicts with their
-  margins, evidence and top offenders;
-* ``compensation.py`` — the timeline replayed without the recorder's cost
-  (``costs.py``: what the recorder spent, per op; ``replaying.py``: the
-  replay's engine; ``replay_inputs.py``: what it reads of the gpu rows);
-* ``whatif.py`` / ``whatif_edits.py`` — the same replay under a fix
-  (input, syncs, host Python, launch cost) and the step times it predicts;
-* ``facts.py`` — what the stages need to know of a time column (least and
-  greatest value, NONE, sorted), read once and remembered by its table;
-* ``hta.py`` — HolisticTraceAnalysis-compatible measures;
-* ``optable.py`` — per-op counts and times;
-* ``sources.py`` / ``memory.py`` / ``flops.py`` — from the tables a
-  recording may add: the user's source lines of syncs, DataLoader waits
-  and a verdict's leading op; device memory peaks and what held them;
-  FLOPs, achieved FLOP/s and MFU. A Timeline without these tables gets a
-  report without them (the same columns and text as before they existed);
-* ``report.py`` / ``summary.py`` / ``advice.py`` — the ``Report``:
-  tables, ``summary()`` (led by the run's verdict), ``to_dict()``, and
-  what to try for each verdict.
-
-Interval work runs in Numba kernels (``engine="numba"``; ``numeric/``:
-``intervals.py``, ``ordering.py``, ``runs.py``, ``ids.py``, ``quantiles.py``;
-and the modules above) or in their NumPy twins (``engine="numpy"``), which
-give equal results. What a Report needs only for some tables (each gap's
-causes, HTA's measures, the verdicts' offenders) is computed on first use.
+Interval work runs in Numba kernels (``engine="numba"``) or in their NumPy
+twins (``engine="numpy"``), which give equal results.
 """
 
 from __future__ import annotations
@@ -48,13 +23,13 @@ from ..numeric.engines import resolve_engine
 from ..timeline.schema import NON_BLOCKING_SYNC_KINDS, NONE, SpanKind
 from ..timeline.timeline import Timeline
 from ..timeline.windows import parse_window
-from .compensation import compensate
 from .facts import column_facts, extent
-from .gaps import CAUSES, HOST_GAP_NS, Cause, host_activity
-from .lanes import Group, lanes
+from .idle.gaps import CAUSES, HOST_GAP_NS, Cause, host_activity
+from .idle.lanes import Group, lanes
+from .idle.steps import device_windows, step_windows
+from .replay.compensation import compensate
 from .report import Report
-from .steps import device_windows, step_windows
-from .verdict import step_table
+from .verdicts.steptable import step_table
 
 __all__ = ["analyze", "Report", "LANE_DTYPE"]
 
@@ -124,7 +99,7 @@ def analyze(tl: Timeline, *, window: Any = None, engine: str = "auto",
     if not (isinstance(host_gap_ns, (int, np.integer)) and host_gap_ns > 0):
         raise CutimelineError(f"host_gap_ns={host_gap_ns!r} must be a whole "
                               f"number of ns above 0 (default 200_000).")
-    from .flops import check_peak
+    from .tables.flops import check_peak
     peak_flops = check_peak(peak_flops)
     given, tl = tl, host_blocking(tl)
     g = tl.gpu
@@ -179,7 +154,7 @@ def analyze(tl: Timeline, *, window: Any = None, engine: str = "auto",
     if ln is not None:
         am = over = None
         if ln.devices is not ln.streams:  # idle beside a busy stream: no cause
-            from .overlap import stream_window
+            from .idle.overlap import stream_window
             am, over = stream_window(ln, act, w0, w1, engine)
         streams = _lane_table(ln.streams, ln.stream_keys, w0, w1, am)
         dev_keys = np.stack([ln.device_keys, np.full(len(ln.device_keys), NONE)], 1)
@@ -221,11 +196,11 @@ def _with_work(tl: Timeline, rows: np.ndarray, whole: tuple[int, int], ln, prima
     cols: dict = {}
     work: dict = {"host_window": (int(whole[0]), int(whole[1]))}
     if len(tl.flops):
-        from .flops import step_flops
+        from .tables.flops import step_flops
         more, work["compute"] = step_flops(tl, h0, h1, rows["duration_ns"], peak_flops)
         cols.update(more)
     if len(tl.memory):
-        from .memory import memory_device, step_memory
+        from .tables.memory import memory_device, step_memory
         dev = memory_device(tl, None if ln is None else int(ln.device_keys[primary]))
         m = step_memory(tl, dev, h0, h1)
         cols["mem_peak_bytes"], cols["mem_allocated_bytes"] = \

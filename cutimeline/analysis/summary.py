@@ -22,16 +22,16 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .advice import ADVICE, WAITING
-from .gaps import CAUSES
-from .margins import BY_CAUSE, CAUSE_OF, VERDICT_CAUSES, verdict_text
+from .idle.gaps import CAUSES
 from .ranks_report import run_notes
+from .verdicts.margins import BY_CAUSE, CAUSE_OF, VERDICT_CAUSES, verdict_text
 from .words import fmt_ns, pct as _pct
 
 if TYPE_CHECKING:
     from .report import Report
 
-__all__ = ["summary_text", "report_dict", "fmt_ns", "headline", "source_words",
-           "steady"]
+__all__ = ["summary_text", "report_dict", "headline", "source_words", "steady",
+           "top_k", "biggest_gaps"]
 
 
 def _shares(idle: dict[str, int]) -> str:
@@ -131,7 +131,7 @@ def _quoted(rep: Report, part: np.ndarray, cause: str) -> str:
     train.py:57 `…`" ("" without a sources table)."""
     if cause not in ("sync", "data") or not len(rep.timeline.sources):
         return ""
-    from .sources import counted, wait_lines
+    from .tables.sources import counted, wait_lines
     w = wait_lines(rep.timeline, part["host_begin_ns"], part["host_end_ns"])
     steps = len(part) if part["number"][0] != -1 else 1
     said = counted(w["sync"], w["syncs"], "syncs", steps) if cause == "sync" else \
@@ -145,7 +145,7 @@ def _work(rep: Report) -> list[str]:
     tl = rep.timeline
     lines = []
     if len(tl.sources):
-        from .sources import quote
+        from .tables.sources import quote
         t = rep.source_table()
         for kind, noun in (("sync", "syncs"), ("data", "DataLoader fetches")):
             mine = t[t["kind"] == kind][:3]
@@ -154,11 +154,11 @@ def _work(rep: Report) -> list[str]:
                     f"{r['count']}× {quote(r)} ({fmt_ns(r['wait_ns'])})" for r in mine))
     c = rep.compute()
     if c is not None:
-        from .flops import compute_text
+        from .tables.flops import compute_text
         lines.append(compute_text(c))
     m = rep.memory()
     if m is not None:
-        from .memory import memory_text
+        from .tables.memory import memory_text
         lines += memory_text(m["devices"], tl.start_ns)
     return lines
 
@@ -238,7 +238,7 @@ def summary_text(rep: Report) -> str:
         line += "; streams " + ", ".join(f"{s['stream']} {_pct(s['busy_frac'])}"
                                          for s in st)
     lines.append(line)
-    from .oneoff import one_off_text
+    from .tables.oneoff import one_off_text
     warm = one_off_text(rep.one_offs(), w1 - w0)
     if warm:
         lines.append(warm)

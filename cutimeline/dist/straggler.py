@@ -213,7 +213,7 @@ def describe(tl: Timeline) -> str:
     """A few lines on a merged Timeline: each rank's clock and its bound,
     whether it raised or was cut short, the missing ranks, and the worst
     straggler over the whole run."""
-    from ..analysis.summary import fmt_ns
+    from ..analysis.words import fmt_ns
     lines = []
     for r in tl.meta.get("ranks") or []:
         c = r.get("clock") or {}

@@ -106,7 +106,7 @@ def plot(tl: Timeline, path: str | os.PathLike | None = None, *, window: Any = N
     panel (device bytes in use, ``memory.py``) under the lanes: None
     (default) when the Timeline has memory readings, False never, True
     always (an error without readings); not drawn with ``ax``.
-    ``what_if``: a fix's name (``whatif_edits.EDITS``: data, sync, host,
+    ``what_if``: a fix's name (``analysis.replay.edits.EDITS``: data, sync, host,
     graphs, launch, ...) or True (the one predicted to gain most): the
     Timeline over its replay under that fix, step times labelled
     (``whatif.plot_what_if``; not with ``ax`` or ``memory``).

@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from ..analysis.gaps import CAUSES
-from ..analysis.verdict import VERDICTS
+from ..analysis.idle.gaps import CAUSES
+from ..analysis.verdicts.margins import VERDICTS
 from ..errors import CutimelineError
 from .palette import (CAUSE_COLORS, CAUSE_LABELS, COMPILED_EDGE, COMPILED_HATCH, FLOW_COLOR,
                       PHASE_COLORS, PHASES, STEP_COLORS, USER_COLOR, VERDICT_COLORS)

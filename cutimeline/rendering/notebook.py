@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ..analysis.gaps import CAUSES
+from ..analysis.idle.gaps import CAUSES
 from ..analysis.words import fmt_ns, pct
 from ..errors import CutimelineError
 from .palette import VERDICT_COLORS

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..analysis.gaps import CAUSES
-from ..analysis.overlap import device_idle_amounts
+from ..analysis.idle.gaps import CAUSES
+from ..analysis.idle.overlap import device_idle_amounts
 from . import pixels as px
 from .artists import GAP_HALF, band
 from .palette import CAUSE_COLORS, PHASE_COLORS, PHASES

@@ -28,7 +28,7 @@ VERDICT_COLORS = {"GPU-bound": "#2e7d4f", "input-bound": "#9479c9",
                   "host-bound": "#7cc46c", "dependency-bound": "#a3a3a3",
                   "communication-bound": "#5b8fd1",
                   "mixed": "#e0925a", "unknown": "#d8c8a0", "host-only": "#cfcfcf"}
-# (one for each of ``analysis.verdict.VERDICTS``; a test keeps them in step)
+# (one for each of ``analysis.verdicts.margins.VERDICTS``; a test keeps them in step)
 FLOW_COLOR = "#e00000"
 STEP_COLORS = ("#e4e4e4", "#f4f4f4")
 USER_COLOR = "#2a9d8f"

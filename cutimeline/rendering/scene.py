@@ -25,8 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from ..analysis.gaps import CAUSES
-from ..analysis.overlap import device_idle_amounts
+from ..analysis.idle.gaps import CAUSES
+from ..analysis.idle.overlap import device_idle_amounts
 from ..errors import CutimelineError
 from ..numeric import intervals as iv
 from ..timeline.schema import NONE, GpuKind, SpanKind

@@ -4,7 +4,7 @@
 
 A prediction is only believable when one can see where the time went, so
 the figure draws the Timeline as recorded and as replayed under one fix
-(``analysis.whatif.replayed``) on one time axis. The replay keeps the
+(``analysis.replay.whatif.replayed``) on one time axis. The replay keeps the
 recording's origin and is shorter by what the fix saves: time 0 is the
 start of the recording in both, and the x axis runs to the end of the
 longer. Each Timeline gets its lanes (``scene.py``, as ``plot`` draws
@@ -18,7 +18,7 @@ mean step times over the steady-state steps that the title quotes:
 
     DataLoader(num_workers>=2, pin_memory=True): 64.9 → 52.7 ms per step, −19%
 
-``what_if``: an edit's name (``analysis.whatif_edits.EDITS``: data,
+``what_if``: an edit's name (``analysis.replay.edits.EDITS``: data,
 sync, host, graphs, launch, recorder, ...) or True, the fix predicted to
 gain most (the recorder's own cost is not a fix in the user's code, so it
 is taken only when nothing else applies, as the summary's advice does). An edit
@@ -34,7 +34,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ..analysis.whatif import REPLAY_SETTINGS  # the very replay the prediction measured
+from ..analysis.replay.whatif import REPLAY_SETTINGS  # the very replay the prediction measured
 from ..analysis.words import fmt_ns, pct
 from ..errors import CutimelineError
 from . import pixels as px
@@ -112,8 +112,8 @@ def _replay(rep, what_if: Any):
     """(Prediction, replayed Timeline) for ``what_if``; the error of
     ``edit_named`` for an unknown name, of ``replayed`` for an edit that
     does not apply."""
-    from ..analysis.whatif import replayed
-    from ..analysis.whatif_edits import EDITS, edit_named
+    from ..analysis.replay.whatif import replayed
+    from ..analysis.replay.edits import EDITS, edit_named
     if what_if is not True and not isinstance(what_if, str):
         raise CutimelineError(f"what_if={what_if!r} must be True (the fix predicted to "
                               f"gain most) or the name of a fix: {', '.join(EDITS)}.")
@@ -173,7 +173,7 @@ def _xlabel(scenes) -> str:
 
 
 def _subtitle(rec: Scene, pred, title: str | None, dense: bool) -> str:
-    from ..analysis.whatif import steady
+    from ..analysis.replay.whatif import steady
     n = steady(pred.steps)["number"]
     if len(n) and n[0] >= 0:
         which = f"steps {n[0]}–{n[-1]}" if len(n) > 1 else f"step {n[0]}"

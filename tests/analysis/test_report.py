@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 import cutimeline as ctl
-from cutimeline.analysis.gaps import CAUSES
-from cutimeline.analysis.summary import fmt_ns
+from cutimeline.analysis.idle.gaps import CAUSES
+from cutimeline.analysis.words import fmt_ns
 from cutimeline.errors import CutimelineError
 from cutimeline.timeline.schema import SpanKind
 
@@ -104,7 +104,7 @@ def test_advice_uses_num_workers_when_the_span_names_it(name, advice):
 
 
 def test_a_verdict_names_the_runner_up_cause_with_its_share():
-    from cutimeline.analysis.margins import verdict_text
+    from cutimeline.analysis.verdicts.margins import verdict_text
     idle = dict(zip(CAUSES, [51, 0, 49, 0, 0, 0]))
     assert verdict_text("input-bound", idle, 0.2) == \
         "input-bound — 51% of idle time, next: launch 49%"
@@ -140,7 +140,7 @@ def test_launch_bound_on_compiled_graphs_advises_cuda_graphs_not_compiling():
 def test_offenders_on_a_profiler_trace_rank_ops_by_self_time():
     import os
 
-    from cutimeline.analysis.nesting import self_ns
+    from cutimeline.analysis.tables.nesting import self_ns
     path = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data", "kineto",
                         "nccl_parser_config", "nccl_data.json.gz")
     tl = ctl.import_chrome(path)
@@ -172,7 +172,7 @@ def r_end(rep):
 @pytest.mark.parametrize("seed", range(5))
 def test_top_k_and_overlaps_match_brute_force(seed):
     from cutimeline.analysis.summary import top_k
-    from cutimeline.analysis.verdict import Overlaps
+    from cutimeline.analysis.verdicts.offenders import Overlaps
     rng = np.random.default_rng(seed)
     x = rng.integers(0, 20, int(rng.integers(0, 300)))     # many ties
     for k in (0, 1, 3, 500):

@@ -46,7 +46,7 @@ def test_the_advice_quotes_its_own_causes_edit_not_a_sibling():
     from types import SimpleNamespace
 
     from cutimeline.analysis.summary import _advice
-    from cutimeline.analysis.whatif_edits import EDITS
+    from cutimeline.analysis.replay.edits import EDITS
 
     def rep(*gains):
         preds = [SimpleNamespace(edit=EDITS[n], gain=g) for n, g in gains]

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import cutimeline as ctl
-from cutimeline.analysis.nesting import parents
+from cutimeline.analysis.tables.nesting import parents
 from cutimeline.timeline.schema import GpuKind, OpFlag
 
 pytestmark = pytest.mark.gpu

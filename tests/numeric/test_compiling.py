@@ -23,7 +23,7 @@ def test_said_once_for_cutimeline_kernels_only():
         _compile("user_code")
         assert out.getvalue() == "" and not notice.said
         _compile("cutimeline.numeric.intervals")
-        _compile("cutimeline.analysis.queues")
+        _compile("cutimeline.analysis.idle.queues")
     assert out.getvalue() == (f"compiling cutimeline's kernels (once, up to "
                               f"~{COMPILE_ESTIMATE_S} s)…\n")
     _compile("cutimeline.numeric.runs")  # after the block: no listener

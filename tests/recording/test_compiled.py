@@ -63,7 +63,7 @@ def test_inductor_graphs_are_ops_over_the_ops_they_dispatch(inductor_mlp, device
     grad_fn = np.array(names(tl, "grad_fn"))
     assert grad_fn[graph].tolist() == ["", "CompiledFunctionBackward"]
     assert "f32[16,16]" in tl.decode(o.shapes[graph[0:1]])[0]
-    from cutimeline.analysis.nesting import parents, self_ns
+    from cutimeline.analysis.tables.nesting import parents, self_ns
     par = parents(tl)
     for r in graph:  # the ops its code dispatched (extern mm/addmm) lie inside
         inner = np.flatnonzero(par == r)

@@ -16,7 +16,7 @@ from numpy.lib import recfunctions
 from test_figure import T0, known_gaps, render, rgb
 
 from cutimeline.analysis.analyzer import analyze
-from cutimeline.analysis.verdict import VERDICTS
+from cutimeline.analysis.verdicts.margins import VERDICTS
 from cutimeline.rendering.figure import plot
 from cutimeline.rendering.palette import VERDICT_COLORS
 from cutimeline.rendering.strip import STRIP_LABEL, compute_text, verdict_line

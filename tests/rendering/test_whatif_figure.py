@@ -20,7 +20,7 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
 import cutimeline as ctl
-from cutimeline.analysis.whatif_edits import EDITS
+from cutimeline.analysis.replay.edits import EDITS
 from cutimeline.analysis.words import fmt_ns
 from cutimeline.errors import CutimelineError
 from cutimeline.rendering.figure import plot

@@ -1,0 +1,288 @@
+"""What-if edits: each fix a user could make, as a change of the replay's inputs.
+
+The replay (``whatif.py`` over ``replaying.replay``) takes host time
+removed (at points, and whole intervals), the syncs the host still waits
+for and the gpu rows still launched. An edit says which of those change:
+
+* ``recorder`` — the recorder's own host cost (``costs.py``), at points:
+  today's overhead compensation;
+* ``data`` — DataLoader fetches (DATA spans, and user spans naming a
+  DataLoader, as ``gaps.host_activity`` finds them) take no host time, as
+  when workers have the next batch ready;
+* ``sync`` — host-blocking ops (flagged SYNC, and the syncs they made) are
+  gone: their host time, their waits and their small read-back copies;
+* ``host`` — op-free host stretches of at least ``host_gap_ns`` between
+  the first and the last op (user Python, logging) take no time;
+* ``launch`` — each device op's host time is halved (a faster
+  dispatcher);
+* ``graphs`` — each step's device ops cost what its first one did, the
+  others nothing (CUDA graphs: one launch replays the step);
+* ``copies`` — copies into the device made asynchronous on a side stream
+  (pinned memory, ``non_blocking=True``, an event for the compute): each
+  costs the host what a launch does (the median host time of the other
+  device ops), its sync is gone, and its gpu rows move to a stream of
+  their own, the first compute launched after them on their stream
+  waiting for them (``whatif._side_streams``). A Timeline does not say
+  which way a copy goes, so only copies that can only be host→device
+  count: one that is no sync yet took the host more than twice a launch
+  (staging pageable memory: a copy to the host does not stage), and a
+  blocking one (a sync) launched before any device op of its step but
+  copies (the batch coming in; a read-back follows the compute it reads), and
+  not right after a cast (``.to(dtype).cpu()``). A blocking read-back of
+  the last step's values right at the head of a step (``loss.cpu()``
+  after ``optimizer.step()``) would be taken for one: only the recorder
+  knows which way a copy goes, and no op flag says it yet. Device-to-host
+  copies are the ``sync`` edit's.
+
+``changes`` turns an edit into ``Changes``, or None when the edit does not
+apply to the Timeline (nothing to remove).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...errors import CutimelineError
+from ...numeric import intervals as iv
+from ...numeric.ordering import sort_order
+from ...timeline.schema import NONE, OpFlag
+from ...timeline.timeline import Timeline
+from ..facts import extent
+from ..idle.gaps import HostActivity
+from ..idle.steps import step_windows
+from .costs import costs
+
+__all__ = ["Edit", "EDITS", "Changes", "changes", "edit_named"]
+
+
+@dataclass(frozen=True)
+class Edit:
+    """One fix: ``name`` (what ``Report.what_if(edit=...)`` takes),
+    ``code`` (the change in the user's code), ``cause`` (the idle cause it
+    addresses, "" for the recorder)."""
+    name: str
+    code: str
+    cause: str
+
+
+EDITS = {e.name: e for e in (
+    Edit("data", "DataLoader(num_workers>=2, pin_memory=True): batches ready "
+         "when the step asks", "data"),
+    Edit("sync", "keep values on the GPU and read them back every N steps, "
+         "not in each step (.item(), .cpu(), print of a GPU value)", "sync"),
+    Edit("copies", "copy batches asynchronously: pin_memory=True, "
+         ".to(device, non_blocking=True) on a side stream, an event for the compute",
+         "sync"),
+    Edit("host", "move the Python between ops (logging, metrics, bookkeeping) "
+         "out of the step or overlap it", "host"),
+    Edit("graphs", "CUDA graphs: torch.compile(mode=\"reduce-overhead\") or "
+         "torch.cuda.graph, one launch per step", "launch"),
+    Edit("launch", "halve the host's launch cost: a faster dispatcher, "
+         "torch.compile, fused/foreach ops", "launch"),
+    Edit("recorder", "run without the recorder (its own host cost removed)", ""),
+)}
+
+
+def edit_named(name: str) -> Edit:
+    """The edit called ``name``, or a CutimelineError listing them."""
+    if isinstance(name, Edit):
+        return name
+    if name not in EDITS:
+        raise CutimelineError(f"There is no what-if edit {name!r}; the edits are "
+                              f"{', '.join(EDITS)}.")
+    return EDITS[name]
+
+
+@dataclass(frozen=True)
+class Changes:
+    """An edit's inputs to the replay: host time removed at points
+    (``cost_t``, ``cost``, sorted by time) and over sorted disjoint
+    intervals [``cut_b``, ``cut_e``); ops and syncs that are gone (bool
+    masks over their tables; a gone op's gpu rows go with it); ops whose
+    gpu rows move to a side stream (``side_ops``, None: none)."""
+    cost_t: np.ndarray
+    cost: np.ndarray
+    cut_b: np.ndarray
+    cut_e: np.ndarray
+    drop_ops: np.ndarray
+    drop_syncs: np.ndarray
+    side_ops: np.ndarray | None = None
+
+
+def changes(tl: Timeline, edit: Edit, act: HostActivity,
+            engine: str = "numba") -> Changes | None:
+    """``edit`` applied to ``tl`` (``act``: its ``gaps.host_activity``);
+    None when there is nothing it would remove."""
+    o, y = tl.ops, tl.syncs
+    none = np.zeros(0, np.int64)
+    drop_ops, drop_syncs = np.zeros(len(o), bool), np.zeros(len(y), bool)
+    cuts = (none, none)
+    if edit.name == "recorder":
+        spent = costs(tl, engine)
+        if spent is None or not spent[1].sum():
+            return None
+        return Changes(spent[0], spent[1], none, none, drop_ops, drop_syncs)
+    if edit.name == "data":
+        cuts = act.data
+    elif edit.name == "sync":
+        drop_ops = (o.flags & OpFlag.SYNC) != 0
+        # the host's waits made by those ops (pings and the like stay)
+        drop_syncs = _of_op(y.op, drop_ops)
+        cuts = iv.union(np.concatenate([o.host_begin_ns[drop_ops], y.host_begin_ns[drop_syncs]]),
+                        np.concatenate([o.host_end_ns[drop_ops], y.host_end_ns[drop_syncs]]),
+                        engine)
+    elif edit.name == "copies":
+        side = _h2d_copies(tl)
+        if side is None or not side.any():
+            return None
+        drop_syncs = _of_op(y.op, side)
+        b, e = np.asarray(o.host_begin_ns, np.int64), np.asarray(o.host_end_ns, np.int64)
+        keep = _launch_ns(tl, side)
+        b, e = b[side] + np.minimum(e[side] - b[side], keep), e[side]
+        order = np.argsort(b, kind="stable")
+        b, e = iv.union(b[order][e[order] > b[order]], e[order][e[order] > b[order]], engine)
+        return Changes(none, none, b, e, drop_ops, drop_syncs, side)
+    elif edit.name == "host":
+        cuts = _host_stretches(tl, act, engine)
+    elif edit.name in ("launch", "graphs"):
+        cuts = _launch_cuts(tl, edit.name, engine)
+    else:
+        raise CutimelineError(f"The what-if edit {edit.name!r} has no replay inputs.")
+    b, e = (np.asarray(c, np.int64) for c in cuts)
+    keep = e > b
+    if not keep.all():
+        b, e = b[keep], e[keep]
+    b, e = iv.union(b, e, engine)  # threads' cuts may overlap
+    if not len(b):
+        return None
+    return Changes(none, none, b, e, drop_ops, drop_syncs)
+
+
+_COPY_NAMES = ("aten::_to_copy", "aten::copy_", "aten::to")
+
+
+def _launch_ns(tl: Timeline, copies: np.ndarray) -> int:
+    """What a launch costs the host here: the median host time of the
+    device ops that are neither ``copies`` nor syncs (0 with none)."""
+    o = tl.ops
+    other = (o.device != NONE) & ((o.flags & (OpFlag.SYNC | OpFlag.LAUNCH)) == OpFlag.LAUNCH)
+    other &= ~copies
+    return int(np.median(o.host_end_ns[other] - o.host_begin_ns[other])) if other.any() else 0
+
+
+def _h2d_copies(tl: Timeline) -> np.ndarray | None:
+    """The copy ops that can only be host→device (see the module doc):
+    a bool mask over ops, None when the Timeline has no other device op
+    to price a launch by."""
+    o = tl.ops
+    names = np.unique(o["name"])
+    ids = [int(i) for i in names if tl.string(int(i)).split(".")[0] in _COPY_NAMES]
+    launched = (o.device != NONE) & ((o.flags & OpFlag.LAUNCH) != 0)
+    copy = launched & np.isin(o["name"], ids)
+    if not copy.any():
+        return None
+    launch = _launch_ns(tl, copy)
+    if not launch:
+        return None
+    own = np.asarray(o.host_end_ns - o.host_begin_ns, np.int64)
+    sync = (o.flags & OpFlag.SYNC) != 0
+    staged = copy & ~sync & (own > 2 * launch)
+    # a blocking copy before any device op of its step but copies
+    _, hb, _ = step_windows(tl)
+    dev = np.flatnonzero(launched)
+    dev = dev[np.argsort(o.host_begin_ns[dev], kind="stable")]
+    step = np.searchsorted(hb, o.host_begin_ns[dev], side="right")
+    compute = ~copy[dev]
+    # per op of dev: how many compute ops of its step came before it
+    seen = np.cumsum(compute) - compute
+    first = np.concatenate([[True], step[1:] != step[:-1]])
+    at_start = np.maximum.accumulate(np.where(first, np.arange(len(dev)), 0))
+    head = seen - seen[at_start] == 0
+    # a read-back of a cast's output (``.to(dtype).cpu()``) follows the cast
+    cast = (copy & ~sync & ~staged)[dev]
+    head &= ~np.concatenate([[False], cast[:-1]])
+    out = staged.copy()
+    out[dev[head & copy[dev] & sync[dev]]] = True
+    return out
+
+
+def _host_stretches(tl: Timeline, act: HostActivity, engine: str):
+    """Op-free stretches of at least ``act.host_gap_ns`` between the first
+    and the last op's begin, outside fetches and syncs: the host's own."""
+    o = tl.ops
+    if len(o) < 2:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    busy_b, busy_e = iv.union(
+        np.concatenate([act.launching[0], act.data[0], act.sync[0]]),
+        np.concatenate([act.launching[1], act.data[1], act.sync[1]]), engine)
+    b, e = busy_e[:-1], busy_b[1:]
+    lo, hi = int(o.host_begin_ns.min()), int(o.host_begin_ns.max())
+    keep = (e - b >= act.host_gap_ns) & (b >= lo) & (e <= hi)
+    return b[keep], e[keep]
+
+
+def _launch_cuts(tl: Timeline, how: str, engine: str):
+    """The end of each device op's host time that ``launch`` (half of it)
+    or ``graphs`` (all but the first of each step's) removes. The
+    recorder's own cost is spent between ops (``costs.py`` prices it at
+    the op's begin, outside its interval), so it is kept either way: it
+    runs after the fix too. So are one-off calls (``oneoff.py``: warm-up
+    inside an op, as lazy initialisation or autotuning) and the ops that
+    hold them: a faster launch path does not remove them."""
+    o = tl.ops
+    b, e = np.asarray(o.host_begin_ns, np.int64), np.asarray(o.host_end_ns, np.int64)
+    dev = (o.device != NONE) & ((o.flags & OpFlag.SYNC) == 0)
+    # every op a device op (no sync): the columns themselves, no gathered copy
+    dev = None if dev.all() else np.flatnonzero(dev)
+    if dev is not None:
+        b, e = b[dev], e[dev]
+    warm = _one_off_ops(tl)
+    if len(warm):  # device ops around (or being) a one-off call keep their time
+        wb, we = o.host_begin_ns[warm], o.host_end_ns[warm]
+        th = o.thread if dev is None else o.thread[dev]
+        keep = ((b[:, None] <= wb) & (e[:, None] >= we) &
+                (th[:, None] == o.thread[warm])).any(axis=1)
+        b, e = b[~keep], e[~keep]
+    # the cuts [e − cut, e) in any order: ``changes`` unites them (a set:
+    # the union is the same whichever order they come in, and sorts them
+    # when they are not sorted already)
+    if how == "launch":
+        cut = e - b  # the recorder's bookkeeping lies outside the op's interval
+        cut >>= 1  # // 2 (an arithmetic shift floors as // does), at a fraction of its cost
+        return np.subtract(e, cut, out=cut), e  # e − cut, in the array cut was
+    _, hb, _ = step_windows(tl)
+    # each step's first device op keeps its cost (the graph's one launch):
+    # no cut; the others' whole interval
+    order = sort_order(b, engine)  # None: in time order already (a stable sort's)
+    first = np.zeros(len(b), bool)
+    if order is None:  # the step changes where a step's begin is passed: found from
+        at = np.searchsorted(b, hb, side="left")  # the steps' side, not each op's
+        first[at[(at > 0) & (at < len(b))]] = True
+        first[:1] = True
+    else:
+        step = np.searchsorted(hb, b[order], side="right")
+        first[order] = np.concatenate([[True], step[1:] != step[:-1]])
+    return b[~first], e[~first]
+
+
+def _one_off_ops(tl: Timeline) -> np.ndarray:
+    """The one-off calls' op rows over the whole Timeline, remembered by
+    its ops table (``Table.remember``: they read only its columns and the
+    extent, part of the key): ``launch`` and ``graphs`` both ask, and each
+    asking sorts every op by name and self time."""
+    from ..tables.oneoff import one_offs
+    w0, w1, _ = extent(tl)
+    return tl.ops.remember("host_begin_ns", ("one_off ops", w0, w1),
+                           lambda _: one_offs(tl, w0, w1)["op"])
+
+
+def _of_op(op: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """``mask`` (one bool per op) read at each row's op; False where the row
+    has none (NONE), also when there are no ops at all (a trace of GPU
+    rows and runtime syncs only)."""
+    out = np.zeros(len(op), bool)
+    linked = op != NONE
+    out[linked] = mask[op[linked]]
+    return out

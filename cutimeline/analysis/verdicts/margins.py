@@ -1,0 +1,108 @@
+"""Verdicts with a margin: what a window's idle time says, and how surely.
+
+From the busy fraction of a window (usually a step) on its primary device
+and its idle time by cause (``gaps.py``):
+
+* **GPU-bound** — busy for at least ``gpu_bound_at`` (0.85) of the window:
+  the host keeps the GPU fed; only faster GPU work shortens the step.
+* otherwise the causes are ranked by their share of the idle time. When
+  the top share leads the runner-up's by less than ``mixed_margin`` (0.2)
+  the verdict is **mixed**: two causes weigh about the same, and fixing
+  one alone leaves the other (a 45/40 split must not read like 99/1).
+  Else the top cause names it: data → **input-bound**, sync →
+  **sync-bound**, launch → **launch-bound**, host → **host-bound**,
+  dependency → **dependency-bound** (work queued but waiting on other
+  streams or events), unknown → **unknown**. Exposed communication
+  (``communication.py``: collectives running with no other work beside
+  them) joins the idle causes as **communication-bound**, and the
+  GPU-bound test counts only the busy time beside it: a device that
+  spends the step in an all-to-all is not feeding compute.
+* **unknown** too when the window has no idle time and is not GPU-bound
+  (an empty window); **host-only** when the Timeline has no GPU work.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..idle.gaps import CAUSES, Cause
+from ..words import pct
+
+__all__ = ["VERDICTS", "VERDICT_CAUSES", "BY_CAUSE", "CAUSE_OF", "rank_causes",
+           "verdicts", "verdict_text"]
+
+VERDICTS = ("GPU-bound", "input-bound", "sync-bound", "launch-bound", "host-bound",
+            "dependency-bound", "communication-bound", "mixed", "unknown", "host-only")
+# the idle causes, then exposed communication: the columns verdicts rank
+VERDICT_CAUSES = CAUSES + ("communication",)
+BY_CAUSE = {"data": "input-bound", "sync": "sync-bound", "launch": "launch-bound",
+            "host": "host-bound", "dependency": "dependency-bound", "unknown": "unknown",
+            "communication": "communication-bound"}
+CAUSE_OF = {v: c for c, v in BY_CAUSE.items()}
+
+
+def rank_causes(idle_by_cause) -> dict[str, np.ndarray]:
+    """Per row of (n, 6) idle ns by Cause (or (n, 7): exposed
+    communication last, ``VERDICT_CAUSES``): the top cause's index and
+    share of the total, and the runner-up's (index −1 and share 0 when no
+    other cause has any); ties go to the earlier column."""
+    idle = np.asarray(idle_by_cause, np.float64)
+    idle = idle.reshape(-1, idle.shape[-1] if idle.ndim == 2 else len(Cause))
+    total = idle.sum(axis=1, keepdims=True)
+    share = np.divide(idle, total, out=np.zeros_like(idle), where=total > 0)
+    order = np.argsort(-share, axis=1, kind="stable")
+    rows = np.arange(len(idle))
+    top, second = order[:, 0], order[:, 1]
+    s1, s2 = share[rows, top], share[rows, second]
+    return {"cause": np.where(s1 > 0, top, -1), "share": s1,
+            "runner_up": np.where(s2 > 0, second, -1), "runner_up_share": s2}
+
+
+def verdicts(busy_frac, idle_by_cause, gpu_bound_at: float = 0.85,
+             has_gpu: bool = True, mixed_margin: float = 0.2) -> np.ndarray:
+    """Verdict strings from busy fractions and (n, 6) idle ns by cause, or
+    (n, 7) with exposed communication last (then ``busy_frac`` is the busy
+    time beside it)."""
+    n = len(busy_frac)
+    if not has_gpu:
+        return np.array(["host-only"] * n, dtype=object)
+    r = rank_causes(idle_by_cause)
+    width = np.asarray(idle_by_cause).reshape(n, -1).shape[1] if n else len(Cause)
+    names = np.array([BY_CAUSE[c] for c in VERDICT_CAUSES[:width]] + ["unknown"],
+                     dtype=object)
+    out = names[r["cause"]]  # -1 (no idle at all): the last, unknown
+    # a hair of slack: 0.6 − 0.4 is 0.19999999999999996 in floating point
+    close = r["share"] - r["runner_up_share"] < mixed_margin - 1e-9
+    out[(r["cause"] >= 0) & close] = "mixed"
+    out[np.asarray(busy_frac) >= gpu_bound_at] = "GPU-bound"
+    return out
+
+
+def verdict_text(verdict: str, idle: dict[str, int], busy_frac: float) -> str:
+    """The verdict with its margin, as the report says it: "launch-bound —
+    62% of idle time, next: sync 21%", "mixed — launch 45%, sync 40% of
+    idle time", "GPU-bound — GPU busy 91%"."""
+    total = sum(idle.values())
+    share = {c: (v / total if total else 0.0) for c, v in idle.items()}
+    ranked = sorted(share, key=lambda c: -share[c])  # stable: ties by Cause
+    # with collectives alone on the device the shares are of both
+    of = "of idle + exposed-communication time" if idle.get("communication") else \
+        "of idle time"
+    if verdict == "GPU-bound":
+        return f"GPU-bound — GPU busy {pct(busy_frac)}"
+    if verdict == "host-only":
+        return "host-only — no GPU work recorded"
+    if total <= 0:
+        return f"{verdict} — no idle time measured"
+    if verdict == "mixed":
+        a, b = ranked[:2]
+        return f"mixed — {a} {pct(share[a])}, {b} {pct(share[b])} {of}"
+    top = CAUSE_OF[verdict]
+    rest = [c for c in ranked if c != top and share[c] > 0]
+    return f"{verdict} — {pct(share[top])} {of}" + \
+        (f", next: {rest[0]} {_some(share[rest[0]])}" if rest else "")
+
+
+def _some(x: float) -> str:
+    """A share that is there but rounds to 0% reads "<1%"."""
+    return "<1%" if 0 < x < 0.005 else pct(x)

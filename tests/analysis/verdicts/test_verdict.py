@@ -1,0 +1,128 @@
+"""Verdict rules and the offenders behind them."""
+
+import numpy as np
+import pytest
+
+import cutimeline as ctl
+from cutimeline.analysis.idle.gaps import CAUSES, Cause
+from cutimeline.analysis.verdicts.margins import VERDICTS, rank_causes, verdict_text, verdicts
+from cutimeline.analysis.verdicts.offenders import offenders
+from cutimeline.timeline.schema import OpFlag, SpanKind
+
+from handmade import timeline
+
+
+def test_rules():
+    idle = np.zeros((7, 6))
+    for k, c in enumerate(Cause):
+        idle[k, c] = 1
+    busy = np.array([0.5] * 6 + [0.9])
+    assert verdicts(busy, idle).tolist() == [
+        "input-bound", "sync-bound", "launch-bound", "host-bound", "dependency-bound",
+        "unknown", "GPU-bound"]
+    assert verdicts(busy, idle, gpu_bound_at=0.95)[-1] == "unknown"  # no idle time
+    assert verdicts([0.1], [[1, 0, 0, 0, 0, 0]], has_gpu=False).tolist() == ["host-only"]
+    assert set(verdicts(busy, idle)) < set(VERDICTS)
+
+
+@pytest.mark.parametrize("split, margin, verdict", [
+    ((45, 40), 0.2, "mixed"),            # 5 points apart: both matter
+    ((60, 40), 0.2, "launch-bound"),     # 20 points: the top one leads
+    ((59, 41), 0.2, "mixed"),
+    ((51, 49), 0.0, "launch-bound"),     # margin 0: never mixed
+    ((51, 49), 0.01, "launch-bound"),
+    ((99, 1), 0.2, "launch-bound"),
+])
+def test_a_verdict_needs_a_margin_over_the_runner_up(split, margin, verdict):
+    idle = [[0, split[1], split[0], 0, 0, 0]]  # launch, then sync
+    assert verdicts([0.3], idle, mixed_margin=margin).tolist() == [verdict]
+
+
+def test_ranked_causes_and_the_verdict_text():
+    r = rank_causes([[0, 21, 62, 17, 0, 0], [0, 0, 0, 0, 0, 0], [0, 0, 5, 0, 0, 0]])
+    assert r["cause"].tolist() == [Cause.LAUNCH, -1, Cause.LAUNCH]
+    assert r["runner_up"].tolist() == [Cause.SYNC, -1, -1]
+    np.testing.assert_allclose(r["share"], [0.62, 0, 1])
+    np.testing.assert_allclose(r["runner_up_share"], [0.21, 0, 0])
+    idle = dict(zip(CAUSES, [0, 21, 62, 17, 0, 0]))
+    assert verdict_text("launch-bound", idle, 0.3) == \
+        "launch-bound — 62% of idle time, next: sync 21%"
+    idle = dict(zip(CAUSES, [0, 40, 45, 15, 0, 0]))
+    assert verdict_text("mixed", idle, 0.3) == "mixed — launch 45%, sync 40% of idle time"
+    assert verdict_text("GPU-bound", idle, 0.91) == "GPU-bound — GPU busy 91%"
+    alone = dict(zip(CAUSES, [0, 0, 999, 0, 1, 0]))
+    assert verdict_text("launch-bound", alone, 0.3).endswith("next: dependency <1%")
+    # no idle time and not GPU-bound (an empty window): unknown, not data
+    assert verdicts([0.0], [[0] * 6]).tolist() == ["unknown"]
+
+
+def test_offenders_by_verdict():
+    tl = timeline([(0, 10, 12, 100, "gemm"), (0, 200, 205, 210, "add")],
+                  ops=[("aten::mm", 9, 11, OpFlag.LAUNCH), ("aten::add", 199, 201, OpFlag.LAUNCH),
+                       ("aten::_local_scalar_dense", 120, 150, OpFlag.SYNC)],
+                  spans=[(SpanKind.DATA, "next(DataLoader)", 150, 190)],
+                  syncs=[(120, 150)])
+    assert offenders(tl, ctl.analyze(tl).lanes, 0, 300, "GPU-bound")["ops"][0] == ("aten::mm", 88)
+    sync = offenders(tl, None, 0, 300, "sync-bound")
+    assert sync["ops"] == [("sync", 30)] and sync["count"] == 1  # not linked to an op: its kind
+    data = offenders(tl, None, 0, 300, "input-bound")
+    assert data["spans"] == [("next(DataLoader)", 40)] and data["mean_ns"] == 40
+    host = offenders(tl, None, 0, 300, "launch-bound")
+    assert host["ops"][0] == ("aten::_local_scalar_dense", 30)
+
+
+def test_step_rows():
+    # host steps [0,60) and [60,120) launch work at 10 and 110; the GPU runs
+    # it over [12,60) and [112,120): step 0's device window is its own work,
+    # [12,60): GPU-bound; step 1's runs end to end from there, [60,120),
+    # with the data fetch of its batch in its idle time
+    tl = timeline([(0, 10, 12, 60), (0, 110, 112, 120)],
+                  spans=[(SpanKind.DATA, "next(DataLoader)", 60, 105)],
+                  steps=[(0, 0, 60), (1, 60, 120)])
+    s = ctl.analyze(tl).steps
+    assert s["number"].tolist() == [0, 1]
+    assert s["begin_ns"].tolist() == [12, 60] and s["end_ns"].tolist() == [60, 120]
+    assert s["host_begin_ns"].tolist() == [0, 60] and s["host_end_ns"].tolist() == [60, 120]
+    assert s["verdict"].tolist() == ["GPU-bound", "input-bound"]
+    assert s["busy_ns"].tolist() == [48, 8]
+    assert (s["busy_ns"] + s["idle_ns"] == s["duration_ns"]).all()
+    assert s["data_ns"].tolist() == [0, 45] and s["host_data_ns"].tolist() == [0, 45]
+    assert s["launches"].tolist() == [1, 1] and s["ops"].tolist() == [1, 1]
+    assert s["lead_first_ns"].tolist() == [2, 2]
+    assert s["cause"].tolist() == ["", "data"] and s["share"][1] == 45 / 52
+    assert s["runner_up"].tolist() == ["", "launch"]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_count_flag_twins_agree(seed):
+    from cutimeline.analysis.verdicts.steptable import _count_flag, _count_flag_np
+    rng = np.random.default_rng(seed)
+    flags = rng.integers(0, 16, 500).astype(np.uint8)  # ops.flags' own width
+    i0 = rng.integers(0, 501, 60)
+    i1 = np.clip(i0 + rng.integers(-20, 200, 60), 0, 500)  # some empty or reversed
+    for bit in (int(OpFlag.LAUNCH), int(OpFlag.SYNC), 0):
+        a, b = _count_flag(flags, bit, i0, i1), _count_flag_np(flags, bit, i0, i1)
+        assert a.dtype == b.dtype == np.int64
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(_count_flag(flags[:0], 1, i0[:0], i1[:0]),
+                                  _count_flag_np(flags[:0], 1, i0[:0], i1[:0]))
+
+
+def test_a_loop_computing_on_cpu_tensors_is_host_bound_with_its_cpu_ops_named():
+    # two steps of 100 µs GPU work; between them the host runs a 2 ms op on
+    # CPU tensors (no device, launches nothing): host time, not launching,
+    # and the host-bound offenders and advice name the op
+    ops = [("aten::mm", 0, 10_000, OpFlag.LAUNCH),
+           ("aten::mm", 2_400_000, 2_410_000, OpFlag.LAUNCH),
+           ("aten::div", 200_000, 2_200_000, 0)]
+    tl = timeline([(0, 10_000, 15_000, 115_000), (0, 2_410_000, 2_415_000, 2_515_000)],
+                  ops=ops)
+    tl = tl.replace(ops=tl.ops.replace(device=np.array([0, 0, -1], np.int16)))
+    rep = ctl.analyze(tl)
+    assert rep.overall["verdict"] == "host-bound"
+    host = offenders(tl, None, 115_000, 2_415_000, "host-bound")
+    assert host["ops"][0] == ("aten::div", 2_000_000)
+    assert "CPU ops aten::div" in rep.ranges()[0]["advice"]
+    # on the device (an op that launched nothing) the same time is dispatch
+    dev = tl.replace(ops=tl.ops.replace(device=np.array([0, 0, 0], np.int16)))
+    assert ctl.analyze(dev).overall["verdict"] == "launch-bound"
