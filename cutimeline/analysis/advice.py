@@ -18,6 +18,7 @@ import re
 import numpy as np
 
 from ..timeline.schema import NONE
+from .tables.sources import counted, quote
 from .verdicts.margins import BY_CAUSE, VERDICT_CAUSES
 from .words import fmt_ns, pct
 
@@ -155,7 +156,6 @@ def _where(r: dict, cause: str, steps: int, before: str = " (", after: str = ")"
     w = r.get("sources")
     if w is None or cause not in ("sync", "data"):
         return ""
-    from .tables.sources import counted
     said = counted(w["sync"], w["syncs"], "syncs", steps) if cause == "sync" else \
         counted(w["data"], w["fetches"], "fetches", steps)
     return f"{before}{said}{after}" if said else ""
@@ -166,7 +166,6 @@ def _lead(line: dict | None) -> str:
     calls at model.py:12 `y = x @ w`" ("" when unknown)."""
     if not line:
         return ""
-    from .tables.sources import quote
     return f"; {line['name']}: {line['count']} of {line['calls']} calls at {quote(line)}"
 
 

@@ -26,9 +26,12 @@ from ..timeline.windows import parse_window
 from .facts import column_facts, extent
 from .idle.gaps import CAUSES, HOST_GAP_NS, Cause, host_activity
 from .idle.lanes import Group, lanes
+from .idle.overlap import stream_window
 from .idle.steps import device_windows, step_windows
 from .replay.compensation import compensate
 from .report import Report
+from .tables.flops import check_peak, step_flops
+from .tables.memory import memory_device, step_memory
 from .verdicts.steptable import step_table
 
 __all__ = ["analyze", "Report", "LANE_DTYPE"]
@@ -99,7 +102,6 @@ def analyze(tl: Timeline, *, window: Any = None, engine: str = "auto",
     if not (isinstance(host_gap_ns, (int, np.integer)) and host_gap_ns > 0):
         raise CutimelineError(f"host_gap_ns={host_gap_ns!r} must be a whole "
                               f"number of ns above 0 (default 200_000).")
-    from .tables.flops import check_peak
     peak_flops = check_peak(peak_flops)
     given, tl = tl, host_blocking(tl)
     g = tl.gpu
@@ -154,7 +156,6 @@ def analyze(tl: Timeline, *, window: Any = None, engine: str = "auto",
     if ln is not None:
         am = over = None
         if ln.devices is not ln.streams:  # idle beside a busy stream: no cause
-            from .idle.overlap import stream_window
             am, over = stream_window(ln, act, w0, w1, engine)
         streams = _lane_table(ln.streams, ln.stream_keys, w0, w1, am)
         dev_keys = np.stack([ln.device_keys, np.full(len(ln.device_keys), NONE)], 1)
@@ -196,11 +197,9 @@ def _with_work(tl: Timeline, rows: np.ndarray, whole: tuple[int, int], ln, prima
     cols: dict = {}
     work: dict = {"host_window": (int(whole[0]), int(whole[1]))}
     if len(tl.flops):
-        from .tables.flops import step_flops
         more, work["compute"] = step_flops(tl, h0, h1, rows["duration_ns"], peak_flops)
         cols.update(more)
     if len(tl.memory):
-        from .tables.memory import memory_device, step_memory
         dev = memory_device(tl, None if ln is None else int(ln.device_keys[primary]))
         m = step_memory(tl, dev, h0, h1)
         cols["mem_peak_bytes"], cols["mem_allocated_bytes"] = \

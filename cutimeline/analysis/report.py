@@ -28,8 +28,19 @@ from ..timeline.schema import NONE
 from ..timeline.timeline import Timeline
 from .advice import advice
 from .idle.gaps import CAUSES, Cause
-from .summary import report_dict, summary_text
+from .idle.lanes import queue_depth
+from .idle.overlap import device_idle_amounts
+from .replay.whatif import predict, replayed
+from .summary import report_dict, steady, summary_text
+from .tables.flops import run_compute
+from .tables.hta import measures
+from .tables.memory import report_memory
+from .tables.nesting import self_ns
+from .tables.oneoff import one_offs
+from .tables.optable import op_table
+from .tables.sources import SOURCE_DTYPE, wait_lines
 from .verdicts.margins import BY_CAUSE, CAUSE_OF, VERDICT_CAUSES, verdict_text
+from .verdicts.offenders import offenders
 from .words import fmt_ns, pct as _pct
 
 __all__ = ["Report"]
@@ -79,7 +90,6 @@ class Report:
         HTA's window (the steps before the last one). Computed on first
         use; None for a Timeline without gpu rows."""
         if self._hta is None and self.lanes is not None:
-            from .tables.hta import measures
             self._hta = measures(self.timeline, engine=self.settings["engine"],
                                  ln=self.lanes)
         return self._hta
@@ -105,7 +115,6 @@ class Report:
         """Host ns of each op less the ops nested in it (``nesting.py``;
         the op's whole duration on recorded Timelines, which do not nest)."""
         if self._self_ns is None:
-            from .tables.nesting import self_ns
             self._self_ns = self_ns(self.timeline)
         return self._self_ns
 
@@ -113,7 +122,6 @@ class Report:
         """Per op name (or name and shape): count, CPU and GPU time, launch
         delay (see ``optable.py``), over the report's window."""
         if shapes not in self._ops:
-            from .tables.optable import op_table
             self._ops[shapes] = op_table(self.timeline, shapes=shapes,
                                          engine=self.settings["engine"],
                                          window=self.window, own=self.self_ns)
@@ -144,7 +152,6 @@ class Report:
         out["begin_ns"], out["end_ns"] = grp.gb[sel], grp.ge[sel]
         out["next_row"], out["next_launch_ns"] = grp.gnext[sel], grp.nl[sel]
         if level == "stream" and ln.devices is not ln.streams:
-            from .idle.overlap import device_idle_amounts
             am, over = device_idle_amounts(ln, self.activity, sel,
                                            engine=self.settings["engine"])
         else:
@@ -163,7 +170,6 @@ class Report:
         ``wait_ns`` (time the host was blocked, or fetching), ``file``,
         ``line``, ``function``, ``code`` (``sources.SOURCE_DTYPE``), most
         counted first within each kind. Empty without a sources table."""
-        from .tables.sources import SOURCE_DTYPE, wait_lines
         if not len(self.timeline.sources):
             return np.zeros(0, SOURCE_DTYPE)
         w = wait_lines(self.timeline, *self._host_window())
@@ -179,7 +185,6 @@ class Report:
         other calls (warm-up: lazy initialisation, autotuning,
         compilation), longest first (``oneoff.ONE_OFF_DTYPE``)."""
         if "one_offs" not in self._made:
-            from .tables.oneoff import one_offs
             self._made["one_offs"] = one_offs(self.timeline, *self.window, self.self_ns)
         return self._made["one_offs"]
 
@@ -193,7 +198,6 @@ class Report:
         if not len(self.timeline.memory):
             return None
         if "memory" not in self._made:
-            from .tables.memory import report_memory
             self._made["memory"] = report_memory(
                 self.timeline, self._host_window(), self.steps,
                 self._work["memory_device"], self.settings["top"])
@@ -212,8 +216,6 @@ class Report:
         if c is None:
             return None
         if "compute" not in self._made:
-            from .tables.flops import run_compute
-            from .summary import steady
             self._made["compute"] = run_compute(c, *steady(self), self.op_table())
         return self._made["compute"]
 
@@ -240,7 +242,6 @@ class Report:
                 raise CutimelineError(f"The Timeline has no stream {stream} on "
                                       f"device {d}.")
             k = int(hit[0])
-        from .idle.lanes import queue_depth
         return queue_depth(ln, grp, k, self.settings["engine"])
 
     def offenders(self, first: int, last: int | None = None) -> dict:
@@ -259,7 +260,6 @@ class Report:
     def _offenders(self, part: np.ndarray, verdict: str, cause: str) -> dict:
         """Offenders of the steps ``part``: GPU work over their device
         windows, host work over their host windows."""
-        from .verdicts.offenders import offenders
         if verdict == "mixed":
             verdict = BY_CAUSE.get(cause, "unknown")
         on_gpu = verdict in ("GPU-bound", "dependency-bound", "communication-bound")
@@ -276,7 +276,6 @@ class Report:
         code), ranked by gain. With ``edit`` (a name: data, sync, copies, host,
         graphs, launch, recorder): the Timeline replayed under that fix,
         to analyse or plot beside the recorded one (``whatif.py``)."""
-        from .replay.whatif import predict, replayed
         if edit is not None:
             return replayed(self, edit)
         if self._what_if is None:
@@ -321,7 +320,6 @@ class Report:
             if self.compensation is not None:
                 r["predicted_step_ns"] = float(part["predicted_ns"].mean())
             if len(self.timeline.sources):  # the syncs' and fetches' source lines
-                from .tables.sources import wait_lines
                 r["sources"] = wait_lines(self.timeline, part["host_begin_ns"],
                                           part["host_end_ns"])
             r["advice"] = advice(r, part)
@@ -346,6 +344,8 @@ class Report:
     def _repr_html_(self) -> str:
         """Jupyter: the verdict line and the step table (``rendering/notebook.py``,
         loaded by name: analysis may not import rendering)."""
+        # by name, here: analysis may not import rendering (the layers
+        # contract), and the notebook's HTML needs no matplotlib until shown
         import importlib
         return importlib.import_module("cutimeline.rendering.notebook").report_html(self)
 
@@ -362,7 +362,7 @@ def _steps_text(numbers: np.ndarray) -> str:
 
 
 def _pandas(t: np.ndarray):
-    try:
+    try:  # pandas is optional: imported only when a table is asked for as one
         import pandas as pd
     except ImportError:
         raise CutimelineError("Report tables as pandas need pandas: "

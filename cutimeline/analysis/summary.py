@@ -24,6 +24,10 @@ import numpy as np
 from .advice import ADVICE, WAITING
 from .idle.gaps import CAUSES
 from .ranks_report import run_notes
+from .tables.flops import compute_text
+from .tables.memory import memory_text
+from .tables.oneoff import one_off_text
+from .tables.sources import counted, quote, wait_lines
 from .verdicts.margins import BY_CAUSE, CAUSE_OF, VERDICT_CAUSES, verdict_text
 from .words import fmt_ns, pct as _pct
 
@@ -131,7 +135,6 @@ def _quoted(rep: Report, part: np.ndarray, cause: str) -> str:
     train.py:57 `…`" ("" without a sources table)."""
     if cause not in ("sync", "data") or not len(rep.timeline.sources):
         return ""
-    from .tables.sources import counted, wait_lines
     w = wait_lines(rep.timeline, part["host_begin_ns"], part["host_end_ns"])
     steps = len(part) if part["number"][0] != -1 else 1
     said = counted(w["sync"], w["syncs"], "syncs", steps) if cause == "sync" else \
@@ -145,7 +148,6 @@ def _work(rep: Report) -> list[str]:
     tl = rep.timeline
     lines = []
     if len(tl.sources):
-        from .tables.sources import quote
         t = rep.source_table()
         for kind, noun in (("sync", "syncs"), ("data", "DataLoader fetches")):
             mine = t[t["kind"] == kind][:3]
@@ -154,11 +156,9 @@ def _work(rep: Report) -> list[str]:
                     f"{r['count']}× {quote(r)} ({fmt_ns(r['wait_ns'])})" for r in mine))
     c = rep.compute()
     if c is not None:
-        from .tables.flops import compute_text
         lines.append(compute_text(c))
     m = rep.memory()
     if m is not None:
-        from .tables.memory import memory_text
         lines += memory_text(m["devices"], tl.start_ns)
     return lines
 
@@ -238,7 +238,6 @@ def summary_text(rep: Report) -> str:
         line += "; streams " + ", ".join(f"{s['stream']} {_pct(s['busy_frac'])}"
                                          for s in st)
     lines.append(line)
-    from .tables.oneoff import one_off_text
     warm = one_off_text(rep.one_offs(), w1 - w0)
     if warm:
         lines.append(warm)

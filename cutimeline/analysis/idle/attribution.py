@@ -20,7 +20,7 @@ from ...numeric.engines import I64_MAX, as_i64
 from ...timeline.schema import NONE
 from .gaps import HostActivity, classify
 
-__all__ = ["attribute", "segments"]
+__all__ = ["attribute", "segments", "gap_amounts_nb", "sync_budget_nb"]
 
 _MAX = I64_MAX
 
@@ -49,7 +49,7 @@ def _covered(b, e, pre, t, c):
 
 
 @njit(cache=True)
-def _amounts(g0, g1, launch, has_next, after, lam, qa, qb, i, j, jo, jl, db, de, dpre,
+def gap_amounts_nb(g0, g1, launch, has_next, after, lam, qa, qb, i, j, jo, jl, db, de, dpre,
              sb, se, sc, ob, oe, opre, lb, le, lpre, slack):
     """(data, sync, launch, host, dependency, unknown) ns of [qa, qb) of the
     gap [g0, g1); i, j, jo, jl: how many data, sync, sync-only and
@@ -67,7 +67,7 @@ def _amounts(g0, g1, launch, has_next, after, lam, qa, qb, i, j, jo, jl, db, de,
     near = after or (j > 0 and g0 <= se[j - 1] + slack)
     in_data = i > 0 and g0 < de[i - 1]
     nxt_d = db[i] if i < len(db) else _MAX
-    cut = min(nxt_d, h, _budget(g0, launch, j, se, sc, lb, le, jl)) \
+    cut = min(nxt_d, h, sync_budget_nb(g0, launch, j, se, sc, lb, le, jl)) \
         if near and not in_data else g0
     hb = min(qb, h)
     sync = max(min(cut, hb) - qa, 0)
@@ -99,7 +99,7 @@ def _amounts(g0, g1, launch, has_next, after, lam, qa, qb, i, j, jo, jl, db, de,
 
 
 @njit(cache=True)
-def _budget(g0, launch, j, se, sc, lb, le, jl):
+def sync_budget_nb(g0, launch, j, se, sc, lb, le, jl):
     """Where a post-sync gap's sync part ends at the latest (``gaps.py``):
     nowhere while the host dispatched on from the sync (j sync segments
     begin ≤ g0) to the next launch; else g0 plus the time the host blocked
@@ -136,7 +136,7 @@ def _part(acc, w, a, b, g0, g1, launch, has_next, after, lam, i, j, jo, jl, db, 
           dpre, sb, se, sc, ob, oe, opre, lb, le, lpre, slack):
     """Add the part inside window w, [a, b), of the gap [g0, g1) that
     sticks out of it to acc[w]."""
-    c = _amounts(g0, g1, launch, has_next, after, lam, a, b, i, j, jo, jl, db, de,
+    c = gap_amounts_nb(g0, g1, launch, has_next, after, lam, a, b, i, j, jo, jl, db, de,
                  dpre, sb, se, sc, ob, oe, opre, lb, le, lpre, slack)
     for x in range(6):
         acc[w, x] += c[x]
@@ -150,7 +150,7 @@ def _attribute_nb(gb, ge, nl, has_next, after, lam, gstart, w0, w1, steps, keep,
     the way; otherwise the windows are summed in a second pass. The common
     case is written out here, not called (a call per gap costs more than
     the arithmetic); a gap that meets a data or sync segment, or sticks
-    out of a window, goes through ``_amounts``."""
+    out of a window, goes through ``gap_amounts_nb``."""
     n, G, W = len(gb), len(gstart) - 1, len(w0)
     nd, ns, no, nla = len(db), len(sb), len(ob), len(lb)
     amounts = np.empty((n if keep else 0, 6), np.int64)  # keep: the per-gap table too
@@ -178,7 +178,7 @@ def _attribute_nb(gb, ge, nl, has_next, after, lam, gstart, w0, w1, steps, keep,
                 near = after[k] or (j > 0 and g0 <= se[j - 1] + slack)
                 in_data = i > 0 and g0 < de[i - 1]
                 nxt_d = db[i] if i < nd else _MAX
-                cut = min(nxt_d, h, _budget(g0, launch, j, se, sc, lb, le, jl)) \
+                cut = min(nxt_d, h, sync_budget_nb(g0, launch, j, se, sc, lb, le, jl)) \
                     if near and not in_data else g0
                 ra = cut
                 rb = max(h, ra)
@@ -186,7 +186,7 @@ def _attribute_nb(gb, ge, nl, has_next, after, lam, gstart, w0, w1, steps, keep,
                 nxt_o = ob[jo] if jo < no else _MAX
                 if rb > ra and (in_data or rb > nxt_d or (jo > 0 and g0 < oe[jo - 1])
                                 or rb > nxt_o):
-                    a0, a1, a2, a3, a4, a5 = _amounts(
+                    a0, a1, a2, a3, a4, a5 = gap_amounts_nb(
                         g0, g1, launch, nxt, after[k], lk, g0, g1, i, j, jo, jl, db, de,
                         dpre, sb, se, sc, ob, oe, opre, lb, le, lpre, slack)
                 else:  # no data or sync meets the host part: sync up to the cut,
@@ -241,7 +241,7 @@ def _attribute_nb(gb, ge, nl, has_next, after, lam, gstart, w0, w1, steps, keep,
                         acc[c] += amounts[q, c]
                 else:
                     g0 = gb[q]
-                    c = _amounts(g0, ge[q], nl[q], has_next[q], after[q], lam[q], a, b,
+                    c = gap_amounts_nb(g0, ge[q], nl[q], has_next[q], after[q], lam[q], a, b,
                                  np.searchsorted(db, g0, side="right"),
                                  np.searchsorted(sb, g0, side="right"),
                                  np.searchsorted(ob, g0, side="right"),

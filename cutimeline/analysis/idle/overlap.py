@@ -11,7 +11,7 @@ streams), each piece classified with the stream gap's own rules
 (``gaps.classify``, clipped), and the rest of the gap is *overlapped*.
 
 With ``engine="numba"`` one kernel cuts and classifies (``_pieces_nb``,
-with ``attribution._amounts``, the Numba statement of ``classify``): a
+with ``attribution.gap_amounts_nb``, the Numba statement of ``classify``): a
 stream's gaps come in time order, so the device gaps and the host's
 segments are found by pointers that walk on, and ``stream_window`` sums
 per stream on the way instead of writing a row per gap; the NumPy twin
@@ -25,7 +25,7 @@ from numba import njit
 
 from ...numeric.engines import as_i64
 from ...timeline.schema import NONE
-from .attribution import _amounts, _budget, segments
+from .attribution import gap_amounts_nb, segments, sync_budget_nb
 from .gaps import HostActivity, classify
 from .lanes import Lanes
 
@@ -121,7 +121,7 @@ def _pieces_nb(k, qa, qb, row, n_out, gb, ge, nl, gnext, after, lam, gg, dev, dg
     arithmetic): the gap's host part [cut, h) meets no data or sync
     segment and lies inside one launching segment (all launch) or between
     two (host, less the launch's own latency); other gaps' pieces go
-    through ``_amounts``."""
+    through ``gap_amounts_nb``."""
     out = np.zeros((n_out, 6), np.int64)
     over = np.zeros(n_out, np.int64)
     nq, nd, ns, no, nla = len(qa), len(db), len(sb), len(ob), len(lb)
@@ -169,10 +169,10 @@ def _pieces_nb(k, qa, qb, row, n_out, gb, ge, nl, gnext, after, lam, gg, dev, dg
         near = aft or (j > 0 and g0 <= se[j - 1] + slack)
         in_data = i > 0 and g0 < de[i - 1]
         nxt_d = db[i] if i < nd else big
-        cut = min(nxt_d, h, _budget(g0, launch, j, se, sc, lb, le, jl)) \
+        cut = min(nxt_d, h, sync_budget_nb(g0, launch, j, se, sc, lb, le, jl)) \
             if near and not in_data else g0
         nxt_o = ob[jo] if jo < no else big
-        mode = 0  # 0: all launch, 1: host but the latency, 2: _amounts
+        mode = 0  # 0: all launch, 1: host but the latency, 2: gap_amounts_nb
         if h > cut:
             if in_data or h > nxt_d or (jo > 0 and g0 < oe[jo - 1]) or h > nxt_o:
                 mode = 2
@@ -194,7 +194,7 @@ def _pieces_nb(k, qa, qb, row, n_out, gb, ge, nl, gnext, after, lam, gg, dev, dg
             if unknown:
                 a5 = pb - pa
             elif mode == 2:
-                a0, a1, a2, a3, a4, a5 = _amounts(
+                a0, a1, a2, a3, a4, a5 = gap_amounts_nb(
                     g0, g1, launch, nxt, aft, lk, pa, pb, i, j, jo, jl, db, de, dpre,
                     sb, se, sc, ob, oe, opre, lb, le, lpre, slack)
             else:

@@ -47,8 +47,8 @@ from ...numeric.engines import as_i64, readonly
 from ...timeline.schema import NONE
 from ...timeline.timeline import Timeline
 from ..facts import column_facts, facts_of
-from .costs import _merge2_nb, costs, mix_scale
-from .replaying import _replay_args, _replay_nb, replay_breaks
+from .costs import costs, merge2_nb, mix_scale
+from .replaying import replay_args, replay_breaks, replay_nb
 
 __all__ = ["compensate", "shifted", "snapped", "moved", "moved_range", "engine_inputs",
            "launch_queue", "LAUNCH_QUEUE"]
@@ -281,8 +281,8 @@ def compensate(tl: Timeline, ln=None, engine: str = "numba", at=None) -> dict | 
         none = np.zeros(0, np.int64)
         qo = None if q is None else np.argsort(q, kind="stable")
         qt = none if q is None else q[qo]
-        b_r, _, _, e_r, q_jump, q_cost, total = _replay_nb(
-            *_replay_args(*replay_in, depth), none, none, depth, 1, qt, xt, xc)
+        b_r, _, _, e_r, q_jump, q_cost, total = replay_nb(
+            *replay_args(*replay_in, depth), none, none, depth, 1, qt, xt, xc)
         out["removed_ns"] = int(total)
         if q is not None:
             out["at"] = np.empty(len(q), np.int64)
@@ -328,7 +328,7 @@ class _Replayed(dict):
         """Make the lazy tables (once); the replayed begins when asked."""
         cost_t, cost, sb = self._in[:3]
         if self._more[0] is not None and len(self._more[0]):  # the entries apart, put in
-            cost_t, cost = _merge2_nb(as_i64(cost_t), as_i64(cost), *self._more)
+            cost_t, cost = merge2_nb(as_i64(cost_t), as_i64(cost), *self._more)
             self._in = (cost_t, cost) + self._in[2:]
         self["cost_t"] = cost_t
         b_r, self["sync_t"], self["jumps"] = replay_breaks(*self._in, self._engine,

@@ -22,7 +22,7 @@ from ...timeline.schema import NONE, OpFlag, SpanKind
 from ...timeline.timeline import Timeline
 from ..facts import column_facts
 
-__all__ = ["costs", "op_costs", "recorder_op_costs", "mix_scale", "repeats"]
+__all__ = ["costs", "op_costs", "recorder_op_costs", "mix_scale", "repeats", "merge2_nb"]
 
 _LAUNCH = int(OpFlag.LAUNCH)
 REPEAT_WINDOW = 8
@@ -181,7 +181,7 @@ def _flags(launched) -> np.ndarray:
 
 
 @njit(cache=True)
-def _merge2_nb(ta, ca, tb, cb):
+def merge2_nb(ta, ca, tb, cb):
     """Two runs sorted by time merged, ties: a first. The runs of a between
     b's few entries are found by bisection and copied as slices (a
     comparison per row ran at 2 ns a row, the copies at memory speed)."""
@@ -268,7 +268,7 @@ def costs(tl: Timeline, engine: str = "numba", apart: bool = False) -> tuple | N
         order = np.argsort(tb, kind="stable")
         if apart:
             return t, cost, tb[order], cb[order]
-        return _merge2_nb(t, cost, tb[order], cb[order])
+        return merge2_nb(t, cost, tb[order], cb[order])
     t, cost = np.concatenate([t, tb]), np.concatenate([cost, cb])
     order = np.argsort(t, kind="stable")  # ties: ops before module hooks
     return (t[order], cost[order]) + none

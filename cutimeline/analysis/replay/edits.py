@@ -52,6 +52,7 @@ from ...timeline.timeline import Timeline
 from ..facts import extent
 from ..idle.gaps import HostActivity
 from ..idle.steps import step_windows
+from ..tables.oneoff import one_offs
 from .costs import costs
 
 __all__ = ["Edit", "EDITS", "Changes", "changes", "edit_named"]
@@ -272,7 +273,6 @@ def _one_off_ops(tl: Timeline) -> np.ndarray:
     its ops table (``Table.remember``: they read only its columns and the
     extent, part of the key): ``launch`` and ``graphs`` both ask, and each
     asking sorts every op by name and self time."""
-    from ..tables.oneoff import one_offs
     w0, w1, _ = extent(tl)
     return tl.ops.remember("host_begin_ns", ("one_off ops", w0, w1),
                            lambda _: one_offs(tl, w0, w1)["op"])

@@ -14,14 +14,14 @@ from numba import njit
 from ...errors import CutimelineError
 from ...numeric.engines import I64_MAX, as_i64, empty_i64
 
-__all__ = ["replay", "replay_breaks", "breaks", "held"]
+__all__ = ["replay", "replay_breaks", "breaks", "held", "replay_nb", "replay_args"]
 
 _FAR_PAST = -(2 ** 62)
 _FAR_FUTURE = I64_MAX
 
 
 @njit(cache=True)
-def _replay_nb(cost_t, cost, sb, se, s_grp, g_launch, g_grp, g_begin, g_end, lam,
+def replay_nb(cost_t, cost, sb, se, s_grp, g_launch, g_grp, g_begin, g_end, lam,
                covers, hold, after, depth, mode, qt, xt, xc):
     """``replay``; ``hold`` empty: made on the way (``held``'s rule, whose
     running end per stream is the replay's ``free_o``: a pass saved);
@@ -283,7 +283,7 @@ def replay(cost_t, cost, sb, se, s_grp, g_launch, g_grp, g_begin, g_end, lam, co
     (replayed begin of each gpu row, the jump J_k after each sync, the jump
     in force after each row's launch: see ``breaks`` and ``shifted``).
     """
-    args = _replay_args(cost_t, cost, sb, se, s_grp, g_launch, g_grp, g_begin, g_end,
+    args = replay_args(cost_t, cost, sb, se, s_grp, g_launch, g_grp, g_begin, g_end,
                         lam, covers, depth)
     n_g = len(args[5])
     none = np.zeros(0, np.int64)
@@ -294,7 +294,7 @@ def replay(cost_t, cost, sb, se, s_grp, g_launch, g_grp, g_begin, g_end, lam, co
         hold = held(*args[5:10], engine=engine) if hold is None else as_i64(hold)
         return _replay_np(*args, hold, after, int(depth))
     hold = none if hold is None else as_i64(hold)  # empty: made in the kernel
-    return _replay_nb(*args, hold, none if after is None else after, int(depth),
+    return replay_nb(*args, hold, none if after is None else after, int(depth),
                       0, none, none, none)[:3]
 
 
@@ -321,18 +321,18 @@ def replay_breaks(cost_t, cost, sb, se, s_grp, g_launch, g_grp, g_begin, g_end, 
                                    g_end, lam, covers, engine, depth=depth, after=after,
                                    hold=hold)
         return (b_r,) + breaks(sb, jumps, g_launch, row_j)
-    args = _replay_args(cost_t, cost, sb, se, s_grp, g_launch, g_grp, g_begin, g_end,
+    args = replay_args(cost_t, cost, sb, se, s_grp, g_launch, g_grp, g_begin, g_end,
                         lam, covers, depth)
     none = np.zeros(0, np.int64)
     after = none if after is None else _checked_after(after, args[6])
     hold = none if hold is None else as_i64(hold)
-    r = _replay_nb(*args, hold, after, int(depth), 2, none, none, none)
+    r = replay_nb(*args, hold, after, int(depth), 2, none, none, none)
     jumps = np.zeros(len(r[2]) + 1, np.int64)  # a break per launch into a full queue:
     jumps[1:] = r[2]                            # one copy, not two
     return r[0], r[3], jumps
 
 
-def _replay_args(cost_t, cost, sb, se, s_grp, g_launch, g_grp, g_begin, g_end, lam,
+def replay_args(cost_t, cost, sb, se, s_grp, g_launch, g_grp, g_begin, g_end, lam,
                  covers, depth):
     """``replay``'s arrays as the kernels take them (int64, contiguous),
     the queue depth checked."""

@@ -28,6 +28,8 @@ import numpy as np
 
 from ...timeline.schema import NONE, OpFlag
 from ...timeline.timeline import Timeline
+from ..words import fmt_ns, pct
+from .nesting import parents, self_ns
 
 __all__ = ["FACTOR", "SHARE", "ONE_OFF_DTYPE", "one_offs", "one_off_text"]
 
@@ -48,7 +50,6 @@ def one_offs(tl: Timeline, w0: int, w1: int, own: np.ndarray | None = None) -> n
     out = np.zeros(0, ONE_OFF_DTYPE)
     if len(o) < 2 or w1 <= w0:
         return out
-    from .nesting import parents, self_ns
     own = self_ns(tl) if own is None else own
     names = np.asarray(o["name"], np.int64)
     # a signature: the name and the shapes (a 64 MB copy is not a slow
@@ -97,7 +98,6 @@ def one_off_text(rows: np.ndarray, window_ns: int, k: int = 3) -> str | None:
     """The report's line on one-off costs, or None without any."""
     if not len(rows):
         return None
-    from ..words import fmt_ns, pct
     parts = []
     for r in rows[:k]:
         where = f" in {r['outer']}" if r["outer"] != r["name"] else ""

@@ -25,6 +25,8 @@ from ...numeric.ids import dense_ids
 from ...numeric.quantiles import group_quantiles
 from ...timeline.schema import NONE
 from ...timeline.timeline import Timeline
+from .flops import op_flops
+from .nesting import nested, self_ns
 
 __all__ = ["op_table", "OP_TABLE_DTYPE", "FLOP_COLUMNS"]
 
@@ -60,12 +62,10 @@ def op_table(tl: Timeline, *, shapes: bool = False, engine: str = "numba",
     cpu = (o.host_end_ns - o.host_begin_ns)[rows]
     count = np.bincount(grp, minlength=n)
     cpu_total = np.bincount(grp, weights=cpu, minlength=n)
-    from .nesting import nested
     if not nested(tl):  # recorded, mostly: no op nests in another
         cpu_self = cpu_total
     else:
         if own is None:
-            from .nesting import self_ns
             own = self_ns(tl)
         cpu_self = np.bincount(grp, weights=own[rows], minlength=n)
     linked = g.op != NONE
@@ -99,7 +99,6 @@ def op_table(tl: Timeline, *, shapes: bool = False, engine: str = "numba",
     out["gpu_mean_ns"] = np.divide(gpu_total, count, out=np.zeros(n), where=count > 0)
     out["delay_p50_ns"], out["delay_p95_ns"] = q[:, 0], q[:, 1]
     if has_flops:
-        from .flops import op_flops
         fl = np.bincount(grp, weights=op_flops(tl)[rows], minlength=n)
         out["flops"] = fl
         out["tflop_per_s"] = np.divide(fl, gpu_total * 1e3, out=np.full(n, np.nan),

@@ -13,8 +13,12 @@ import numpy as np
 from ...numeric.ordering import sort_order
 from ...timeline.schema import NONE, SpanKind
 from ...timeline.timeline import Timeline
-from ..idle.gaps import Cause, HostActivity
+from ..idle.communication import collective_rows
+from ..idle.gaps import Cause, HostActivity, host_activity, host_compute, subtract
 from ..idle.lanes import Lanes
+from ..idle.overlap import device_idle_amounts
+from ..tables.nesting import self_ns
+from ..tables.sources import op_line
 
 __all__ = ["offenders", "Overlaps"]
 
@@ -48,7 +52,6 @@ def _lead_source(tl: Timeline, out: dict, ops: np.ndarray, weights: np.ndarray) 
     most among the op rows ``ops`` (``sources.op_line``), when the
     Timeline has a sources table and the line is known."""
     if len(tl.sources) and out["ops"]:
-        from ..tables.sources import op_line
         line = op_line(tl, ops, weights, tl.string_id(out["ops"][0][0]))
         if line is not None:
             out["source"] = line
@@ -109,7 +112,6 @@ def offenders(tl: Timeline, ln: Lanes | None, w0: int, w1: int, verdict: str,
         out["modules"] = _modules(o.module[op[linked]], dur[linked], tl, k)
         _lead_source(tl, out, op[linked], dur[linked])
     elif verdict == "communication-bound" and ln is not None:
-        from ..idle.communication import collective_rows
         if "gpu" not in index:
             index["gpu"] = Overlaps(ln.begin, ln.end, engine)
         sel = index["gpu"].rows(w0, w1)
@@ -135,8 +137,6 @@ def offenders(tl: Timeline, ln: Lanes | None, w0: int, w1: int, verdict: str,
         out["count"] = int(len(sel))
         out["mean_ns"] = int(dur.mean()) if len(sel) else 0
     elif verdict == "dependency-bound" and ln is not None:
-        from ..idle.gaps import host_activity
-        from ..idle.overlap import device_idle_amounts
         st = ln.streams
         mid = np.flatnonzero((st.gb < w1) & (st.ge > w0))
         act = host_activity(tl, engine=engine) if act is None else act
@@ -148,7 +148,6 @@ def offenders(tl: Timeline, ln: Lanes | None, w0: int, w1: int, verdict: str,
             if len(key) else np.zeros(0, object)
         out["spans"] = _top(label, dep, tl, k, decode=False)
     elif verdict == "host-bound":
-        from ..idle.gaps import host_activity, host_compute, subtract
         act = host_activity(tl, engine=engine) if act is None else act
         user = np.flatnonzero((s.kind == SpanKind.USER) & (s.end_ns > w0) &
                               (s.begin_ns < w1))
@@ -176,7 +175,6 @@ def offenders(tl: Timeline, ln: Lanes | None, w0: int, w1: int, verdict: str,
         sel = index["ops"].rows(w0, w1)
         dur = (np.minimum(o.host_end_ns[sel], w1) - np.maximum(o.host_begin_ns[sel], w0))
         if own is None:
-            from ..tables.nesting import self_ns
             own = self_ns(tl)
         whole = o.host_end_ns[sel] - o.host_begin_ns[sel]
         mine = own[sel] if np.array_equal(own[sel], whole) else \

@@ -16,12 +16,13 @@ from numba import njit
 from ...numeric import intervals as iv
 from ...numeric.ordering import sort_order
 from ...numeric.runs import merge_rows, runs_sorted
-from ...timeline.schema import NONE, OpFlag, SpanKind
+from ...timeline.schema import NONE, OpFlag
 from ...timeline.timeline import Timeline
+from ..idle.communication import exposed
 from ..idle.gaps import CAUSES, Cause, HostActivity
 from ..idle.lanes import Lanes
-from ..idle.steps import step_windows
-from .margins import VERDICT_CAUSES, VERDICTS, rank_causes, verdicts
+from ..replay.compensation import shifted
+from .margins import VERDICT_CAUSES, rank_causes, verdicts
 
 __all__ = ["STEP_DTYPE", "step_table"]
 
@@ -94,7 +95,6 @@ def step_table(tl: Timeline, ln: Lanes | None, act: HostActivity, primary: int,
     out["predicted_ns"] = NONE
     out["predicted_busy_frac"] = np.nan
     if comp is not None:
-        from ..replay.compensation import shifted
         p0, p1 = (shifted(h0, comp, engine), shifted(h1, comp, engine)) \
             if predicted is None else predicted
         out["predicted_ns"] = p1 - p0
@@ -132,7 +132,6 @@ def step_table(tl: Timeline, ln: Lanes | None, act: HostActivity, primary: int,
         ub, ue = _replayed_union(ln, primary, comp, engine)
         pb = iv.coverage(ub, ue, p0, p1, engine)
         out["predicted_busy_frac"] = pb / np.maximum(p1 - p0, 1)
-    from ..idle.communication import exposed
     comm = exposed(tl, ln, primary, ln.w0[idx], ln.w1[idx], engine)
     out["communication_ns"] = comm
     if comm.any():  # collectives alone rank beside the idle causes

@@ -328,7 +328,7 @@ def test_the_queue_depth_comes_from_the_timeline():
 def test_the_fused_replay_maps_host_times_as_shifted_does(seed, depth):
     # compensate's one kernel: the holds made on the way, the replayed ends,
     # and host times mapped as ``shifted`` maps them with ``breaks``' tables
-    from cutimeline.analysis.replay.replaying import _replay_args, _replay_nb, replay_breaks
+    from cutimeline.analysis.replay.replaying import replay_args, replay_breaks, replay_nb
     args, _ = queued_inputs(seed, depth)
     rng = np.random.default_rng(seed)
     none = np.zeros(0, np.int64)
@@ -337,8 +337,8 @@ def test_the_fused_replay_maps_host_times_as_shifted_does(seed, depth):
                                  args[2], args[2] + 1, rng.integers(-10, 200_000, 40)]))
     # a tenth of the costs apart, merged in by the kernel (after ties)
     apart = rng.random(len(args[0])) < 0.1
-    own = _replay_args(args[0][~apart], args[1][~apart], *args[2:], depth)
-    b_r, _, _, e_r, q_jump, q_cost, total = _replay_nb(
+    own = replay_args(args[0][~apart], args[1][~apart], *args[2:], depth)
+    b_r, _, _, e_r, q_jump, q_cost, total = replay_nb(
         *own, none, none, depth, 1, qt, args[0][apart], args[1][apart])
     want_b, want_j, row_j = replay(*args, engine="numpy", depth=depth)
     sync_t, jumps = breaks(args[2], want_j, args[5], row_j)

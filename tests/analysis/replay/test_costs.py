@@ -4,7 +4,7 @@ costs with the few module-hook and calibration entries."""
 import numpy as np
 import pytest
 
-from cutimeline.analysis.replay.costs import _merge2_nb
+from cutimeline.analysis.replay.costs import merge2_nb
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -15,11 +15,11 @@ def test_merging_the_few_into_the_many_is_a_stable_sort(seed):
     tb[: len(tb) // 2] = ta[rng.integers(0, len(ta), len(tb) // 2)]  # ties
     tb.sort()
     ca, cb = rng.integers(0, 9, len(ta)), rng.integers(10, 19, len(tb))
-    t, c = _merge2_nb(ta, ca, tb, cb)
+    t, c = merge2_nb(ta, ca, tb, cb)
     o = np.argsort(np.concatenate([ta, tb]), kind="stable")  # ties: the ops first
     np.testing.assert_array_equal(t, np.concatenate([ta, tb])[o])
     np.testing.assert_array_equal(c, np.concatenate([ca, cb])[o])
-    assert [len(x) for x in _merge2_nb(ta[:0], ca[:0], tb, cb)] == [len(tb)] * 2
+    assert [len(x) for x in merge2_nb(ta[:0], ca[:0], tb, cb)] == [len(tb)] * 2
 
 
 @pytest.mark.parametrize("engine", ["numba", "numpy"])
