@@ -24,7 +24,7 @@ from ..timeline.schema import NON_BLOCKING_SYNC_KINDS, NONE, SpanKind
 from ..timeline.timeline import Timeline
 from ..timeline.windows import parse_window
 from .facts import column_facts, extent
-from .idle.gaps import CAUSES, HOST_GAP_NS, Cause, host_activity
+from .idle.gaps import CAUSES, HOST_GAP_NS, SYNC_SLACK_NS, Cause, host_activity
 from .idle.lanes import Group, lanes
 from .idle.overlap import stream_window
 from .idle.steps import device_windows, step_windows
@@ -32,6 +32,7 @@ from .replay.compensation import compensate
 from .report import Report
 from .tables.flops import check_peak, step_flops
 from .tables.memory import memory_device, step_memory
+from .verdicts.margins import GPU_BOUND_AT, MIXED_MARGIN
 from .verdicts.steptable import step_table
 
 __all__ = ["analyze", "Report", "LANE_DTYPE"]
@@ -60,9 +61,9 @@ def host_blocking(tl: Timeline) -> Timeline:
 
 
 def analyze(tl: Timeline, *, window: Any = None, engine: str = "auto",
-            gpu_bound_at: float = 0.85, sync_slack_ns: int = 100_000,
+            gpu_bound_at: float = GPU_BOUND_AT, sync_slack_ns: int = SYNC_SLACK_NS,
             top: int = 3, host_gap_ns: int = HOST_GAP_NS,
-            mixed_margin: float = 0.2, peak_flops: Any = None) -> Report:
+            mixed_margin: float = MIXED_MARGIN, peak_flops: Any = None) -> Report:
     """Analyse a Timeline; see ``Report`` for what comes back.
 
     ``window``: restrict the totals, tables and steps to a step (3), a
@@ -101,7 +102,7 @@ def analyze(tl: Timeline, *, window: Any = None, engine: str = "auto",
                               f"the idle time from 0 to 1 (0: never 'mixed').")
     if not (isinstance(host_gap_ns, (int, np.integer)) and host_gap_ns > 0):
         raise CutimelineError(f"host_gap_ns={host_gap_ns!r} must be a whole "
-                              f"number of ns above 0 (default 200_000).")
+                              f"number of ns above 0 (default {HOST_GAP_NS:_}).")
     peak_flops = check_peak(peak_flops)
     given, tl = tl, host_blocking(tl)
     g = tl.gpu

@@ -35,14 +35,28 @@ if TYPE_CHECKING:
     from .report import Report
 
 __all__ = ["summary_text", "report_dict", "headline", "source_words", "steady",
-           "top_k", "biggest_gaps"]
+           "top_k", "biggest_gaps", "SHOWN_SHARE", "QUOTED_GAIN", "LEADS_BY", "WARM_UP_SHARE"]
+
+#: a cause under this share of the idle time is left out of a line of
+#: shares: it would read "0%"
+SHOWN_SHARE = 0.005
+#: a what-if gain under this is not quoted: it is within the replay's
+#: median error against SimGPU's ground truth (benchmarks/RESULTS.md)
+QUOTED_GAIN = 0.01
+#: another fix leads the advice over the largest idle cause's own when the
+#: replay predicts it gains this much more: above the replay's worst error
+#: against ground truth, so the lead is not the prediction's noise
+LEADS_BY = 0.05
+#: one-off host costs taking this share of the steady steps the headline
+#: reads put a warning first: those steps measure warm-up, not the loop
+WARM_UP_SHARE = 0.2
 
 
 def _shares(idle: dict[str, int]) -> str:
     total = sum(idle.values())
     if total <= 0:
         return "none"
-    parts = [(c, v / total) for c, v in idle.items() if v >= 0.005 * total]
+    parts = [(c, v / total) for c, v in idle.items() if v >= SHOWN_SHARE * total]
     parts.sort(key=lambda p: -p[1])
     return ", ".join(f"{c} {_pct(s)}" for c, s in parts)
 
@@ -166,22 +180,24 @@ def _work(rep: Report) -> list[str]:
 def _advice(rep: Report, h: dict) -> str:
     """"Most likely to help: …" for the headline ``h``: its cause's fix with
     what the replay (``whatif.py``) predicts for it (" — predicted −38%
-    step time"); but when another fix gains more by 5 points or more, that
-    one leads, and the cause's fix follows with its own prediction. The
+    step time"); but when another fix gains more by ``LEADS_BY`` (5 points)
+    or more, that one leads, and the cause's fix follows with its own
+    prediction. The
     idle time a cause accounts for and the time its fix saves are not the
     same thing: a per-step read-back that keeps the host from running
     ahead exposes the fetches and launches after it, so it shows as their
     idle time and costs more than its own gaps. No prediction is quoted
-    under a 1% gain."""
+    under a ``QUOTED_GAIN`` (1%) gain."""
     preds = [p for p in rep.what_if() if p.edit.name != "recorder"]
     # the cause's own edit (named as it is: the advice speaks of it), else
     # the best of that cause's edits (launch: launch or graphs)
     mine = next((p for p in preds if p.edit.name == h["cause"]), None) or \
         next((p for p in preds if p.edit.cause == h["cause"]), None)
     best = preds[0] if preds else None
-    own = f" — predicted −{mine.gain:.0%} step time" if mine and mine.gain >= 0.01 else ""
-    if best is not None and best.gain >= 0.01 and (
-            mine is None or best.gain >= mine.gain + 0.05):
+    own = f" — predicted −{mine.gain:.0%} step time" \
+        if mine and mine.gain >= QUOTED_GAIN else ""
+    if best is not None and best.gain >= QUOTED_GAIN and (
+            mine is None or best.gain >= mine.gain + LEADS_BY):
         return (f"Most likely to help, by the replay: {best.edit.code} (predicted "
                 f"−{best.gain:.0%} step time). For the largest idle cause: {h['help']}"
                 f"{own}.")
@@ -190,8 +206,8 @@ def _advice(rep: Report, h: dict) -> str:
 
 def _warm_up(rep: Report) -> str:
     """A warning ahead of the advice when one-off host costs (``oneoff.py``)
-    take a fifth or more of the steady steps the headline reads: those
-    steps measure warm-up, not the loop."""
+    take ``WARM_UP_SHARE`` (a fifth) or more of the steady steps the
+    headline reads: those steps measure warm-up, not the loop."""
     rows = rep.one_offs()
     if rep.lanes is None or not len(rows):
         return ""
@@ -200,7 +216,7 @@ def _warm_up(rep: Report) -> str:
     inside = ((rows["begin_ns"][:, None] >= b0) & (rows["begin_ns"][:, None] < b1)).any(1)
     extra = int((rows["self_ns"] - rows["typical_ns"])[inside].sum())
     span = int((b1 - b0).sum())
-    if span <= 0 or extra < 0.2 * span:
+    if span <= 0 or extra < WARM_UP_SHARE * span:
         return ""
     top = rows[inside][0]
     these = "these steps" if part["number"][0] != -1 else "the window"

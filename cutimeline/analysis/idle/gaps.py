@@ -70,8 +70,8 @@ from ...numeric.ordering import is_sorted, sorted_copy
 from ...timeline.schema import NONE, OpFlag, SpanKind
 from ...timeline.timeline import Timeline
 
-__all__ = ["Cause", "CAUSES", "HOST_GAP_NS", "HostActivity", "host_activity", "launching",
-           "host_compute", "sync_chains", "classify"]
+__all__ = ["Cause", "CAUSES", "HOST_GAP_NS", "SYNC_SLACK_NS", "HostActivity", "host_activity",
+           "launching", "host_compute", "sync_chains", "classify"]
 
 
 class Cause(enum.IntEnum):
@@ -86,7 +86,14 @@ class Cause(enum.IntEnum):
 
 CAUSES = tuple(c.name.lower() for c in Cause)
 HOST_CAUSES = (Cause.DATA, Cause.SYNC, Cause.LAUNCH, Cause.HOST)
-HOST_GAP_NS = 200_000  # op-free stretches this long are the host's (module doc)
+#: op-free host stretches this long are the host's own time (cause "host"),
+#: shorter ones between a thread's ops are the cost of launching: it sits
+#: above any framework glue between ops (~5–30 µs per module call on
+#: current CPUs), so a host that sat idle is not read as launch overhead
+HOST_GAP_NS = 200_000
+#: a gap that begins this soon after a sync returned is still the sync's
+#: (rule 3): it absorbs the clock alignment error between host and device
+SYNC_SLACK_NS = 100_000
 
 
 @dataclass(frozen=True)
@@ -168,7 +175,7 @@ def _launch_nb(begin, end, host_gap_ns):
     return ub[:k + 1].copy(), ue[:k + 1].copy(), True
 
 
-def host_activity(tl: Timeline, slack_ns: int = 100_000, engine: str = "numba",
+def host_activity(tl: Timeline, slack_ns: int = SYNC_SLACK_NS, engine: str = "numba",
                   host_gap_ns: int = HOST_GAP_NS) -> HostActivity:
     """Data, sync and launching segments of a Timeline's host side (all
     threads); see the module doc."""

@@ -25,6 +25,9 @@ from ..facts import column_facts
 __all__ = ["costs", "op_costs", "recorder_op_costs", "mix_scale", "repeats", "merge2_nb"]
 
 _LAUNCH = int(OpFlag.LAUNCH)
+#: an op whose key is one of the ops this many before it on its thread runs
+#: the recorder's code warm in the CPU's caches (the start-up model's price);
+#: ``recording/selfcost._repeats`` uses the same window (it cannot import this)
 REPEAT_WINDOW = 8
 
 

@@ -55,7 +55,11 @@ from ..idle.steps import step_windows
 from ..tables.oneoff import one_offs
 from .costs import costs
 
-__all__ = ["Edit", "EDITS", "Changes", "changes", "edit_named"]
+__all__ = ["Edit", "EDITS", "Changes", "changes", "edit_named", "STAGED_LAUNCHES"]
+
+#: a copy that is no sync yet took the host more than this many launches
+#: staged pageable memory on the way in (a copy to the host stages nothing)
+STAGED_LAUNCHES = 2
 
 
 @dataclass(frozen=True)
@@ -189,7 +193,7 @@ def _h2d_copies(tl: Timeline) -> np.ndarray | None:
         return None
     own = np.asarray(o.host_end_ns - o.host_begin_ns, np.int64)
     sync = (o.flags & OpFlag.SYNC) != 0
-    staged = copy & ~sync & (own > 2 * launch)
+    staged = copy & ~sync & (own > STAGED_LAUNCHES * launch)
     # a blocking copy before any device op of its step but copies
     _, hb, _ = step_windows(tl)
     dev = np.flatnonzero(launched)

@@ -52,7 +52,12 @@ from ...timeline.timeline import Timeline
 from ..idle.queues import SAMPLE_FIELDS, sample_stats
 
 __all__ = ["hta_window", "window_name", "temporal_breakdown", "idle_breakdown", "queue_length",
-           "hta_times", "measures"]
+           "hta_times", "measures", "KERNEL_DELAY_NS"]
+
+#: HTA's ``consecutive_kernel_delay`` default (30, compared with its µs
+#: timestamps): a stream's gap shorter than this after queued work is
+#: *kernel wait*, a longer one *other*
+KERNEL_DELAY_NS = 30_000
 
 
 def hta_window(tl: Timeline) -> np.ndarray:
@@ -237,7 +242,7 @@ def _queue(b, la, pair, dev, st, engine) -> dict:
             **{f: stats[:, k] for k, f in enumerate(SAMPLE_FIELDS)}}
 
 
-def idle_breakdown(tl: Timeline, consecutive_kernel_delay_ns: int = 30_000,
+def idle_breakdown(tl: Timeline, consecutive_kernel_delay_ns: int = KERNEL_DELAY_NS,
                    round_us: bool | None = None, engine: str = "numba") -> dict:
     """HTA's idle time breakdown per stream: host wait, kernel wait and
     other idle (ns), and their shares of each stream's idle time."""
@@ -259,7 +264,7 @@ def queue_length(tl: Timeline, round_us: bool | None = None,
 
 
 def measures(tl: Timeline, round_us: bool | None = None,
-             consecutive_kernel_delay_ns: int = 30_000, engine: str = "numba",
+             consecutive_kernel_delay_ns: int = KERNEL_DELAY_NS, engine: str = "numba",
              ln=None) -> dict:
     """All three at once, sharing the window, rounding and grouping; with
     ``ln`` (the Timeline's ``lanes.Lanes``) its stream grouping is reused

@@ -33,8 +33,13 @@ from .nesting import parents, self_ns
 
 __all__ = ["FACTOR", "SHARE", "ONE_OFF_DTYPE", "one_offs", "one_off_text"]
 
-FACTOR = 20      # times the typical call of the same op
-SHARE = 0.02     # of the window, above the typical call
+#: a first call this many times its signature's typical call pays for what
+#: the later calls reuse; a call's ordinary spread (caches, contention,
+#: the allocator) stays well under it
+FACTOR = 20
+#: and it exceeds the typical call by this share of the window: enough to
+#: move the window's verdict, where smaller first-call costs are noise
+SHARE = 0.02
 
 ONE_OFF_DTYPE = [("op", np.int64), ("name", object), ("outer", object),
                  ("begin_ns", np.int64), ("self_ns", np.int64),

@@ -3,10 +3,10 @@
 From the busy fraction of a window (usually a step) on its primary device
 and its idle time by cause (``gaps.py``):
 
-* **GPU-bound** — busy for at least ``gpu_bound_at`` (0.85) of the window:
+* **GPU-bound** — busy for at least ``gpu_bound_at`` (``GPU_BOUND_AT``) of the window:
   the host keeps the GPU fed; only faster GPU work shortens the step.
 * otherwise the causes are ranked by their share of the idle time. When
-  the top share leads the runner-up's by less than ``mixed_margin`` (0.2)
+  the top share leads the runner-up's by less than ``mixed_margin`` (``MIXED_MARGIN``)
   the verdict is **mixed**: two causes weigh about the same, and fixing
   one alone leaves the other (a 45/40 split must not read like 99/1).
   Else the top cause names it: data → **input-bound**, sync →
@@ -28,8 +28,16 @@ import numpy as np
 from ..idle.gaps import CAUSES, Cause
 from ..words import pct
 
-__all__ = ["VERDICTS", "VERDICT_CAUSES", "BY_CAUSE", "CAUSE_OF", "rank_causes",
-           "verdicts", "verdict_text"]
+__all__ = ["VERDICTS", "VERDICT_CAUSES", "BY_CAUSE", "CAUSE_OF", "GPU_BOUND_AT",
+           "MIXED_MARGIN", "rank_causes", "verdicts", "verdict_text"]
+
+#: busy at least this share of a window, it is GPU-bound: the host keeps the
+#: GPU fed, and removing every idle cause could shorten it by 15 % at most
+GPU_BOUND_AT = 0.85
+#: the top cause's share of the idle time must lead the runner-up's by this
+#: much to name the verdict, else "mixed": fixing one of two causes that
+#: weigh about the same leaves the other (a 45/40 split must not read 99/1)
+MIXED_MARGIN = 0.2
 
 VERDICTS = ("GPU-bound", "input-bound", "sync-bound", "launch-bound", "host-bound",
             "dependency-bound", "communication-bound", "mixed", "unknown", "host-only")
@@ -58,8 +66,8 @@ def rank_causes(idle_by_cause) -> dict[str, np.ndarray]:
             "runner_up": np.where(s2 > 0, second, -1), "runner_up_share": s2}
 
 
-def verdicts(busy_frac, idle_by_cause, gpu_bound_at: float = 0.85,
-             has_gpu: bool = True, mixed_margin: float = 0.2) -> np.ndarray:
+def verdicts(busy_frac, idle_by_cause, gpu_bound_at: float = GPU_BOUND_AT,
+             has_gpu: bool = True, mixed_margin: float = MIXED_MARGIN) -> np.ndarray:
     """Verdict strings from busy fractions and (n, 6) idle ns by cause, or
     (n, 7) with exposed communication last (then ``busy_frac`` is the busy
     time beside it)."""

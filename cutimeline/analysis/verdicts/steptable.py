@@ -22,7 +22,7 @@ from ..idle.communication import exposed
 from ..idle.gaps import CAUSES, Cause, HostActivity
 from ..idle.lanes import Lanes
 from ..replay.compensation import shifted
-from .margins import VERDICT_CAUSES, rank_causes, verdicts
+from .margins import GPU_BOUND_AT, MIXED_MARGIN, VERDICT_CAUSES, rank_causes, verdicts
 
 __all__ = ["STEP_DTYPE", "step_table"]
 
@@ -63,9 +63,9 @@ def _count_flag_np(flags, bit, i0, i1):
 
 
 def step_table(tl: Timeline, ln: Lanes | None, act: HostActivity, primary: int,
-               comp: dict | None, idx, w0, w1, numbers, gpu_bound_at: float = 0.85,
+               comp: dict | None, idx, w0, w1, numbers, gpu_bound_at: float = GPU_BOUND_AT,
                engine: str = "numba", *, host=None, predicted=None,
-               mixed_margin: float = 0.2) -> np.ndarray:
+               mixed_margin: float = MIXED_MARGIN) -> np.ndarray:
     """One row per window (usually the steps) with the measures of
     ``STEP_DTYPE`` on device group ``primary``; ``idx`` are the windows'
     indices among those ``ln`` measured (see the module doc). [w0, w1):
