@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from ..analysis.idle.gaps import CAUSES
+from ..analysis.idle.gaps import CAUSES, fetch_spans
 from ..analysis.idle.overlap import device_idle_amounts
 from ..errors import CutimelineError
 from ..numeric import intervals as iv
@@ -295,16 +295,13 @@ class Scene:
             lay.thread_rank[s.thread] == rank
         step = np.flatnonzero((s.kind == SpanKind.STEP) & mine)
         step = step[np.argsort(s.begin_ns[step], kind="stable")]
-        user = np.flatnonzero((s.kind == SpanKind.USER) & mine)
-        fetch = np.array(["DataLoader" in str(nm) for nm in
-                          self.tl.decode(s["name"][user])], bool)
+        fetch = fetch_spans(self.tl)  # drawn as data, not as user spans
+        user = np.flatnonzero((s.kind == SpanKind.USER) & mine & ~fetch)
         if rank is None:
             db, de = self.act.data
         else:  # this rank's fetches (act.data merges every rank's)
-            d = np.concatenate([np.flatnonzero((s.kind == SpanKind.DATA) & mine),
-                                user[fetch]])
+            d = np.flatnonzero(fetch & mine)
             db, de = iv.union(s.begin_ns[d], s.end_ns[d])
-        user = user[~fetch]  # drawn as data
         group = np.concatenate([np.arange(len(step)) % 2, np.full(len(db), 2),
                                 np.full(len(user), 3)])
         begin = np.concatenate([s.begin_ns[step], db, s.begin_ns[user]])

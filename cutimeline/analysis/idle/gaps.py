@@ -70,8 +70,9 @@ from ...numeric.ordering import is_sorted, sorted_copy
 from ...timeline.schema import NONE, OpFlag, SpanKind
 from ...timeline.timeline import Timeline
 
-__all__ = ["Cause", "CAUSES", "HOST_GAP_NS", "SYNC_SLACK_NS", "HostActivity", "host_activity",
-           "launching", "host_compute", "sync_chains", "classify"]
+__all__ = ["Cause", "CAUSES", "HOST_GAP_NS", "SYNC_SLACK_NS", "FETCH_WORD", "HostActivity",
+           "fetch_spans", "host_activity", "launching", "host_compute", "sync_chains",
+           "classify"]
 
 
 class Cause(enum.IntEnum):
@@ -94,6 +95,9 @@ HOST_GAP_NS = 200_000
 #: a gap that begins this soon after a sync returned is still the sync's
 #: (rule 3): it absorbs the clock alignment error between host and device
 SYNC_SLACK_NS = 100_000
+#: a user span whose name holds this is a DataLoader fetch: torch.profiler
+#: names its fetches "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
+FETCH_WORD = "DataLoader"
 
 
 @dataclass(frozen=True)
@@ -175,16 +179,30 @@ def _launch_nb(begin, end, host_gap_ns):
     return ub[:k + 1].copy(), ue[:k + 1].copy(), True
 
 
+def fetch_spans(tl: Timeline) -> np.ndarray:
+    """Which spans are DataLoader fetches (bool per span, read-only): DATA
+    spans, and USER spans whose name contains ``FETCH_WORD``. The one
+    statement of what a fetch is, for the data cause, the offenders of an
+    input-bound verdict and the figure's span rows; remembered by the spans
+    table, so each asks for free."""
+    s = tl.spans
+
+    def find(names: np.ndarray) -> np.ndarray:
+        out = s.kind == SpanKind.DATA
+        user = np.flatnonzero(s.kind == SpanKind.USER)
+        if len(user):
+            out[user[[FETCH_WORD in str(n) for n in tl.decode(names[user])]]] = True
+        out.flags.writeable = False
+        return out
+    return s.remember("name", "DataLoader fetch", find)
+
+
 def host_activity(tl: Timeline, slack_ns: int = SYNC_SLACK_NS, engine: str = "numba",
                   host_gap_ns: int = HOST_GAP_NS) -> HostActivity:
     """Data, sync and launching segments of a Timeline's host side (all
     threads); see the module doc."""
     s, y, o = tl.spans, tl.syncs, tl.ops
-    data = s.kind == SpanKind.DATA
-    user = np.flatnonzero(s.kind == SpanKind.USER)
-    if len(user):
-        names = tl.decode(s["name"][user])
-        data[user[[("DataLoader" in str(n)) for n in names]]] = True
+    data = fetch_spans(tl)
     sync_ops = (o.flags & OpFlag.SYNC) != 0
     span_sync = s.kind == SpanKind.SYNC
     d = iv.union(s.begin_ns[data], s.end_ns[data], engine)

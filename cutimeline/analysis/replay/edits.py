@@ -6,8 +6,8 @@ for and the gpu rows still launched. An edit says which of those change:
 
 * ``recorder`` — the recorder's own host cost (``costs.py``), at points:
   today's overhead compensation;
-* ``data`` — DataLoader fetches (DATA spans, and user spans naming a
-  DataLoader, as ``gaps.host_activity`` finds them) take no host time, as
+* ``data`` — DataLoader fetches (``gaps.fetch_spans``: DATA spans, and
+  user spans naming a DataLoader) take no host time, as
   when workers have the next batch ready;
 * ``sync`` — host-blocking ops (flagged SYNC, and the syncs they made) are
   gone: their host time, their waits and their small read-back copies;

@@ -14,7 +14,7 @@ from ...numeric.ordering import sort_order
 from ...timeline.schema import NONE, SpanKind
 from ...timeline.timeline import Timeline
 from ..idle.communication import collective_rows
-from ..idle.gaps import Cause, HostActivity, host_activity, host_compute, subtract
+from ..idle.gaps import Cause, HostActivity, fetch_spans, host_activity, host_compute, subtract
 from ..idle.lanes import Lanes
 from ..idle.overlap import device_idle_amounts
 from ..tables.nesting import self_ns
@@ -88,7 +88,7 @@ def offenders(tl: Timeline, ln: Lanes | None, w0: int, w1: int, verdict: str,
     ops and modules by GPU time (GPU-bound), host self time (launch-bound
     and host-only: an op's time less its nested ops', ``own``, default
     ``nesting.self_ns``; prorated where an op crosses the window) or time
-    blocked in syncs (sync-bound); DataLoader spans by fetch time
+    blocked in syncs (sync-bound); fetches (``gaps.fetch_spans``) by time
     (input-bound); streams by dependency wait while their device was idle
     (dependency-bound); collective kernels by time (communication-bound);
     user spans by time, and the op-free stretches
@@ -130,8 +130,7 @@ def offenders(tl: Timeline, ln: Lanes | None, w0: int, w1: int, verdict: str,
         out["modules"] = _modules(o.module[op[linked]], blocked[linked], tl, k)
         out["count"] = int(len(sel))
     elif verdict == "input-bound":
-        sel = np.flatnonzero((s.kind == SpanKind.DATA) & (s.end_ns > w0) &
-                             (s.begin_ns < w1))
+        sel = np.flatnonzero(fetch_spans(tl) & (s.end_ns > w0) & (s.begin_ns < w1))
         dur = (s.end_ns - s.begin_ns)[sel]
         out["spans"] = _top(s["name"][sel], dur, tl, k)
         out["count"] = int(len(sel))
@@ -149,11 +148,9 @@ def offenders(tl: Timeline, ln: Lanes | None, w0: int, w1: int, verdict: str,
         out["spans"] = _top(label, dep, tl, k, decode=False)
     elif verdict == "host-bound":
         act = host_activity(tl, engine=engine) if act is None else act
-        user = np.flatnonzero((s.kind == SpanKind.USER) & (s.end_ns > w0) &
-                              (s.begin_ns < w1))
-        fetch = np.array(["DataLoader" in str(n) for n in tl.decode(s["name"][user])],
-                         bool)
-        user = user[~fetch] if len(user) else user  # fetches are data, not host
+        # user spans by time; fetches are data, not host
+        user = np.flatnonzero((s.kind == SpanKind.USER) & ~fetch_spans(tl) &
+                              (s.end_ns > w0) & (s.begin_ns < w1))
         dur = np.minimum(s.end_ns[user], w1) - np.maximum(s.begin_ns[user], w0)
         out["spans"] = _top(s["name"][user], dur, tl, k)
         fb, fe = subtract((np.array([w0], np.int64), np.array([w1], np.int64)),

@@ -71,6 +71,19 @@ def test_offenders_by_verdict():
     assert host["ops"][0] == ("aten::_local_scalar_dense", 30)
 
 
+def test_a_profiler_fetch_is_an_input_offender_and_no_host_one():
+    # a user span named like torch.profiler's fetches is a fetch everywhere
+    # (``gaps.fetch_spans``): its time is data, it is an input-bound
+    # offender, and not a host-bound one
+    tl = timeline([(0, 10, 12, 100, "gemm"), (0, 200, 205, 210, "add")],
+                  ops=[("aten::mm", 9, 11, OpFlag.LAUNCH), ("aten::add", 199, 201, OpFlag.LAUNCH)],
+                  spans=[(SpanKind.USER, "enumerate(DataLoader)#_Iter.__next__", 150, 190),
+                         (SpanKind.USER, "log", 120, 140)])
+    data = offenders(tl, None, 0, 300, "input-bound")
+    assert data["spans"] == [("enumerate(DataLoader)#_Iter.__next__", 40)]
+    assert offenders(tl, None, 0, 300, "host-bound")["spans"] == [("log", 20)]
+
+
 def test_step_rows():
     # host steps [0,60) and [60,120) launch work at 10 and 110; the GPU runs
     # it over [12,60) and [112,120): step 0's device window is its own work,
