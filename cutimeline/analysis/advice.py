@@ -14,38 +14,41 @@ fetches quotes their top source line with its count, and one led by an op
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 import numpy as np
 
 from ..timeline.schema import NONE
 from .tables.sources import counted, quote
-from .verdicts.margins import BY_CAUSE, VERDICT_CAUSES
+from .verdicts.margins import BY_CAUSE, VERDICT_CAUSES, Verdict
 from .words import fmt_ns, pct
 
 __all__ = ["ADVICE", "WAITING", "advice"]
 
+#: the change most likely to help, by verdict (a "mixed" range gets those
+#: of its two leading causes)
 ADVICE = {
-    "input-bound": "try num_workers > 0 (if it is 0), pin_memory=True and "
-                   "persistent_workers=True, or make the dataset's __getitem__ cheaper",
-    "sync-bound": "avoid .item(), .cpu(), .tolist() and printing GPU values "
-                  "inside the step: keep the values on the GPU and read them "
-                  "every N steps",
-    "launch-bound": "launch fewer, larger kernels: torch.compile, CUDA graphs, "
-                    "fused/foreach optimizers, a larger batch",
-    "host-bound": "find what the host does between ops (user Python, logging, "
-                  "checkpointing, metrics: py-spy or cProfile shows it) and move it "
-                  "out of the step or overlap it with GPU work",
-    "GPU-bound": "the host keeps up; only faster GPU work helps (mixed "
-                 "precision, TF32, better kernels for the top ops)",
-    "dependency-bound": "work was queued but waited on other streams or "
-                        "events: check wait_stream / event waits and overlap",
-    "communication-bound": "overlap communication with compute (DDP buckets "
-                           "that start during backward, FSDP prefetch, async "
-                           "collectives waited on late), send fewer or smaller "
-                           "messages, or find the rank the others wait for "
-                           "(ctl.merge of every rank's recording names stragglers)",
-    "unknown": "the trace lacks launch times for the work that ended the gaps",
-    "host-only": "record on a GPU (or ctl.SimGPU()) to see the device side",
+    Verdict.INPUT_BOUND: "try num_workers > 0 (if it is 0), pin_memory=True and "
+        "persistent_workers=True, or make the dataset's __getitem__ cheaper",
+    Verdict.SYNC_BOUND: "avoid .item(), .cpu(), .tolist() and printing GPU values "
+        "inside the step: keep the values on the GPU and read them "
+        "every N steps",
+    Verdict.LAUNCH_BOUND: "launch fewer, larger kernels: torch.compile, CUDA graphs, "
+        "fused/foreach optimizers, a larger batch",
+    Verdict.HOST_BOUND: "find what the host does between ops (user Python, logging, "
+        "checkpointing, metrics: py-spy or cProfile shows it) and move it "
+        "out of the step or overlap it with GPU work",
+    Verdict.GPU_BOUND: "the host keeps up; only faster GPU work helps (mixed "
+        "precision, TF32, better kernels for the top ops)",
+    Verdict.DEPENDENCY_BOUND: "work was queued but waited on other streams or "
+        "events: check wait_stream / event waits and overlap",
+    Verdict.COMMUNICATION_BOUND: "overlap communication with compute (DDP buckets "
+        "that start during backward, FSDP prefetch, async "
+        "collectives waited on late), send fewer or smaller "
+        "messages, or find the rank the others wait for "
+        "(ctl.merge of every rank's recording names stragglers)",
+    Verdict.UNKNOWN: "the trace lacks launch times for the work that ended the gaps",
+    Verdict.HOST_ONLY: "record on a GPU (or ctl.SimGPU()) to see the device side",
 }
 
 # what the GPU's idle time was spent on, by cause ("62% of GPU idle time ...")
@@ -70,84 +73,133 @@ def advice(r: dict, part: np.ndarray) -> str:
     return text
 
 
+@dataclass(frozen=True)
+class _Range:
+    """What every verdict's sentence reads of a range: the range ``r``
+    (``Report.ranges``), its step rows ``part``, its offenders, each
+    cause's share of its idle time, and the words each sentence uses
+    (which steps, GPU busy, the top two ops, where the top op was called)."""
+    r: dict
+    part: np.ndarray
+    off: dict
+    share: dict
+    steps: str
+    busy: str
+    tops: str
+    n_steps: int
+    called: str
+
+
 def _advice(r: dict, part: np.ndarray) -> str:
-    v, off = r["verdict"], r["offenders"]
+    off = r["offenders"]
     idle = r["idle_total_ns"]
     share = {c: (r["idle_ns"].get(c, 0) / idle if idle else 0.0) for c in VERDICT_CAUSES}
     steps = (f"step {r['first']}" if r["first"] == r["last"] else
              f"steps {r['first']}–{r['last']}") if r["first"] != NONE else "the window"
-    busy = pct(r["busy_frac"])
-    tops = ", ".join(n for n, _ in off.get("ops", [])[:2])
-    n_steps = r["steps"] if r["first"] != NONE else 1
-    called = _lead(off.get("source"))
-    if v == "mixed":
-        a, b = sorted(VERDICT_CAUSES, key=lambda c: -share[c])[:2]  # stable: ties by Cause
-        # the offenders are the top cause's: its leading op, when launch
-        lead_a = f" ({called[2:]})" if called and a == "launch" else ""
-        return (f"{steps}: GPU busy {busy}; no single cause: {a} {pct(share[a])}"
-                f"{_where(r, a, n_steps) or lead_a} and {b} {pct(share[b])}"
-                f"{_where(r, b, n_steps)}"
-                f" of its idle time — for {a}: "
-                f"{ADVICE[BY_CAUSE[a]]}; for {b}: {ADVICE[BY_CAUSE[b]]}.")
-    if v == "input-bound":
-        spans = off.get("spans", [])
-        what = (f"{off.get('count', 0)} fetches, mean {fmt_ns(off.get('mean_ns', 0))}"
-                if spans else "DataLoader fetches")
-        workers = _num_workers(n for n, _ in spans)
-        if workers is not None:
-            what += f", num_workers={workers}"
-        what += _where(r, "data", n_steps, "; ", "")
-        text = (f"{steps}: {pct(share['data'])} of GPU idle time is spent waiting "
-                f"for DataLoader fetches ({what}); GPU busy {busy}")
-        if workers:  # workers already: more of them, or a cheaper dataset
-            return (f"{text} — raise num_workers above {workers}, use pin_memory=True "
-                    f"and persistent_workers=True, or make the dataset's "
-                    f"__getitem__ cheaper.")
-        if workers == 0:
-            return f"{text} — try num_workers > 0 and pin_memory=True."
-    elif v == "sync-bound":
-        mods = ", ".join(n for n, _ in off.get("modules", [])[:1])
-        text = (f"{steps}: {pct(share['sync'])} of GPU idle time follows host "
-                f"syncs ({off.get('count', 0)} syncs" + (f", top {tops}" if tops else "")
-                + (f" in {mods}" if mods else "") + _where(r, "sync", n_steps, "; ", "")
-                + f"); GPU busy {busy}")
-    elif v == "launch-bound":
-        per_step = part["ops"].mean() if len(part) else 0
-        unit = "ops per step" if r["first"] != NONE else "ops"  # no steps: the window
-        text = (f"{steps}: GPU busy {busy}; {pct(share['launch'])} of its idle "
-                f"time waits for the host to launch ops ({per_step:.0f} {unit}"
-                + (f"; most host time in {tops}" if tops else "") + called + ")")
-        if tops.startswith("inductor::"):  # compiled already: its launches cost
-            return (f"{text} — the top host time is torch.compile graphs launching "
-                    f"their kernels: try mode=\"reduce-overhead\" (CUDA graphs), or "
-                    f"a larger batch.")
-    elif v == "host-bound":
-        spans = ", ".join(n for n, _ in off.get("spans", [])[:2])
-        text = (f"{steps}: GPU busy {busy}; {pct(share['host'])} of its idle time "
-                f"the host was busy outside op launches or idle ("
-                f"{off.get('count', 0)} op-free stretches, {fmt_ns(off.get('total_ns', 0))}"
-                f" in all" + (f"; spans {spans}" if spans else "")
-                + (f"; CPU ops {tops}" if tops else "") + ")")
-    elif v == "GPU-bound":
-        lead = part["lead_max_ns"].max() if len(part) else NONE
-        text = (f"{steps}: GPU busy {busy}" +
-                (f", the host runs up to {fmt_ns(lead)} ahead" if lead != NONE else "")
-                + (f"; top GPU work {tops}" if tops else "") + called)
-    elif v == "dependency-bound":
-        where = ", ".join(n for n, _ in off.get("spans", [])[:2])
-        text = (f"{steps}: GPU busy {busy}; {pct(share['dependency'])} of its idle "
-                f"time is queued work waiting" + (f" ({where})" if where else ""))
-    elif v == "communication-bound":
-        coll = part["communication_ns"].sum() / max(int(part["duration_ns"].sum()), 1)
-        text = (f"{steps}: GPU busy {busy}, but {pct(coll)} of the time only "
-                f"collectives ran ({pct(share['communication'])} of its idle + "
-                f"exposed-communication time" + (f"; top {tops}" if tops else "") + ")")
-    elif v == "host-only":
-        text = f"{steps}: no GPU work recorded" + (
-            f"; most host time in {tops}" if tops else "") + called
-    else:
-        text = f"{steps}: GPU busy {busy}; the causes of its idle time are unknown"
-    return f"{text} — {ADVICE[v]}."
+    rng = _Range(r, part, off, share, steps, pct(r["busy_frac"]),
+                 ", ".join(n for n, _ in off.get("ops", [])[:2]),
+                 r["steps"] if r["first"] != NONE else 1, _lead(off.get("source")))
+    text, fix = _SAYINGS.get(r["verdict"], _unknown)(rng)
+    return f"{text} — {fix or ADVICE[r['verdict']]}."
+
+
+# -- one sentence per verdict: (what the range shows, the fix, None: ADVICE's) ----
+
+def _mixed(c: _Range) -> tuple[str, str]:
+    a, b = sorted(VERDICT_CAUSES, key=lambda x: -c.share[x])[:2]  # stable: ties by Cause
+    # the offenders are the top cause's: its leading op, when launch
+    lead_a = f" ({c.called[2:]})" if c.called and a == "launch" else ""
+    return (f"{c.steps}: GPU busy {c.busy}; no single cause: {a} {pct(c.share[a])}"
+            f"{_where(c.r, a, c.n_steps) or lead_a} and {b} {pct(c.share[b])}"
+            f"{_where(c.r, b, c.n_steps)} of its idle time",
+            f"for {a}: {ADVICE[BY_CAUSE[a]]}; for {b}: {ADVICE[BY_CAUSE[b]]}")
+
+
+def _input_bound(c: _Range) -> tuple[str, str | None]:
+    off = c.off
+    spans = off.get("spans", [])
+    what = (f"{off.get('count', 0)} fetches, mean {fmt_ns(off.get('mean_ns', 0))}"
+            if spans else "DataLoader fetches")
+    workers = _num_workers(n for n, _ in spans)
+    if workers is not None:
+        what += f", num_workers={workers}"
+    what += _where(c.r, "data", c.n_steps, "; ", "")
+    text = (f"{c.steps}: {pct(c.share['data'])} of GPU idle time is spent waiting "
+            f"for DataLoader fetches ({what}); GPU busy {c.busy}")
+    if workers:  # workers already: more of them, or a cheaper dataset
+        return text, (f"raise num_workers above {workers}, use pin_memory=True and "
+                      f"persistent_workers=True, or make the dataset's __getitem__ cheaper")
+    if workers == 0:
+        return text, "try num_workers > 0 and pin_memory=True"
+    return text, None
+
+
+def _sync_bound(c: _Range) -> tuple[str, None]:
+    mods = ", ".join(n for n, _ in c.off.get("modules", [])[:1])
+    return (f"{c.steps}: {pct(c.share['sync'])} of GPU idle time follows host "
+            f"syncs ({c.off.get('count', 0)} syncs" + (f", top {c.tops}" if c.tops else "")
+            + (f" in {mods}" if mods else "") + _where(c.r, "sync", c.n_steps, "; ", "")
+            + f"); GPU busy {c.busy}"), None
+
+
+def _launch_bound(c: _Range) -> tuple[str, str | None]:
+    per_step = c.part["ops"].mean() if len(c.part) else 0
+    unit = "ops per step" if c.r["first"] != NONE else "ops"  # no steps: the window
+    text = (f"{c.steps}: GPU busy {c.busy}; {pct(c.share['launch'])} of its idle "
+            f"time waits for the host to launch ops ({per_step:.0f} {unit}"
+            + (f"; most host time in {c.tops}" if c.tops else "") + c.called + ")")
+    if c.tops.startswith("inductor::"):  # compiled already: its launches cost
+        return text, ("the top host time is torch.compile graphs launching their "
+                      "kernels: try mode=\"reduce-overhead\" (CUDA graphs), or a larger batch")
+    return text, None
+
+
+def _host_bound(c: _Range) -> tuple[str, None]:
+    spans = ", ".join(n for n, _ in c.off.get("spans", [])[:2])
+    return (f"{c.steps}: GPU busy {c.busy}; {pct(c.share['host'])} of its idle time "
+            f"the host was busy outside op launches or idle ("
+            f"{c.off.get('count', 0)} op-free stretches, "
+            f"{fmt_ns(c.off.get('total_ns', 0))} in all"
+            + (f"; spans {spans}" if spans else "")
+            + (f"; CPU ops {c.tops}" if c.tops else "") + ")"), None
+
+
+def _gpu_bound(c: _Range) -> tuple[str, None]:
+    lead = c.part["lead_max_ns"].max() if len(c.part) else NONE
+    return (f"{c.steps}: GPU busy {c.busy}" +
+            (f", the host runs up to {fmt_ns(lead)} ahead" if lead != NONE else "")
+            + (f"; top GPU work {c.tops}" if c.tops else "") + c.called), None
+
+
+def _dependency_bound(c: _Range) -> tuple[str, None]:
+    where = ", ".join(n for n, _ in c.off.get("spans", [])[:2])
+    return (f"{c.steps}: GPU busy {c.busy}; {pct(c.share['dependency'])} of its idle "
+            f"time is queued work waiting" + (f" ({where})" if where else "")), None
+
+
+def _communication_bound(c: _Range) -> tuple[str, None]:
+    part = c.part
+    coll = part["communication_ns"].sum() / max(int(part["duration_ns"].sum()), 1)
+    return (f"{c.steps}: GPU busy {c.busy}, but {pct(coll)} of the time only "
+            f"collectives ran ({pct(c.share['communication'])} of its idle + "
+            f"exposed-communication time" + (f"; top {c.tops}" if c.tops else "") + ")"), None
+
+
+def _host_only(c: _Range) -> tuple[str, None]:
+    return (f"{c.steps}: no GPU work recorded"
+            + (f"; most host time in {c.tops}" if c.tops else "") + c.called), None
+
+
+def _unknown(c: _Range) -> tuple[str, None]:
+    return f"{c.steps}: GPU busy {c.busy}; the causes of its idle time are unknown", None
+
+
+_SAYINGS = {Verdict.MIXED: _mixed, Verdict.INPUT_BOUND: _input_bound,
+            Verdict.SYNC_BOUND: _sync_bound, Verdict.LAUNCH_BOUND: _launch_bound,
+            Verdict.HOST_BOUND: _host_bound, Verdict.GPU_BOUND: _gpu_bound,
+            Verdict.DEPENDENCY_BOUND: _dependency_bound,
+            Verdict.COMMUNICATION_BOUND: _communication_bound,
+            Verdict.HOST_ONLY: _host_only, Verdict.UNKNOWN: _unknown}
 
 
 def _where(r: dict, cause: str, steps: int, before: str = " (", after: str = ")") -> str:

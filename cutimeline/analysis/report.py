@@ -39,7 +39,7 @@ from .tables.nesting import self_ns
 from .tables.oneoff import one_offs
 from .tables.optable import op_table
 from .tables.sources import SOURCE_DTYPE, wait_lines
-from .verdicts.margins import BY_CAUSE, CAUSE_OF, VERDICT_CAUSES, verdict_text
+from .verdicts.margins import BY_CAUSE, CAUSE_OF, ON_GPU, VERDICT_CAUSES, Verdict, verdict_text
 from .verdicts.offenders import offenders
 from .words import fmt_ns, pct as _pct
 
@@ -260,10 +260,9 @@ class Report:
     def _offenders(self, part: np.ndarray, verdict: str, cause: str) -> dict:
         """Offenders of the steps ``part``: GPU work over their device
         windows, host work over their host windows."""
-        if verdict == "mixed":
-            verdict = BY_CAUSE.get(cause, "unknown")
-        on_gpu = verdict in ("GPU-bound", "dependency-bound", "communication-bound")
-        b, e = ("begin_ns", "end_ns") if on_gpu else ("host_begin_ns", "host_end_ns")
+        if verdict == Verdict.MIXED:
+            verdict = BY_CAUSE.get(cause, Verdict.UNKNOWN)
+        b, e = ("begin_ns", "end_ns") if verdict in ON_GPU else ("host_begin_ns", "host_end_ns")
         return offenders(self.timeline, self.lanes, int(part[b].min()), int(part[e].max()),
                          verdict, self.settings["top"], own=self.self_ns,
                          index=self._overlaps, engine=self.settings["engine"],

@@ -28,7 +28,7 @@ from .tables.flops import compute_text
 from .tables.memory import memory_text
 from .tables.oneoff import one_off_text
 from .tables.sources import counted, quote, wait_lines
-from .verdicts.margins import BY_CAUSE, CAUSE_OF, VERDICT_CAUSES, verdict_text
+from .verdicts.margins import BY_CAUSE, CAUSE_OF, VERDICT_CAUSES, Verdict, verdict_text
 from .words import fmt_ns, pct as _pct
 
 if TYPE_CHECKING:
@@ -129,18 +129,18 @@ def headline(rep: Report) -> dict:
     top = CAUSE_OF.get(v) or max(idle, key=lambda c: idle[c])
     of = "GPU idle + exposed-communication time" if "communication" in idle else \
         "GPU idle time"
-    if v == "GPU-bound":
+    if v == Verdict.GPU_BOUND:
         why = f"GPU busy {_pct(busy)}"
-    elif v == "host-only":
+    elif v == Verdict.HOST_ONLY:
         why = "no GPU work"
     else:
         why = f"{_pct(idle[top] / total)} of {of} {WAITING[top]}"
         why += _quoted(rep, part, top)
-    fix = ADVICE[v] if v != "mixed" else ADVICE[BY_CAUSE[top]]
+    fix = ADVICE[BY_CAUSE[top]] if v == Verdict.MIXED else ADVICE[v]
     return {"verdict": v, "text": verdict_text(v, idle, busy), "steps": which,
             "share": time[v] / max(int(steady_["duration_ns"].sum()), 1),
-            "help": f"{fix} ({why})", "cause": "" if v in ("GPU-bound", "host-only")
-            else top}
+            "help": f"{fix} ({why})",
+            "cause": "" if v in (Verdict.GPU_BOUND, Verdict.HOST_ONLY) else top}
 
 
 def _quoted(rep: Report, part: np.ndarray, cause: str) -> str:

@@ -23,13 +23,15 @@ and its idle time by cause (``gaps.py``):
 
 from __future__ import annotations
 
+import enum
+
 import numpy as np
 
 from ..idle.gaps import CAUSES, Cause
 from ..words import pct
 
-__all__ = ["VERDICTS", "VERDICT_CAUSES", "BY_CAUSE", "CAUSE_OF", "GPU_BOUND_AT",
-           "MIXED_MARGIN", "rank_causes", "verdicts", "verdict_text"]
+__all__ = ["Verdict", "VERDICTS", "VERDICT_CAUSES", "BY_CAUSE", "CAUSE_OF", "GPU_BOUND_AT",
+           "MIXED_MARGIN", "ON_GPU", "rank_causes", "verdicts", "verdict_text"]
 
 #: busy at least this share of a window, it is GPU-bound: the host keeps the
 #: GPU fed, and removing every idle cause could shorten it by 15 % at most
@@ -39,14 +41,43 @@ GPU_BOUND_AT = 0.85
 #: weigh about the same leaves the other (a 45/40 split must not read 99/1)
 MIXED_MARGIN = 0.2
 
-VERDICTS = ("GPU-bound", "input-bound", "sync-bound", "launch-bound", "host-bound",
-            "dependency-bound", "communication-bound", "mixed", "unknown", "host-only")
+
+
+class Verdict(str, enum.Enum):
+    """A window's verdict (see the module doc). Its value is the word every
+    surface prints (tables, ``summary()``, ``to_dict()``, figures, the
+    CLI); a member equals, hashes and formats as that word, and the tables
+    hold the words themselves (plain ``str``)."""
+    GPU_BOUND = "GPU-bound"
+    INPUT_BOUND = "input-bound"
+    SYNC_BOUND = "sync-bound"
+    LAUNCH_BOUND = "launch-bound"
+    HOST_BOUND = "host-bound"
+    DEPENDENCY_BOUND = "dependency-bound"
+    COMMUNICATION_BOUND = "communication-bound"
+    MIXED = "mixed"
+    UNKNOWN = "unknown"
+    HOST_ONLY = "host-only"
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+
+VERDICTS = tuple(v.value for v in Verdict)
 # the idle causes, then exposed communication: the columns verdicts rank
 VERDICT_CAUSES = CAUSES + ("communication",)
-BY_CAUSE = {"data": "input-bound", "sync": "sync-bound", "launch": "launch-bound",
-            "host": "host-bound", "dependency": "dependency-bound", "unknown": "unknown",
-            "communication": "communication-bound"}
+#: the verdict each cause names when it leads
+BY_CAUSE = {"data": Verdict.INPUT_BOUND, "sync": Verdict.SYNC_BOUND,
+            "launch": Verdict.LAUNCH_BOUND, "host": Verdict.HOST_BOUND,
+            "dependency": Verdict.DEPENDENCY_BOUND, "unknown": Verdict.UNKNOWN,
+            "communication": Verdict.COMMUNICATION_BOUND}
 CAUSE_OF = {v: c for c, v in BY_CAUSE.items()}
+#: verdicts whose evidence is GPU work (over a step's device window); the
+#: others' is host work (over its host window)
+ON_GPU = frozenset({Verdict.GPU_BOUND, Verdict.DEPENDENCY_BOUND, Verdict.COMMUNICATION_BOUND})
 
 
 def rank_causes(idle_by_cause) -> dict[str, np.ndarray]:
@@ -73,16 +104,16 @@ def verdicts(busy_frac, idle_by_cause, gpu_bound_at: float = GPU_BOUND_AT,
     time beside it)."""
     n = len(busy_frac)
     if not has_gpu:
-        return np.array(["host-only"] * n, dtype=object)
+        return np.array([Verdict.HOST_ONLY.value] * n, dtype=object)
     r = rank_causes(idle_by_cause)
     width = np.asarray(idle_by_cause).reshape(n, -1).shape[1] if n else len(Cause)
-    names = np.array([BY_CAUSE[c] for c in VERDICT_CAUSES[:width]] + ["unknown"],
-                     dtype=object)
+    names = np.array([BY_CAUSE[c].value for c in VERDICT_CAUSES[:width]]
+                     + [Verdict.UNKNOWN.value], dtype=object)
     out = names[r["cause"]]  # -1 (no idle at all): the last, unknown
     # a hair of slack: 0.6 − 0.4 is 0.19999999999999996 in floating point
     close = r["share"] - r["runner_up_share"] < mixed_margin - 1e-9
-    out[(r["cause"] >= 0) & close] = "mixed"
-    out[np.asarray(busy_frac) >= gpu_bound_at] = "GPU-bound"
+    out[(r["cause"] >= 0) & close] = Verdict.MIXED.value
+    out[np.asarray(busy_frac) >= gpu_bound_at] = Verdict.GPU_BOUND.value
     return out
 
 
@@ -96,13 +127,13 @@ def verdict_text(verdict: str, idle: dict[str, int], busy_frac: float) -> str:
     # with collectives alone on the device the shares are of both
     of = "of idle + exposed-communication time" if idle.get("communication") else \
         "of idle time"
-    if verdict == "GPU-bound":
+    if verdict == Verdict.GPU_BOUND:
         return f"GPU-bound — GPU busy {pct(busy_frac)}"
-    if verdict == "host-only":
+    if verdict == Verdict.HOST_ONLY:
         return "host-only — no GPU work recorded"
     if total <= 0:
         return f"{verdict} — no idle time measured"
-    if verdict == "mixed":
+    if verdict == Verdict.MIXED:
         a, b = ranked[:2]
         return f"mixed — {a} {pct(share[a])}, {b} {pct(share[b])} {of}"
     top = CAUSE_OF[verdict]

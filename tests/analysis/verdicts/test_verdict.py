@@ -5,7 +5,8 @@ import pytest
 
 import cutimeline as ctl
 from cutimeline.analysis.idle.gaps import CAUSES, Cause
-from cutimeline.analysis.verdicts.margins import VERDICTS, rank_causes, verdict_text, verdicts
+from cutimeline.analysis.verdicts.margins import (VERDICTS, Verdict, rank_causes, verdict_text,
+                                                  verdicts)
 from cutimeline.analysis.verdicts.offenders import offenders
 from cutimeline.timeline.schema import OpFlag, SpanKind
 
@@ -54,6 +55,15 @@ def test_ranked_causes_and_the_verdict_text():
     assert verdict_text("launch-bound", alone, 0.3).endswith("next: dependency <1%")
     # no idle time and not GPU-bound (an empty window): unknown, not data
     assert verdicts([0.0], [[0] * 6]).tolist() == ["unknown"]
+
+
+def test_a_verdict_member_is_its_word():
+    from cutimeline.analysis.advice import ADVICE
+    assert tuple(v.value for v in Verdict) == VERDICTS
+    for v in Verdict:  # tables hold the words; dicts keyed by members read them
+        assert v == v.value and str(v) == f"{v}" == v.value
+        assert v is Verdict.MIXED or ADVICE[v.value] is ADVICE[v]
+    assert {Verdict.MIXED: 1}["mixed"] == 1
 
 
 def test_offenders_by_verdict():
