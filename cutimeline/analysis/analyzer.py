@@ -146,10 +146,10 @@ def analyze(tl: Timeline, *, window: Any = None, engine: str = "auto",
     comp = compensate(tl, ln, engine, at=np.concatenate([h0, h1]))
     predicted = None
     if comp is not None:  # the host windows replayed, ``shifted``
-        ph = [comp["at"][:len(h0)], comp["at"][len(h0):]]
+        ph = [comp.at[:len(h0)], comp.at[len(h0):]]
         predicted = ph
         if has_gpu:  # the same rows' replayed times make the replayed windows
-            pb, pe = device_windows(g.launch_ns, comp["begin_ns"], comp["end_ns"], hb,
+            pb, pe = device_windows(g.launch_ns, comp.begin_ns, comp.end_ns, hb,
                                     he, ph[0][1:], ph[1][1:], engine, in_order)
             predicted = [np.concatenate([ph[0][:1], pb]), np.concatenate([ph[1][:1], pe])]
     streams = devices = None

@@ -331,9 +331,9 @@ def _compensation(rep: Report) -> list[str]:
         return []
     s = rep.steps if len(rep.steps) else np.array([o])
     rec, pred = float(np.median(s["duration_ns"])), float(np.median(s["predicted_ns"]))
-    text = (f"without the recorder's overhead ({fmt_ns(c['overhead_ns_per_op'])}/op"
-            + (f", {fmt_ns(c['overhead_ns_per_launch'])}/launch"
-               if c["overhead_ns_per_launch"] else "")
+    text = (f"without the recorder's overhead ({fmt_ns(c.overhead_ns_per_op)}/op"
+            + (f", {fmt_ns(c.overhead_ns_per_launch)}/launch"
+               if c.overhead_ns_per_launch else "")
             + f"): predicted step {fmt_ns(pred)} (recorded {fmt_ns(rec)})")
     if rep.lanes is not None and not math.isnan(o["predicted_busy_frac"]):
         text += (f", GPU busy {_pct(o['predicted_busy_frac'])} (recorded "
@@ -384,8 +384,9 @@ def _plain(x: Any) -> Any:
 def report_dict(rep: Report) -> dict:
     tl = rep.timeline
     c = rep.compensation
-    comp = None if c is None else {
-        k: c[k] for k in ("overhead_ns_per_op", "overhead_ns_per_launch", "removed_ns")}
+    comp = None if c is None else {"overhead_ns_per_op": c.overhead_ns_per_op,
+                                   "overhead_ns_per_launch": c.overhead_ns_per_launch,
+                                   "removed_ns": c.removed_ns}
     if comp is not None:
         s = rep.steps if len(rep.steps) else np.array([rep.overall])
         comp["predicted_step_ns"] = float(np.median(s["predicted_ns"]))

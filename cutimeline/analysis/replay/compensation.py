@@ -5,7 +5,7 @@ The recorder measures at start what it costs the host (``selfcost.py``);
 cost from the host side and lets the GPU work follow:
 
 * host time shrinks by the recorder's cost spent so far (all threads, in
-  time order): a host time t maps to t + Δ(t);
+  time order): a host time t maps to t + Δ(t) (``hostmap.py``);
 * each gpu row, in launch order, starts at max(its stream's replayed free
   time, replayed launch + λ) with λ the stream's smallest observed launch
   latency, and keeps its duration; a row that waited on something else
@@ -40,135 +40,22 @@ other commands than gpu rows (event records, memsets the Timeline lacks).
 
 from __future__ import annotations
 
-import numpy as np
-from numba import njit
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
-from ...numeric.engines import as_i64, readonly
+import numpy as np
+
+from ...numeric.engines import as_i64
 from ...timeline.schema import NONE
 from ...timeline.timeline import Timeline
 from ..facts import column_facts, facts_of
 from .costs import costs, merge2_nb, mix_scale
+from .hostmap import HostShift, shifted
 from .replaying import replay_args, replay_breaks, replay_nb
 
-__all__ = ["compensate", "shifted", "snapped", "moved", "moved_range", "engine_inputs",
-           "launch_queue", "LAUNCH_QUEUE"]
+__all__ = ["compensate", "Compensation", "engine_inputs", "launch_queue", "LAUNCH_QUEUE"]
 
 LAUNCH_QUEUE = 1024  # pending launches per stream at which CUDA blocks the host
-
-
-def shifted(t, comp: dict, engine: str = "numba") -> np.ndarray:
-    """Host times t mapped into the replay: t + Δ just before t, where
-    Δ = J_k − (the recorder's cost spent before t) with k the breaks
-    (``breaks``: syncs begun, full-queue launches made) before t (an op that begins at t has not yet cost anything at t).
-    ``engine`` is accepted for symmetry: this is two binary searches."""
-    t = np.atleast_1d(np.asarray(t, np.int64))
-    i = np.searchsorted(comp["cost_t"], t, side="left")
-    k = np.searchsorted(comp["sync_t"], t, side="left")
-    return t + comp["jumps"][k] - comp["cost_cum"][i]
-
-
-def snapped(t, cut_b: np.ndarray, cut_e: np.ndarray) -> np.ndarray:
-    """Host times inside a removed interval [b, e) (sorted, disjoint)
-    moved to its e: what-if's cuts, all of whose time lands on b."""
-    t = np.asarray(t, np.int64)
-    if not len(cut_b):
-        return t
-    i = np.searchsorted(cut_b, t, side="right") - 1
-    inside = (i >= 0) & (t < cut_e[np.maximum(i, 0)])
-    return np.where(inside, cut_e[np.maximum(i, 0)], t)
-
-
-def moved(t, cut_b, cut_e, comp: dict, engine: str = "numba",
-          keep_none: bool = False) -> np.ndarray:
-    """``shifted(snapped(t, cut_b, cut_e), comp)``: a what-if replay's map
-    of a host column, NONE kept as NONE with ``keep_none``. The NumPy twin
-    makes six passes and three binary searches of each time; the kernel
-    one pass, each search starting where the last one ended (galloping: a
-    column in time order, as a recording's mostly is, walks the tables
-    once), from the front again where the column steps back."""
-    t = np.asarray(t, np.int64)
-    if not len(t):
-        return t
-    if engine == "numba":
-        return _moved_nb(readonly(t), readonly(np.zeros(0, bool), bool), *_tables(cut_b, cut_e, comp),
-                         keep_none, False)[0]
-    out = shifted(snapped(t, cut_b, cut_e), comp)
-    return np.where(t != NONE, out, NONE) if keep_none else out
-
-
-def moved_range(t, keep, cut_b, cut_e, comp: dict,
-                engine: str = "numba") -> tuple[int, int] | None:
-    """The least and greatest of ``moved(t, ...)[keep]`` (None when
-    ``keep`` keeps nothing), the kernel's without the moved column: a
-    replay measured for its steps needs its ops' host times only for the
-    Timeline's extent."""
-    t, keep = np.asarray(t, np.int64), np.asarray(keep, bool)
-    if not keep.any():
-        return None
-    if engine == "numba":
-        _, lo, hi = _moved_nb(readonly(t), readonly(keep, bool), *_tables(cut_b, cut_e, comp),
-                              False, True)
-        return int(lo), int(hi)
-    m = moved(t, cut_b, cut_e, comp, engine)[keep]
-    return int(m.min()), int(m.max())
-
-
-def _tables(cut_b, cut_e, comp):
-    return (readonly(cut_b), readonly(cut_e), readonly(comp["cost_t"]), readonly(comp["cost_cum"]),
-            readonly(comp["sync_t"]), readonly(comp["jumps"]))
-
-
-@njit(cache=True)
-def _first_at(a, x, lo, right):
-    """The first i ≥ lo with a[i] ≥ x (a[i] > x with ``right``), where all
-    of a[:lo] are below: np.searchsorted's answer, found by galloping."""
-    n, step, hi = len(a), 1, lo
-    while hi < n and (a[hi] <= x if right else a[hi] < x):
-        lo = hi + 1
-        hi += step
-        step *= 2
-    hi = min(hi, n)
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if a[mid] <= x if right else a[mid] < x:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
-
-
-@njit(cache=True)
-def _moved_nb(t, keep, cut_b, cut_e, cost_t, cost_cum, sync_t, jumps, keep_none, extent):
-    """(the moved column, least, greatest); with ``extent`` only the rows
-    ``keep`` selects (all when it is empty) count, and no column is made."""
-    out = np.empty(0 if extent else len(t), np.int64)
-    lo, hi = np.int64(2 ** 62), np.int64(-(2 ** 62))
-    pb = pc = pk = 0
-    prev = t[0]
-    for j in range(len(t)):
-        x = t[j]
-        if len(keep) and not keep[j]:
-            continue
-        if keep_none and x == NONE:
-            out[j] = NONE
-            continue
-        if x < prev:  # stepped back: search from the front
-            pb = pc = pk = 0
-        prev = x
-        pb = _first_at(cut_b, x, pb, True)
-        if pb > 0 and x < cut_e[pb - 1]:
-            x = cut_e[pb - 1]
-        # x only grows with t (the snap is monotone), and when t steps back
-        # the pointers restart; the snapped x may pass t's own pointers only
-        # forwards, so both searches may start where they were
-        pc = _first_at(cost_t, x, pc, False)
-        pk = _first_at(sync_t, x, pk, False)
-        y = x + jumps[pk] - cost_cum[pc]
-        if extent:
-            lo, hi = min(lo, y), max(hi, y)
-        else:
-            out[j] = y
-    return out, lo, hi
 
 
 def engine_inputs(tl: Timeline, ln, sy: np.ndarray, keep: np.ndarray | None = None,
@@ -248,18 +135,82 @@ def _sync_rows_clipped(tl: Timeline, ln) -> np.ndarray:
     return np.where(hit, np.maximum(np.minimum(ln.end, at), ln.begin), ln.end)
 
 
-def compensate(tl: Timeline, ln=None, engine: str = "numba", at=None) -> dict | None:
+@dataclass(frozen=True)
+class Compensation:
+    """What ``compensate`` found: the recorder's cost it removed
+    (``overhead_ns_per_op``: the mean per op; ``overhead_ns_per_launch``;
+    ``mix_scale``, ``costs.mix_scale``; ``removed_ns``: the total), the gpu
+    rows' replayed ``begin_ns`` and ``end_ns`` (None without gpu rows), the
+    times ``compensate`` was asked to map, mapped (``at``, None when none
+    were), and ``shift``, the map of any host time into the replay (made
+    on first use). ``comp["removed_ns"]`` reads it as the dict it was."""
+    overhead_ns_per_op: int
+    overhead_ns_per_launch: int
+    mix_scale: float
+    removed_ns: int
+    at: np.ndarray | None
+    begin_ns: np.ndarray | None
+    end_ns: np.ndarray | None
+    _shift: Callable[[], HostShift] = field(repr=False, compare=False)
+
+    @property
+    def shift(self) -> HostShift:
+        """The map of host times into the replay (``hostmap.shifted``)."""
+        return self._shift()
+
+    def __getitem__(self, key: str):
+        """The fields and the shift's tables by name, as the dict
+        ``Report.compensation`` was: ``rep.compensation["removed_ns"]``."""
+        if key in _SHIFT_KEYS:
+            return getattr(self.shift, key)
+        if key.startswith("_") or key not in self.__dataclass_fields__:
+            raise KeyError(key)
+        return getattr(self, key)
+
+
+_SHIFT_KEYS = ("cost_t", "cost_cum", "sync_t", "jumps")
+
+
+class _LazyShift:
+    """``Compensation.shift``, made on first use and its inputs then let go.
+    With Numba ``compensate``'s fused replay maps the times it is asked
+    for on its way, and the table of breaks (a sorted break per launch
+    under a full queue) waits until someone maps another time; the NumPy
+    twin makes it at once (``make``) and takes the replayed begins from it."""
+
+    def __init__(self, replay_in: tuple, depth: int, engine: str, more: tuple):
+        self._in, self._depth, self._engine, self._more = replay_in, depth, engine, more
+        self._shift: HostShift | None = None
+
+    def __call__(self) -> HostShift:
+        if self._shift is None:
+            self.make()
+        return self._shift
+
+    def make(self) -> np.ndarray:
+        """Make the map (once); returns the replayed begins of the gpu rows."""
+        cost_t, cost = self._in[:2]
+        xt, xc = self._more
+        if xt is not None and len(xt):  # the costs priced apart, merged in
+            cost_t, cost = merge2_nb(as_i64(cost_t), as_i64(cost), xt, xc)
+            self._in = (cost_t, cost) + self._in[2:]
+        b_r, sync_t, jumps = replay_breaks(*self._in, self._engine, depth=self._depth)
+        cum = np.zeros(len(cost) + 1, np.int64)  # one pass, no concatenated copy
+        np.cumsum(cost, out=cum[1:])
+        self._shift = HostShift(cost_t, cum, sync_t, jumps)
+        self._in = None
+        return b_r
+
+
+def compensate(tl: Timeline, ln=None, engine: str = "numba",
+               at=None) -> Compensation | None:
     """Replay ``tl`` without the recorder's overhead (see the module doc).
 
     ``ln``: the Timeline's ``lanes.Lanes`` (None when it has no gpu rows).
-    Returns None when meta holds no measured overhead; else a dict with the
-    costs used (``overhead_ns_per_op``: the mean per op, ``removed_ns``:
-    the total), what ``shifted`` needs to map host times (``cost_t``,
-    ``cost_cum``, ``sync_t``, ``jumps``), with gpu rows their replayed
-    ``begin_ns``/``end_ns``, and ``shifted(at)`` as ``"at"``. With Numba
-    the replay takes ``shifted``'s terms for ``at`` on its way, and makes
-    its tables on first use: a full launch queue breaks at each launch,
-    sorted in 12 ms a 10^6 rows, for the few times an analysis maps."""
+    ``at``: host times to map into the replay (``Compensation.at``).
+    Returns None when meta holds no measured overhead. With Numba the
+    replay maps ``at`` on its way and makes the map of other times on
+    first use (``Compensation.shift``)."""
     spent = costs(tl, engine, apart=engine == "numba")
     if spent is None:
         return None
@@ -272,69 +223,34 @@ def compensate(tl: Timeline, ln=None, engine: str = "numba", at=None) -> dict | 
     replay_in = (cost_t, cost, sb, y.host_end_ns[sy], s_grp, g["g_launch"], g["g_grp"],
                  g["g_begin"], g["g_end"], g["lam"], covers)
     depth = launch_queue(tl)
-    out = _Replayed(replay_in, depth, engine, (xt, xc))
-    out.update({"overhead_ns_per_op": int(tl.meta["overhead_ns_per_op"]),
-                "overhead_ns_per_launch": int(per_launch), "mix_scale": mix_scale(tl.meta)})
+    lazy = _LazyShift(replay_in, depth, engine, (xt, xc))
     q = None if at is None else np.atleast_1d(np.asarray(at, np.int64))
-    e_r = None
+    mapped = e_r = begin = end = None
     if engine == "numba":
         none = np.zeros(0, np.int64)
         qo = None if q is None else np.argsort(q, kind="stable")
         qt = none if q is None else q[qo]
         b_r, _, _, e_r, q_jump, q_cost, total = replay_nb(
             *replay_args(*replay_in, depth), none, none, depth, 1, qt, xt, xc)
-        out["removed_ns"] = int(total)
+        removed = int(total)
         if q is not None:
-            out["at"] = np.empty(len(q), np.int64)
-            out["at"][qo] = qt + q_jump - q_cost
+            mapped = np.empty(len(q), np.int64)
+            mapped[qo] = qt + q_jump - q_cost
     else:
-        b_r = out.tables(need_begin=True)
-        out["removed_ns"] = int(out["cost_cum"][-1])
+        b_r = lazy.make()
+        removed = int(lazy().cost_cum[-1])
         if q is not None:
-            out["at"] = shifted(q, out, engine)
+            mapped = shifted(q, lazy(), engine)
     if ln is not None:
         if rows is None:
             begin = b_r
         else:
             begin = np.empty(len(rows), np.int64)
             begin[rows] = b_r
-        out["begin_ns"] = begin
         if rows is None and e_r is not None and g["g_end"] is ln.end:
-            out["end_ns"] = e_r  # the kernel's: begin + (end − begin), the same rows
+            end = e_r  # the kernel's: begin + (end − begin), the same rows
         else:
-            out["end_ns"] = end = ln.end - ln.begin  # in place: one fresh array, not two
+            end = ln.end - ln.begin  # in place: one fresh array, not two
             end += begin
-    return out
-
-
-class _Replayed(dict):
-    """``compensate``'s dict; ``shifted``'s tables made on first read."""
-
-    _LAZY = ("cost_t", "cost_cum", "sync_t", "jumps")
-
-    def __init__(self, replay_in: tuple, depth: int, engine: str, more: tuple):
-        super().__init__()
-        self._in, self._depth, self._engine, self._more = replay_in, depth, engine, more
-        if more[0] is None or not len(more[0]):  # no entries apart: the series is whole
-            self["cost_t"] = replay_in[0]
-
-    def __missing__(self, key):
-        if key not in self._LAZY or self._in is None:
-            raise KeyError(key)
-        self.tables()
-        return self[key]
-
-    def tables(self, need_begin: bool = False):
-        """Make the lazy tables (once); the replayed begins when asked."""
-        cost_t, cost, sb = self._in[:3]
-        if self._more[0] is not None and len(self._more[0]):  # the entries apart, put in
-            cost_t, cost = merge2_nb(as_i64(cost_t), as_i64(cost), *self._more)
-            self._in = (cost_t, cost) + self._in[2:]
-        self["cost_t"] = cost_t
-        b_r, self["sync_t"], self["jumps"] = replay_breaks(*self._in, self._engine,
-                                                           depth=self._depth)
-        cum = np.zeros(len(cost) + 1, np.int64)  # one pass, no concatenated copy
-        np.cumsum(cost, out=cum[1:])
-        self["cost_cum"] = cum
-        self._in = None
-        return b_r if need_begin else None
+    return Compensation(int(tl.meta["overhead_ns_per_op"]), int(per_launch),
+                        mix_scale(tl.meta), removed, mapped, begin, end, lazy)

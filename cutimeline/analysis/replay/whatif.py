@@ -13,15 +13,16 @@ stretches, launch cost), syncs and ops that are gone.
 A removed interval [b, e) becomes a point cost e − b at b, and every host
 time inside it moves to e first ("snapped"): so all of it lands on b in
 the replay, and the map from recorded to replayed host time stays
-non-decreasing. ``replayed`` applies the map to every host column and
-hands back a Timeline that ``analyze`` and ``plot`` take as they take a
-recording (raw device events are not carried: the replay has none).
+non-decreasing (``hostmap.py``). ``replayed`` applies the map to every
+host column and hands back a Timeline that ``analyze`` and ``plot`` take
+as they take a recording (raw device events are not carried: the replay has none).
 ``predict`` measures each edit's replay and sets its steps beside the
 recorded ones: their device windows and busy fractions, computed as
 ``analyze`` computes them (``_replay_steps``; tested equal to the full
-analysis, which ``predict(full=True)`` runs) and nothing else of it. A launch into a full queue (``meta["launch_queue"]``
-pending rows on its stream, CUDA's 1,024 by default) holds the host until
-the oldest ends, as in ``compensation``. The ``copies`` edit moves gpu
+analysis, which ``predict(full=True)`` runs) and nothing else of it. A
+launch into a full queue (``meta["launch_queue"]`` pending rows on its
+stream, CUDA's 1,024 by default) holds the host until the oldest ends, as
+in ``compensation``. The ``copies`` edit moves gpu
 rows to a stream of their own beside theirs (``_side_streams``). Not
 modelled: work that an edit would move to other devices, and a consumer
 of a moved copy other than the first work launched after it on its stream.
@@ -40,8 +41,9 @@ from ...timeline.schema import NONE, SpanKind
 from ...timeline.timeline import Timeline
 from ..facts import column_facts, extent
 from ..idle.steps import device_windows, step_windows
-from .compensation import engine_inputs, launch_queue, moved, moved_range, snapped
+from .compensation import engine_inputs, launch_queue
 from .edits import EDITS, Changes, Edit, changes, edit_named
+from .hostmap import NO_SHIFT, HostShift, moved, moved_range, snapped
 from .replaying import held, replay_breaks
 
 __all__ = ["replayed", "predict", "Prediction", "STEP_DTYPE", "steady", "REPLAY_SETTINGS"]
@@ -96,7 +98,7 @@ def _apply(tl: Timeline, ln, ch: Changes, edit: Edit, engine: str, lean: bool = 
     if ch.drop_ops.any():
         keep_g[g.op != NONE] = ~ch.drop_ops[g.op[g.op != NONE]]
     # NONE stays NONE; without cuts the snap changes nothing
-    launch = moved(ln.launch, ch.cut_b, ch.cut_e, _SNAP_ONLY, engine, keep_none=True) \
+    launch = moved(ln.launch, ch.cut_b, ch.cut_e, NO_SHIFT, engine, keep_none=True) \
         if len(ch.cut_b) else ln.launch
     rows, gi, s_grp, covers = engine_inputs(tl, ln, sy, keep=keep_g, launch=launch,
                                             engine=engine)
@@ -115,10 +117,10 @@ def _apply(tl: Timeline, ln, ch: Changes, edit: Edit, engine: str, lean: bool = 
                                        depth=launch_queue(tl), after=after, hold=hold)
     cum = np.zeros(len(cost) + 1, np.int64)  # one pass, no concatenated copy
     np.cumsum(cost, out=cum[1:])
-    comp = {"cost_t": cost_t, "cost_cum": cum, "sync_t": sync_t, "jumps": jumps}
+    shift = HostShift(cost_t, cum, sync_t, jumps)
 
     def move(t, keep_none=False):
-        return moved(t, ch.cut_b, ch.cut_e, comp, engine, keep_none)
+        return moved(t, ch.cut_b, ch.cut_e, shift, engine, keep_none)
 
     if rows is None:  # the replay's begins are the column (a fresh array)
         begin = b_r
@@ -141,7 +143,7 @@ def _apply(tl: Timeline, ln, ch: Changes, edit: Edit, engine: str, lean: bool = 
                    last_event=_nones(y, "last_event", engine))
     if lean:
         ops, keep_o = o, ~ch.drop_ops
-        r = [moved_range(o[c], keep_o, ch.cut_b, ch.cut_e, comp, engine)
+        r = [moved_range(o[c], keep_o, ch.cut_b, ch.cut_e, shift, engine)
              for c in ("host_begin_ns", "host_end_ns")]
         ops_range = None if r[0] is None else (min(r[0][0], r[1][0]), max(r[0][1], r[1][1]))
     else:
@@ -173,12 +175,6 @@ def _costs(ch: Changes, engine: str) -> tuple[np.ndarray, np.ndarray]:
         cost = np.concatenate([ch.cost, ch.cut_e - ch.cut_b]).astype(np.int64)
     order = sort_order(cost_t, engine)
     return (cost_t, cost) if order is None else (cost_t[order], cost[order])
-
-
-_NO_I64 = np.zeros(0, np.int64)
-#: ``moved``'s tables for a snap alone: no cost, no break
-_SNAP_ONLY = {"cost_t": _NO_I64, "cost_cum": np.zeros(1, np.int64), "sync_t": _NO_I64,
-              "jumps": np.zeros(1, np.int64)}
 
 
 def _nones(t, col: str, engine: str) -> np.ndarray:

@@ -21,7 +21,8 @@ from ...timeline.timeline import Timeline
 from ..idle.communication import exposed
 from ..idle.gaps import CAUSES, Cause, HostActivity
 from ..idle.lanes import Lanes
-from ..replay.compensation import shifted
+from ..replay.compensation import Compensation
+from ..replay.hostmap import shifted
 from .margins import GPU_BOUND_AT, MIXED_MARGIN, VERDICT_CAUSES, rank_causes, verdicts
 
 __all__ = ["STEP_DTYPE", "step_table"]
@@ -63,7 +64,7 @@ def _count_flag_np(flags, bit, i0, i1):
 
 
 def step_table(tl: Timeline, ln: Lanes | None, act: HostActivity, primary: int,
-               comp: dict | None, idx, w0, w1, numbers, gpu_bound_at: float = GPU_BOUND_AT,
+               comp: Compensation | None, idx, w0, w1, numbers, gpu_bound_at: float = GPU_BOUND_AT,
                engine: str = "numba", *, host=None, predicted=None,
                mixed_margin: float = MIXED_MARGIN) -> np.ndarray:
     """One row per window (usually the steps) with the measures of
@@ -95,7 +96,7 @@ def step_table(tl: Timeline, ln: Lanes | None, act: HostActivity, primary: int,
     out["predicted_ns"] = NONE
     out["predicted_busy_frac"] = np.nan
     if comp is not None:
-        p0, p1 = (shifted(h0, comp, engine), shifted(h1, comp, engine)) \
+        p0, p1 = (shifted(h0, comp.shift), shifted(h1, comp.shift)) \
             if predicted is None else predicted
         out["predicted_ns"] = p1 - p0
     if ln is None:
@@ -148,12 +149,12 @@ def step_table(tl: Timeline, ln: Lanes | None, act: HostActivity, primary: int,
     return out
 
 
-def _replayed_union(ln: Lanes, primary: int, comp: dict, engine: str):
+def _replayed_union(ln: Lanes, primary: int, comp: Compensation, engine: str):
     """Union of device group ``primary``'s replayed gpu rows. A stream's
     replayed rows keep its recorded order (the replay runs a stream's work
     in launch order), so the device's are its streams' sorted runs merged
     (ties by row, as a stable sort), not sorted again."""
-    b, e = comp["begin_ns"], comp["end_ns"]
+    b, e = comp.begin_ns, comp.end_ns
     if ln.streams.n == 1:  # one stream: all rows, in order
         return iv.union(b, e, engine)
     st = ln.streams

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 import cutimeline as ctl
-from cutimeline.analysis.replay.compensation import launch_queue, shifted
+from cutimeline.analysis.replay.compensation import launch_queue
+from cutimeline.analysis.replay.hostmap import HostShift, shifted
 from cutimeline.analysis.replay.replaying import breaks, held, replay
 from cutimeline.errors import CutimelineError
 from cutimeline.timeline.schema import OpFlag, SpanKind
@@ -63,8 +64,7 @@ def test_gpu_bound_sync_keeps_its_wait():
     for engine in ("numba", "numpy"):
         begin, jumps, _ = replay(*args, engine=engine)
         assert begin.tolist() == [-1, 99, 199]
-        comp = {"cost_t": args[0], "cost_cum": np.array([0, 1, 2, 3]),
-                "sync_t": args[2], "jumps": jumps}
+        comp = HostShift(args[0], np.array([0, 1, 2, 3]), args[2], jumps)
         assert shifted([4, 400], comp, engine).tolist() == [1, 399]
 
 
@@ -115,8 +115,8 @@ def test_replayed_gpu_follows_the_faster_host():
     assert c["removed_ns"] == 300 * len(tl.ops) + 100 * len(tl.ops)
     # the replay never starts work before its (shifted) launch, and keeps
     # every stream in order without overlap
-    launched = shifted(tl.gpu.launch_ns, c)
-    np.testing.assert_array_equal(launched, shifted(tl.gpu.launch_ns, c, "numpy"))
+    launched = shifted(tl.gpu.launch_ns, c.shift)
+    np.testing.assert_array_equal(launched, shifted(tl.gpu.launch_ns, c.shift, "numpy"))
     lead = c["begin_ns"] - launched
     assert lead.min() >= 0
     for s in np.unique(tl.gpu.stream):
@@ -295,7 +295,7 @@ def test_a_full_queue_holds_the_host_until_its_oldest_row_ends():
         begin, jumps, row_j = replay(*args, engine=engine, depth=2)
         assert begin.tolist() == [0, 100, 200, 300] and row_j.tolist() == [0, 0, 98, 197]
         sync_t, js = breaks(z, jumps, args[5], row_j)
-        comp = {"cost_t": z, "cost_cum": np.array([0]), "sync_t": sync_t, "jumps": js}
+        comp = HostShift(z, np.array([0]), sync_t, js)
         # the host's times before the third launch stay, the launches move
         assert shifted([0, 1, 2, 3, 4], comp, engine).tolist() == [0, 1, 100, 200, 201]
         unbounded = replay(*args, engine=engine)
@@ -342,8 +342,7 @@ def test_the_fused_replay_maps_host_times_as_shifted_does(seed, depth):
         *own, none, none, depth, 1, qt, args[0][apart], args[1][apart])
     want_b, want_j, row_j = replay(*args, engine="numpy", depth=depth)
     sync_t, jumps = breaks(args[2], want_j, args[5], row_j)
-    comp = {"cost_t": args[0], "cost_cum": np.concatenate([[0], np.cumsum(args[1])]),
-            "sync_t": sync_t, "jumps": jumps}
+    comp = HostShift(args[0], np.concatenate([[0], np.cumsum(args[1])]), sync_t, jumps)
     np.testing.assert_array_equal(b_r, want_b)
     np.testing.assert_array_equal(e_r, want_b + args[8] - args[7])
     np.testing.assert_array_equal(qt + q_jump - q_cost, shifted(qt, comp))
@@ -377,7 +376,7 @@ def test_compensate_maps_times_alike_with_both_engines_and_its_tables(calibrated
         act = host_activity(tl, 100_000, engine, 200_000)
         ln = lanes(tl, act, [tl.start_ns], [tl.end_ns], engine)
         comp = compensate(tl, ln, engine, at=at)
-        np.testing.assert_array_equal(comp["at"], shifted(at, comp))  # lazy tables
+        np.testing.assert_array_equal(comp.at, shifted(at, comp.shift))  # lazy tables
         got.append(comp)
     for k in ("at", "begin_ns", "end_ns", "cost_t", "cost_cum", "sync_t", "jumps",
               "removed_ns"):

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import cutimeline as ctl
-from cutimeline.analysis.replay.compensation import moved, moved_range, shifted, snapped
+from cutimeline.analysis.replay.hostmap import HostShift, moved, moved_range, shifted, snapped
 from cutimeline.analysis.replay.whatif import _replay_steps, predict
 from cutimeline.analysis.replay.edits import EDITS, changes
 from cutimeline.timeline.schema import NONE
@@ -27,15 +27,15 @@ def map_inputs(seed, n=2_000, sorted_t=True, cuts=True):
         cut_b = cut_e = np.zeros(0, np.int64)
     cost_t = np.sort(rng.integers(0, 1_000_000, 300))
     cost = rng.integers(0, 2_000, 300)
-    comp = {"cost_t": cost_t, "cost_cum": np.concatenate([[0], np.cumsum(cost)]),
-            "sync_t": np.sort(rng.integers(0, 1_000_000, 25)),
-            "jumps": np.concatenate([[0], rng.integers(-5_000, 5_000, 25)])}
+    comp = HostShift(cost_t, np.concatenate([[0], np.cumsum(cost)]),
+                     np.sort(rng.integers(0, 1_000_000, 25)),
+                     np.concatenate([[0], rng.integers(-5_000, 5_000, 25)]))
     # ties: times equal to cut edges, costs and breaks
     pick = rng.integers(0, n, 60)
     if len(cut_b):
         t[pick[:20]] = rng.choice(np.concatenate([cut_b, cut_e]), 20)
     t[pick[20:40]] = rng.choice(cost_t, 20)
-    t[pick[40:]] = rng.choice(comp["sync_t"], 20)
+    t[pick[40:]] = rng.choice(comp.sync_t, 20)
     if sorted_t:
         t = np.sort(t)
     return t, cut_b, cut_e, comp
