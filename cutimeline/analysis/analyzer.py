@@ -33,7 +33,7 @@ from .report import Report
 from .tables.flops import check_peak, step_flops
 from .tables.memory import memory_device, step_memory
 from .verdicts.margins import GPU_BOUND_AT, MIXED_MARGIN
-from .verdicts.steptable import step_table
+from .verdicts.steptable import StepWindows, step_table
 
 __all__ = ["analyze", "Report", "LANE_DTYPE"]
 
@@ -172,11 +172,11 @@ def analyze(tl: Timeline, *, window: Any = None, engine: str = "auto",
                 "host_gap_ns": int(host_gap_ns), "mixed_margin": float(mixed_margin),
                 "peak_flops": peak_flops}
     # window 0 is the report's, the others the steps inside it
-    rows = step_table(tl, ln, act, primary, comp, np.arange(len(sb) + 1),
-                      np.concatenate([[w0], sb]), np.concatenate([[w1], se]),
-                      np.concatenate([[NONE], numbers]), gpu_bound_at, engine,
-                      host=(h0, h1),
-                      predicted=predicted, mixed_margin=mixed_margin)
+    windows = StepWindows(numbers=np.concatenate([[NONE], numbers]),
+                          device=(np.concatenate([[w0], sb]), np.concatenate([[w1], se])),
+                          measured=np.arange(len(sb) + 1), host=(h0, h1), predicted=predicted)
+    rows = step_table(tl, ln, act, comp, windows, primary, engine,
+                      gpu_bound_at=gpu_bound_at, mixed_margin=mixed_margin)
     whole = (int(hb.min()), int(he.max())) if _by_steps(window) and len(hb) else (w0, w1)
     rows, work = _with_work(tl, rows, whole, ln, primary, peak_flops)
     return Report(tl=tl, window=(int(w0), int(w1)), lanes=ln, activity=act,

@@ -10,6 +10,8 @@ launched) over its host window.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 from numba import njit
 
@@ -25,7 +27,7 @@ from ..replay.compensation import Compensation
 from ..replay.hostmap import shifted
 from .margins import GPU_BOUND_AT, MIXED_MARGIN, VERDICT_CAUSES, rank_causes, verdicts
 
-__all__ = ["STEP_DTYPE", "step_table"]
+__all__ = ["STEP_DTYPE", "StepWindows", "step_table"]
 
 # begin/end: the device window; host_begin/host_end: the host STEP span
 STEP_DTYPE = [("number", np.int64), ("begin_ns", np.int64), ("end_ns", np.int64),
@@ -63,21 +65,38 @@ def _count_flag_np(flags, bit, i0, i1):
     return np.maximum(before[i1] - before[i0], 0)
 
 
-def step_table(tl: Timeline, ln: Lanes | None, act: HostActivity, primary: int,
-               comp: Compensation | None, idx, w0, w1, numbers, gpu_bound_at: float = GPU_BOUND_AT,
-               engine: str = "numba", *, host=None, predicted=None,
+@dataclass(frozen=True)
+class StepWindows:
+    """The windows a step table measures, a row each (ns, int64 arrays):
+    ``numbers`` (the step's, NONE for a window that is no step), the
+    ``device`` windows (begin, end), the ``host`` windows (begin, end;
+    None: the device windows), the windows in the overhead replay
+    (``predicted``; None: the host windows moved by the replay's map), and
+    ``measured``, each window's index among those the lanes measured (the
+    windows ``lanes`` was given)."""
+    numbers: np.ndarray
+    device: tuple[np.ndarray, np.ndarray]
+    measured: np.ndarray
+    host: tuple[np.ndarray, np.ndarray] | None = None
+    predicted: tuple[np.ndarray, np.ndarray] | None = None
+
+
+def step_table(tl: Timeline, ln: Lanes | None, act: HostActivity, comp: Compensation | None,
+               windows: StepWindows, primary: int = 0, engine: str = "numba", *,
+               gpu_bound_at: float = GPU_BOUND_AT,
                mixed_margin: float = MIXED_MARGIN) -> np.ndarray:
-    """One row per window (usually the steps) with the measures of
-    ``STEP_DTYPE`` on device group ``primary``; ``idx`` are the windows'
-    indices among those ``ln`` measured (see the module doc). [w0, w1):
-    the device windows; ``host``: (begin, end) of the host windows
-    (default the same); ``predicted``: (begin, end) of the windows in the
-    overhead replay (default the host windows moved by ``shifted``)."""
-    w0, w1 = np.asarray(w0, np.int64), np.asarray(w1, np.int64)
-    h0, h1 = (w0, w1) if host is None else (np.asarray(h, np.int64) for h in host)
-    idx = np.asarray(idx, np.int64)
+    """One row per window of ``windows`` (usually the steps) with the
+    measures of ``STEP_DTYPE`` on device group ``primary`` of ``ln`` (see
+    the module doc); ``comp``: the overhead replay, for the predicted
+    columns (None: none); the verdicts by ``margins.verdicts`` with
+    ``gpu_bound_at`` and ``mixed_margin``."""
+    w0, w1 = (np.asarray(w, np.int64) for w in windows.device)
+    h0, h1 = (w0, w1) if windows.host is None else \
+        (np.asarray(h, np.int64) for h in windows.host)
+    idx = np.asarray(windows.measured, np.int64)
+    predicted = windows.predicted
     out = np.zeros(len(w0), STEP_DTYPE)
-    out["number"], out["begin_ns"], out["end_ns"] = numbers, w0, w1
+    out["number"], out["begin_ns"], out["end_ns"] = windows.numbers, w0, w1
     out["duration_ns"] = w1 - w0
     out["host_begin_ns"], out["host_end_ns"] = h0, h1
     out["cause"], out["runner_up"] = "", ""
