@@ -24,7 +24,8 @@ from ..timeline.schema import NON_BLOCKING_SYNC_KINDS, NONE, SpanKind
 from ..timeline.timeline import Timeline
 from ..timeline.windows import parse_window
 from .facts import column_facts, extent
-from .idle.gaps import CAUSES, HOST_GAP_NS, SYNC_SLACK_NS, Cause, host_activity
+from .idle.activity import HOST_GAP_NS, SYNC_SLACK_NS, host_activity
+from .idle.gaps import CAUSES, Cause
 from .idle.lanes import Group, lanes
 from .idle.overlap import stream_window
 from .idle.steps import device_windows, step_windows

@@ -37,19 +37,10 @@ if TYPE_CHECKING:
 __all__ = ["summary_text", "report_dict", "headline", "source_words", "steady",
            "top_k", "biggest_gaps", "SHOWN_SHARE", "QUOTED_GAIN", "LEADS_BY", "WARM_UP_SHARE"]
 
-#: a cause under this share of the idle time is left out of a line of
-#: shares: it would read "0%"
-SHOWN_SHARE = 0.005
-#: a what-if gain under this is not quoted: it is within the replay's
-#: median error against SimGPU's ground truth (benchmarks/RESULTS.md)
-QUOTED_GAIN = 0.01
-#: another fix leads the advice over the largest idle cause's own when the
-#: replay predicts it gains this much more: above the replay's worst error
-#: against ground truth, so the lead is not the prediction's noise
-LEADS_BY = 0.05
-#: one-off host costs taking this share of the steady steps the headline
-#: reads put a warning first: those steps measure warm-up, not the loop
-WARM_UP_SHARE = 0.2
+SHOWN_SHARE = 0.005  # a cause's share of idle time that would read "0%": left out
+QUOTED_GAIN = 0.01   # a gain within the replay's median error (RESULTS.md): not quoted
+LEADS_BY = 0.05      # another fix leads the advice by this: above the replay's worst error
+WARM_UP_SHARE = 0.2  # one-off costs take this of the steady steps: they measure warm-up
 
 
 def _shares(idle: dict[str, int]) -> str:

@@ -25,7 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from ..analysis.idle.gaps import CAUSES, fetch_spans
+from ..analysis.idle.activity import fetch_spans
+from ..analysis.idle.gaps import CAUSES
 from ..analysis.idle.overlap import device_idle_amounts
 from ..errors import CutimelineError
 from ..numeric import intervals as iv

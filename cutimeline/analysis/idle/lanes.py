@@ -26,8 +26,8 @@ from ...numeric.runs import gather_sorted, merge_rows, merge_values
 from ...timeline.schema import NONE, OpFlag
 from ...timeline.timeline import Timeline
 from ..facts import column_facts
+from .activity import HostActivity
 from .attribution import attribute
-from .gaps import HostActivity
 from .queues import lead_stats, queue_series, window_stats_sorted
 
 __all__ = ["Group", "Lanes", "lanes", "busy_in", "idle_in", "queue_depth"]

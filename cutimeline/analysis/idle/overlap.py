@@ -11,7 +11,8 @@ streams), each piece classified with the stream gap's own rules
 (``gaps.classify``, clipped), and the rest of the gap is *overlapped*.
 
 With ``engine="numba"`` one kernel cuts and classifies (``_pieces_nb``,
-with ``attribution.gap_amounts_nb``, the Numba statement of ``classify``): a
+with ``attribution.gap_amounts_nb``, the Numba statement of ``classify``,
+whose rule numbers its comments cite): a
 stream's gaps come in time order, so the device gaps and the host's
 segments are found by pointers that walk on, and ``stream_window`` sums
 per stream on the way instead of writing a row per gap; the NumPy twin
@@ -25,8 +26,9 @@ from numba import njit
 
 from ...numeric.engines import as_i64
 from ...timeline.schema import NONE
+from .activity import HostActivity
 from .attribution import gap_amounts_nb, segments, sync_budget_nb
-from .gaps import HostActivity, classify
+from .gaps import classify
 from .lanes import Lanes
 
 __all__ = ["device_idle_amounts", "stream_window"]
@@ -164,7 +166,9 @@ def _pieces_nb(k, qa, qb, row, n_out, gb, ge, nl, gnext, after, lam, gg, dev, dg
                 hi += 1
         d_prev, q_prev = d, q0
         launch, nxt, aft, lk = nl[r], gnext[r] != NONE, after[r], lam[gg[r]]
-        unknown = nxt and launch == NONE
+        unknown = nxt and launch == NONE  # rule 1
+        # rules 2 and 3 as in ``attribution.gap_amounts_nb`` (written out: see
+        # ``attribution._attribute_nb``)
         h = g1 if not nxt else (g0 if launch <= g0 else min(launch + max(lk, 0), g1))
         near = aft or (j > 0 and g0 <= se[j - 1] + slack)
         in_data = i > 0 and g0 < de[i - 1]
@@ -172,7 +176,8 @@ def _pieces_nb(k, qa, qb, row, n_out, gb, ge, nl, gnext, after, lam, gg, dev, dg
         cut = min(nxt_d, h, sync_budget_nb(g0, launch, j, se, sc, lb, le, jl)) \
             if near and not in_data else g0
         nxt_o = ob[jo] if jo < no else big
-        mode = 0  # 0: all launch, 1: host but the latency, 2: gap_amounts_nb
+        # 0: all launch (rule 6), 1: host (8) but the latency (7), 2: gap_amounts_nb
+        mode = 0
         if h > cut:
             if in_data or h > nxt_d or (jo > 0 and g0 < oe[jo - 1]) or h > nxt_o:
                 mode = 2
@@ -191,7 +196,7 @@ def _pieces_nb(k, qa, qb, row, n_out, gb, ge, nl, gnext, after, lam, gg, dev, dg
         for p in range(lo, max(hi, lo)):
             pa, pb = max(dgb[p], q0), min(dge[p], q1)
             a0 = a1 = a2 = a3 = a4 = a5 = 0
-            if unknown:
+            if unknown:  # rule 1
                 a5 = pb - pa
             elif mode == 2:
                 a0, a1, a2, a3, a4, a5 = gap_amounts_nb(
@@ -199,10 +204,10 @@ def _pieces_nb(k, qa, qb, row, n_out, gb, ge, nl, gnext, after, lam, gg, dev, dg
                     sb, se, sc, ob, oe, opre, lb, le, lpre, slack)
             else:
                 hb = min(pb, h)
-                a1 = max(min(cut, hb) - pa, 0)
+                a1 = max(min(cut, hb) - pa, 0)  # rule 3
                 ra = max(pa, cut)
                 rb = max(hb, ra)
-                a4 = max(pb - max(pa, h), 0)
+                a4 = max(pb - max(pa, h), 0)  # rule 2
                 if mode == 0:
                     a2 = rb - ra
                 elif rb > ra:

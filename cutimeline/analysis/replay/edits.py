@@ -6,7 +6,7 @@ for and the gpu rows still launched. An edit says which of those change:
 
 * ``recorder`` — the recorder's own host cost (``costs.py``), at points:
   today's overhead compensation;
-* ``data`` — DataLoader fetches (``gaps.fetch_spans``: DATA spans, and
+* ``data`` — DataLoader fetches (``activity.fetch_spans``: DATA spans, and
   user spans naming a DataLoader) take no host time, as
   when workers have the next batch ready;
 * ``sync`` — host-blocking ops (flagged SYNC, and the syncs they made) are
@@ -50,7 +50,7 @@ from ...numeric.ordering import sort_order
 from ...timeline.schema import NONE, OpFlag
 from ...timeline.timeline import Timeline
 from ..facts import extent
-from ..idle.gaps import HostActivity
+from ..idle.activity import HostActivity
 from ..idle.steps import step_windows
 from ..tables.oneoff import one_offs
 from .costs import costs
@@ -118,7 +118,7 @@ class Changes:
 
 def changes(tl: Timeline, edit: Edit, act: HostActivity,
             engine: str = "numba") -> Changes | None:
-    """``edit`` applied to ``tl`` (``act``: its ``gaps.host_activity``);
+    """``edit`` applied to ``tl`` (``act``: its ``activity.host_activity``);
     None when there is nothing it would remove."""
     o, y = tl.ops, tl.syncs
     none = np.zeros(0, np.int64)

@@ -16,8 +16,10 @@ import numpy as np
 from ...numeric.ordering import sort_order
 from ...timeline.schema import NONE, SpanKind
 from ...timeline.timeline import Timeline
+from ..idle.activity import (HostActivity, fetch_spans, host_activity, host_compute,
+                             subtract)
 from ..idle.communication import collective_rows
-from ..idle.gaps import Cause, HostActivity, fetch_spans, host_activity, host_compute, subtract
+from ..idle.gaps import Cause
 from ..idle.lanes import Lanes
 from ..idle.overlap import device_idle_amounts
 from ..tables.nesting import self_ns
@@ -151,7 +153,7 @@ def _syncs(a: _Ask, out: dict) -> None:
 
 
 def _fetches(a: _Ask, out: dict) -> None:
-    """input-bound: DataLoader fetches (``gaps.fetch_spans``) by time, how
+    """input-bound: DataLoader fetches (``activity.fetch_spans``) by time, how
     many, their mean."""
     s = a.tl.spans
     sel = np.flatnonzero(fetch_spans(a.tl) & (s.end_ns > a.w0) & (s.begin_ns < a.w1))
@@ -178,7 +180,7 @@ def _waiting_streams(a: _Ask, out: dict) -> None:
 
 def _host_own_time(a: _Ask, out: dict) -> None:
     """host-bound: user spans by time (fetches are data, not host), the
-    host-only ops computing in the window (``gaps.host_compute``), and the
+    host-only ops computing in the window (``activity.host_compute``), and the
     op-free stretches: how many, their total and mean."""
     tl, o, s, w0, w1 = a.tl, a.tl.ops, a.tl.spans, a.w0, a.w1
     act = a.activity()
@@ -235,7 +237,7 @@ def offenders(tl: Timeline, ln: Lanes | None, w0: int, w1: int, verdict: str,
     above: ``{"ops", "modules", "spans"}`` as (name, ns) pairs, largest
     first, and per verdict ``count``, ``mean_ns``, ``total_ns``,
     ``source``. ``own``: host self times (default ``nesting.self_ns``);
-    ``act``: host activity (default ``gaps.host_activity(tl)``);
+    ``act``: host activity (default ``activity.host_activity(tl)``);
     ``index``: a dict the caller keeps between calls, where the
     ``Overlaps`` of ops and gpu rows are made once (with ``engine``). A
     verdict read from GPU work (``ON_GPU``) needs ``ln``; without it the

@@ -20,8 +20,9 @@ from ...numeric.ordering import sort_order
 from ...numeric.runs import merge_rows, runs_sorted
 from ...timeline.schema import NONE, OpFlag
 from ...timeline.timeline import Timeline
+from ..idle.activity import HostActivity
 from ..idle.communication import exposed
-from ..idle.gaps import CAUSES, Cause, HostActivity
+from ..idle.gaps import CAUSES, Cause
 from ..idle.lanes import Lanes
 from ..replay.compensation import Compensation
 from ..replay.hostmap import shifted

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 from cutimeline.analysis.idle.attribution import attribute
-from cutimeline.analysis.idle.gaps import classify, host_activity
+from cutimeline.analysis.idle.activity import host_activity
+from cutimeline.analysis.idle.gaps import classify
 from cutimeline.analysis.idle.lanes import lanes
 from cutimeline.timeline.schema import NONE
 

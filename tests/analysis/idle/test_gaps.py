@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from cutimeline.analysis.idle.gaps import classify, host_activity, host_compute, subtract, sync_chains
+from cutimeline.analysis.idle.activity import host_activity, host_compute, subtract, sync_chains
+from cutimeline.analysis.idle.gaps import classify
 from cutimeline.analysis.idle.lanes import idle_in, lanes as _lanes
 from cutimeline.numeric.engines import ENGINES
 from cutimeline.timeline.schema import NONE, OpFlag, SpanKind
@@ -324,7 +325,7 @@ def test_launch_and_host_twins_agree_with_short_host_gaps(seed):
 
 @pytest.mark.parametrize("seed", range(6))
 def test_launching_segments_agree_between_the_twins(seed):
-    from cutimeline.analysis.idle.gaps import launching
+    from cutimeline.analysis.idle.activity import launching
     rng = np.random.default_rng(seed)
     n = 500
     begin = np.cumsum(rng.integers(0, 3_000, n))
@@ -372,3 +373,15 @@ def test_host_compute_reads_the_same_in_time_order_or_shuffled(seed):
     want = [(e - b >= 200_000) and d == NONE and f == 0 and not ((lb >= b) & (lb < e)).any()
             for b, e, d, f in zip(begin, end, device, flags)]
     np.testing.assert_array_equal(mine, want)
+
+
+def test_the_rules_table_is_stated_once_in_the_doc_and_mirrored_in_code():
+    import re
+
+    from cutimeline.analysis.idle import gaps
+    from cutimeline.analysis.idle.gaps import RULES, Cause
+    rows = re.findall(r"^ (\d)  (\S.*?)  +(\w+) ", gaps.__doc__, re.M)
+    assert [(int(n), name.strip(), cause) for n, name, cause in rows] == \
+        [(r.number, r.name, r.cause.name.lower()) for r in RULES]
+    assert [r.number for r in RULES] == list(range(1, len(RULES) + 1))
+    assert {r.cause for r in RULES} == set(Cause)  # every cause has its rule

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from cutimeline.analysis.idle.gaps import host_activity
+from cutimeline.analysis.idle.activity import host_activity
 from cutimeline.analysis.idle.lanes import busy_in, idle_in, lanes, queue_depth
 from cutimeline.timeline.schema import NONE
 

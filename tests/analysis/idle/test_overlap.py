@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 import cutimeline as ctl
-from cutimeline.analysis.idle.gaps import CAUSES, host_activity
+from cutimeline.analysis.idle.activity import host_activity
+from cutimeline.analysis.idle.gaps import CAUSES
 from cutimeline.analysis.idle.lanes import lanes
 from cutimeline.analysis.idle.overlap import device_idle_amounts, stream_window
 from cutimeline.timeline.schema import OpFlag, SpanKind

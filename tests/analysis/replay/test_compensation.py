@@ -363,7 +363,7 @@ def test_the_fused_replay_maps_host_times_as_shifted_does(seed, depth):
 @pytest.mark.parametrize("calibrated", [False, True])
 def test_compensate_maps_times_alike_with_both_engines_and_its_tables(calibrated):
     from cutimeline.analysis.replay.compensation import compensate
-    from cutimeline.analysis.idle.gaps import host_activity
+    from cutimeline.analysis.idle.activity import host_activity
     from cutimeline.analysis.idle.lanes import lanes
     tl = random_timeline(3, n=400)
     mid = int(np.median(tl.ops.host_begin_ns))  # costs apart from the ops' (Numba)

@@ -145,7 +145,7 @@ def test_kind_marks_memory_too():
 
 @pytest.mark.parametrize("seed", range(3))
 def test_measures_reusing_lanes_agree_with_their_own(seed):
-    from cutimeline.analysis.idle.gaps import host_activity
+    from cutimeline.analysis.idle.activity import host_activity
     from cutimeline.analysis.idle.lanes import lanes
     for streams in (1, 3):
         tl = random_timeline(seed, n=300, streams=streams, steps=1)

@@ -83,7 +83,7 @@ def test_offenders_by_verdict():
 
 def test_a_profiler_fetch_is_an_input_offender_and_no_host_one():
     # a user span named like torch.profiler's fetches is a fetch everywhere
-    # (``gaps.fetch_spans``): its time is data, it is an input-bound
+    # (``activity.fetch_spans``): its time is data, it is an input-bound
     # offender, and not a host-bound one
     tl = timeline([(0, 10, 12, 100, "gemm"), (0, 200, 205, 210, "add")],
                   ops=[("aten::mm", 9, 11, OpFlag.LAUNCH), ("aten::add", 199, 201, OpFlag.LAUNCH)],
