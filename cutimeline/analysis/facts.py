@@ -3,7 +3,7 @@ its least and greatest value, whether it holds NONE, whether it is sorted.
 
 Several stages ask (the extent of the trace, whether launches come in
 order, whether a column has unknown times); each asking read the column
-again, three to five passes of 10^6 rows per analysis. ``column_facts``
+again, three to five passes over it per analysis. ``column_facts``
 reads a column once, in one Numba pass (a NumPy twin below ``engine``
 "numba"), and the table remembers the answer (``Table.remember``), so the
 next stage and the next analysis of the same Timeline get it for free.

@@ -186,8 +186,8 @@ def _flags(launched) -> np.ndarray:
 @njit(cache=True)
 def merge2_nb(ta, ca, tb, cb):
     """Two runs sorted by time merged, ties: a first. The runs of a between
-    b's few entries are found by bisection and copied as slices (a
-    comparison per row ran at 2 ns a row, the copies at memory speed)."""
+    b's few entries are found by bisection and copied as slices, at memory
+    speed, not compared row by row."""
     n, m = len(ta), len(tb)
     t = empty_i64(n + m)
     c = empty_i64(n + m)

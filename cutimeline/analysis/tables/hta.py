@@ -12,8 +12,8 @@ What HTA does (read from its source, none copied):
   (``window_name`` says which).
 * **Rounding.** On traces with fractional-µs timestamps HTA rounds each
   event's begin up and end down to whole µs (``round_us``; by default only
-  for imported Kineto traces). On nccl_data this moves the idle share by
-  0.55 percentage points, so it is reproduced, not fixed.
+  for imported Kineto traces). It moves the idle share of real traces by
+  a fraction of a point, so it is reproduced, not fixed.
 * **Temporal breakdown.** span = end of the last − begin of the first
   merged interval of all GPU work; idle = span − union; compute = union of
   the computation kernels (not communication: name starts with "nccl" or
@@ -33,10 +33,8 @@ time (data + sync + launch + host) without the split, and it counts a whole
 gap, where we count the part before launch + λ; its kernel wait and other
 idle are our dependency time, split at a fixed threshold. Our queue depth
 counts work until it finishes (running work included) and is weighted by
-time; HTA's counts work until it starts, per change point. On nccl_data
-the README's numbers come out exactly (idle 77.78 %, compute 17.26 %,
-non-compute 4.97 %; stream 7 queue mean 0.82 against HTA's 0.81, whose
-unstable sort orders equal timestamps differently).
+time; HTA's counts work until it starts, per change point. How close the
+measures come to HTA's own on the shared traces: ``benchmarks/RESULTS.md``.
 """
 
 from __future__ import annotations
