@@ -74,7 +74,7 @@ class Report:
         self.compensation, self.settings = compensation, settings
         self._ops: dict = {}
         self._self_ns: np.ndarray | None = None
-        self._overlaps: dict = {}  # verdict.Overlaps, made on first use
+        self._overlaps: dict = {}  # offenders.Overlaps, made on first use
         self._hta: dict | None = None
         self._what_if: list | None = None  # whatif.Prediction, made on first use
         self._reanalyze = reanalyze  # ``analyze`` itself, for the what-if replays

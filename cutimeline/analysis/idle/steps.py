@@ -57,8 +57,8 @@ def device_windows(launch, begin, end, hb, he, fb=None, fe=None,
     last = (he if fe is None else np.asarray(fe, np.int64)).copy()
     done = False
     if resolve_engine(engine, len(launch)) == "numba":
-        done = _step_work_nb(readonly(launch), readonly(begin), readonly(end), readonly(hb), readonly(he), first,
-                             last, -1 if in_order is None else int(in_order))
+        done = _step_work_nb(readonly(launch), readonly(begin), readonly(end), readonly(hb),
+                             readonly(he), first, last, -1 if in_order is None else int(in_order))
     if not done:
         _step_work_np(np.asarray(launch, np.int64), np.asarray(begin, np.int64),
                       np.asarray(end, np.int64), hb, he, first, last)

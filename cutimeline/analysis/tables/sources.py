@@ -5,11 +5,11 @@ The recorder writes one ``sources`` row per op (or host span) with a known
 user location: the first stack frame outside torch and cutimeline. A sync
 reaches its line through the op that blocked (``syncs.op``), or, with no
 op behind it (``torch.cuda.synchronize``), through the SYNC span the
-recorder wrote with its times; a DataLoader wait through its DATA span. Lines are grouped by (file, line); a group's
-function and code are those of its first row (one line holds one
-statement). Syncs and waits whose op or span has no source row count in
-the totals but in no line, so a quote says how many of the total it
-covers. In text a line reads "train.py:57 `acc = (pred == y).float()…`":
+recorder wrote with its times; a DataLoader wait through its DATA span.
+Lines are grouped by (file, line); a group's function and code are those
+of its first row (one line holds one statement). Syncs and waits whose
+op or span has no source row count in the totals but in no line, so a
+quote says how many of the total it covers. In text a line reads "train.py:57 `acc = (pred == y).float()…`":
 the file's last path component, the line, and its code (or "in main" when
 the code is unknown). A Timeline without ``sources`` rows gets no quotes:
 the report's text and tables stay as they were.
