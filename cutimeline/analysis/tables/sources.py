@@ -9,9 +9,9 @@ recorder wrote with its times; a DataLoader wait through its DATA span.
 Lines are grouped by (file, line); a group's function and code are those
 of its first row (one line holds one statement). Syncs and waits whose
 op or span has no source row count in the totals but in no line, so a
-quote says how many of the total it covers. In text a line reads "train.py:57 `acc = (pred == y).float()…`":
-the file's last path component, the line, and its code (or "in main" when
-the code is unknown). A Timeline without ``sources`` rows gets no quotes:
+quote says how many of the total it covers. In text a line reads
+"train.py:57 `acc = (pred == y).float()…`": the file's last path
+component, the line, and its code (or "in main" when the code is unknown). A Timeline without ``sources`` rows gets no quotes:
 the report's text and tables stay as they were.
 """
 
