@@ -1,4 +1,4 @@
-"""ctl.plot / ctl.plot_compare, judged by the pixels they render.
+"""ctl.plot / rendering.plot_compare, judged by the pixels they render.
 
 A hand-built Timeline with gaps of known cause (worked out by hand from
 the rules in ``gaps.py``) is drawn into an Agg canvas; the tests find the

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from test_kineto import kernel, op, runtime, write_trace
 
-from cutimeline.formats.chrome import import_chrome
-from cutimeline.formats.kinetoextra import user_frame
+from cutimeline.formats.kineto import import_chrome
+from cutimeline.formats.kineto.extra import user_frame
 from cutimeline.timeline.schema import NONE, OpFlag
 
 
