@@ -1,4 +1,4 @@
-"""``ctl.plot`` and ``ctl.plot_compare``: the dual-execution timeline.
+"""``ctl.plot`` and ``plot_compare`` (two Timelines): the dual-execution timeline.
 
     fig = ctl.plot(tl, "timeline.png", window=3)     # step 3
 

@@ -25,8 +25,10 @@ from typing import Any
 
 import numpy as np
 
+from ..analysis.analyzer import analyze
 from ..analysis.gaps import CAUSES
 from ..analysis.overlap import device_idle_amounts
+from ..analysis.report import Report
 from ..errors import CutimelineError
 from ..numeric import intervals as iv
 from ..timeline.schema import NONE, GpuKind, SpanKind
@@ -56,15 +58,12 @@ class Scene:
     def __init__(self, tl: Any, window: Any = None, *, what: str = "plot",
                  report: Any = None):
         if not isinstance(tl, Timeline):
-            raise CutimelineError(f"{what} needs a Timeline (from ctl.record, "
-                                  f"ctl.load or ctl.import_chrome), not "
-                                  f"{type(tl).__name__}.")
+            raise CutimelineError(f"{what} needs a Timeline (from ctl.record or "
+                                  f"ctl.load), not {type(tl).__name__}.")
         if not (len(tl.ops) or len(tl.gpu) or len(tl.spans)):
             raise CutimelineError("The Timeline is empty (no ops, gpu rows or "
                                   "spans), so there is nothing to plot; was "
                                   "recording disabled (CUTIMELINE_DISABLE)?")
-        from ..analysis.analyzer import analyze
-        from ..analysis.report import Report
         if report is None:
             report = analyze(tl)  # raises for unaligned gpu rows
         elif not isinstance(report, Report) or report.source is not tl:

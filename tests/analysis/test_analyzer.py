@@ -229,7 +229,7 @@ def test_host_only_recording_gives_a_host_side_summary():
 @pytest.mark.parametrize("path", sorted(glob.glob(os.path.join(DATA, "**", "*.json.gz"),
                                                recursive=True)))
 def test_every_imported_trace_analyses(path):
-    tl = ctl.import_chrome(path)
+    tl = ctl.load(path)
     rep = ctl.analyze(tl)
     first, second = rep.summary().splitlines()[:2]
     assert first.startswith("Verdict: ") and "Most likely to help" in first
