@@ -1,11 +1,17 @@
 """Drawing: matplotlib figures of a Timeline and its analysis. Computes no
-metric itself: ``scene`` asks ``analyze`` for them.
+metric itself: ``lanes.Scene`` asks ``analyze`` for them.
 
-``plot`` (``ctl.plot``) and ``plot_compare`` (two Timelines on one time
-axis; ``Comparison.plot`` draws a ``ctl.compare`` result with it) are in
-``figure``. matplotlib is imported inside the functions that draw (0.3 s):
-loading this package for a notebook's HTML repr or a figure's arguments
-does not pay it."""
+The figures (``figure``: ``plot``, ``plot_compare``; ``whatif``: the
+recording over its replay; ``notebook``: the Jupyter reprs) are laid out
+by ``placement`` and framed by ``frame`` and ``titles``; each draws the
+lanes of its Timelines (``lanes/``), the verdict strip (``strip``) and the
+panels under them (``panels``: queue depth, CPU lead; ``memory``), from
+rows reduced to pixel columns (``pixels``) as collections (``artists``) in
+the colours of ``palette``.
+
+``plot_compare`` draws two Timelines on one time axis (``Comparison.plot``
+uses it). matplotlib is imported inside the functions that draw (0.3 s), so
+that loading this package for a notebook's HTML repr does not pay it."""
 
 from .figure import plot, plot_compare
 

@@ -7,7 +7,7 @@ the figure draws the Timeline as recorded and as replayed under one fix
 (``analysis.whatif.replayed``) on one time axis. The replay keeps the
 recording's origin and is shorter by what the fix saves: time 0 is the
 start of the recording in both, and the x axis runs to the end of the
-longer. Each Timeline gets its lanes (``scene.py``, as ``plot`` draws
+longer. Each Timeline gets its lanes (``lanes/scene.py``, as ``plot`` draws
 them) and a step strip above them (``strip.py``): the recorded one as in
 ``plot`` ("step 3 · input-bound · 64.9 ms · GPU 66%"), the predicted one
 with each step's predicted time beside its recorded one and the gain
@@ -42,8 +42,8 @@ from ..analysis.words import fmt_ns, pct
 from ..errors import CutimelineError
 from . import pixels as px
 from .frame import check_options, check_path, legends, title_block
+from .lanes import Scene
 from .placement import FONT, layout, px_width
-from .scene import Scene
 from .strip import draw_strip, verdict_line
 from .titles import SEP, source_name, window_text, xlabel
 

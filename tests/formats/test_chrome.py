@@ -23,7 +23,6 @@ import threading
 import numpy as np
 import pytest
 
-import cutimeline as ctl
 from cutimeline import CutimelineError, Timeline, __version__
 from cutimeline.alignment import align
 from cutimeline.formats import chrome, jsonrows

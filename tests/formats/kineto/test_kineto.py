@@ -11,7 +11,6 @@ import collections
 import gzip
 import json
 import os
-import pathlib
 
 import numpy as np
 import pytest

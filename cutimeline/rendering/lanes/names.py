@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .artists import HALF
-from .palette import PHASE_COLORS, text_color
+from ..artists import HALF
+from ..palette import PHASE_COLORS, text_color
 
 __all__ = ["MIN_PX", "MOST", "short_name", "draw_names"]
 

@@ -25,22 +25,22 @@ from typing import Any
 
 import numpy as np
 
-from ..analysis.analyzer import analyze
-from ..analysis.gaps import CAUSES
-from ..analysis.overlap import device_idle_amounts
-from ..analysis.report import Report
-from ..errors import CutimelineError
-from ..numeric import intervals as iv
-from ..timeline.schema import NONE, GpuKind, SpanKind
-from ..timeline.timeline import Timeline
-from ..timeline.windows import parse_window
-from . import pixels as px
-from .artists import GAP_HALF, HALF, boxes as _boxes
+from ...analysis.analyzer import analyze
+from ...analysis.gaps import CAUSES
+from ...analysis.overlap import device_idle_amounts
+from ...analysis.report import Report
+from ...errors import CutimelineError
+from ...numeric import intervals as iv
+from ...timeline.schema import NONE, GpuKind, SpanKind
+from ...timeline.timeline import Timeline
+from ...timeline.windows import parse_window
+from .. import pixels as px
+from ..artists import GAP_HALF, HALF, boxes as _boxes
+from ..palette import (CAUSE_COLORS, CAUSE_LABELS, COMPILED_EDGE, COMPILED_HATCH, FLOW_COLOR,
+                       PHASE_COLORS, PHASES, STEP_COLORS, STREAM_COLORS, USER_COLOR)
 from .layout import lay_out
 from .names import draw_names
 from .overview import ROWS_PER_PX, draw_overview
-from .palette import (CAUSE_COLORS, CAUSE_LABELS, COMPILED_EDGE, COMPILED_HATCH, FLOW_COLOR,
-                      PHASE_COLORS, PHASES, STEP_COLORS, STREAM_COLORS, USER_COLOR)
 from .phases import DATA, SYNC, gpu_phases, op_phases
 
 __all__ = ["PHASES", "PHASE_COLORS", "CAUSE_COLORS", "CAUSE_LABELS", "FLOW_COLOR",

@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..analysis.gaps import CAUSES
-from ..analysis.overlap import device_idle_amounts
-from . import pixels as px
-from .artists import GAP_HALF, band
-from .palette import CAUSE_COLORS, PHASE_COLORS, PHASES
+from ...analysis.gaps import CAUSES
+from ...analysis.overlap import device_idle_amounts
+from .. import pixels as px
+from ..artists import GAP_HALF, band
+from ..palette import CAUSE_COLORS, PHASE_COLORS, PHASES
 
 __all__ = ["ROWS_PER_PX", "draw_overview", "column_shares"]
 
