@@ -26,7 +26,7 @@ nothing is lost; when times are too large for a float µs to hold ns
 The events of each table are formatted as whole columns (chromeevents.py,
 jsonrows.py) and written a chunk at a time, gzipped on every core for a
 .gz path (chunkwriter.py; by ISA-L's igzip where the optional ``isal``
-package is installed, ~4x zlib's speed, gzipstream.py): no Python object
+package is installed, faster than zlib, gzipstream.py): no Python object
 per row, memory a few chunks.
 """
 

@@ -10,8 +10,8 @@ rows reduced to pixel columns (``pixels``) as collections (``artists``) in
 the colours of ``palette``.
 
 ``plot_compare`` draws two Timelines on one time axis (``Comparison.plot``
-uses it). matplotlib is imported inside the functions that draw (0.3 s), so
-that loading this package for a notebook's HTML repr does not pay it."""
+uses it). matplotlib is imported inside the functions that draw, so that
+loading this package for a notebook's HTML repr does not pay for it."""
 
 from .figure import plot, plot_compare
 

@@ -1,4 +1,4 @@
-"""kinetoextra.py: torch.profiler's with_flops, profile_memory and
+"""formats/kineto/extra.py: torch.profiler's with_flops, profile_memory and
 with_stack output read into the tables flops, memory and sources.
 
 Each trace here is hand-made in the shape torch.profiler writes (the
