@@ -41,6 +41,7 @@ def draw_lead(scene, ax, cols, *, ls: str = "-") -> None:
     ln = scene.lanes
     if ln is None:
         return
+    # matplotlib loads on the first draw (see rendering/__init__.py)
     from matplotlib.collections import LineCollection
     grp = ln.streams
     for j, k in enumerate(scene.stream_order):

@@ -62,6 +62,7 @@ def column_shares(scene, cols: px.Columns) -> tuple[np.ndarray, np.ndarray]:
 
 def draw_overview(scene, ax, cols: px.Columns, used: dict) -> None:
     """The GPU lanes of ``scene`` as stacked bands (see the module doc)."""
+    # matplotlib loads on the first draw (see rendering/__init__.py)
     from matplotlib.collections import PolyCollection
 
     busy, idle = column_shares(scene, cols)

@@ -222,6 +222,7 @@ class Scene:
                             len(self.stream_y), cols)
         if len(g) == 0:
             return
+        # matplotlib loads on the first draw (see rendering/__init__.py)
         from matplotlib.collections import PolyCollection
         x0, x1, y = cols.ms(c0), cols.ms(c1), self.stream_y[g]
         verts = np.stack([np.stack([x0, y - HALF], 1), np.stack([x0, y + HALF], 1),
@@ -357,6 +358,7 @@ class Scene:
         ok = ok[px.even_sample(len(ok), most)]
         if len(ok) == 0:
             return 0
+        # matplotlib loads on the first draw (see rendering/__init__.py)
         from matplotlib.collections import LineCollection
         ty = self.thread_y[np.searchsorted(self.threads, o.thread[g.op[ok]])]
         sy = self.stream_y[ln.streams.of_row[ok]]
