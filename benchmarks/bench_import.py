@@ -1,6 +1,6 @@
-"""Kineto import speed: ``ctl.import_chrome`` against HolisticTraceAnalysis
-loading the same trace, side by side in one run; then, per shared trace,
-what cutimeline says beside what HTA says.
+"""Kineto import speed: ``ctl.load`` of a trace (``formats.kineto.import_chrome``)
+against HolisticTraceAnalysis loading the same trace, side by side in one run;
+then, per shared trace, what cutimeline says beside what HTA says.
 
     python benchmarks/bench_import.py [--trace PATH] [--reps 5]
                                       [--hta-python /work/hta-venv/bin/python]
@@ -76,7 +76,7 @@ print(json.dumps({{"import_s": import_s, "first_s": first, "times": times,
 """
 
 OURS = _COMMON.format(
-    import_="from cutimeline.formats.chrome import import_chrome",
+    import_="from cutimeline.formats.kineto import import_chrome",
     load="global tl; tl = import_chrome(path)",
     check="[len(tl.ops), len(tl.gpu), __import__('cutimeline').__file__]")
 

@@ -50,7 +50,7 @@ import numpy as np
 import cutimeline as ctl
 from cutimeline.errors import CutimelineError
 from cutimeline.formats.gzipstream import CODECS, codec
-from cutimeline.formats.kinetoschema import EXPORTER, KIND_ARG, SHIFT_KEY
+from cutimeline.formats.kineto.schema import EXPORTER, KIND_ARG, SHIFT_KEY
 from cutimeline.timeline.fileformat import _NPZ_ENCODING
 from cutimeline.timeline.schema import NONE, SCHEMA, GpuKind, OpFlag, SpanKind
 from cutimeline.timeline.timeline import Timeline

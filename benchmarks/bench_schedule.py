@@ -28,6 +28,7 @@ import time
 import torch
 
 import cutimeline as ctl
+from cutimeline.recording.ondemand import disarm
 
 NEVER = ctl.schedule(skip_first=10 ** 12, wait=1, warmup=1, active=1)
 
@@ -39,7 +40,7 @@ def variants() -> dict:
         try:
             yield
         finally:
-            ctl.disarm()
+            disarm()
 
     return {
         "no recorder": contextlib.nullcontext,

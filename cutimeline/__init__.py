@@ -6,46 +6,74 @@
     ctl.plot(rec.timeline, "timeline.png")
     print(ctl.analyze(rec.timeline).summary())
 
+The top level holds the verbs and the types a user holds (``__all__``);
+everything else lives in the stage that owns it, e.g.
+``cutimeline.alignment.align``, ``cutimeline.rendering.plot_compare``,
+``cutimeline.comparison.Comparison``, ``cutimeline.recording.recorder.Recorder``
+(what ``record`` returns), ``cutimeline.recording.schedule.Schedule`` and
+``cutimeline.recording.ondemand.Trigger`` (what ``schedule`` and ``arm``
+return). The spellings that used to sit at the top still work, with a
+``DeprecationWarning`` that names the new one (``DEPRECATED``).
+
 Importing cutimeline is cheap: stages load on first use, and no Numba kernel
 is compiled until one runs (they are cached on disk after that).
 """
 
 from __future__ import annotations
 
+# Before the imports below: the stages they load write it into their files.
+__version__ = "0.1.0"
+
 import importlib
+import warnings
 from typing import Any
 
 from .errors import CutimelineError
 from .timeline.timeline import Timeline
 
-__version__ = "0.1.0"
-
 # public name -> module that defines it; loaded on first attribute access
 _LAZY = {
-    "record": "recording.recorder", "Recorder": "recording.recorder", "span": "recording.recorder",
-    "schedule": "recording.schedule", "ready_writer": "recording.schedule",
-    "arm": "recording.ondemand", "disarm": "recording.ondemand",
+    "record": "recording.recorder", "span": "recording.recorder",
+    "schedule": "recording.schedule", "arm": "recording.ondemand",
     "SimGPU": "devices.sim",
-    "align": "alignment.aligner",
     "analyze": "analysis.analyzer", "Report": "analysis.analyzer",
-    "plot": "rendering.figure", "plot_compare": "rendering.figure",
-    "plot_what_if": "rendering.whatif",
-    "export_chrome": "formats.chrome", "import_chrome": "formats.chrome",
-    "compare": "comparison.runner", "Comparison": "comparison.result",
+    "plot": "rendering.figure",
+    "load": "formats.files", "export_chrome": "formats.chrome",
+    "compare": "comparison.runner",
     "merge": "dist.merger",
-    "load": "formats.files",
 }
 
 __all__ = ["CutimelineError", "Timeline", "__version__", *_LAZY]
 
+# old top-level name -> (module that defines it, the spelling to use instead);
+# README.md's "Deprecated names" lists the same
+DEPRECATED = {
+    "import_chrome": ("formats.kineto", "ctl.load(path)"),
+    "plot_what_if": ("rendering.whatif", "ctl.plot(tl, path, what_if=...)"),
+    "plot_compare": ("rendering.figure", "Comparison.plot() or "
+                     "cutimeline.rendering.plot_compare(a, b)"),
+    "Comparison": ("comparison.result", "cutimeline.comparison.Comparison"),
+    "align": ("alignment.aligner", "cutimeline.alignment.align(tl)"),
+    "Recorder": ("recording.recorder", "cutimeline.recording.recorder.Recorder"),
+    "ready_writer": ("recording.schedule", "cutimeline.recording.schedule.ready_writer"),
+    "disarm": ("recording.ondemand", "trigger.disarm() on the Trigger ctl.arm() returned, "
+               "or cutimeline.recording.ondemand.disarm()"),
+}
+
 
 def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'cutimeline' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
+    if module is not None:
+        value = getattr(importlib.import_module(f".{module}", __name__), name)
+        globals()[name] = value
+        return value
+    if name in DEPRECATED:
+        # never cached: each use warns (once per place, by warnings' filter)
+        module, instead = DEPRECATED[name]
+        warnings.warn(f"ctl.{name} is deprecated; use {instead}.", DeprecationWarning,
+                      stacklevel=2)
+        return getattr(importlib.import_module(f".{module}", __name__), name)
+    raise AttributeError(f"module 'cutimeline' has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:

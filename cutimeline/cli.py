@@ -29,10 +29,21 @@ import argparse
 import json
 import os
 import sys
+import traceback
 from typing import Any, Sequence
 
+import cutimeline as ctl
+
+from . import __version__
+from .analysis.replay.edits import edit_named
+from .analysis.words import fmt_ns, pct
+from .dist.straggler import describe
 from .errors import CutimelineError
+from .numeric.compiling import compile_notice
+from .numeric.engines import resolve_engine
 from .progress import Progress, bar as _bar, stage as _stage
+from .rendering.whatif import change_text
+from .timeline.windows import parse_window as _parse_window
 
 __all__ = ["main", "parse_window", "Progress"]
 
@@ -42,9 +53,8 @@ COMPILE_NOTICE_AFTER_S = 1.0   # shorter compiles pass without a notice
 def parse_window(text: str) -> Any:
     """``--window``'s text, by ``window=``'s parser (``timeline/windows.py``):
     ``"3"`` → 3, ``"3-5"`` → (3, 5), ``"0.5s-0.75s"`` → (0.5, 0.75)."""
-    from .timeline.windows import parse_window as parse
     try:
-        return parse(text)
+        return _parse_window(text)
     except CutimelineError:
         raise CutimelineError(f"--window {text!r} is not understood: give a step (3), "
                               f"a step range (3-5 or 3:5, first to last) or seconds "
@@ -53,6 +63,7 @@ def parse_window(text: str) -> Any:
 
 def _demo_device(text: str) -> str:
     """``--device`` as the demo takes it: "auto", "cuda" (cuda:N made current) or "sim"."""
+    # torch (about 1 s to import) loads only for the commands that record
     from .recording.devicespec import cuda_index, device_spelling
     try:
         spec = device_spelling(text, "--device ...")
@@ -73,7 +84,6 @@ def _demo_device(text: str) -> str:
 def _open(path: str, quiet: bool = False):
     """A Timeline from a .ctl file or a torch.profiler trace (``ctl.load``),
     with a progress bar while a trace imports."""
-    import cutimeline as ctl
     bar = _bar(f"importing {os.path.basename(path)}", quiet)
     try:
         tl = ctl.load(path, progress=bar)
@@ -87,16 +97,12 @@ def _open(path: str, quiet: bool = False):
 def _analyze(tl, quiet: bool, window: Any = None):
     """``ctl.analyze`` by the engine its size calls for (the NumPy twins
     for a small Timeline: they compile nothing), with a progress line."""
-    import cutimeline as ctl
-
-    from .numeric.engines import resolve_engine
     engine = resolve_engine("auto", len(tl.ops) + len(tl.gpu))
     with _stage("analysing", quiet):
         return ctl.analyze(tl, window=window, engine=engine)
 
 
 def _plot(tl, path: str, quiet: bool, window: Any = None, report: Any = None) -> None:
-    import cutimeline as ctl
     if report is None:
         report = _analyze(tl, quiet)  # of the whole Timeline, as plot's own
     with _stage("plotting", quiet):
@@ -104,9 +110,7 @@ def _plot(tl, path: str, quiet: bool, window: Any = None, report: Any = None) ->
 
 
 def _cmd_demo(a: argparse.Namespace) -> int:
-    import cutimeline as ctl
-
-    from .demo import run_demo
+    from .demo import run_demo  # torch: see _demo_device
     device = _demo_device(a.device)
     os.makedirs(a.out, exist_ok=True)
     with _stage("recording", a.quiet):
@@ -144,9 +148,7 @@ def _cmd_summary(a: argparse.Namespace) -> int:
 
 
 def _cmd_whatif(a: argparse.Namespace) -> int:
-    from .analysis.words import fmt_ns, pct
     if a.edit:
-        from .analysis.replay.edits import edit_named
         edit_named(a.edit)  # an unknown name: the error lists them
         if not a.plot:
             raise CutimelineError("--edit names the fix to draw with --plot OUT.png; "
@@ -176,9 +178,7 @@ def _whatif_plot(a: argparse.Namespace, tl, rep) -> None:
     the top fix), as ``ctl.plot(tl, OUT, what_if=...)`` draws them."""
     if not a.plot:
         return
-    import cutimeline as ctl
 
-    from .rendering.whatif import change_text
     with _stage("plotting", a.quiet):
         fig = ctl.plot(tl, a.plot, what_if=a.edit or True, report=rep,
                        window=parse_window(a.window) if a.window else None)
@@ -187,7 +187,6 @@ def _whatif_plot(a: argparse.Namespace, tl, rep) -> None:
 
 
 def _cmd_export(a: argparse.Namespace) -> int:
-    import cutimeline as ctl
     tl = _open(a.file, a.quiet)
     with _stage("exporting", a.quiet):
         ctl.export_chrome(tl, a.output)
@@ -205,9 +204,6 @@ def _cmd_import(a: argparse.Namespace) -> int:
 
 
 def _cmd_merge(a: argparse.Namespace) -> int:
-    import cutimeline as ctl
-
-    from .dist.straggler import describe
     bar = _bar(f"merging {os.path.basename(os.path.normpath(a.dir))}", a.quiet)
     try:
         tl = ctl.merge(a.dir, progress=bar)
@@ -222,15 +218,13 @@ def _cmd_merge(a: argparse.Namespace) -> int:
 
 
 def _cmd_capture(a: argparse.Namespace) -> int:
-    from .recording.ondemand import send_capture  # it checks steps and pid
+    from .recording.ondemand import send_capture  # torch: see _demo_device
     out = send_capture(a.pid, steps=a.steps, out=a.out, timeout=a.timeout or None)
     print(f"{'wrote' if a.timeout else 'asked for'} {out}")
     return 0
 
 
 def _parser() -> argparse.ArgumentParser:
-    from . import __version__
-
     # --quiet before or after the command: SUPPRESS keeps a subcommand's
     # parser from resetting what the main parser read
     common = argparse.ArgumentParser(add_help=False)
@@ -298,7 +292,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run one command: 0 on success, 2 on bad input or usage (one line on
     stderr), 3 on a bug in cutimeline (the traceback, then one line that
     asks for a report), 130 on Ctrl-C."""
-    from .numeric.compiling import compile_notice
     args = _parser().parse_args(argv)
     args.quiet = getattr(args, "quiet", False)
     notice = compile_notice(sys.stderr, after_s=COMPILE_NOTICE_AFTER_S, enabled=not args.quiet)
@@ -318,9 +311,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("cutimeline: interrupted", file=sys.stderr)
         return 130
     except Exception as exc:  # anything else is ours to fix
-        import traceback
-
-        from . import __version__
         traceback.print_exc(file=sys.stderr)
         print(f"cutimeline: internal error: {type(exc).__name__}: {_one_line(exc)[:200]} -- "
               f"this is a bug in cutimeline {__version__}; please report it with the "

@@ -27,6 +27,8 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
+import cutimeline as ctl
+
 from .errors import CutimelineError
 
 __all__ = ["DemoResult", "run_demo", "SlowBatches", "make_model"]
@@ -102,7 +104,6 @@ class _Sim:
     simulated = True
 
     def __init__(self):
-        import cutimeline as ctl
         self.where = torch.device("meta")
         self.gpu = ctl.SimGPU("h100", seed=0)
         self.recorder_device = self.gpu
@@ -131,8 +132,6 @@ def run_demo(*, steps: int = 8, device: str = "auto", batch: int = 4096,
     ``log_every`` are the loop's two fixes, so its what-if predictions
     can be checked against the loop run with them.
     """
-    import cutimeline as ctl
-
     if device not in ("auto", "cuda", "sim"):
         raise CutimelineError(f"demo device {device!r} is not understood; give "
                               f"'auto', 'cuda' or 'sim'.")

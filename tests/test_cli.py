@@ -136,7 +136,7 @@ def imported(tmp_path_factory):
 
 def test_import_writes_a_ctl_that_loads_as_the_trace(imported, capsys):
     tl = ctl.load(imported)
-    direct = ctl.import_chrome(ALEXNET)
+    direct = ctl.load(ALEXNET)
     assert len(tl.ops) == len(direct.ops) and len(tl.gpu) == len(direct.gpu)
 
 
@@ -169,7 +169,7 @@ def test_plot_and_export(imported, tmp_path, capsys):
     assert main(["export", str(imported), "-o", str(trace)]) == 0
     events = json.loads(gzip.decompress(trace.read_bytes()))["traceEvents"]
     assert any(e.get("ph") == "X" for e in events)
-    back = ctl.import_chrome(trace)
+    back = ctl.load(trace)
     assert len(back.gpu) == len(ctl.load(imported).gpu)
     assert capsys.readouterr().out.count("wrote ") == 2
 

@@ -1,8 +1,31 @@
-"""cutimeline/__init__.py: the public surface, loaded lazily."""
+"""cutimeline/__init__.py: the public surface, loaded lazily; and the
+package's layout rules (stages, module size, imports across modules)."""
+import ast
+import importlib
+import re
 import subprocess
 import sys
+import typing
+import warnings
+
+import pytest
 
 import cutimeline as ctl
+
+# The short list: the verbs, and the types a user holds.
+PUBLIC = {"record", "span", "schedule", "arm", "SimGPU", "analyze", "Report", "plot",
+          "load", "export_chrome", "compare", "merge", "Timeline", "CutimelineError",
+          "__version__"}
+# Each deprecated top-level name and where it lives now (ctl.DEPRECATED says
+# the spelling to use; README.md's "Deprecated names" lists the same).
+MOVED = {"import_chrome": "cutimeline.formats.kineto",
+         "plot_what_if": "cutimeline.rendering.whatif",
+         "plot_compare": "cutimeline.rendering",
+         "Comparison": "cutimeline.comparison",
+         "align": "cutimeline.alignment",
+         "Recorder": "cutimeline.recording.recorder",
+         "ready_writer": "cutimeline.recording.schedule",
+         "disarm": "cutimeline.recording.ondemand"}
 
 
 def test_public_names_stay_functions_after_their_modules_load():
@@ -14,8 +37,8 @@ def test_public_names_stay_functions_after_their_modules_load():
     for m in pkgutil.walk_packages(ctl.__path__, "cutimeline."):
         if m.name != "cutimeline.__main__":
             importlib.import_module(m.name)
-    for name in ("record", "align", "analyze", "plot", "plot_compare", "compare",
-                 "export_chrome", "import_chrome", "merge", "span"):
+    for name in ("record", "span", "schedule", "arm", "analyze", "plot", "load",
+                 "export_chrome", "compare", "merge"):
         value = getattr(ctl, name)
         assert callable(value) and value.__name__ == name, name
     assert isinstance(ctl.SimGPU, type) and isinstance(ctl.Report, type)
@@ -25,6 +48,38 @@ def test_every_public_name_resolves():
     for name in ctl.__all__:
         assert getattr(ctl, name) is not None
     assert sorted(dir(ctl)) == sorted(ctl.__all__)
+    assert set(ctl.__all__) == PUBLIC
+
+
+@pytest.mark.parametrize("name", sorted(MOVED))
+def test_a_deprecated_name_works_and_warns_with_the_new_spelling(name):
+    home = importlib.import_module(MOVED[name])
+    with pytest.warns(DeprecationWarning, match=re.escape(f"ctl.{name} is deprecated; use "
+                                                          f"{ctl.DEPRECATED[name][1]}")):
+        value = getattr(ctl, name)
+    assert value is getattr(home, name)
+    assert name not in dir(ctl) and name not in ctl.__all__
+    with pytest.warns(DeprecationWarning):   # never cached: every use warns
+        getattr(ctl, name)
+
+
+def test_the_readme_lists_every_deprecated_name():
+    text = (ROOT / "README.md").read_text()
+    table = text[text.index("## Deprecated names"):]
+    table = table[:table.index("\n## ", 1)]
+    assert sorted(re.findall(r"^\| `ctl\.(\w+)", table, re.M)) == sorted(ctl.DEPRECATED)
+
+
+def test_the_types_public_functions_return_are_reachable():
+    from cutimeline.comparison import Comparison
+    from cutimeline.recording.ondemand import Trigger
+    from cutimeline.recording.recorder import Recorder
+    from cutimeline.recording.schedule import Schedule
+    assert typing.get_type_hints(ctl.arm)["return"] is Trigger
+    assert typing.get_type_hints(ctl.schedule)["return"] is Schedule
+    assert typing.get_type_hints(ctl.record)["return"] is Recorder
+    assert typing.get_type_hints(ctl.compare)["return"] is Comparison
+    assert isinstance(ctl.schedule(), Schedule)
 
 
 def test_import_loads_no_heavy_dependency():
@@ -37,7 +92,6 @@ def test_import_loads_no_heavy_dependency():
 
 
 def test_unknown_attribute_is_an_attribute_error():
-    import pytest
     with pytest.raises(AttributeError, match="no attribute 'recrod'"):
         ctl.recrod
 
@@ -71,15 +125,85 @@ def test_the_listing_is_the_pipeline():
     assert tests == set(STAGES)
 
 
+# A hint, not a rule (README.md, "Contributing"): a module is split when it
+# does two jobs, never to meet a number.
+LINES_HINT = 400
 
-def test_every_module_is_small_and_says_its_job():
-    import ast
+
+class SizeHint(UserWarning):
+    """A module over LINES_HINT lines: worth a look, not a failure."""
+
+
+def test_every_module_says_its_job_and_big_ones_are_named():
+    big = []
     for path in sorted((ROOT / "cutimeline").rglob("*.py")):
         text = path.read_text()
-        lines = text.count("\n")
-        assert lines <= 400, f"{path.relative_to(ROOT)} has {lines} lines"
         if path.name != "__main__.py":
             assert ast.get_docstring(ast.parse(text)), f"{path.relative_to(ROOT)}: no docstring"
+        lines = text.count("\n")
+        if lines > LINES_HINT:
+            big.append(f"{path.relative_to(ROOT)} ({lines})")
+    if big:
+        warnings.warn(SizeHint(f"{len(big)} modules over ~{LINES_HINT} lines: does each "
+                               f"do one job? {', '.join(big)}"))
+
+
+def _imports_of(path):
+    """(line, module, names) of each ``from ... import`` of ``path``, the
+    module resolved against its package ("cutimeline.x.y")."""
+    package = ".".join(path.relative_to(ROOT).with_suffix("").parts[:-1])
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[:len(package.split(".")) - node.level + 1]
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module or ""
+            yield node.lineno, module, [a.name for a in node.names]
+
+
+@pytest.mark.xfail(strict=False, reason="until the layout branches merge")
+def test_no_module_imports_another_modules_private_name():
+    # A name shared across modules is public inside its package: no
+    # ``from .x import _name`` (DESIGN.md; rename it without the underscore).
+    found = [f"{path.relative_to(ROOT)}:{line} from {module} import {name}"
+             for path in sorted((ROOT / "cutimeline").rglob("*.py"))
+             for line, module, names in _imports_of(path)
+             if module == "cutimeline" or module.startswith("cutimeline.")
+             for name in names if name.startswith("_") and not name.startswith("__")]
+    assert found == [], f"{len(found)} imports of private names:\n" + "\n".join(found)
+
+
+def _code_strings(tree):
+    """The string constants of a module that are not docstrings."""
+    docs = {id(b[0].value) for n in ast.walk(tree)
+            if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+            for b in [n.body] if b and isinstance(b[0], ast.Expr)}
+    return [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant)
+            and isinstance(n.value, str) and id(n) not in docs]
+
+
+BENCH_MODULE = re.compile(r"^(bench|verdict)_\w+$|^benchmarks(\.|$)")
+
+
+@pytest.mark.xfail(strict=False, reason="until the layout branches merge")
+def test_no_test_imports_a_benchmark():
+    # Benchmarks measure; a test's oracle is a golden file under tests/data.
+    found = []
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        if path.name == "test_package.py":   # this test names what it looks for
+            continue
+        tree = ast.parse(path.read_text())
+        names = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+        names += [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
+        found += [f"{path.relative_to(ROOT)}: imports {m}" for m in names
+                  if BENCH_MODULE.match(m)]
+        # sys.path/PYTHONPATH pointed at benchmarks/, or code run from there
+        found += [f"{path.relative_to(ROOT)}: names {s.strip()[:60]!r}"
+                  for s in _code_strings(tree)
+                  if s == "benchmarks" or re.search(r"benchmarks[/\\]\w+\.py", s)
+                  or re.search(r"\bimport\b[^\n]*\b(bench|verdict)_\w+", s)]
+    assert found == [], "\n".join(found)
 
 
 def test_every_stage_folder_of_tests_is_collected():

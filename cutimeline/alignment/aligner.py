@@ -43,7 +43,7 @@ from ..timeline.schema import NONE, GpuKind, OpFlag
 from ..timeline.table import Table
 from ..timeline.timeline import Timeline
 from . import hull
-from .clockfit import _check_backend, fit_clock
+from .clockfit import check_backend, fit_clock
 
 __all__ = ["align", "event_host_ns", "ping_offset_ns", "launch_delay_ns", "resolution_ns"]
 
@@ -173,7 +173,7 @@ def event_host_ns(tl: Timeline, *, method: str = "fit", backend: str = "auto") -
     has none), clamped into each event's bounds; ``method="ping"``: the
     plain offset-only estimate ``raw + ping_offset`` (for comparison; not
     clamped)."""
-    _check_backend(backend)
+    check_backend(backend)
     ev = tl.events
     if method not in ("fit", "ping"):
         raise CutimelineError(f"method={method!r} is not known; use 'fit' (the "
@@ -217,7 +217,7 @@ def align(tl: Timeline, *, backend: str = "auto") -> Timeline:
     events (an imported trace, already on the host clock) is only marked
     aligned. Raises ``CutimelineError`` when a device's events are bounded
     by no sync or ping."""
-    _check_backend(backend)
+    check_backend(backend)
     if tl.meta.get("aligned"):
         return tl
     meta = {**tl.meta, "aligned": True}

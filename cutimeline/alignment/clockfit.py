@@ -47,7 +47,7 @@ import numpy as np
 from ..errors import CutimelineError
 from . import hull
 
-__all__ = ["MAX_DRIFT", "ClockFit", "fit_clock"]
+__all__ = ["MAX_DRIFT", "ClockFit", "fit_clock", "check_backend"]
 
 #: the largest |slope − 1| a device clock may have against the host clock
 MAX_DRIFT = 1e-3
@@ -75,7 +75,8 @@ class ClockFit:
     resolution_ns: int = 0
 
 
-def _check_backend(backend: str) -> None:
+def check_backend(backend: str) -> None:
+    """Raise for a ``backend=`` that is none of ``hull.BACKENDS``."""
     if backend not in hull.BACKENDS:
         raise CutimelineError(f"backend={backend!r} is not known; use 'auto' (by "
                               f"size), 'numba' (compiled) or 'numpy' (its "
@@ -181,7 +182,7 @@ def fit_clock(lower_raw: np.ndarray, lower_host: np.ndarray, upper_raw: np.ndarr
     lower_host`` and upper-bound points ``host(upper_raw) ≤ upper_host``
     (int64 ns columns), each raw reading within ``resolution_ns`` of the
     instant it marks (see the module doc)."""
-    _check_backend(backend)
+    check_backend(backend)
     if isinstance(resolution_ns, bool) or not isinstance(resolution_ns, (int, np.integer)) \
             or resolution_ns < 0:
         raise CutimelineError(f"fit_clock(resolution_ns={resolution_ns!r}) must be a "

@@ -91,9 +91,8 @@ def analyze(tl: Timeline, *, window: Any = None, engine: str = "auto",
     Timeline without gpu rows gives a host-side report.
     """
     if not isinstance(tl, Timeline):
-        raise CutimelineError(f"analyze needs a Timeline (from ctl.record, "
-                              f"ctl.load or ctl.import_chrome), not "
-                              f"{type(tl).__name__}.")
+        raise CutimelineError(f"analyze needs a Timeline (from ctl.record or "
+                              f"ctl.load), not {type(tl).__name__}.")
     engine = resolve_engine(engine, len(tl.ops) + len(tl.gpu))
     if not (isinstance(gpu_bound_at, (int, float)) and 0 < gpu_bound_at <= 1):
         raise CutimelineError(f"gpu_bound_at={gpu_bound_at!r} must be a busy "
@@ -114,11 +113,12 @@ def analyze(tl: Timeline, *, window: Any = None, engine: str = "auto",
         raise CutimelineError(
             "The Timeline's gpu rows are not on the host clock yet"
             + (f" (aligning failed: {why})" if why else "")
-            + "; call ctl.align(tl) first, or analyze the timeline ctl.record "
+            + "; call cutimeline.alignment.align(tl) first, or analyze the timeline "
+            "ctl.record "
             "hands back, which is aligned at stop.")
     if has_gpu and missing:
         raise CutimelineError("Some gpu rows have no begin or end time (NONE); "
-                              "align the Timeline again with ctl.align(tl).")
+                              "align the Timeline again with cutimeline.alignment.align(tl).")
     device = window is None and _device_default(tl)
     if window is not None:
         w0, w1 = tl.window_bounds(window)

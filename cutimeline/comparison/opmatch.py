@@ -97,7 +97,7 @@ def decomposes(name: str) -> bool:
     Kineto does not name the overload, so every overload (``out`` variants
     aside) must decompose — the rule of tests/test_recorder.py. Unknown
     names do not decompose."""
-    import torch
+    import torch  # here, not at the top: importing Comparison must not load torch
     ns, _, op = base_name(name).partition("::")
     try:
         packet = getattr(getattr(torch.ops, ns), op)

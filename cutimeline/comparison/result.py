@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from ..rendering.figure import plot_compare
 from ..timeline.timeline import Timeline
 from .opmatch import EXPLAINED, OpMatch
 
@@ -89,7 +90,6 @@ class Comparison:
         """Both Timelines side by side (``plot_compare``), by default the
         first compared step (both number the steps alike); returns the
         Figure. ``kwargs`` go to ``plot_compare``."""
-        from ..rendering.figure import plot_compare
         steps = self.ours.step_numbers()
         kwargs.setdefault("window", int(steps[0]) if len(steps) else None)
         kwargs.setdefault("labels", ("cutimeline", "torch.profiler, imported"))

@@ -3,7 +3,7 @@ torch.profiler, and the runs compared.
 
     cmp = ctl.compare(train_step, steps=20, warmup=3)
     print(cmp)                       # markdown tables
-    ctl.plot_compare(cmp.ours, cmp.theirs, "comparison.png")
+    cmp.plot("comparison.png")     # both Timelines, one above the other
 
 ``compare`` calls ``fn`` (one training step) ``warmup + steps`` times in
 each of three passes, one after the other: uninstrumented, under
@@ -46,8 +46,15 @@ from time import perf_counter_ns as _now
 from typing import Any
 
 import numpy as np
+import torch
+from torch.profiler import profile, schedule
 
+from ..devices.device import Device
+from ..devices.sim import SimGPU
 from ..errors import CutimelineError
+from ..formats.kineto import import_chrome
+from ..recording.devicespec import cuda_index, device_spelling
+from ..recording.recorder import record
 from ..timeline.schema import GpuKind, SpanKind
 from ..timeline.timeline import Timeline
 from .opmatch import OpMatch, match_ops, profiler_leaves, recorded_ops
@@ -85,7 +92,6 @@ def compare(fn: Callable[[], Any], *, steps: int = 20, warmup: int = 3,
     temporary folder and removed. An exception from ``fn`` propagates
     unchanged.
     """
-    import torch
     if not callable(fn):
         raise CutimelineError(f"compare(fn={fn!r}) needs a callable that runs one "
                               f"training step with no arguments.")
@@ -123,7 +129,6 @@ def compare(fn: Callable[[], Any], *, steps: int = 20, warmup: int = 3,
                                          str(dev) if sim is None else sim,
                                          activities, record_shapes,
                                          kineto if r == 0 else None, kept))
-        from ..formats.kineto import import_chrome
         theirs = import_chrome(kineto)
         recorded = kept["timeline"]
         ours, match, rows = _match(recorded, theirs, warmup, steps)
@@ -158,12 +163,9 @@ def compare(fn: Callable[[], Any], *, steps: int = 20, warmup: int = 3,
 def _device(device: Any, torch: Any) -> tuple[Any, Any]:
     """The torch.device synchronized after each step (and the profiler's),
     and the SimGPU the cutimeline pass records when ``device`` names one."""
-    from ..devices.device import Device
-    from ..recording.devicespec import cuda_index, device_spelling
     where = "compare(device=...)"
     spec = device_spelling(device, where)
     if spec == "sim":
-        from ..devices.sim import SimGPU
         spec = SimGPU("h100")
     if isinstance(spec, Device):
         if getattr(spec, "kind", "") != "sim":
@@ -219,13 +221,10 @@ def _pass(name: str, fn: Callable[[], Any], warmup: int, steps: int,
     if name == "none":
         return _timed(fn, warmup, steps, sync)
     if name == "cutimeline":
-        from ..recording.recorder import record
         with record(device=dev, steps="manual") as rec:
             times = _timed(fn, warmup, steps, sync, rec.step)
         kept.setdefault("timeline", rec.timeline)
         return times
-    import torch
-    from torch.profiler import profile, schedule
     ready = None if kineto is None else (lambda p: p.export_chrome_trace(kineto))
     with _leaving_no_profiler(torch), \
             profile(activities=activities, record_shapes=record_shapes,

@@ -26,10 +26,11 @@ from ..recording.collectives import ALL, FROM_ROOT, RECV, SEND, TO_ROOT
 from ..timeline.schema import NONE
 from ..timeline.timeline import Timeline
 
-__all__ = ["roles"]
+__all__ = ["roles", "collective_rows"]
 
 
-def _rows(items: list[tuple[int, Timeline]], groups: dict[tuple, int]) -> dict[str, np.ndarray]:
+def collective_rows(items: list[tuple[int, Timeline]],
+                    groups: dict[tuple, int]) -> dict[str, np.ndarray]:
     """The collective rows of Timelines (single ranks or merged), with their
     ops row (NONE where the op is not in the Timeline) and times."""
     out: dict[str, list] = {k: [] for k in ("rank", "group", "kind", "number", "peer",

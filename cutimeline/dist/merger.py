@@ -14,12 +14,15 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
+from ..alignment.aligner import align
 from ..errors import CutimelineError
 from ..recording.collectives import COLUMNS
 from ..timeline.ranks import HOST_COLUMNS, apply
 from ..timeline.schema import NONE, REFERENCES, SCHEMA, STRING_COLUMNS
 from ..timeline.table import Strings
-from ..timeline.timeline import Timeline
+from ..timeline.timeline import Timeline, load
+from .rankclock import fit_rank_clocks
+from .straggler import slowest
 
 __all__ = ["merge"]
 
@@ -72,8 +75,6 @@ def merge(dir_or_paths: str | os.PathLike | Iterable[Any], *,
     work done, 0 to 1) as the ranks load and the merge goes on (the
     command's progress bar).
     """
-    from .rankclock import fit_rank_clocks
-    from .straggler import slowest
     say = progress or (lambda stage, fraction: None)
     parts = _inputs(dir_or_paths, say)
     say("clocks", 0.7)
@@ -88,8 +89,6 @@ def merge(dir_or_paths: str | os.PathLike | Iterable[Any], *,
 
 def _inputs(src: Any, say: Callable[[str, float], None]
             ) -> list[tuple[int, Timeline, str | None]]:
-    from ..alignment.aligner import align
-    from ..timeline.timeline import load
     if isinstance(src, (str, os.PathLike)):
         folder = os.fspath(src)
         if not os.path.isdir(folder):

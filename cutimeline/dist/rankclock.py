@@ -14,10 +14,11 @@ from typing import Any
 
 import numpy as np
 
+from ..alignment.clockfit import fit_clock
 from ..errors import CutimelineError
 from ..timeline.schema import NONE
 from ..timeline.timeline import Timeline
-from .matching import _rows, roles
+from .matching import collective_rows, roles
 
 __all__ = ["fit_rank_clocks"]
 
@@ -38,10 +39,9 @@ def fit_rank_clocks(items: list[tuple[int, Timeline]]) -> dict[int, dict[str, An
     (see ``merger.merge`` for what each dict holds). Ranks are fitted against
     the reference's collectives first; a rank that shares none with it is
     fitted against the ranks already fitted, their bounds added."""
-    from ..alignment.clockfit import fit_clock
     ref_rank, ref_tl = items[0]
     e_ref = _epoch_shift(ref_tl.meta)
-    r = _rows(items, {})
+    r = collective_rows(items, {})
     inst, joins, finishes = roles(r)
     n_inst = int(inst.max()) + 1 if len(inst) else 0
     have_done = (r["done"] != NONE) & finishes

@@ -19,12 +19,13 @@ from typing import Any
 
 import numpy as np
 
+from ..analysis.words import fmt_ns
 from ..errors import CutimelineError
 from ..recording.collectives import KINDS
-from ..timeline.ranks import rank_of_thread
+from ..timeline.ranks import rank_of_device, rank_of_thread
 from ..timeline.schema import NONE, SpanKind
 from ..timeline.timeline import Timeline
-from .matching import _rows, roles
+from .matching import collective_rows, roles
 
 __all__ = ["collectives", "stragglers", "slowest", "rank_activity", "describe",
            "COLLECTIVE_DTYPE", "STRAGGLER_DTYPE", "ACTIVITY_DTYPE"]
@@ -56,7 +57,7 @@ def collectives(tl: Timeline) -> np.ndarray:
     that recorded it) of ``group_size``. Unmatched rows are left out."""
     _check(tl)
     groups: dict[tuple, int] = {}
-    r = _rows([(int(tl.meta.get("rank", 0)), tl)], groups)
+    r = collective_rows([(int(tl.meta.get("rank", 0)), tl)], groups)
     inst, _, _ = roles(r)
     keep = inst != NONE
     r = {k: v[keep] for k, v in r.items()}
@@ -176,7 +177,6 @@ def rank_activity(tl: Timeline) -> np.ndarray:
     (summed waits for later ranks), ``idle_ns`` (span − union of both),
     ``busy_frac`` (busy_ns / span), ``gpu_busy_ns`` (union of its devices'
     gpu rows)."""
-    from ..timeline.ranks import rank_of_device
     _check(tl)
     o, g = tl.ops, tl.gpu
     op_rank = rank_of_thread(tl)[o.thread] if len(o) else np.zeros(0, np.int64)
@@ -213,7 +213,6 @@ def describe(tl: Timeline) -> str:
     """A few lines on a merged Timeline: each rank's clock and its bound,
     whether it raised or was cut short, the missing ranks, and the worst
     straggler over the whole run."""
-    from ..analysis.words import fmt_ns
     lines = []
     for r in tl.meta.get("ranks") or []:
         c = r.get("clock") or {}

@@ -1,8 +1,7 @@
-"""Timeline → Chrome-trace JSON for Perfetto and chrome://tracing, and
-torch.profiler (Kineto) traces → Timeline (``import_chrome``, in kineto.py).
+"""Timeline → Chrome-trace JSON for Perfetto and chrome://tracing.
 
 The export is laid out the way Kineto lays out its own traces, so that
-``import_chrome`` reads it back and other Kineto tools can read it too:
+the Kineto import (``formats.kineto``, ``ctl.load``) reads it back and other Kineto tools can read it too:
 
 - a host process per host pid, with a track per CPU thread: ops as
   ``cpu_op`` slices, host spans as ``user_annotation`` slices (steps named
@@ -27,7 +26,7 @@ nothing is lost; when times are too large for a float µs to hold ns
 The events of each table are formatted as whole columns (chromeevents.py,
 jsonrows.py) and written a chunk at a time, gzipped on every core for a
 .gz path (chunkwriter.py; by ISA-L's igzip where the optional ``isal``
-package is installed, ~4x zlib's speed, gzipstream.py): no Python object
+package is installed, faster than zlib, gzipstream.py): no Python object
 per row, memory a few chunks.
 """
 
@@ -43,6 +42,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import __version__
 from ..errors import CutimelineError
 from ..timeline.schema import NONE
 from ..timeline.timeline import Timeline
@@ -50,12 +50,11 @@ from . import chromeevents as ev
 from .chromeevents import HOST_PID, LAUNCH_TID, SYNC_TID
 from .chunkwriter import write_chunks
 from .gzipstream import AUTO, codec as find_codec
-from .kineto import import_chrome
-from .kinetoschema import EXPORTER, SHIFT_KEY
+from .kineto.schema import EXPORTER, SHIFT_KEY
 
-__all__ = ["export_chrome", "import_chrome", "queue_depth"]
+__all__ = ["export_chrome", "queue_depth", "depth_points"]
 
-# Float µs hold ns exactly below 2^43 µs (see tracefile.to_ns).
+# Float µs hold ns exactly below 2^43 µs (see kineto.tracefile.to_ns).
 EXACT_LIMIT_NS = (1 << 43) * 1000
 # Below this many rows one thread formats faster than a pool starts.
 POOL_ROWS = 20_000
@@ -75,7 +74,7 @@ def export_chrome(tl: Timeline, path: str | os.PathLike, *, codec: str = AUTO) -
         raise CutimelineError(
             "The Timeline is not aligned: its GPU times are still on the "
             "device clock, so they cannot share a time axis with the host; "
-            "align it first with ctl.align(tl).")
+            "align it first with cutimeline.alignment.align(tl).")
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
         raise CutimelineError(f"Cannot export to {path}: the folder {directory} "
@@ -240,7 +239,6 @@ def _metadata(tl: Timeline, hosts: list[tuple[int, int]]) -> list[str]:
 
 
 def _header(tl: Timeline, shift: int) -> dict[str, Any]:
-    from .. import __version__
     meta = tl.meta
     head: dict[str, Any] = {"schemaVersion": 1, "displayTimeUnit": "ms",
                             "traceName": str(meta.get("file") or meta.get("trace_name")

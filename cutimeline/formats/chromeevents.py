@@ -22,7 +22,7 @@ from ..errors import CutimelineError
 from ..timeline.schema import NONE, GpuKind, OpFlag, SpanKind
 from ..timeline.timeline import Timeline
 from .jsonrows import Fragments, Rows, escape
-from .kinetoschema import FREED_ARG, KIND_ARG
+from .kineto.schema import FREED_ARG, KIND_ARG
 
 __all__ = ["Layout", "op_rows", "span_rows", "gpu_rows", "sync_rows", "counter_rows",
            "memory_rows", "HOST_PID", "SYNC_TID", "LAUNCH_TID"]

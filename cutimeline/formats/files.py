@@ -13,6 +13,7 @@ from typing import Callable
 
 from ..errors import CutimelineError
 from ..timeline.timeline import Timeline, load as load_ctl
+from .kineto import import_chrome
 
 __all__ = ["load"]
 
@@ -31,6 +32,5 @@ def load(path: str | os.PathLike, *,
     with open(path, "rb") as f:
         head = f.read(64)
     if head[:2] == b"\x1f\x8b" or head.lstrip()[:1] in (b"{", b"["):
-        from .kineto import import_chrome
         return import_chrome(path, progress=progress)
     return load_ctl(path)

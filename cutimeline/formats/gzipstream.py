@@ -1,11 +1,10 @@
 """The deflate codec behind chunkwriter's gzip stream: ISA-L's igzip (the
 optional ``isal`` package) where it is installed, else the standard zlib.
 
-Deflate was half the CPU time of a .json.gz export with zlib at level 1
-(~500 MB/s a core on trace JSON). igzip at its level 1 deflates the same
-text at ~1.9 GB/s a core for a file as small (ratio 9.86 against zlib's
-9.92), and its CRC-32 runs at ~30 GB/s against zlib's ~6
-(benchmarks/RESULTS.md). Both write standard deflate, so the file is a
+Deflate was half the CPU time of a .json.gz export with zlib at level 1;
+igzip at its level 1 deflates the same text several times faster for a
+file as small, and its CRC-32 is faster too (the figures: "The gzip codec"
+in benchmarks/RESULTS.md). Both write standard deflate, so the file is a
 gzip any reader opens and gunzips to the same bytes; only the compressed
 bytes differ between codecs.
 
@@ -73,14 +72,10 @@ def _load(name: str) -> Codec | None:
 
 
 def _make(name: str, mod: Any, *, level: int, mem_level: int) -> Codec:
-    """A Codec from a module with zlib's interface.
-
-    zlib: level 1 at memLevel 7 (a hash table half the default's) was 5%
-    faster than the default memLevel, as small. isal (100 MB of export
-    text in 4 MB chunks): levels 1 and 2 ran alike (1.87 and 1.81 GB/s),
-    0 made files 28% larger for 6% more speed, 3 ran at zlib's speed
-    (0.49 GB/s); memLevel changed neither speed nor size from 4 up (at 1:
-    1.25 GB/s)."""
+    """A Codec from a module with zlib's interface, at the level and
+    memLevel that deflated export text fastest for a file as small (zlib:
+    level 1 with a hash table half the default's; isal: level 1; measured
+    in "The gzip codec" of benchmarks/RESULTS.md)."""
     sync, method = mod.Z_SYNC_FLUSH, mod.DEFLATED
 
     def deflate(data: Any) -> bytes:

@@ -20,6 +20,7 @@ def boxes(ax, x0, x1, y0, y1, colors, zorder) -> None:
     """Axis-aligned boxes [x0, x1] × [y0, y1] in data units, one colour each."""
     if len(x0) == 0:
         return
+    # matplotlib loads on the first draw (see rendering/__init__.py)
     from matplotlib.collections import PolyCollection
     y0 = np.broadcast_to(y0, np.shape(x0))
     y1 = np.broadcast_to(y1, np.shape(x0))

@@ -1,4 +1,4 @@
-"""``ctl.plot`` and ``ctl.plot_compare``: the dual-execution timeline.
+"""``ctl.plot`` and ``plot_compare`` (two Timelines): the dual-execution timeline.
 
     fig = ctl.plot(tl, "timeline.png", window=3)     # step 3
 
@@ -43,11 +43,11 @@ What is drawn where (``plot`` without ``ax``; ``fig.axes`` in this order):
   (``memory.py``).
 
 GPU bars wide enough carry the name of their op or kernel, clipped to
-the bar (``names.py``). A side stream (busy less than half as long as its
+the bar (``lanes/names.py``). A side stream (busy less than half as long as its
 device's busiest) is shaded only where it waited on a dependency: idle
 with nothing queued is not blamed on it. When the window holds more than
 ``overview.ROWS_PER_PX`` GPU rows per pixel column, the GPU lanes become
-an overview (``overview.py``): per pixel column the share of time busy,
+an overview (``lanes/overview.py``): per pixel column the share of time busy,
 by phase, and idle, by cause, as stacked bands; launch lines are thinned
 to one per few columns, and the title's last line says so.
 
@@ -74,10 +74,10 @@ from ..errors import CutimelineError
 from ..timeline.timeline import Timeline
 from . import pixels as px
 from .frame import check_options, check_path, lane_handles, legends, title_block
+from .lanes import Scene
 from .memory import draw_memory, has_memory
 from .panels import draw_lead, draw_queue
 from .placement import FONT, layout as _layout, px_width as _px_width, style as _style
-from .scene import Scene
 from .strip import draw_strip, verdict_line
 from .titles import SEP, counts_text, source_name, window_text, xlabel
 from .whatif import plot_what_if

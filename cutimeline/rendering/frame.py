@@ -74,6 +74,7 @@ def check_options(width: Any, dpi: Any, flows: Any, title: Any, overview: Any = 
 
 
 def lane_handles(used: dict) -> list:
+    # matplotlib loads on the first draw (see rendering/__init__.py)
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
     hs = [Patch(color=VERDICT_COLORS[v], label=f"step: {v}") for v in VERDICTS
@@ -110,6 +111,7 @@ def legends(fig, axes, used: list[dict], scenes, lanes_axes: int = 1) -> None:
     q = axes[lanes_axes]
     handles, names = q.get_legend_handles_labels()
     if handles:
+        # matplotlib loads on the first draw (see rendering/__init__.py)
         from matplotlib.lines import Line2D
         lines = [Line2D([], [], color=h.get_color(), ls=h.get_linestyle(), lw=1.2)
                  for h in handles]

@@ -20,6 +20,7 @@ import numpy as np
 from ..analysis.idle.gaps import CAUSES
 from ..analysis.words import fmt_ns, pct
 from ..errors import CutimelineError
+from .figure import plot
 from .palette import VERDICT_COLORS
 
 __all__ = ["MAX_ROWS", "MAX_PX", "report_html", "timeline_png"]
@@ -80,7 +81,6 @@ def timeline_png(tl: Any) -> bytes | None:
     """``ctl.plot(tl)`` as PNG bytes no larger than MAX_PX; None (no PNG,
     the notebook shows the text repr) for a Timeline that cannot be
     plotted, such as one not yet aligned."""
-    from .figure import plot
     try:
         fig = plot(tl, width=WIDTH_IN, dpi=DPI)
     except CutimelineError:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..analysis.idle.lanes import queue_depth
 from ..timeline.schema import NONE
 from . import pixels as px
 from .palette import STREAM_COLORS
@@ -20,7 +21,6 @@ def draw_queue(scene, ax, cols, *, prefix: str = "", ls: str = "-") -> list:
     ln, handles = scene.lanes, []
     if ln is None:
         return handles
-    from ..analysis.idle.lanes import queue_depth
     edges = cols.ms(np.arange(cols.width + 1))
     for j, k in enumerate(scene.stream_order):
         t, d = queue_depth(ln, ln.streams, int(k), scene.report.settings["engine"])
@@ -41,6 +41,7 @@ def draw_lead(scene, ax, cols, *, ls: str = "-") -> None:
     ln = scene.lanes
     if ln is None:
         return
+    # matplotlib loads on the first draw (see rendering/__init__.py)
     from matplotlib.collections import LineCollection
     grp = ln.streams
     for j, k in enumerate(scene.stream_order):

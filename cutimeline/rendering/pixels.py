@@ -8,7 +8,7 @@ columns (the first column they touch to the last) and, per lane and
 colour, runs that touch are merged: at most about ``width / 2`` rectangles
 per lane and colour remain however many rows there were. Step functions
 (queue depth) and point series (CPU lead) are reduced per column the same
-way, and for the overview of a dense window (``overview.py``) intervals
+way, and for the overview of a dense window (``lanes/overview.py``) intervals
 are binned into columns as the time each column holds of them
 (``coverage``). Nothing here measures: these are the drawing's own
 decimations of intervals the analysis already found.

@@ -34,6 +34,7 @@ def layout(lane_labels: list[list[str]], width: float, dpi: float, panels: bool,
     over the queue-depth and CPU-lead panels; with ``strip`` a verdict
     strip's Axes above each Timeline's lanes, with ``memory`` the memory
     panel's under them (each added after the others: see the module doc)."""
+    # matplotlib loads on the first draw (see rendering/__init__.py)
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     chars = max((len(s) for labels in lane_labels for s in labels), default=10)

@@ -121,6 +121,7 @@ def draw_strip(scene, ax, cols: px.Columns, *, labels=None,
 
 
 def _label(ax, scene, cols, rows, b, e, colors, labels) -> None:
+    # matplotlib loads on the first draw (see rendering/__init__.py)
     from matplotlib.transforms import Bbox, TransformedBbox
     scale = ax.figure.dpi / 100
     for row, x0, x1, color in zip(rows, b, e, colors):

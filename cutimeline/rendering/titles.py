@@ -2,7 +2,7 @@
 
 The window is always stated: "the whole recording", "step 3", "steps
 3–5", "0.5–0.75 s", or "first to last device activity" (the default for
-imported traces without steps, ``scene.py``).
+imported traces without steps, ``lanes/scene.py``).
 """
 
 from __future__ import annotations

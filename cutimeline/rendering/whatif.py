@@ -7,7 +7,7 @@ the figure draws the Timeline as recorded and as replayed under one fix
 (``analysis.replay.whatif.replayed``) on one time axis. The replay keeps the
 recording's origin and is shorter by what the fix saves: time 0 is the
 start of the recording in both, and the x axis runs to the end of the
-longer. Each Timeline gets its lanes (``scene.py``, as ``plot`` draws
+longer. Each Timeline gets its lanes (``lanes/scene.py``, as ``plot`` draws
 them) and a step strip above them (``strip.py``): the recorded one as in
 ``plot`` ("step 3 · input-bound · 64.9 ms · GPU 66%"), the predicted one
 with each step's predicted time beside its recorded one and the gain
@@ -34,13 +34,16 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ..analysis.replay.whatif import REPLAY_SETTINGS  # the very replay the prediction measured
+from ..analysis.analyzer import analyze
+# REPLAY_SETTINGS: the very replay settings the prediction measured
+from ..analysis.replay.whatif import REPLAY_SETTINGS, replayed, steady
+from ..analysis.replay.edits import EDITS, edit_named
 from ..analysis.words import fmt_ns, pct
 from ..errors import CutimelineError
 from . import pixels as px
 from .frame import check_options, check_path, legends, title_block
+from .lanes import Scene
 from .placement import FONT, layout, px_width
-from .scene import Scene
 from .strip import draw_strip, verdict_line
 from .titles import SEP, source_name, window_text, xlabel
 
@@ -112,8 +115,6 @@ def _replay(rep, what_if: Any):
     """(Prediction, replayed Timeline) for ``what_if``; the error of
     ``edit_named`` for an unknown name, of ``replayed`` for an edit that
     does not apply."""
-    from ..analysis.replay.whatif import replayed
-    from ..analysis.replay.edits import EDITS, edit_named
     if what_if is not True and not isinstance(what_if, str):
         raise CutimelineError(f"what_if={what_if!r} must be True (the fix predicted to "
                               f"gain most) or the name of a fix: {', '.join(EDITS)}.")
@@ -133,7 +134,6 @@ def _replay(rep, what_if: Any):
 def _analyzed(rep, replay):
     """The replay's Report, made as ``whatif.predict`` made the one its
     step times come from."""
-    from ..analysis.analyzer import analyze
     return analyze(replay, **{k: rep.settings[k] for k in REPLAY_SETTINGS})
 
 
@@ -173,7 +173,6 @@ def _xlabel(scenes) -> str:
 
 
 def _subtitle(rec: Scene, pred, title: str | None, dense: bool) -> str:
-    from ..analysis.replay.whatif import steady
     n = steady(pred.steps)["number"]
     if len(n) and n[0] >= 0:
         which = f"steps {n[0]}–{n[-1]}" if len(n) > 1 else f"step {n[0]}"

@@ -118,8 +118,8 @@ def read(path: str | os.PathLike) -> tuple[dict[str, Table], list[str], dict[str
     if not os.path.exists(path):
         raise CutimelineError(f"{path} does not exist.")
     if not zipfile.is_zipfile(path):
-        hint = (" It looks like a Chrome/torch.profiler trace: ctl.load and "
-                "ctl.import_chrome read those.") if _looks_like_json(path) else ""
+        hint = (" It looks like a Chrome/torch.profiler trace: ctl.load "
+                "reads those.") if _looks_like_json(path) else ""
         raise CutimelineError(f"{path} is not a cutimeline file (not a zip "
                               f"archive, or truncated).{hint}")
     try:

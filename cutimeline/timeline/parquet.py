@@ -25,10 +25,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .. import __version__
 from ..errors import CutimelineError
 from .schema import ENUM_COLUMNS, NONE, REFERENCES, SCHEMA, STRING_COLUMNS
 
-if TYPE_CHECKING:   # timeline.py imports this module when it is used
+if TYPE_CHECKING:   # timeline.py imports this module
     from .timeline import Timeline
 
 __all__ = ["write", "FORMAT", "VERSION"]
@@ -100,7 +101,6 @@ def _dictionary(pa: Any, ids: np.ndarray, values: Any) -> Any:
 
 
 def _head(tl: Timeline) -> dict[str, Any]:
-    from .. import __version__
     return {"format": FORMAT, "format_version": VERSION,
             "written_by": f"cutimeline {__version__}",
             "tables": {name: {"file": f"{name}.parquet", "rows": len(tl.table(name))}

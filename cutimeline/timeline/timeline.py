@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import CutimelineError
-from . import fileformat
+from . import fileformat, parquet
 from .schema import ENUM_COLUMNS, NONE, REFERENCES, SCHEMA, STRING_COLUMNS, SpanKind
 from .table import Strings, Table
 from .windows import parse_window
@@ -247,7 +247,6 @@ class Timeline:
     def to_parquet(self, folder: str | os.PathLike) -> None:
         """Write each table as ``folder``/<table>.parquet, strings decoded,
         with meta.json (``parquet``; needs pyarrow)."""
-        from . import parquet
         parquet.write(self, folder)
 
     def __repr__(self) -> str:

@@ -229,7 +229,7 @@ def test_host_only_recording_gives_a_host_side_summary():
 @pytest.mark.parametrize("path", sorted(glob.glob(os.path.join(DATA, "**", "*.json.gz"),
                                                recursive=True)))
 def test_every_imported_trace_analyses(path):
-    tl = ctl.import_chrome(path)
+    tl = ctl.load(path)
     rep = ctl.analyze(tl)
     first, second = rep.summary().splitlines()[:2]
     assert first.startswith("Verdict: ") and "Most likely to help" in first
@@ -362,7 +362,7 @@ def test_misuse_is_reported_with_the_fix():
     with pytest.raises(CutimelineError, match="not str"):
         ctl.analyze("run.ctl")
     unaligned = tl.replace(meta={**tl.meta, "aligned": False})
-    with pytest.raises(CutimelineError, match=r"call ctl.align\(tl\) first"):
+    with pytest.raises(CutimelineError, match=r"call cutimeline.alignment.align\(tl\) first"):
         ctl.analyze(unaligned)
     with pytest.raises(CutimelineError, match="engine='gpu'"):
         ctl.analyze(tl, engine="gpu")

@@ -30,7 +30,7 @@ def _trace(tmp_path, kind):
            x("kernel", "k2", 410, 10, pid=0, tid=7, device=0, stream=7, correlation=3)]
     path = tmp_path / "t.json"
     path.write_text(json.dumps({"traceEvents": evs}))
-    return ctl.import_chrome(path)
+    return ctl.load(path)
 
 
 def test_a_stream_wait_is_kept_in_the_timeline_and_set_aside_by_the_analysis(tmp_path):

@@ -143,7 +143,7 @@ def test_offenders_on_a_profiler_trace_rank_ops_by_self_time():
     from cutimeline.analysis.tables.nesting import self_ns
     path = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data", "kineto",
                         "nccl_parser_config", "nccl_data.json.gz")
-    tl = ctl.import_chrome(path)
+    tl = ctl.load(path)
     rep = ctl.analyze(tl)
     (r,) = rep.ranges()
     assert r["verdict"] == "launch-bound"

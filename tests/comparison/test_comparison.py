@@ -19,7 +19,7 @@ from cutimeline.comparison.result import Comparison
 from cutimeline.comparison.runner import (_gpu_agreement, _leaving_no_profiler, compare,
                                           profiler_left_on)
 from cutimeline.errors import CutimelineError
-from cutimeline.rendering.scene import PHASE_COLORS, STEP_COLORS
+from cutimeline.rendering.lanes.scene import PHASE_COLORS, STEP_COLORS
 from cutimeline.timeline.schema import GpuKind, SpanKind
 from cutimeline.timeline.table import Strings
 from cutimeline.timeline.timeline import Timeline

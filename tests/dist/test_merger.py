@@ -136,7 +136,7 @@ def test_merged_file_round_trips(tmp_path):
 
 
 def test_kineto_ranks_merge_by_epoch_and_plot_one_group_per_rank(tmp_path):
-    tls = [ctl.import_chrome(f"tests/data/kineto/trace_filter/sampled_rank-{r}.json.gz")
+    tls = [ctl.load(f"tests/data/kineto/trace_filter/sampled_rank-{r}.json.gz")
            for r in (1, 0)]
     tl = ctl.merge(tls)  # ranks from their distributedInfo, not list order
     assert [r["rank"] for r in tl.meta["ranks"]] == [0, 1] and tl.meta["world_size"] == 128

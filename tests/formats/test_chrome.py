@@ -1,11 +1,18 @@
 """chrome.py: Chrome-trace/Perfetto export, checked against the trace event
-format and read back through the Kineto import (the traces of test_kineto).
+format, read back through the Kineto import (the traces of kinetotraces), and
+byte for byte against the files it wrote before (tests/data/chrome_export).
+
+Those golden files are written by ``write_golden``; after a deliberate change
+of the export, rewrite them (and review the diff):
+
+    PYTHONPATH=tests python tests/formats/test_chrome.py --write-golden
 """
 
 from __future__ import annotations
 
 import collections
 import gzip
+import hashlib
 import json
 import os
 import pathlib
@@ -15,18 +22,19 @@ import threading
 
 import numpy as np
 import pytest
-from test_kineto import DATA, TRACES
 
-import cutimeline as ctl
-from cutimeline import CutimelineError, Timeline
+from cutimeline import CutimelineError, Timeline, __version__
+from cutimeline.alignment import align
 from cutimeline.formats import chrome, jsonrows
-from cutimeline.formats.chrome import export_chrome, import_chrome, queue_depth
+from cutimeline.formats.chrome import export_chrome, queue_depth
+from cutimeline.formats.kineto import import_chrome
 from cutimeline.timeline.schema import NONE, GpuKind, OpFlag, SpanKind
 
 from handmade import random_timeline
+from kinetotraces import DATA, TRACES
 from synth import trace
 
-BENCHMARKS = pathlib.Path(__file__).parents[2] / "benchmarks"
+GOLDEN = pathlib.Path(__file__).parents[1] / "data" / "chrome_export"
 
 
 @pytest.fixture(scope="module")
@@ -317,23 +325,12 @@ def test_queue_depth_counts_launched_unfinished_work():
 def test_export_needs_an_aligned_timeline(tmp_path):
     tl = handmade()
     raw = tl.replace(meta={"aligned": False})
-    with pytest.raises(CutimelineError, match="not aligned.*ctl.align"):
+    with pytest.raises(CutimelineError, match="not aligned.*alignment.align"):
         export_chrome(raw, tmp_path / "x.json")
     assert not list(tmp_path.iterdir())
 
 
-# -- export: the same file as before issue 25 -------------------------------------
-@pytest.fixture(scope="module")
-def before():
-    """benchmarks/bench_io.py: the exporter as it was (a string per event)."""
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        import bench_io
-    finally:
-        sys.path.remove(str(BENCHMARKS))
-    return bench_io
-
-
+# -- export: the same bytes as the files it wrote before ------------------------
 def odd(offset_ns: int = 0, alike: bool = False) -> Timeline:
     """Every branch of the export: unknown flag bits, negative threads and
     durations, names to escape, launches and ops unknown, every GPU kind,
@@ -392,35 +389,90 @@ def cases():
     yield "odd, threads alike", lambda: odd(0, alike=True)
     yield "handmade", lambda: handmade(1_700_000_000_000_000_000)
     yield "random", lambda: random_timeline(4, n=2_000, streams=3)
-    yield "simulated, 2 devices", lambda: ctl.align(trace(2, devices=2, n_ops=800))
+    yield "simulated, 2 devices", lambda: align(trace(2, devices=2, n_ops=800))
     yield "empty", lambda: Timeline(meta={"aligned": True, "threads": [{"pid": 1, "tid": 1}]})
 
 
+# Cases whose golden is the whole file (gzipped, under ~16 KB); the others
+# (real traces of 10^4-10^5 rows, random and simulated Timelines) keep its
+# length and SHA-256 only.
+WHOLE_GZ_BYTES = 16_000
+VERSION = f'"exportedBy": "cutimeline {__version__}"'.encode()
+
+
+def normalised(data: bytes) -> bytes:
+    """The export with the version it names replaced, so that a release
+    changes no golden."""
+    return data.replace(VERSION, b'"exportedBy": "cutimeline VERSION"', 1)
+
+
+def golden_name(case: str) -> str:
+    return "".join(c if c.isalnum() else "_" for c in case).strip("_") + ".json.gz"
+
+
+def write_golden(folder: pathlib.Path = GOLDEN) -> None:
+    """Write the golden files of every case (see the module doc): one
+    ``<case>.json.gz`` per small case and ``digests.json`` for all, and
+    ``queue_depth.json.gz`` for ``test_queue_depth_is_what_it_was``."""
+    import tempfile
+    folder.mkdir(parents=True, exist_ok=True)
+    digests = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for case, make in cases():
+            data = normalised(exports(make(), pathlib.Path(tmp), export_chrome)[".json"])
+            digests[case] = {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+            packed = gzip.compress(data, 9, mtime=0)
+            if len(packed) <= WHOLE_GZ_BYTES:
+                (folder / golden_name(case)).write_bytes(packed)
+    (folder / "digests.json").write_text(json.dumps(digests, indent=1) + "\n")
+    depth = {name: {f"{d} {s}": [t.tolist(), v.tolist()] for (d, s), (t, v) in
+                    queue_depth(tl).items()} for name, tl in depth_cases()}
+    (folder / "queue_depth.json.gz").write_bytes(gzip.compress(json.dumps(depth).encode(), 9,
+                                                               mtime=0))
+
+
 @pytest.mark.parametrize("case", [c for c, _ in cases()])
-def test_export_writes_the_bytes_it_wrote_before(before, tmp_path, case):
+def test_export_writes_the_bytes_it_wrote_before(tmp_path, case):
     tl = dict(cases())[case]()
     new = exports(tl, tmp_path, export_chrome)
-    assert new == exports(tl, tmp_path, before.export_before)
     assert new[".json"] == new[".json.gz"]
     json.loads(new[".json"])
+    data = normalised(new[".json"])
+    whole = GOLDEN / golden_name(case)
+    if whole.exists():
+        want = gzip.decompress(whole.read_bytes())
+        if data != want:   # the first line that differs, not 10 KB of bytes
+            lines = zip(data.splitlines(), want.splitlines())
+            k, (got, was) = next(((k, p) for k, p in enumerate(lines) if p[0] != p[1]),
+                                 (None, (b"", b"")))
+            assert data == want, f"line {k}: wrote {got[:300]!r}, before {was[:300]!r}"
+    want = json.loads((GOLDEN / "digests.json").read_text())[case]
+    assert (len(data), hashlib.sha256(data).hexdigest()) == (want["bytes"], want["sha256"])
 
 
-def test_chunks_and_threads_change_no_byte(before, tmp_path, monkeypatch):
+def test_chunks_and_threads_change_no_byte(tmp_path, monkeypatch):
     tl = random_timeline(8, n=3_000, streams=4)
-    want = exports(tl, tmp_path, before.export_before)
+    want = exports(tl, tmp_path, export_chrome)   # one chunk, no worker thread
     monkeypatch.setattr(jsonrows, "CHUNK_BYTES", 3_000)   # rows of a few hundred bytes
     monkeypatch.setattr(chrome, "POOL_ROWS", 0)            # and worker threads
     assert exports(tl, tmp_path, export_chrome) == want
 
 
-def test_queue_depth_is_what_it_was(before):
-    for tl in (handmade(), odd(), random_timeline(3, n=1_000, streams=3)):
-        new, old = queue_depth(tl), before.queue_depth_before(tl)
-        assert list(new) == list(old)
-        for key in old:
+def depth_cases():
+    yield "handmade", handmade()
+    yield "odd", odd()
+    yield "random", random_timeline(3, n=1_000, streams=3)
+
+
+def test_queue_depth_is_what_it_was():
+    was = json.loads(gzip.decompress((GOLDEN / "queue_depth.json.gz").read_bytes()))
+    for name, tl in depth_cases():
+        new = queue_depth(tl)
+        assert [f"{d} {s}" for d, s in new] == list(was[name])
+        for key, (t, d) in new.items():
             assert all(type(k) is int for k in key)
-            assert np.array_equal(new[key][0], old[key][0])
-            assert np.array_equal(new[key][1], old[key][1])
+            assert t.tolist() == was[name][f"{key[0]} {key[1]}"][0]
+            assert d.tolist() == was[name][f"{key[0]} {key[1]}"][1]
 
 
 def test_export_follows_the_umask_and_leaves_nothing_on_failure(tmp_path):
@@ -449,3 +501,7 @@ def test_a_failed_export_on_workers_leaves_no_thread(tmp_path, monkeypatch):
     with pytest.raises(CutimelineError, match="no SpanKind"):
         export_chrome(bad, tmp_path / "bad.json.gz")
     assert threading.active_count() == threads and list(tmp_path.iterdir()) == []
+
+
+if __name__ == "__main__" and sys.argv[1:] == ["--write-golden"]:
+    write_golden()

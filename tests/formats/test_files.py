@@ -8,6 +8,7 @@ import pytest
 
 import cutimeline as ctl
 from cutimeline import CutimelineError
+from cutimeline.formats.kineto import import_chrome
 
 DATA = pathlib.Path(__file__).parents[1] / "data"
 TRACE = DATA / "kineto" / "triton_example" / "triton_example.json.gz"
@@ -16,7 +17,7 @@ TRACE = DATA / "kineto" / "triton_example" / "triton_example.json.gz"
 def test_a_gzipped_trace_reads_as_kineto():
     tl = ctl.load(TRACE)
     assert tl.meta["source"] == "kineto" and tl.meta["file"] == "triton_example.json.gz"
-    assert len(ctl.import_chrome(TRACE).gpu) == len(tl.gpu) > 0   # import_chrome stays
+    assert len(import_chrome(TRACE).gpu) == len(tl.gpu) > 0
     header = ctl.analyze(tl).summary().splitlines()[1]
     assert header.startswith("cutimeline report — read as a torch.profiler trace "
                              "(triton_example.json.gz)")

@@ -22,7 +22,7 @@ needs_sigusr2 = pytest.mark.skipif(not hasattr(signal, "SIGUSR2"),
 @pytest.fixture(autouse=True)
 def _disarmed():
     yield
-    ctl.disarm()
+    ondemand.disarm()
     assert ondemand._TRIGGER is None
 
 
@@ -141,11 +141,11 @@ def test_disarm_restores_everything():
     assert len(optim._global_optimizer_post_hooks) == post + 1
     with pytest.raises(CutimelineError, match="already armed"):
         ctl.arm()
-    ctl.disarm()
+    ondemand.disarm()
     assert signal.getsignal(signal.SIGUSR2) == before
     assert len(optim._global_optimizer_post_hooks) == post
     assert not os.path.exists(trigger.marker) and not trigger.armed
-    ctl.disarm()  # twice: nothing to do
+    ondemand.disarm()  # twice: nothing to do
 
 
 def test_a_capture_that_cannot_be_written_warns_and_training_goes_on(tmp_path):
@@ -164,7 +164,7 @@ def test_disarm_mid_capture_writes_what_it_holds(tmp_path):
                       options={"device": "cpu", "measure": False})
     open(trigger.request, "w").close()
     steps(3)              # boundary 1 starts it: steps 1, 2 recorded
-    ctl.disarm()
+    ondemand.disarm()
     assert ctl.load(out).meta["steps"][0] == 1 and step_numbers(ctl.load(out)) == [1, 2]
     assert torch._C._len_torch_dispatch_stack() == 0
 

@@ -14,7 +14,7 @@ from torch.profiler import schedule as torch_schedule
 import cutimeline as ctl
 from cutimeline import CutimelineError
 from cutimeline.recording import recorder as recorder_module
-from cutimeline.recording.schedule import Schedule
+from cutimeline.recording.schedule import Schedule, ready_writer
 from cutimeline.timeline.schema import SpanKind
 
 
@@ -188,16 +188,16 @@ def test_exception_propagates_unchanged_and_window_is_delivered():
 
 def test_ready_writer_names_files_by_steps(tmp_path):
     out = tmp_path / "traces"
-    with ctl.record(device="cpu", measure=False, on_trace_ready=ctl.ready_writer(out),
+    with ctl.record(device="cpu", measure=False, on_trace_ready=ready_writer(out),
                     schedule=ctl.schedule(wait=1, warmup=1, active=2, repeat=2)):
         train(9)
     assert sorted(os.listdir(out)) == ["step-2-3.ctl", "step-6-7.ctl"]
     tl = ctl.load(out / "step-6-7.ctl")
     assert tl.meta["steps"] == [6, 7] and step_numbers(tl) == [6, 7]
     with pytest.raises(CutimelineError, match="no meta 'steps'"):
-        ctl.ready_writer(out)(ctl.Timeline())
+        ready_writer(out)(ctl.Timeline())
     with pytest.raises(CutimelineError, match="needs a folder"):
-        ctl.ready_writer("")
+        ready_writer("")
 
 
 def test_self_cost_measured_once(monkeypatch):

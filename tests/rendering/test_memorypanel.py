@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_figure import T0, known_gaps
 
 from cutimeline.errors import CutimelineError
 from cutimeline.rendering.figure import plot
 from cutimeline.timeline.schema import NONE
 from cutimeline.timeline.timeline import Timeline
+
+from figurepixels import T0, known_gaps
 
 GIB, MIB = 2**30, 2**20
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 import struct
 
 import pytest
-from test_figure import known_gaps
 
 from cutimeline.alignment.aligner import align
 from cutimeline.analysis.analyzer import analyze
 from cutimeline.devices.simclock import synthetic_events
 from cutimeline.rendering import notebook
+
+from figurepixels import known_gaps
 
 
 def png_size(data: bytes) -> tuple[int, int]:

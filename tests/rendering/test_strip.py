@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 from matplotlib.colors import to_hex
 from numpy.lib import recfunctions
-from test_figure import T0, known_gaps, render, rgb
 
 from cutimeline.analysis.analyzer import analyze
 from cutimeline.analysis.verdicts.margins import VERDICTS
@@ -22,6 +21,8 @@ from cutimeline.rendering.palette import VERDICT_COLORS
 from cutimeline.rendering.strip import STRIP_LABEL, compute_text, verdict_line
 from cutimeline.timeline.schema import SpanKind
 from cutimeline.timeline.timeline import Timeline
+
+from figurepixels import T0, known_gaps, render, rgb
 
 
 @pytest.fixture(scope="module")

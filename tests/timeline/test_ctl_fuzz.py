@@ -14,8 +14,8 @@ naming the file. Anything else is a crash and fails the test with the
 mutant that caused it.
 
 The sweep runs in a subprocess (this file with ``--worker``) under a memory
-cap (RLIMIT_AS) and a per-mutant time limit, as ``tests/formats/test_fuzz.py``
-does for traces. The mutants come from a seeded generator: the same damage
+cap (RLIMIT_AS) and a per-mutant time limit, as
+``tests/formats/kineto/test_kineto_fuzz.py`` does for traces. The mutants come from a seeded generator: the same damage
 every run (``FUZZ_SEED=<n>`` draws another set, for a longer hunt). Below
 the sweep, one in-process test for each crash class it found.
 """

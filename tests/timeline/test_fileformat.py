@@ -72,7 +72,7 @@ def test_a_trace_where_a_ctl_file_was_expected_is_named(tmp_path):
     from cutimeline.timeline.timeline import load
     path = tmp_path / "run.ctl"
     path.write_bytes(b'{"traceEvents": []}')
-    with pytest.raises(ctl.CutimelineError, match="ctl.load and ctl.import_chrome") as info:
+    with pytest.raises(ctl.CutimelineError, match="trace: ctl.load reads those") as info:
         load(path)  # the .ctl reader alone
     assert str(path) in str(info.value)
     # ctl.load reads it as the trace it is, and says what the trace lacks

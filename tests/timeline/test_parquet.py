@@ -14,6 +14,7 @@ import pytest
 
 import cutimeline as ctl
 from cutimeline import CutimelineError
+from cutimeline.alignment import align
 from cutimeline.timeline.schema import ENUM_COLUMNS, NONE, REFERENCES, SCHEMA, STRING_COLUMNS
 
 from handmade import random_timeline
@@ -24,7 +25,7 @@ README = pathlib.Path(__file__).parents[2] / "README.md"
 
 def test_each_table_reads_back_with_strings_decoded(tmp_path):
     pq = pytest.importorskip("pyarrow.parquet")
-    tl = ctl.align(trace(1, devices=2, n_ops=400))   # every table has rows
+    tl = align(trace(1, devices=2, n_ops=400))   # every table has rows
     tl = tl.replace(meta={**tl.meta, "rank": 2})
     tl.to_parquet(tmp_path / "out")
     files = sorted(os.listdir(tmp_path / "out"))

@@ -297,12 +297,12 @@ def test_an_imported_trace_blames_an_idle_host_on_the_host():
     import cutimeline as ctl
     path = os.path.join(os.path.dirname(__file__), "..", "..", "data", "kineto",
                         "trace_filter", "sampled_rank-0.json.gz")
-    rep = ctl.analyze(ctl.import_chrome(path))
+    rep = ctl.analyze(ctl.load(path))
     o = rep.overall
     assert o["host_ns"] > 0.2 * o["idle_ns"]
     # with no line between glue and an idle host, the stretches between ops
     # read launch (only the time before a thread's first op stays the host's)
-    every = ctl.analyze(ctl.import_chrome(path), host_gap_ns=10**15).overall
+    every = ctl.analyze(ctl.load(path), host_gap_ns=10**15).overall
     assert every["host_ns"] < 0.2 * o["host_ns"] and every["launch_ns"] > o["launch_ns"]
 
 

@@ -26,7 +26,7 @@ ALEXNET = "critical_path/alexnet/benchmark_result_2869224_1695835535_trace.json.
 
 @pytest.fixture(scope="module")
 def traces():
-    return {f: ctl.import_chrome(os.path.join(DATA, f)) for f in PEER}
+    return {f: ctl.load(os.path.join(DATA, f)) for f in PEER}
 
 
 @pytest.mark.parametrize("name", PEER)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from cutimeline.analysis.tables.nesting import parents, self_ns
-from cutimeline.formats.chrome import import_chrome
+from cutimeline.formats.kineto import import_chrome
 from cutimeline.timeline.table import Strings
 from cutimeline.timeline.timeline import Timeline
 

@@ -97,7 +97,7 @@ def test_the_replay_keeps_one_off_costs_a_faster_launch_path_would_not_remove():
 @pytest.mark.skipif(not (KINETO / "critical_path").exists(), reason="no kineto traces")
 def test_alexnet_warm_up_is_the_cudnn_convolution_inside_conv2d():
     path = next((KINETO / "critical_path" / "alexnet").glob("*.json.gz"))
-    rep = ctl.analyze(ctl.import_chrome(path))
+    rep = ctl.analyze(ctl.load(path))
     top = rep.one_offs()[0]
     assert (top["name"], top["outer"]) == ("aten::cudnn_convolution", "aten::conv2d")
     assert top["self_ns"] > 10e9 and top["typical_ns"] < 2e6

@@ -31,7 +31,7 @@ import pytest
 
 from fuzzsweep import Timeout, sweep as run_sweep, work
 
-DATA = pathlib.Path(__file__).parents[1] / "data" / "kineto"
+DATA = pathlib.Path(__file__).parents[2] / "data" / "kineto"
 TRACE = DATA / "critical_path" / "cuda_event_sync" / "event_sync_trace.json.gz"
 SEED = int(os.environ.get("FUZZ_SEED", 20240601))
 COUNT = 400
@@ -182,9 +182,10 @@ def mutants(count: int = COUNT, seed: int = SEED,
 def _outcome(path: str, out_dir: str, plot: bool) -> dict:
     import cutimeline as ctl
     from cutimeline import CutimelineError
+    from cutimeline.formats.kineto import import_chrome
     stage = "import"
     try:
-        tl = ctl.import_chrome(path)
+        tl = import_chrome(path)
         stage = "analyze"
         ctl.analyze(tl).summary()
         stage = "export"
@@ -224,7 +225,7 @@ def bases(folder: pathlib.Path) -> dict[str, dict]:
     """The trace, and the trace as export_chrome writes it (whose explicit
     links, flags and kinds the import reads another way)."""
     import cutimeline as ctl
-    ctl.export_chrome(ctl.import_chrome(TRACE), folder / "exported.json.gz")
+    ctl.export_chrome(ctl.load(TRACE), folder / "exported.json.gz")
     return {"kineto": json.loads(gzip.decompress(TRACE.read_bytes())),
             "exported": json.loads(gzip.decompress((folder / "exported.json.gz").read_bytes()))}
 
@@ -272,7 +273,7 @@ def test_cli_summary_of_a_damaged_trace_is_one_line_and_exit_2(swept):
     for r in list(picked.values())[:4]:
         proc = subprocess.run([sys.executable, "-m", "cutimeline", "summary",
                                str(folder / r["file"])], capture_output=True, text=True,
-                              timeout=60, cwd=pathlib.Path(__file__).parents[2])
+                              timeout=60, cwd=pathlib.Path(__file__).parents[3])
         assert proc.returncode == 2, (r["label"], proc.stderr)
         assert proc.stdout == "" and proc.stderr.count("\n") == 1, (r["label"], proc.stderr)
         assert proc.stderr.startswith("cutimeline: error: ") and r["file"] in proc.stderr
@@ -284,11 +285,11 @@ def _first(doc: dict, cat: str) -> dict:
 
 
 def _import_damaged(tmp_path, damage):
-    import cutimeline as ctl
+    from cutimeline.formats.kineto import import_chrome
     doc = json.loads(gzip.decompress(TRACE.read_bytes()))
     damage(doc)
     (tmp_path / "t.json").write_text(json.dumps(doc))
-    return ctl.import_chrome(tmp_path / "t.json")
+    return import_chrome(tmp_path / "t.json")
 
 
 def _set(cat, key, value, arg=False):
@@ -348,15 +349,15 @@ def test_a_damaged_value_reads_as_absent(tmp_path, damage, check):
      "none of its cpu_op, kernel, memcpy or memset events can be read (1 kernel events"),
 ])
 def test_a_damaged_file_is_a_sentence(tmp_path, text, words):
-    import cutimeline as ctl
     from cutimeline import CutimelineError
+    from cutimeline.formats.kineto import import_chrome
     (tmp_path / "t.json").write_text(text)
     with pytest.raises(CutimelineError, match="t.json") as e:
-        ctl.import_chrome(tmp_path / "t.json")
+        import_chrome(tmp_path / "t.json")
     assert words in str(e.value)
     (tmp_path / "t.json.gz").write_bytes(gzip.compress(text.encode())[:-5])
     with pytest.raises(CutimelineError, match="t.json.gz is a damaged or truncated gzip"):
-        ctl.import_chrome(tmp_path / "t.json.gz")
+        import_chrome(tmp_path / "t.json.gz")
 
 
 if __name__ == "__main__" and sys.argv[1:2] == ["--worker"]:

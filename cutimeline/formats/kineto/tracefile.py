@@ -20,9 +20,10 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import CutimelineError
+from ...errors import CutimelineError
 
-__all__ = ["read_trace", "bucket_events", "to_ns", "columns", "take", "concat"]
+__all__ = ["read_trace", "bucket_events", "to_ns", "columns", "take", "concat", "usable_id",
+           "floats"]
 
 
 def read_trace(path: str, progress=None, notes: list[str] | None = None) -> dict[str, Any]:
@@ -152,8 +153,8 @@ def bucket_events(events: list, categories: tuple[str, ...],
             if e.get("name") == "thread_name":
                 args = e.get("args")
                 label = args.get("name") if type(args) is dict else None
-                if type(label) is str and _usable_id(e.get("pid")) and \
-                        _usable_id(e.get("tid")):
+                if type(label) is str and usable_id(e.get("pid")) and \
+                        usable_id(e.get("tid")):
                     names[e.get("pid"), e.get("tid")] = label
         elif ph == "i" or ph == "I":
             name = e.get("name")
@@ -173,7 +174,7 @@ def _label(v: Any) -> str:
 _ID_TYPES = (int, str, type(None))
 
 
-def _usable_id(v: Any) -> bool:
+def usable_id(v: Any) -> bool:
     """Whether ``v`` can be a pid or tid: an int in int64 range, a str, None."""
     return type(v) in _ID_TYPES and (type(v) is not int or -2**63 <= v < 2**63)
 
@@ -183,11 +184,11 @@ def _bad_ids(values: list) -> np.ndarray | None:
     (The few distinct values are checked: a float or bool equal to an id
     in use reads as that id.)"""
     try:
-        if all(map(_usable_id, set(values))):
+        if all(map(usable_id, set(values))):
             return None
     except TypeError:   # unhashable: a list or an object
         pass
-    return np.array([not _usable_id(v) for v in values], bool)
+    return np.array([not usable_id(v) for v in values], bool)
 
 
 def to_ns(us: np.ndarray) -> np.ndarray:
@@ -199,7 +200,7 @@ def to_ns(us: np.ndarray) -> np.ndarray:
     return whole.astype(np.int64) * 1000 + np.rint((us - whole) * 1000).astype(np.int64)
 
 
-def _floats(values: list) -> np.ndarray:
+def floats(values: list) -> np.ndarray:
     """The values as float64, NaN where one is no number."""
     try:
         out = np.array(values, np.float64)
@@ -240,7 +241,7 @@ def columns(cat: str, events: list, shift: int, warnings: list[str],
                 for n in name]
     if not all(type(a) is dict for a in args):
         args = [a if type(a) is dict else {} for a in args]
-    ts, dur = _floats(ts), _floats(dur)
+    ts, dur = floats(ts), floats(dur)
     ok = np.ones(len(ts), bool)
     for what, values in (("ts", ts), ("dur", dur)):
         finite = np.isfinite(values)

@@ -30,11 +30,11 @@ import re
 
 import numpy as np
 
-from ..timeline.schema import NONE, OpFlag
-from ..timeline.table import Strings
-from .kinetohost import _nest
-from .kinetoschema import DEVICES, FREED_ARG, GPU_DEVICE_TYPE, INT64, SYNC_OP_NAMES, _int
-from .tracefile import _floats
+from ...timeline.schema import NONE, OpFlag
+from ...timeline.table import Strings
+from .host import nest
+from .schema import DEVICES, FREED_ARG, GPU_DEVICE_TYPE, INT64, SYNC_OP_NAMES, int_arg
+from .tracefile import floats
 
 __all__ = ["read_flops", "read_memory", "read_sources", "user_frame"]
 
@@ -46,7 +46,7 @@ LIMIT = 2.0**62   # FLOPs beyond this are damage, not work
 def read_flops(op_ev: dict, rank: np.ndarray) -> dict:
     """The ``flops`` table: ``args.flops`` of each op event (``rank``: its
     op row) that has a positive, finite number there."""
-    values = _floats([a.get("flops") for a in op_ev["args"]])
+    values = floats([a.get("flops") for a in op_ev["args"]])
     ok = np.flatnonzero(np.isfinite(values) & (values > 0) & (values < LIMIT))
     op = rank[ok]
     order = np.argsort(op, kind="stable")
@@ -60,10 +60,11 @@ def read_memory(mem_ev: dict, ops: dict, threads: list[dict], by_ext: dict | Non
     External id → op row (None for a Kineto trace: ops are found by
     nesting)."""
     args = mem_ev["args"]
-    gpu = np.array([_int(a.get("Device Type"), NONE) == GPU_DEVICE_TYPE for a in args], bool)
-    device = np.array([_int(a.get("Device Id"), NONE, DEVICES) for a in args], np.int64)
-    size = np.array([_int(a.get("Bytes"), INT64[0]) for a in args], np.int64)
-    in_use = np.array([_int(a.get("Total Allocated"), NONE, (0, INT64[1])) for a in args],
+    gpu = np.array([int_arg(a.get("Device Type"), NONE) == GPU_DEVICE_TYPE for a in args],
+                   bool)
+    device = np.array([int_arg(a.get("Device Id"), NONE, DEVICES) for a in args], np.int64)
+    size = np.array([int_arg(a.get("Bytes"), INT64[0]) for a in args], np.int64)
+    in_use = np.array([int_arg(a.get("Total Allocated"), NONE, (0, INT64[1])) for a in args],
                       np.int64)
     bad = gpu & ((device == NONE) | (size == INT64[0]) | (in_use == NONE))
     if bad.any():
@@ -74,7 +75,7 @@ def read_memory(mem_ev: dict, ops: dict, threads: list[dict], by_ext: dict | Non
     host_ns = mem_ev["begin"][keep]
     freed = np.where(size < 0, -size, 0)
     if by_ext is not None:
-        given = [_int(args[i].get(FREED_ARG), NONE, (0, INT64[1])) for i in keep.tolist()]
+        given = [int_arg(args[i].get(FREED_ARG), NONE, (0, INT64[1])) for i in keep.tolist()]
         given = np.array(given, np.int64).reshape(-1)
         freed = np.where(given != NONE, given, freed)
         op = np.array([by_ext.get(args[i].get("External id"), NONE) for i in keep.tolist()],
@@ -143,7 +144,7 @@ def _explicit(args: list[dict], rank: np.ndarray, strings: Strings) -> dict:
             continue
         file, _, line = source.rpartition(":")
         texts = [a.get(k) if type(a.get(k)) is str else None for k in ("function", "code")]
-        rows.append((int(rank[i]), file, _int(line, NONE, (-2**31, 2**31 - 1)), *texts))
+        rows.append((int(rank[i]), file, int_arg(line, NONE, (-2**31, 2**31 - 1)), *texts))
     rows.sort(key=lambda r: r[0])
 
     def ids(k: int) -> np.ndarray:
@@ -170,7 +171,7 @@ def _holders(ops: dict, thread: np.ndarray, at: np.ndarray) -> np.ndarray:
     mine = np.flatnonzero(np.isin(ops["thread"], thread))   # only threads that matter
     if len(at) == 0 or len(mine) == 0:
         return np.full(len(at), NONE, np.int64)
-    _, _, owner = _nest(np.concatenate([ops["thread"][mine], thread]),
+    _, _, owner = nest(np.concatenate([ops["thread"][mine], thread]),
                         np.concatenate([ops["host_begin_ns"][mine], at]),
                         np.concatenate([ops["host_end_ns"][mine], at]), len(mine),
                         np.full(len(mine), NONE, np.int64))
@@ -190,7 +191,7 @@ def _python_frames(ops: dict, rows: np.ndarray, py_ev: dict,
     at = ops["host_begin_ns"][rows]
     # a frame's own index where it is a user frame, inherited by the frames
     # it holds (torch's, built-ins) that have none of their own
-    _, frame, owner = _nest(np.concatenate([thread, ops["thread"][rows]]),
+    _, frame, owner = nest(np.concatenate([thread, ops["thread"][rows]]),
                             np.concatenate([py_ev["begin"], at]),
                             np.concatenate([py_ev["end"], at]), n,
                             np.where(user, np.arange(n), NONE))

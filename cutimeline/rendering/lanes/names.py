@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .artists import HALF
-from .palette import PHASE_COLORS, text_color
+from ..artists import HALF
+from ..palette import PHASE_COLORS, text_color
 
 __all__ = ["MIN_PX", "MOST", "short_name", "draw_names"]
 
@@ -54,6 +54,7 @@ def draw_names(scene, ax, cols) -> int:
         return 0
     if len(rows) > MOST:
         rows = rows[np.argsort(-px_wide[rows], kind="stable")[:MOST]]
+    # matplotlib loads on the first draw (see rendering/__init__.py)
     from matplotlib.transforms import Bbox, TransformedBbox
     x0, x1 = (b[rows] - scene.w0) / 1e6, (e[rows] - scene.w0) / 1e6
     y = scene.stream_y[ln.streams.of_row[rows]]

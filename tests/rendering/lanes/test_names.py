@@ -5,10 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from matplotlib.text import Text
-from test_figure import CAUSE_COLORS, colour_columns, column, known_gaps, lane_row, render
 
 from cutimeline.rendering.figure import plot
-from cutimeline.rendering.names import MIN_PX, short_name
+from cutimeline.rendering.lanes.names import MIN_PX, short_name
+from cutimeline.rendering.palette import CAUSE_COLORS
+
+from figurepixels import colour_columns, column, known_gaps, lane_row, render
 
 
 @pytest.mark.parametrize("name, short", [

@@ -3,12 +3,13 @@
 import numpy as np
 import pytest
 import torch
-from test_figure import column, known_gaps, lane_row, render, rgb
 
 import cutimeline as ctl
 from cutimeline.rendering.figure import plot
-from cutimeline.rendering.layout import lay_out
-from cutimeline.rendering.scene import STEP_COLORS, Scene
+from cutimeline.rendering.lanes.layout import lay_out
+from cutimeline.rendering.lanes.scene import STEP_COLORS, Scene
+
+from figurepixels import column, known_gaps, lane_row, render, rgb
 
 
 def _rank(rank: int):

@@ -1,4 +1,4 @@
-"""kineto.py / tracefile.py: torch.profiler (Kineto) traces into Timelines.
+"""formats/kineto: torch.profiler (Kineto) traces into Timelines (importer, tracefile).
 
 Real torch.profiler traces (tests/data/kineto, see its README) are imported
 and checked against counts and links computed here straight from the JSON;
@@ -11,28 +11,17 @@ import collections
 import gzip
 import json
 import os
-import pathlib
 
 import numpy as np
 import pytest
+from kinetotraces import DATA, TRACES
 
 import cutimeline as ctl
 from cutimeline import CutimelineError, Timeline
-from cutimeline.formats.chrome import import_chrome
-from cutimeline.formats.tracefile import to_ns
+from cutimeline.formats.kineto import import_chrome
+from cutimeline.formats.kineto.tracefile import to_ns
 from cutimeline.timeline.schema import NONE, GpuKind, OpFlag, SpanKind
 
-DATA = pathlib.Path(__file__).parents[1] / "data" / "kineto"
-TRACES = {
-    "rocm": "amd_trace/mi250_minitoy_train_ROCm6_2_kineto.json.gz",
-    "alexnet": "critical_path/alexnet/benchmark_result_2869224_1695835535_trace.json.gz",
-    "event_sync": "critical_path/cuda_event_sync/event_sync_trace.json.gz",
-    "multi_stream": "critical_path/cuda_event_sync_multi_stream/event_sync_trace.json.gz",
-    "nccl": "nccl_parser_config/nccl_data.json.gz",
-    "rank0": "trace_filter/sampled_rank-0.json.gz",
-    "rank1": "trace_filter/sampled_rank-1.json.gz",
-    "triton": "triton_example/triton_example.json.gz",
-}
 GPU_CATS = {"kernel": None, "gpu_memcpy": GpuKind.MEMCPY, "gpu_memset": GpuKind.MEMSET}
 LAUNCH_CATS = ("cuda_runtime", "cuda_driver")
 
@@ -358,7 +347,7 @@ def test_ctl_load_reads_traces_as_import_chrome_does(tmp_path):
     plain = tmp_path / "trace.json"
     with gzip.open(src) as f, open(plain, "wb") as g:
         shutil.copyfileobj(f, g)
-    want = ctl.import_chrome(src)
+    want = import_chrome(src)
     for path in (src, plain):
         got = ctl.load(path)
         assert got.meta["source"] == "kineto"

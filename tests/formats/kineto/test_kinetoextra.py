@@ -1,4 +1,4 @@
-"""kinetoextra.py: torch.profiler's with_flops, profile_memory and
+"""formats/kineto/extra.py: torch.profiler's with_flops, profile_memory and
 with_stack output read into the tables flops, memory and sources.
 
 Each trace here is hand-made in the shape torch.profiler writes (the
@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from test_kineto import kernel, op, runtime, write_trace
 
-from cutimeline.formats.chrome import import_chrome
-from cutimeline.formats.kinetoextra import user_frame
+from cutimeline.formats.kineto import import_chrome
+from cutimeline.formats.kineto.extra import user_frame
 from cutimeline.timeline.schema import NONE, OpFlag
 
 

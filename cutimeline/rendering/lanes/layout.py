@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..timeline.ranks import rank_of_device, rank_of_thread
-from ..timeline.timeline import Timeline
+from ...timeline.ranks import rank_of_device, rank_of_thread
+from ...timeline.timeline import Timeline
 
 __all__ = ["Layout", "lay_out", "thread_label"]
 

@@ -19,7 +19,7 @@ from test_kineto import kernel, op, runtime, write_trace
 
 import cutimeline as ctl
 from cutimeline import CutimelineError
-from cutimeline.formats.chrome import import_chrome
+from cutimeline.formats.kineto import import_chrome
 from cutimeline.timeline.schema import NONE, GpuKind, OpFlag, SpanKind
 
 

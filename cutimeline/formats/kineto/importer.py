@@ -1,4 +1,4 @@
-"""torch.profiler (Kineto) traces → Timeline.
+"""torch.profiler (Kineto) traces → Timeline: ``import_chrome``, the entry.
 
 A Kineto trace is Chrome-trace JSON: complete ("X") events in categories
 ``cpu_op`` (aten ops), ``user_annotation`` (record_function ranges,
@@ -12,11 +12,12 @@ categories not read (MTIA, Gaudi) is refused, never dropped silently. The
 first traces (torch 1.8-1.10) name the categories ``Operator``,
 ``Runtime``, ``Kernel``, ``Memcpy`` and ``Memset`` and put GPU rows on tid
 "stream <n>", which read the same. The host side (threads, ops linked to
-the launch calls inside them, spans) is read by ``kinetohost``, the device
-side (GPU rows, syncs and the op flags they imply) by ``kinetodevice``;
+the launch calls inside them, spans) is read by ``host``, the device
+side (GPU rows, syncs and the op flags they imply) by ``device``;
 FLOPs (``with_flops``), ``[memory]`` events (``profile_memory``) and call
 stacks (``with_stack``) into the tables flops, memory and sources by
-``kinetoextra``; the category and arg names all read are in ``kinetoschema``.
+``extra``; the category and arg names all read are in ``schema``, and the
+JSON file itself (gzip or plain, checked; exact µs → ns) by ``tracefile``.
 
 Times: Kineto writes microseconds, as floats relative to
 ``baseTimeNanoseconds`` (newer traces) or as whole µs since the epoch
@@ -36,16 +37,16 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..errors import CutimelineError
-from ..timeline.schema import NONE
-from ..timeline.table import Strings
-from ..timeline.timeline import Timeline
-from .kinetodevice import _flag_ops, _gpu, _runtime_syncs, _syncs
-from .kinetoextra import read_flops, read_memory, read_sources
-from .kinetohost import _link_explicitly, _ops, _probes, _spans, _thread_index
-from .kinetoschema import (DEVICES, EXPORTER, GPU_CATEGORIES, INT64, LAUNCH_CATEGORIES,
-                           MEMORY_EVENT, OLD_CATEGORIES, READ_CATEGORIES, READ_INSTANTS, SHIFT_KEY,
-                           STEP_RE, STREAMS, TIME_LIMIT_NS, UNREAD_DEVICE_CATEGORIES, _int, _keys)
+from ...errors import CutimelineError
+from ...timeline.schema import NONE
+from ...timeline.table import Strings
+from ...timeline.timeline import Timeline
+from .device import flag_ops, read_gpu, read_syncs, runtime_syncs
+from .extra import read_flops, read_memory, read_sources
+from .host import launch_probes, link_explicitly, read_ops, read_spans, thread_index
+from .schema import (DEVICES, EXPORTER, GPU_CATEGORIES, INT64, LAUNCH_CATEGORIES, MEMORY_EVENT,
+                     OLD_CATEGORIES, READ_CATEGORIES, READ_INSTANTS, SHIFT_KEY, STEP_RE, STREAMS,
+                     TIME_LIMIT_NS, UNREAD_DEVICE_CATEGORIES, arg_keys, int_arg)
 from .tracefile import bucket_events, columns, concat, read_trace, take
 
 __all__ = ["import_chrome"]
@@ -112,32 +113,33 @@ def _import(path: str, progress: Callable[[str, float], None]) -> Timeline:
     launch_ev = concat(*(ev[c] for c in LAUNCH_CATEGORIES))
     gpu_ev = concat(*(ev[c] for c in GPU_CATEGORIES))
     for cols in (launch_ev, gpu_ev, ev["cuda_sync"]):
-        cols["corr"] = _keys(cols["args"], "correlation")
+        cols["corr"] = arg_keys(cols["args"], "correlation")
     if not ours:   # host waits recorded only as runtime calls
-        from_runtime = _runtime_syncs(launch_ev, ev["cuda_sync"]["corr"])
+        from_runtime = runtime_syncs(launch_ev, ev["cuda_sync"]["corr"])
         ev["cuda_sync"] = concat(ev["cuda_sync"], from_runtime)
 
     strings = Strings()
-    probes = _probes(launch_ev, gpu_ev, ev["cuda_sync"], flows, shift)
-    (op_thread, span_thread), probe_thread, threads = _thread_index(
+    probes = launch_probes(launch_ev, gpu_ev, ev["cuda_sync"], flows, shift)
+    (op_thread, span_thread), probe_thread, threads = thread_index(
         [op_ev, span_ev], probes, thread_names)
-    ops, links, rank = _ops(op_ev, op_thread, probes, probe_thread, strings, ours)
+    ops, links, rank = read_ops(op_ev, op_thread, probes, probe_thread, strings, ours)
     by_ext = None
     if ours:   # export_chrome's file: links, flags and devices are explicit
-        by_ext = dict(zip(_keys(op_ev["args"], "External id"), rank.tolist()))
-        _link_explicitly(gpu_ev, links, by_ext)
-        _link_explicitly(ev["cuda_sync"], links, by_ext)
+        by_ext = dict(zip(arg_keys(op_ev["args"], "External id"), rank.tolist()))
+        link_explicitly(gpu_ev, links, by_ext)
+        link_explicitly(ev["cuda_sync"], links, by_ext)
         for col, bounds in (("device", DEVICES), ("stream", STREAMS)):
-            ops[col][rank] = [_int(a.get("op " + col), NONE, bounds) for a in op_ev["args"]]
-    gpu = _gpu(gpu_ev, links, strings, warnings, name, ours)
-    syncs = _syncs(ev["cuda_sync"], links, strings, ours, warnings, name)
+            ops[col][rank] = [int_arg(a.get("op " + col), NONE, bounds)
+                              for a in op_ev["args"]]
+    gpu = read_gpu(gpu_ev, links, strings, warnings, name, ours)
+    syncs = read_syncs(ev["cuda_sync"], links, strings, ours, warnings, name)
     # a sync event sits on its stream's row: the thread that waited is its op's
     op_thread = np.asarray(ops["thread"], np.int64)
     syncs["thread"] = np.where(syncs["op"] >= 0, op_thread[np.maximum(syncs["op"], 0)],
                                NONE) if len(op_thread) else np.full(len(syncs["op"]), NONE)
     if not ours:
-        _flag_ops(ops, gpu, syncs, strings)
-    spans = _spans(span_ev, span_thread, strings, ours)
+        flag_ops(ops, gpu, syncs, strings)
+    spans = read_spans(span_ev, span_thread, strings, ours)
     # format 4's tables: with_flops, profile_memory and with_stack
     extra = {"flops": read_flops(op_ev, rank),
              "memory": read_memory(ev[MEMORY_EVENT], ops, threads, by_ext, warnings, name),
@@ -220,7 +222,8 @@ def _plain(v: Any, depth: int = 6) -> Any:
 
 
 def _meta(doc: dict, name: str, threads: list, trace_ev: dict, shift: int) -> dict:
-    base = _int(doc.get("baseTimeNanoseconds"), 0, (-TIME_LIMIT_NS, TIME_LIMIT_NS)) - shift
+    base = int_arg(doc.get("baseTimeNanoseconds"), 0, (-TIME_LIMIT_NS, TIME_LIMIT_NS))
+    base -= shift
     listed = _plain(doc.get("deviceProperties"), 3)
     devices = [d for d in listed if isinstance(d, dict)] if type(listed) is list else []
     dist = _plain(doc.get("distributedInfo"))
@@ -241,7 +244,8 @@ def _meta(doc: dict, name: str, threads: list, trace_ev: dict, shift: int) -> di
         meta["device_name"] = str(devices[0].get("name", ""))
     if isinstance(dist, dict):
         meta["distributed"] = dist
-        rank, world = _int(dist.get("rank"), NONE, RANKS), _int(dist.get("world_size"), 0, RANKS)
+        rank = int_arg(dist.get("rank"), NONE, RANKS)
+        world = int_arg(dist.get("world_size"), 0, RANKS)
         if rank != NONE:
             meta["rank"] = rank
         if world > 0:

@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..timeline.schema import NONE, GpuKind, OpFlag
-from ..timeline.table import Strings
-from .kinetoschema import (DEVICES, GPU_CATEGORIES, KIND_ARG, NO_STREAM, NON_BLOCKING_SYNCS,
-                           RUNTIME_SYNCS, STREAMS, _int, _stream)
+from ...timeline.schema import NONE, GpuKind, OpFlag
+from ...timeline.table import Strings
+from .schema import (DEVICES, GPU_CATEGORIES, KIND_ARG, NO_STREAM, NON_BLOCKING_SYNCS,
+                     RUNTIME_SYNCS, STREAMS, gpu_stream, int_arg)
+
+__all__ = ["read_gpu", "read_syncs", "runtime_syncs", "flag_ops"]
 
 
-def _gpu(gpu_ev: dict, links: dict, strings: Strings, warnings: list[str],
+def read_gpu(gpu_ev: dict, links: dict, strings: Strings, warnings: list[str],
          name: str, ours: bool) -> dict:
     """One gpu row per kernel/memcpy/memset, in begin order (export_chrome's
     files keep theirs)."""
@@ -37,12 +39,12 @@ def _gpu(gpu_ev: dict, links: dict, strings: Strings, warnings: list[str],
             f"their op is NONE.")
     rows = {"op": op, "launch_ns": np.array([lk[1] for lk in link], np.int64),
             "device": _devices(args, gpu_ev["pid"], 0, warnings, "GPU rows", name),
-            "stream": np.array([_stream(a.get("stream"), t)
+            "stream": np.array([gpu_stream(a.get("stream"), t)
                                 for a, t in zip(args, gpu_ev["tid"])], np.int64),
             "name": np.array([intern(s) for s in gpu_ev["name"]], np.int32),
             "kind": kind, "begin_ns": gpu_ev["begin"], "end_ns": gpu_ev["end"]}
     if ours:   # correlation ids are row numbers + 1 there
-        order = np.argsort(np.array([_int(c, 0) for c in gpu_ev["corr"]], np.int64),
+        order = np.argsort(np.array([int_arg(c, 0) for c in gpu_ev["corr"]], np.int64),
                            kind="stable")
     else:
         order = np.lexsort((rows["stream"], rows["device"], rows["begin_ns"]))
@@ -56,7 +58,7 @@ def _devices(args: list[dict], pids: list, default: int, warnings: list[str],
     not used. ``unknown``: a device of NONE (-1) stands for "not known" (a
     sync read from a runtime call, as export_chrome writes it) and is kept."""
     given = [a.get("device") for a in args]
-    dev = [_int(d, NONE, DEVICES) for d in given]
+    dev = [int_arg(d, NONE, DEVICES) for d in given]
     if unknown and NONE in given:
         keep = [d == NONE and type(d) is int for d in given]
         return np.where(keep, NONE, _devices(
@@ -67,15 +69,15 @@ def _devices(args: list[dict], pids: list, default: int, warnings: list[str],
         warnings.append(f"{bad} {what} in {name} have a 'device' that is no integer "
                         f"in {DEVICES[0]}..{DEVICES[1]}; their device is read from "
                         f"their pid.")
-    return np.array([v if v != NONE else _int(p, default, DEVICES)
+    return np.array([v if v != NONE else int_arg(p, default, DEVICES)
                      for v, p in zip(dev, pids)], np.int64)
 
 
-def _syncs(sync_ev: dict, links: dict, strings: Strings, ours: bool,
+def read_syncs(sync_ev: dict, links: dict, strings: Strings, ours: bool,
            warnings: list[str], name: str) -> dict:
     """One syncs row per cuda_sync event; kind is its name ("Stream Sync")."""
     args = sync_ev["args"]
-    stream = np.array([_int(a.get("stream"), NONE, STREAMS) for a in args], np.int64)
+    stream = np.array([int_arg(a.get("stream"), NONE, STREAMS) for a in args], np.int64)
     rows = {"op": np.array([links.get(c, (NONE,))[0] for c in sync_ev["corr"]], np.int64),
             "kind": np.array([strings.intern(s) for s in sync_ev["name"]], np.int32),
             "device": _devices(args, sync_ev["pid"], NONE, warnings, "syncs", name, True),
@@ -86,7 +88,7 @@ def _syncs(sync_ev: dict, links: dict, strings: Strings, ours: bool,
     return {k: v[order] for k, v in rows.items()}
 
 
-def _runtime_syncs(launch_ev: dict, sync_corr: list) -> dict:
+def runtime_syncs(launch_ev: dict, sync_corr: list) -> dict:
     """cuda_sync-shaped columns for the host-blocking runtime calls
     (``RUNTIME_SYNCS``) that no cuda_sync event of ``sync_corr`` stands for:
     name is the sync kind, times the call's (the host waited that long).
@@ -106,7 +108,7 @@ def _runtime_syncs(launch_ev: dict, sync_corr: list) -> dict:
             "corr": [corr[i] for i in rows]}
 
 
-def _flag_ops(ops: dict, gpu: dict, syncs: dict, strings: Strings) -> None:
+def flag_ops(ops: dict, gpu: dict, syncs: dict, strings: Strings) -> None:
     """LAUNCH (and device, stream of the first work), COLLECTIVE and SYNC."""
     flags = ops["flags"]
     linked = gpu["op"] >= 0

@@ -3,22 +3,24 @@ the launch calls inside it) and spans, as Timeline columns.
 
 Device work names its launch call by ``args.correlation``; the launch call
 lies inside the aten op that made it, on the same thread, so the innermost
-enclosing ``cpu_op`` is the launching op (``_nest``). Traces whose launch
+enclosing ``cpu_op`` is the launching op (``nest``). Traces whose launch
 calls are missing fall back on ``ac2g`` flow starts, which sit at the
-launch (``_probes``).
+launch (``launch_probes``).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ..timeline.schema import NONE, OpFlag, SpanKind
-from ..timeline.table import Strings
-from .kinetoschema import BACKWARD_PREFIX, KIND_ARG, STEP_RE, TIME_LIMIT_NS, _int, _keys
-from .tracefile import _usable_id, to_ns
+from ...timeline.schema import NONE, OpFlag, SpanKind
+from ...timeline.table import Strings
+from .schema import BACKWARD_PREFIX, KIND_ARG, STEP_RE, TIME_LIMIT_NS, arg_keys, int_arg
+from .tracefile import to_ns, usable_id
+
+__all__ = ["thread_index", "launch_probes", "nest", "read_ops", "read_spans", "link_explicitly"]
 
 
-def _thread_index(threads: list[dict], probes: dict, names: dict):
+def thread_index(threads: list[dict], probes: dict, names: dict):
     """Thread index of each op/span event (one array per part of
     ``threads``) and of each probe, numbering the (pid, tid) pairs of ops
     and spans in order of first activity; and those threads' pid, tid and
@@ -40,7 +42,7 @@ def _thread_index(threads: list[dict], probes: dict, names: dict):
     return [table[i] for i in ids], probe, info
 
 
-def _probes(launch_ev: dict, gpu_ev: dict, sync_ev: dict, flows: dict,
+def launch_probes(launch_ev: dict, gpu_ev: dict, sync_ev: dict, flows: dict,
             shift: int) -> dict:
     """The launch calls that device work or a sync refers to, and flow starts
     standing in for launch calls the trace lacks (their launch time NONE)."""
@@ -50,7 +52,7 @@ def _probes(launch_ev: dict, gpu_ev: dict, sync_ev: dict, flows: dict,
     rt = [i for i, c in enumerate(launch_ev["corr"]) if c in wanted]
     corr = [launch_ev["corr"][i] for i in rt]
     fl = [(c, f) for c in wanted.difference(corr) if c in flows and
-          _usable_id((f := flows[c]).get("pid")) and _usable_id(f.get("tid"))]
+          usable_id((f := flows[c]).get("pid")) and usable_id(f.get("tid"))]
     fl = [(c, f, ns) for c, f in fl if (ns := _flow_ns(f, shift)) != NONE]
     begin = np.concatenate([launch_ev["begin"][rt], np.array([x[2] for x in fl], np.int64)])
     return {"corr": corr + [x[0] for x in fl],
@@ -60,7 +62,7 @@ def _probes(launch_ev: dict, gpu_ev: dict, sync_ev: dict, flows: dict,
             "launch": np.concatenate([begin[:len(rt)], np.full(len(fl), NONE, np.int64)])}
 
 
-def _nest(thread: np.ndarray, begin: np.ndarray, end: np.ndarray, n_items: int,
+def nest(thread: np.ndarray, begin: np.ndarray, end: np.ndarray, n_items: int,
           own: np.ndarray):
     """Nesting of intervals per thread, and the innermost interval holding
     each probe (a launch call or flow start).
@@ -121,7 +123,7 @@ def _signature(args: dict) -> str:
     return ", ".join(parts)
 
 
-def _ops(op_ev: dict, thread: np.ndarray, probes: dict, probe_thread: np.ndarray,
+def read_ops(op_ev: dict, thread: np.ndarray, probes: dict, probe_thread: np.ndarray,
          strings: Strings, ours: bool) -> tuple[dict, dict, np.ndarray]:
     """The ops table (time order; export_chrome's files keep theirs), the
     links: correlation id → (op row, launch ns), and each event's op row."""
@@ -131,7 +133,7 @@ def _ops(op_ev: dict, thread: np.ndarray, probes: dict, probe_thread: np.ndarray
     grad_own = {strings.ids[s]: intern(s[len(BACKWARD_PREFIX):])
                 for s in dict.fromkeys(op_ev["name"]) if s.startswith(BACKWARD_PREFIX)}
     own = np.array([grad_own.get(i, NONE) for i in name_id.tolist()], np.int64)
-    depth, grad, owner = _nest(np.concatenate([thread, probe_thread]),
+    depth, grad, owner = nest(np.concatenate([thread, probe_thread]),
                                np.concatenate([op_ev["begin"], probes["begin"]]),
                                np.concatenate([op_ev["end"], probes["begin"]]), n, own)
     # Time order; at equal begin the enclosing (longer) op first.
@@ -142,7 +144,7 @@ def _ops(op_ev: dict, thread: np.ndarray, probes: dict, probe_thread: np.ndarray
 
     shapes = np.array([intern(_signature(a)) for a in op_ev["args"]], np.int32)
     flags = np.array([_named_flags(a) for a in op_ev["args"]], np.uint8)
-    seq = [_int(a.get("External id"), i) for i, a in enumerate(op_ev["args"])] if ours \
+    seq = [int_arg(a.get("External id"), i) for i, a in enumerate(op_ev["args"])] if ours \
         else np.arange(n)
     ops = {"seq": np.asarray(seq, np.int64), "thread": thread[order], "name": name_id[order],
            "shapes": shapes[order], "module": np.full(n, NONE), "grad_fn": grad[order],
@@ -164,10 +166,10 @@ def _named_flags(args: dict) -> int:
     return flags
 
 
-def _link_explicitly(cols: dict, links: dict, by_ext: dict) -> None:
+def link_explicitly(cols: dict, links: dict, by_ext: dict) -> None:
     """In export_chrome's files each GPU row and sync names its op's
     External id, which beats nesting where ops begin at one instant."""
-    for corr, ext in zip(cols["corr"], _keys(cols["args"], "External id")):
+    for corr, ext in zip(cols["corr"], arg_keys(cols["args"], "External id")):
         if corr is not None:
             links[corr] = (by_ext.get(ext, NONE), links.get(corr, (NONE, NONE))[1])
 
@@ -200,13 +202,13 @@ def _span_kind(name: str, args: dict) -> tuple[int, int]:
     return SpanKind.USER, NONE
 
 
-def _spans(span_ev: dict, thread: np.ndarray, strings: Strings, ours: bool) -> dict:
+def read_spans(span_ev: dict, thread: np.ndarray, strings: Strings, ours: bool) -> dict:
     n = len(span_ev["name"])
     kind_number = [_span_kind(s, a) for s, a in zip(span_ev["name"], span_ev["args"])]
     # export_chrome keeps a span's own name beside its Kineto one.
     names = [a.get("name") if isinstance(a.get("name"), str) and KIND_ARG in a else s
              for s, a in zip(span_ev["name"], span_ev["args"])]
-    depth, _, _ = _nest(thread, span_ev["begin"], span_ev["end"], n,
+    depth, _, _ = nest(thread, span_ev["begin"], span_ev["end"], n,
                         np.full(n, NONE, np.int64))
     rows = {"kind": np.array([k for k, _ in kind_number], np.uint8),
             "number": np.array([x for _, x in kind_number], np.int64),

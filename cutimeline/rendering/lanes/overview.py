@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..analysis.idle.gaps import CAUSES
-from ..analysis.idle.overlap import device_idle_amounts
-from . import pixels as px
-from .artists import GAP_HALF, band
-from .palette import CAUSE_COLORS, PHASE_COLORS, PHASES
+from ...analysis.idle.gaps import CAUSES
+from ...analysis.idle.overlap import device_idle_amounts
+from .. import pixels as px
+from ..artists import GAP_HALF, band
+from ..palette import CAUSE_COLORS, PHASE_COLORS, PHASES
 
 __all__ = ["ROWS_PER_PX", "draw_overview", "column_shares"]
 
@@ -62,6 +62,7 @@ def column_shares(scene, cols: px.Columns) -> tuple[np.ndarray, np.ndarray]:
 
 def draw_overview(scene, ax, cols: px.Columns, used: dict) -> None:
     """The GPU lanes of ``scene`` as stacked bands (see the module doc)."""
+    # matplotlib loads on the first draw (see rendering/__init__.py)
     from matplotlib.collections import PolyCollection
 
     busy, idle = column_shares(scene, cols)

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..numeric import intervals as iv
-from ..timeline.schema import NONE, OpFlag, SpanKind
-from ..timeline.timeline import Timeline
-from .palette import PHASES
+from ...numeric import intervals as iv
+from ...timeline.schema import NONE, OpFlag, SpanKind
+from ...timeline.timeline import Timeline
+from ..palette import PHASES
 
 __all__ = ["FORWARD", "BACKWARD", "OPTIMIZER", "DATA", "SYNC", "NO_OP", "op_phases",
            "gpu_phases"]

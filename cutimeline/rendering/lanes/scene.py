@@ -25,21 +25,23 @@ from typing import Any
 
 import numpy as np
 
-from ..analysis.idle.activity import fetch_spans
-from ..analysis.idle.gaps import CAUSES
-from ..analysis.idle.overlap import device_idle_amounts
-from ..errors import CutimelineError
-from ..numeric import intervals as iv
-from ..timeline.schema import NONE, GpuKind, SpanKind
-from ..timeline.timeline import Timeline
-from ..timeline.windows import parse_window
-from . import pixels as px
-from .artists import GAP_HALF, HALF, boxes as _boxes
+from ...analysis.analyzer import analyze
+from ...analysis.idle.activity import fetch_spans
+from ...analysis.idle.gaps import CAUSES
+from ...analysis.idle.overlap import device_idle_amounts
+from ...analysis.report import Report
+from ...errors import CutimelineError
+from ...numeric import intervals as iv
+from ...timeline.schema import NONE, GpuKind, SpanKind
+from ...timeline.timeline import Timeline
+from ...timeline.windows import parse_window
+from .. import pixels as px
+from ..artists import GAP_HALF, HALF, boxes as _boxes
+from ..palette import (CAUSE_COLORS, CAUSE_LABELS, COMPILED_EDGE, COMPILED_HATCH, FLOW_COLOR,
+                       PHASE_COLORS, PHASES, STEP_COLORS, STREAM_COLORS, USER_COLOR)
 from .layout import lay_out
 from .names import draw_names
 from .overview import ROWS_PER_PX, draw_overview
-from .palette import (CAUSE_COLORS, CAUSE_LABELS, COMPILED_EDGE, COMPILED_HATCH, FLOW_COLOR,
-                      PHASE_COLORS, PHASES, STEP_COLORS, STREAM_COLORS, USER_COLOR)
 from .phases import DATA, SYNC, gpu_phases, op_phases
 
 __all__ = ["PHASES", "PHASE_COLORS", "CAUSE_COLORS", "CAUSE_LABELS", "FLOW_COLOR",
@@ -57,15 +59,12 @@ class Scene:
     def __init__(self, tl: Any, window: Any = None, *, what: str = "plot",
                  report: Any = None):
         if not isinstance(tl, Timeline):
-            raise CutimelineError(f"{what} needs a Timeline (from ctl.record, "
-                                  f"ctl.load or ctl.import_chrome), not "
-                                  f"{type(tl).__name__}.")
+            raise CutimelineError(f"{what} needs a Timeline (from ctl.record or "
+                                  f"ctl.load), not {type(tl).__name__}.")
         if not (len(tl.ops) or len(tl.gpu) or len(tl.spans)):
             raise CutimelineError("The Timeline is empty (no ops, gpu rows or "
                                   "spans), so there is nothing to plot; was "
                                   "recording disabled (CUTIMELINE_DISABLE)?")
-        from ..analysis.analyzer import analyze
-        from ..analysis.report import Report
         if report is None:
             report = analyze(tl)  # raises for unaligned gpu rows
         elif not isinstance(report, Report) or report.source is not tl:
@@ -224,6 +223,7 @@ class Scene:
                             len(self.stream_y), cols)
         if len(g) == 0:
             return
+        # matplotlib loads on the first draw (see rendering/__init__.py)
         from matplotlib.collections import PolyCollection
         x0, x1, y = cols.ms(c0), cols.ms(c1), self.stream_y[g]
         verts = np.stack([np.stack([x0, y - HALF], 1), np.stack([x0, y + HALF], 1),
@@ -356,6 +356,7 @@ class Scene:
         ok = ok[px.even_sample(len(ok), most)]
         if len(ok) == 0:
             return 0
+        # matplotlib loads on the first draw (see rendering/__init__.py)
         from matplotlib.collections import LineCollection
         ty = self.thread_y[np.searchsorted(self.threads, o.thread[g.op[ok]])]
         sy = self.stream_y[ln.streams.of_row[ok]]

@@ -19,9 +19,9 @@ from cutimeline.devices.simclock import synthetic_events
 from cutimeline.errors import CutimelineError
 from cutimeline.rendering import pixels as px
 from cutimeline.rendering.figure import plot
-from cutimeline.rendering.overview import ROWS_PER_PX, column_shares
+from cutimeline.rendering.lanes.overview import ROWS_PER_PX, column_shares
 from cutimeline.rendering.palette import FLOW_COLOR, PHASE_COLORS
-from cutimeline.rendering.scene import OVERVIEW_FLOW_PX, Scene
+from cutimeline.rendering.lanes.scene import OVERVIEW_FLOW_PX, Scene
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +69,7 @@ def test_bands_add_up_to_the_reports_busy_and_idle_time(sim):
 
 
 def test_overview_lanes_show_work_from_the_bottom(sim):
-    from test_figure import lane_row, render, rgb
+    from figurepixels import lane_row, render, rgb
     fig = plot(sim, flows=0)
     img = render(fig)
     ax = fig.axes[0]

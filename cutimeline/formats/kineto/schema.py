@@ -2,8 +2,8 @@
 categories, the arg keys and markers, how an int arg is spelled, and the
 ranges the import accepts for each number.
 
-The import (``kineto``) reads these; the export (``chrome``) writes the
-same keys, so its files read back exactly.
+The import (this package) reads these; the export (``formats.chrome``)
+writes the same keys, so its files read back exactly.
 """
 
 from __future__ import annotations
@@ -11,13 +11,14 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..timeline.schema import NON_BLOCKING_SYNC_KINDS, NONE, GpuKind
+from ...timeline.schema import NON_BLOCKING_SYNC_KINDS, NONE, GpuKind
 
-__all__ = ["GPU_CATEGORIES", "LAUNCH_CATEGORIES", "RUNTIME_SYNCS", "UNREAD_DEVICE_CATEGORIES", "READ_CATEGORIES", "OLD_CATEGORIES",
-           "MEMORY_EVENT", "READ_INSTANTS", "GPU_DEVICE_TYPE", "SYNC_OP_NAMES", "FREED_ARG",
-           "STREAM_TID", "NO_STREAM",
+__all__ = ["GPU_CATEGORIES", "LAUNCH_CATEGORIES", "RUNTIME_SYNCS", "UNREAD_DEVICE_CATEGORIES",
+           "READ_CATEGORIES", "OLD_CATEGORIES", "MEMORY_EVENT", "READ_INSTANTS",
+           "GPU_DEVICE_TYPE", "SYNC_OP_NAMES", "FREED_ARG", "STREAM_TID", "NO_STREAM",
            "NON_BLOCKING_SYNCS", "BACKWARD_PREFIX", "STEP_RE", "SHIFT_KEY", "KIND_ARG",
-           "EXPORTER", "TIME_LIMIT_NS", "DEVICES", "STREAMS", "INT64"]
+           "EXPORTER", "TIME_LIMIT_NS", "DEVICES", "STREAMS", "INT64",
+           "int_arg", "gpu_stream", "arg_keys"]
 
 GPU_CATEGORIES = {"kernel": GpuKind.KERNEL, "gpu_memcpy": GpuKind.MEMCPY,
                   "gpu_memset": GpuKind.MEMSET}
@@ -88,7 +89,7 @@ STREAMS = (NONE, 2**63 - 1)
 INT64 = (-2**63, 2**63 - 1)
 
 
-def _int(v: Any, default: int, bounds: tuple[int, int] = INT64) -> int:
+def int_arg(v: Any, default: int, bounds: tuple[int, int] = INT64) -> int:
     """An int from a Kineto arg (ints, or hex strings such as "0x0"), or
     ``default`` where it is none or lies outside ``bounds`` (inclusive)."""
     if type(v) is not int:
@@ -101,19 +102,19 @@ def _int(v: Any, default: int, bounds: tuple[int, int] = INT64) -> int:
     return v if bounds[0] <= v <= bounds[1] else default
 
 
-def _stream(arg: Any, tid: Any) -> int:
+def gpu_stream(arg: Any, tid: Any) -> int:
     """A GPU row's stream: ``args.stream``, else its tid (an int, or the
     "stream <n>" of the first traces), else NONE."""
-    v = _int(arg, NONE, STREAMS)
+    v = int_arg(arg, NONE, STREAMS)
     if v != NONE or arg is not None:
         return v
     if isinstance(tid, str):
         m = STREAM_TID.match(tid.strip())
-        return _int(m.group(1), NONE, STREAMS) if m else NONE
-    return _int(tid, NONE, STREAMS)
+        return int_arg(m.group(1), NONE, STREAMS) if m else NONE
+    return int_arg(tid, NONE, STREAMS)
 
 
-def _keys(args: list[dict], key: str) -> list:
+def arg_keys(args: list[dict], key: str) -> list:
     """``args[key]`` of each event, for use as a dict key: values that
     cannot be one (lists, dicts) read as None, linking nothing."""
     out = [a.get(key) for a in args]
