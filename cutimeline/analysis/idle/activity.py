@@ -72,15 +72,20 @@ class HostActivity:
 
 
 def launching(begin, end, thread, host_gap_ns: int = HOST_GAP_NS,
-              engine: str = "numba") -> tuple[np.ndarray, np.ndarray]:
+              engine: str = "numba", breaks=None) -> tuple[np.ndarray, np.ndarray]:
     """Sorted disjoint segments where some thread was dispatching: each
     thread's ops joined across op-free stretches shorter than
-    ``host_gap_ns``, then all threads' segments joined. One thread's ops
-    in time order (a recording's) take one pass of ``_launch_nb``."""
+    ``host_gap_ns``, then all threads' segments joined. ``breaks``:
+    (begin, thread) of the host's own work between ops (``host_compute``'s
+    ops): a stretch that holds one is not joined, whatever its length,
+    since the glue around host work is host time too. One thread's ops in
+    time order (a recording's) without breaks take one pass of
+    ``_launch_nb``."""
     begin, end = np.asarray(begin, np.int64), np.asarray(end, np.int64)
     thread = np.asarray(thread)
+    has_breaks = breaks is not None and len(breaks[0]) > 0
     one = len(thread) == 0 or thread.min() == thread.max()  # np.unique sorts all
-    if one and engine == "numba" and len(begin):
+    if one and not has_breaks and engine == "numba" and len(begin):
         ub, ue, ok = _launch_nb(begin, end, np.int64(host_gap_ns))
         if ok:
             return ub, ue
@@ -91,6 +96,11 @@ def launching(begin, end, thread, host_gap_ns: int = HOST_GAP_NS,
         mine = thread == t if len(threads) > 1 else slice(None)
         ub, ue = iv.union(begin[mine], end[mine], engine)
         keep = (ub[1:] - ue[:-1]) >= host_gap_ns  # stretches that stay open
+        if has_breaks and len(ub) > 1:
+            bb = np.sort(np.asarray(breaks[0], np.int64)[np.asarray(breaks[1]) == t])
+            held = np.searchsorted(bb, ub[1:], side="left") > \
+                np.searchsorted(bb, ue[:-1], side="left")
+            keep |= held  # host work inside: the stretch is the host's
         parts_b.append(ub[np.concatenate([[True], keep])])
         parts_e.append(ue[np.concatenate([keep, [True]])])
     if not parts_b:
@@ -159,11 +169,10 @@ def host_activity(tl: Timeline, slack_ns: int = SYNC_SLACK_NS, engine: str = "nu
                                   o.host_begin_ns[sync_ops]]),
                   np.concatenate([y.host_end_ns, s.end_ns[span_sync],
                                   o.host_end_ns[sync_ops]]), engine)
-    cpu = host_compute(o.host_begin_ns, o.host_end_ns, o.device, o.flags, host_gap_ns,
-                       engine)
+    cpu = host_compute(o.host_begin_ns, o.host_end_ns, o.device, o.flags, engine)
     keep = ~cpu if cpu.any() else slice(None)  # mostly none: no copies
     la = launching(o.host_begin_ns[keep], o.host_end_ns[keep], o.thread[keep], host_gap_ns,
-                   engine)
+                   engine, (o.host_begin_ns[cpu], o.thread[cpu]) if cpu.any() else None)
     chain = None  # one sync segment or none: each its own length
     if len(sy[0]) > 1:  # launch begins come sorted from one launching thread
         work = ((o.flags & OpFlag.LAUNCH) != 0) & ~sync_ops
@@ -174,34 +183,29 @@ def host_activity(tl: Timeline, slack_ns: int = SYNC_SLACK_NS, engine: str = "nu
                         subtract(subtract(la, d), sy), int(host_gap_ns), chain)
 
 
-def host_compute(begin, end, device, flags, host_gap_ns: int = HOST_GAP_NS,
-                 engine: str = "numba") -> np.ndarray:
+def host_compute(begin, end, device, flags, engine: str = "numba") -> np.ndarray:
     """Ops that were the host computing, not dispatching (bool per op):
     host-only ops (no device) that are neither views, syncs, collectives
-    nor launches, last ``host_gap_ns`` or more, and have no launching op
-    beginning inside them (a parent op around a launch, an annotation,
-    stays dispatch). A CPU-tensor op of 200 µs or more is CPU work (a
-    normalisation, a flip of a batch on the training thread), like an
-    op-free stretch that long: counting it as launch overhead would send
-    a loop that preprocesses on the host to CUDA graphs. Shorter ones stay
-    with the dispatch around them, as short op-free stretches do."""
+    nor launches, and have no launching op beginning inside them (a parent
+    op around a launch, an annotation, stays dispatch). A CPU-tensor op is
+    the host's own work at any length (a normalisation of a batch on the
+    training thread, the optimizer's CPU step counter): fewer or larger
+    kernels would not make it faster, so counting it as launch overhead
+    would send a loop that preprocesses on the host to CUDA graphs. Views
+    of device tensors stay with the dispatch around them: they are part of
+    running the device program, and a captured graph drops them too."""
     begin, end = as_i64(begin), as_i64(end)
     device, flags = np.asarray(device), np.asarray(flags)  # their own dtypes: no copies
     out = np.zeros(len(begin), bool)
     busy = int(OpFlag.VIEW | OpFlag.SYNC | OpFlag.COLLECTIVE | OpFlag.LAUNCH)
-    i = np.flatnonzero(end - begin >= host_gap_ns)  # few; the rest tested on them only
-    i = i[(device[i] == NONE) & ((flags[i] & busy) == 0)]
-    if len(i) == 0:  # the common case
+    i = np.flatnonzero((device == NONE) & ((flags & busy) == 0))
+    if len(i) == 0:  # the common case: every op touches a device tensor
         return out
     launch = int(OpFlag.LAUNCH)
-    if len(i) <= 1024 and is_sorted(begin, engine):  # the ops inside each, by slices
-        lo = np.searchsorted(begin, begin[i], side="left")
-        hi = np.searchsorted(begin, end[i], side="left")
-        inside = np.array([bool((flags[a:z] & launch).any()) for a, z in zip(lo, hi)])
-    else:
-        starts = sorted_copy(begin[(flags & launch) != 0], engine)
-        inside = np.searchsorted(starts, end[i], side="left") > \
-            np.searchsorted(starts, begin[i], side="left")
+    starts = sorted_copy(begin[(flags & launch) != 0], engine)
+    # a launching op begins inside [begin, end): the op is a parent of dispatch
+    inside = np.searchsorted(starts, end[i], side="left") > \
+        np.searchsorted(starts, begin[i], side="left")
     out[i[~inside]] = True
     return out
 

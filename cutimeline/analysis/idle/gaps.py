@@ -31,9 +31,9 @@ The rules, by precedence: each takes only the time no rule above it took.
                                 SYNC spans, ops flagged SYNC)
  6  dispatching     launch      instants inside an op on any thread, or in an
                                 op-free stretch shorter than ``host_gap_ns``
-                                between two ops of one thread, but not inside a
-                                host-only op of ``host_gap_ns`` or more that
-                                launches nothing (``activity.host_compute``)
+                                between two ops of one thread, but not inside
+                                or beside a host-only op that launches nothing
+                                (``activity.host_compute``: CPU-tensor work)
  7  launch latency  launch      [L, L + λ): the launch's own latency, whatever
                                 the thread did after the op
  8  otherwise       host        the rest: the host busy elsewhere (user Python,
@@ -49,8 +49,10 @@ from host: it sits above any framework glue between ops (module calls,
 autograd, the Python lines between ops: ~5–30 µs per module call on
 current CPUs), so a stretch that long without any op is not the cost of
 launching, and an imported trace whose host sat idle blames the host. A
-CPU-tensor op that long is the host computing, like an op-free stretch
-that long.
+CPU-tensor op is the host computing at any length, and so is the glue
+between it and the ops around it: launching is the dispatch of ops that
+run the device program (those that enqueue work, and the views of device
+tensors between them) and the glue between those.
 
 Why rule 3: a sync drains the queue, so the host time right after it is
 time the GPU would not have lost without it; dispatching right after a
@@ -119,7 +121,8 @@ RULES = (
     Rule(4, "in a fetch", Cause.DATA, "instants of the host part in a DataLoader fetch"),
     Rule(5, "blocked", Cause.SYNC, "instants of the host part in a host-blocking op"),
     Rule(6, "dispatching", Cause.LAUNCH,
-         "instants inside ops, or in short op-free stretches between a thread's ops"),
+         "instants inside ops, or in short op-free stretches between a thread's ops, "
+         "that run the device program (not CPU-tensor work)"),
     Rule(7, "launch latency", Cause.LAUNCH, "[L, L + λ), the launch's own latency"),
     Rule(8, "otherwise", Cause.HOST, "the rest of the host part"),
 )

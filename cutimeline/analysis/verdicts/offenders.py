@@ -190,8 +190,7 @@ def _host_own_time(a: _Ask, out: dict) -> None:
     out["spans"] = _top(s["name"][user], dur, tl, a.k)
     fb, fe = subtract((np.array([w0], np.int64), np.array([w1], np.int64)),
                       act.launching)  # no op dispatching on any thread
-    cpu = host_compute(o.host_begin_ns, o.host_end_ns, o.device, o.flags,
-                       act.host_gap_ns, a.engine)
+    cpu = host_compute(o.host_begin_ns, o.host_end_ns, o.device, o.flags, a.engine)
     cpu &= (o.host_end_ns > w0) & (o.host_begin_ns < w1)
     sel = np.flatnonzero(cpu)
     if len(sel):
