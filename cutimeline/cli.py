@@ -35,6 +35,7 @@ from typing import Any, Sequence
 import cutimeline as ctl
 
 from . import __version__
+from .analysis.headline import headline
 from .analysis.replay.edits import edit_named
 from .analysis.words import fmt_ns, pct
 from .dist.straggler import describe
@@ -129,6 +130,9 @@ def _cmd_demo(a: argparse.Namespace) -> int:
     print(rep.summary())
     print(f"\nwrote {paths['png']} (timeline), {paths['trace']} (open in "
           f"https://ui.perfetto.dev) and {paths['ctl']} (ctl.load)")
+    h = headline(rep)  # the answer again, last: what to change first
+    print(f"\nIn one line: {h['short']}" + (f". Change first: {h['change']}." if
+                                            h["change"] else "."))
     return 0
 
 
@@ -164,11 +168,19 @@ def _cmd_whatif(a: argparse.Namespace) -> int:
     if not preds:
         raise CutimelineError(f"{a.file} gives no what-if predictions: it needs gpu rows "
                               f"and something a fix would remove.")
-    print(f"what if (steady-state steps, mean; recorded step "
+    h = headline(rep)
+    print(f"Verdict: {h['text']} ({h['steps']}).")
+    base = "without the recorder's cost" if rep.compensation is not None else "as recorded"
+    print(f"what if (steady-state steps, mean; step {base} "
           f"{fmt_ns(preds[0].step_ns)}, GPU busy {pct(preds[0].busy_frac)}):")
+    first = h["fix"]["edit"] if h["fix"] else ""
     for p in preds:
-        print(f"  {p.edit.name:<9} {-p.gain:+7.1%}  step {fmt_ns(p.predicted_step_ns):>9}  "
-              f"GPU busy {pct(p.predicted_busy_frac):>4}  {p.edit.code}")
+        mark = "*" if p.edit.name == first else " "
+        part = "" if p.edit.complete else " (partial: not a verdict's fix)"
+        print(f" {mark}{p.edit.name:<9} {-p.gain:+7.1%}  step {fmt_ns(p.predicted_step_ns):>9}  "
+              f"GPU busy {pct(p.predicted_busy_frac):>4}  {p.edit.code}{part}")
+    if first:
+        print("(* the verdict's fix: the complete fix that gains most)")
     _whatif_plot(a, tl, rep)
     return 0
 

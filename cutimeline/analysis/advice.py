@@ -1,10 +1,11 @@
 """What to try for each verdict, in words, with the numbers behind it.
 
 ``advice`` turns a range of steps with one verdict (``Report.ranges``)
-into a sentence: where the idle time went, the offenders, and the change
-most likely to help. A "mixed" range gets the advice for both of its
-leading causes. The margin itself (top share, runner-up) is said by
-``margins.verdict_text``, which the summary prints beside it. Where the
+into a sentence: the evidence (where the idle time went, the offenders)
+and the change that gains most, as the replay predicts it (the range's
+``fix`` and ``gain``: ``verdicts/causal.py``). A "mixed" range names both
+of its fixes. A sync-bound range whose syncs expose a fetch or the
+host's Python says so. Where the
 Timeline has a sources table, a verdict that names syncs or DataLoader
 fetches quotes their top source line with its count, and one led by an op
 (GPU-, launch-bound, host-only) says where that op was called most
@@ -19,8 +20,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..timeline.schema import NONE
+from .replay.edits import EDITS
 from .tables.sources import counted, quote
-from .verdicts.margins import BY_CAUSE, VERDICT_CAUSES, Verdict
+from .verdicts.margins import VERDICT_CAUSES, Verdict, fix_words
 from .words import fmt_ns, pct
 
 __all__ = ["ADVICE", "WAITING", "advice"]
@@ -100,19 +102,37 @@ def _advice(r: dict, part: np.ndarray) -> str:
                  ", ".join(n for n, _ in off.get("ops", [])[:2]),
                  r["steps"] if r["first"] != NONE else 1, _lead(off.get("source")))
     text, fix = _SAYINGS.get(r["verdict"], _unknown)(rng)
-    return f"{text} — {fix or ADVICE[r['verdict']]}."
+    return f"{text} — {_change(r, fix)}."
+
+
+def _change(r: dict, fallback: str | None) -> str:
+    """The change to make first: the range's fix as code with its
+    predicted gain (both fixes for "mixed"); ``fallback`` (the verdict's
+    own words) or ``ADVICE`` where no replayed fix names it."""
+    edit = EDITS.get(r.get("fix", ""))
+    if r["verdict"] == Verdict.MIXED and edit is not None:
+        other = EDITS.get(r.get("runner_fix", ""))
+        second = f"; or {other.code} (predicted −{pct(r['runner_gain'])})" \
+            if other is not None else f"; or {fix_words(r['runner_fix'], r['runner_gain'])}"
+        return f"{edit.code} (predicted −{pct(r['gain'])}){second}"
+    if edit is None or r["verdict"] in (Verdict.GPU_BOUND, Verdict.HOST_ONLY,
+                                        Verdict.UNKNOWN):
+        return fallback or ADVICE[r["verdict"]]
+    return f"{fallback or edit.code} (predicted −{pct(r['gain'])} of the step)"
 
 
 # -- one sentence per verdict: (what the range shows, the fix, None: ADVICE's) ----
 
-def _mixed(c: _Range) -> tuple[str, str]:
+def _mixed(c: _Range) -> tuple[str, None]:
     a, b = sorted(VERDICT_CAUSES, key=lambda x: -c.share[x])[:2]  # stable: ties by Cause
     # the offenders are the top cause's: its leading op, when launch
     lead_a = f" ({c.called[2:]})" if c.called and a == "launch" else ""
-    return (f"{c.steps}: GPU busy {c.busy}; no single cause: {a} {pct(c.share[a])}"
-            f"{_where(c.r, a, c.n_steps) or lead_a} and {b} {pct(c.share[b])}"
-            f"{_where(c.r, b, c.n_steps)} of its idle time",
-            f"for {a}: {ADVICE[BY_CAUSE[a]]}; for {b}: {ADVICE[BY_CAUSE[b]]}")
+    return (f"{c.steps}: GPU busy {c.busy}; no single fix: "
+            f"{fix_words(c.r.get('fix', ''), c.r.get('gain', 0.0))} and "
+            f"{fix_words(c.r.get('runner_fix', ''), c.r.get('runner_gain', 0.0))}; "
+            f"idle time {a} {pct(c.share[a])}"
+            f"{_where(c.r, a, c.n_steps) or lead_a}, {b} {pct(c.share[b])}"
+            f"{_where(c.r, b, c.n_steps)}"), None
 
 
 def _input_bound(c: _Range) -> tuple[str, str | None]:
@@ -136,10 +156,17 @@ def _input_bound(c: _Range) -> tuple[str, str | None]:
 
 def _sync_bound(c: _Range) -> tuple[str, None]:
     mods = ", ".join(n for n, _ in c.off.get("modules", [])[:1])
-    return (f"{c.steps}: {pct(c.share['sync'])} of GPU idle time follows host "
-            f"syncs ({c.off.get('count', 0)} syncs" + (f", top {c.tops}" if c.tops else "")
+    text = (f"{c.steps}: {c.off.get('count', 0)} host syncs"
+            + (f", top {c.tops}" if c.tops else "")
             + (f" in {mods}" if mods else "") + _where(c.r, "sync", c.n_steps, "; ", "")
-            + f"); GPU busy {c.busy}"), None
+            + f"; GPU busy {c.busy}, {pct(c.share['sync'])} of its idle time right after "
+            f"the syncs")
+    exposed = {"input": "data", "host": "host"}.get(c.r.get("exposes", ""))
+    if exposed:  # the idle time the syncs expose (``causal.py``, rule 3)
+        text += (f", {pct(c.share[exposed])} "
+                 + ("in DataLoader fetches" if exposed == "data" else "in the host's Python")
+                 + " the syncs expose: without them that work overlaps queued GPU work")
+    return text, None
 
 
 def _launch_bound(c: _Range) -> tuple[str, str | None]:

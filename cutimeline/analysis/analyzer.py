@@ -141,7 +141,13 @@ def analyze(tl: Timeline, *, window: Any = None, engine: str = "auto",
         w0 = max(int(sb.min()), lo)
         w1 = min(max(int(se.max()), w0), hi)
     act = host_activity(tl, sync_slack_ns, engine, host_gap_ns)
-    ln = lanes(tl, act, np.concatenate([[w0], sb]), np.concatenate([[w1], se]),
+    # the time before the first step and after the last, measured as the
+    # steps are (after them in the lanes' windows), so the summary reports it
+    out = [(k, a, b) for k, a, b in (("before", w0, sb[0] if len(sb) else w0),
+                                     ("after", se[-1] if len(se) else w1, w1))
+           if has_gpu and len(sb) and window is None and not device and b > a]
+    ln = lanes(tl, act, np.concatenate([[w0], sb, [a for _, a, _ in out]]),
+               np.concatenate([[w1], se, [b for _, _, b in out]]),
                engine, bounds=(lo, hi)) if has_gpu else None
     h0, h1 = np.concatenate([[w0], hb]), np.concatenate([[w1], he])
     comp = compensate(tl, ln, engine, at=np.concatenate([h0, h1]))
@@ -176,13 +182,17 @@ def analyze(tl: Timeline, *, window: Any = None, engine: str = "auto",
     windows = StepWindows(numbers=np.concatenate([[NONE], numbers]),
                           device=(np.concatenate([[w0], sb]), np.concatenate([[w1], se])),
                           measured=np.arange(len(sb) + 1), host=(h0, h1), predicted=predicted)
-    rows = step_table(tl, ln, act, comp, windows, primary, engine,
-                      gpu_bound_at=gpu_bound_at, mixed_margin=mixed_margin)
+    rows = step_table(tl, ln, act, comp, windows, primary, engine)
     whole = (int(hb.min()), int(he.max())) if _by_steps(window) and len(hb) else (w0, w1)
     rows, work = _with_work(tl, rows, whole, ln, primary, peak_flops)
-    return Report(tl=tl, window=(int(w0), int(w1)), lanes=ln, activity=act,
+    outside = {k: {"begin_ns": int(a), "end_ns": int(b),
+                   "busy_ns": int(ln.devices.busy[primary, len(sb) + 1 + i]),
+                   "idle_ns": {c: int(v) for c, v in
+                               zip(CAUSES, ln.devices.idle[primary, len(sb) + 1 + i])}}
+               for i, (k, a, b) in enumerate(out)}
+    return Report(tl=tl, window=(int(w0), int(w1)), lanes=ln, activity=act, outside=outside,
                   streams=streams, devices=devices, primary=primary,
-                  steps=rows[1:], overall=rows[0], compensation=comp,
+                  rows=rows, compensation=comp,
                   settings=settings, reanalyze=analyze, work=work, source=given)
 
 

@@ -27,11 +27,13 @@ from ..errors import CutimelineError
 from ..timeline.schema import NONE
 from ..timeline.timeline import Timeline
 from .advice import advice
+from .headline import headline, steady
 from .idle.gaps import CAUSES, Cause
 from .idle.lanes import queue_depth
 from .idle.overlap import device_idle_amounts
-from .replay.whatif import predict, replayed
-from .summary import report_dict, steady, summary_text
+from .replay.predictions import weigh
+from .replay.whatif import replayed
+from .summary import report_dict, summary_text
 from .tables.flops import run_compute
 from .tables.hta import measures
 from .tables.memory import report_memory
@@ -39,9 +41,10 @@ from .tables.nesting import self_ns
 from .tables.oneoff import one_offs
 from .tables.optable import op_table
 from .tables.sources import SOURCE_DTYPE, wait_lines
+from .verdicts.causal import Judgement, judge_run, judge_steps
 from .verdicts.margins import BY_CAUSE, CAUSE_OF, ON_GPU, VERDICT_CAUSES, Verdict, verdict_text
 from .verdicts.offenders import offenders
-from .words import fmt_ns, pct as _pct
+from .words import fmt_ns
 
 __all__ = ["Report"]
 
@@ -64,20 +67,25 @@ class Report:
     syncs rows that block no host (``analyzer.host_blocking``)."""
 
     def __init__(self, *, tl: Timeline, window, lanes, activity, streams,
-                 devices, primary, steps, overall, compensation, settings,
-                 reanalyze=None, work=None, source: Timeline | None = None):
+                 devices, primary, rows, compensation, settings,
+                 reanalyze=None, work=None, source: Timeline | None = None,
+                 outside: dict | None = None):
         self.timeline, self.window = tl, window
         self.source = tl if source is None else source
         self.lanes, self.activity = lanes, activity
         self.streams, self.devices, self.primary = streams, devices, primary
-        self.steps, self.overall = steps, overall
+        self._rows = rows  # row 0 the window, then the steps; verdicts on first use
+        # the time before the first step and after the last: begin_ns,
+        # end_ns, busy_ns and idle_ns by cause, on the primary device
+        self.outside = dict(outside or {})
+        self._judgement: Judgement | None = None
+        self._weighing = None  # predictions.Weighing, made with the verdicts
         self.compensation, self.settings = compensation, settings
         self._ops: dict = {}
         self._self_ns: np.ndarray | None = None
         self._overlaps: dict = {}  # offenders.Overlaps, made on first use
         self._hta: dict | None = None
-        self._what_if: list | None = None  # whatif.Prediction, made on first use
-        self._reanalyze = reanalyze  # ``analyze`` itself, for the what-if replays
+        self._reanalyze = reanalyze  # ``analyze`` itself
         # analyzer._with_work: the run's FLOP precision and peak, the memory
         # device, the host window the FLOPs and waits are counted over
         self._work = dict(work or {})
@@ -93,6 +101,55 @@ class Report:
             self._hta = measures(self.timeline, engine=self.settings["engine"],
                                  ln=self.lanes)
         return self._hta
+
+    # -- verdicts ----------------------------------------------------------------
+    @property
+    def steps(self) -> np.ndarray:
+        """One row per step in the window (``verdicts/steptable.py``), each
+        with its verdict (``verdicts/causal.py``)."""
+        self._judge()
+        return self._rows[1:]
+
+    @property
+    def overall(self) -> np.ndarray:
+        """The window as one step row; its verdict the run's (``verdict``)."""
+        self._judge()
+        return self._rows[0]
+
+    @property
+    def judgement(self) -> Judgement:
+        """The run's verdict over its steady-state steps (``causal.judge_run``):
+        what every surface (summary, figure, reprs, ``to_dict``, the CLI)
+        says first."""
+        self._judge()
+        return self._judgement
+
+    def step_rows(self) -> np.ndarray:
+        """The steps as measured, before their verdicts: the step rows, or
+        the window as one row when there are none (what the predictions
+        and verdicts read)."""
+        r = self._rows
+        return r[1:] if len(r) > 1 else r[:1]
+
+    def _judge(self) -> None:
+        """Each step's verdict and the run's: the fix that gains most
+        (``verdicts/causal.py``), read from the predictions (made once)."""
+        if self._judgement is not None:
+            return
+        w = self._weighing = weigh(self)
+        rows = self.step_rows()
+        opts = {"gpu_bound_at": self.settings["gpu_bound_at"],
+                "mixed_margin": self.settings["mixed_margin"]}
+        has_gpu = self.lanes is not None
+        if has_gpu:  # the step without the recorder: the base every fix is weighed on
+            rows["predicted_ns"], rows["predicted_busy_frac"] = w.base_ns, w.base_busy
+        for row, j in zip(rows, judge_steps(rows, w.predictions, w.base_busy, has_gpu,
+                                            **opts)):
+            _write(row, j)
+        run = judge_run(rows, w.predictions, w.base_busy, has_gpu, **opts)
+        if len(self._rows) > 1:
+            _write(self._rows[0], run)
+        self._judgement = run
 
     # -- tables ----------------------------------------------------------------
     def table(self, name: str, *, pandas: bool = False):
@@ -199,7 +256,7 @@ class Report:
             return None
         if "memory" not in self._made:
             self._made["memory"] = report_memory(
-                self.timeline, self._host_window(), self.steps,
+                self.timeline, self._host_window(), self._rows[1:],
                 self._work["memory_device"], self.settings["top"])
         return self._made["memory"]
 
@@ -270,25 +327,24 @@ class Report:
 
     def what_if(self, edit=None):
         """Without ``edit``: for each fix that applies to this Timeline, the
-        predicted step time and GPU busy fraction per step window
-        (``whatif.Prediction``, with the fix spelled as the change in
-        code), ranked by gain. With ``edit`` (a name: data, sync, copies, host,
-        graphs, launch, recorder): the Timeline replayed under that fix,
-        to analyse or plot beside the recorded one (``whatif.py``)."""
+        predicted step time and GPU busy fraction per step window, against
+        the step without the recorder's own cost (``predictions.Prediction``,
+        with the fix spelled as the change in code), ranked by gain. With
+        ``edit`` (a name: data, sync, copies, host, graphs, launch,
+        recorder): the Timeline replayed under that fix (and without the
+        recorder), to analyse or plot beside the recorded one
+        (``whatif.py``)."""
         if edit is not None:
             return replayed(self, edit)
-        if self._what_if is None:
-            if self._reanalyze is None:
-                raise CutimelineError("This Report was not made by ctl.analyze, so it "
-                                      "cannot analyse what-if replays; use "
-                                      "ctl.analyze(tl).what_if().")
-            self._what_if = predict(self, self._reanalyze)
-        return self._what_if
+        self._judge()
+        return self._weighing.predictions
 
     # -- text and dict -----------------------------------------------------------
     def ranges(self) -> list[dict]:
-        """Consecutive steps with the same verdict, with their totals,
-        offenders and advice (the whole window if there are no steps)."""
+        """Consecutive steps with the same verdict, with their totals, the
+        fix that gains most over them (``fix``, ``gain``: its predicted
+        gain of their summed step time), offenders and advice (the whole
+        window if there are no steps)."""
         s = self.steps if len(self.steps) else np.array([self.overall])
         out = []
         i = 0
@@ -307,8 +363,13 @@ class Report:
             ranked = sorted(idle, key=lambda c: -idle[c])  # stable: ties by Cause
             top = CAUSE_OF.get(verdict, ranked[0]) if idle_total else ""
             second = next((c for c in ranked if c != top and idle[c] > 0), "")
+            fix, gain = _range_fix(part, "fix", "gain")
+            runner, runner_gain = _range_fix(part, "runner_fix", "runner_gain")
             r = {"first": int(part["number"][0]), "last": int(part["number"][-1]),
-                 "verdict": verdict, "text": verdict_text(verdict, idle, busy),
+                 "verdict": verdict, "fix": fix, "gain": gain, "runner_fix": runner,
+                 "runner_gain": runner_gain,
+                 "exposes": str(part["exposes"][0]),
+                 "text": verdict_text(verdict, fix, gain, busy, runner, runner_gain),
                  "cause": top, "share": idle[top] / idle_total if top else 0.0,
                  "runner_up": second,
                  "runner_up_share": idle[second] / idle_total if second else 0.0,
@@ -335,10 +396,10 @@ class Report:
         return report_dict(self)
 
     def __repr__(self) -> str:
-        o = self.overall
-        busy = "no GPU" if self.lanes is None else f"GPU busy {_pct(o['busy_frac'])}"
+        """The window, its steps and the run's verdict with its first fix,
+        in the words of ``summary()``'s first line (``headline.py``)."""
         return (f"<Report {fmt_ns(self.window[1] - self.window[0])}, "
-                f"{len(self.steps)} steps, {busy}, {o['verdict']}>")
+                f"{len(self.steps)} steps, {headline(self)['short']}>")
 
     def _repr_html_(self) -> str:
         """Jupyter: the verdict line and the step table (``rendering/notebook.py``,
@@ -347,6 +408,26 @@ class Report:
         # contract), and the notebook's HTML needs no matplotlib until shown
         import importlib
         return importlib.import_module("cutimeline.rendering.notebook").report_html(self)
+
+
+def _range_fix(part: np.ndarray, fix: str, gain: str) -> tuple[str, float]:
+    """The fix most steps of ``part`` name in column ``fix``, and its gain
+    over their summed base step time (each step's gain weighted by it)."""
+    names = [str(x) for x in part[fix]]
+    top = max(dict.fromkeys(names), key=names.count)  # first seen wins a tie
+    mine = np.array([n == top for n in names])
+    base = part["predicted_ns"].astype(np.float64)
+    base = np.where(base > 0, base, part["duration_ns"].astype(np.float64))
+    g = np.nan_to_num(part[gain].astype(np.float64))
+    return top, float((g * base)[mine].sum() / max(base[mine].sum(), 1.0))
+
+
+def _write(row, j: Judgement) -> None:
+    """A step row's verdict columns from its ``Judgement``."""
+    row["verdict"] = j.verdict.value
+    row["fix"], row["gain"] = j.fix, j.gain
+    row["runner_fix"], row["runner_gain"] = j.second_fix, j.second_gain
+    row["exposes"] = j.exposes
 
 
 def _find(keys: np.ndarray, value: int, what: str) -> int:

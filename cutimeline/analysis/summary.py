@@ -2,12 +2,14 @@
 
 The text leads with the run's verdict over its steady-state steps (all
 but the first, which pays for warm-up, when there are three or more): the
-verdict that holds for the most of their time, its margin, and the one
-change most likely to help, with its number and the step time the top
-what-if prediction gives (``whatif.py``). Its header names what the
-Timeline was read from or made by and the window every figure covers
-("over the whole recording", "over steps 3–5", "from the first to the
-last device activity", with the host-only time that leaves out).
+fix that gains most, with its predicted gain and step time, and the
+change in code to make first (``headline.py``: the same words every
+surface prints). Its header names what the Timeline was read from or made
+by and the window every figure covers ("over the whole recording", "over
+steps 3–5", "from the first to the last device activity"); the time
+before the first step and after the last is a line of its own, as is
+what the recorder's own cost did to the step (the verdicts are read
+without it).
 Where the Timeline has them, lines follow on the syncs' and DataLoader
 fetches' source lines, compute (FLOP/s, MFU) and memory (the peak and who
 held it); the verdict quotes the top source line of the syncs or fetches
@@ -21,25 +23,22 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .advice import ADVICE, WAITING
+from .headline import headline, steady
 from .idle.gaps import CAUSES
 from .ranks_report import run_notes
 from .tables.flops import compute_text
 from .tables.memory import memory_text
 from .tables.oneoff import one_off_text
-from .tables.sources import counted, quote, wait_lines
-from .verdicts.margins import BY_CAUSE, CAUSE_OF, VERDICT_CAUSES, Verdict, verdict_text
+from .tables.sources import quote
 from .words import fmt_ns, pct as _pct
 
 if TYPE_CHECKING:
     from .report import Report
 
-__all__ = ["summary_text", "report_dict", "headline", "source_words", "steady",
-           "top_k", "biggest_gaps", "SHOWN_SHARE", "QUOTED_GAIN", "LEADS_BY", "WARM_UP_SHARE"]
+__all__ = ["summary_text", "report_dict", "source_words", "top_k", "biggest_gaps",
+           "SHOWN_SHARE", "WARM_UP_SHARE"]
 
 SHOWN_SHARE = 0.005  # a cause's share of idle time that would read "0%": left out
-QUOTED_GAIN = 0.01   # a gain within the replay's median error (RESULTS.md): not quoted
-LEADS_BY = 0.05      # another fix leads the advice by this: above the replay's worst error
 WARM_UP_SHARE = 0.2  # one-off costs take this of the steady steps: they measure warm-up
 
 
@@ -85,68 +84,6 @@ def biggest_gaps(rep: Report, k: int = 3) -> list[dict]:
     return out
 
 
-def steady(rep: Report) -> tuple[np.ndarray, str]:
-    """The steady-state steps (all but the first, which pays for warm-up,
-    when there are three or more; the window as one row without steps)
-    and which they are, in words."""
-    s = rep.steps if len(rep.steps) else np.array([rep.overall])
-    part = s[1:] if len(s) >= 3 else s
-    numbers = part["number"]
-    if numbers[0] == -1:
-        which = "the whole window (no steps)"
-    elif len(part) < len(s):
-        which = f"steps {numbers[0]}–{numbers[-1]}, all but the first"
-    else:
-        which = f"step {numbers[0]}" if len(part) == 1 else \
-            f"steps {numbers[0]}–{numbers[-1]}"
-    return part, which
-
-
-def headline(rep: Report) -> dict:
-    """The run's verdict over its steady-state steps (see the module doc):
-    ``verdict``, ``text`` (with the margin), ``steps`` (which), ``share``
-    (of their time), ``help`` (the change most likely to help)."""
-    steady_, which = steady(rep)
-    kinds = list(dict.fromkeys(steady_["verdict"].tolist()))  # first seen first
-    time = {v: int(steady_["duration_ns"][steady_["verdict"] == v].sum()) for v in kinds}
-    v = max(kinds, key=lambda k: time[k])
-    part = steady_[steady_["verdict"] == v]
-    idle = {c: int(part[f"{c}_ns"].sum()) for c in VERDICT_CAUSES}
-    if not idle["communication"]:  # no collectives alone: idle causes only
-        del idle["communication"]
-    span = max(int(part["duration_ns"].sum()), 1)
-    busy = float(part["busy_ns"].sum()) / span
-    total = max(sum(idle.values()), 1)
-    top = CAUSE_OF.get(v) or max(idle, key=lambda c: idle[c])
-    of = "GPU idle + exposed-communication time" if "communication" in idle else \
-        "GPU idle time"
-    if v == Verdict.GPU_BOUND:
-        why = f"GPU busy {_pct(busy)}"
-    elif v == Verdict.HOST_ONLY:
-        why = "no GPU work"
-    else:
-        why = f"{_pct(idle[top] / total)} of {of} {WAITING[top]}"
-        why += _quoted(rep, part, top)
-    fix = ADVICE[BY_CAUSE[top]] if v == Verdict.MIXED else ADVICE[v]
-    return {"verdict": v, "text": verdict_text(v, idle, busy), "steps": which,
-            "share": time[v] / max(int(steady_["duration_ns"].sum()), 1),
-            "help": f"{fix} ({why})",
-            "cause": "" if v in (Verdict.GPU_BOUND, Verdict.HOST_ONLY) else top}
-
-
-def _quoted(rep: Report, part: np.ndarray, cause: str) -> str:
-    """For a verdict that names syncs or DataLoader fetches: their top
-    source line over the steps ``part``, as "; 12 syncs per step, 11 at
-    train.py:57 `…`" ("" without a sources table)."""
-    if cause not in ("sync", "data") or not len(rep.timeline.sources):
-        return ""
-    w = wait_lines(rep.timeline, part["host_begin_ns"], part["host_end_ns"])
-    steps = len(part) if part["number"][0] != -1 else 1
-    said = counted(w["sync"], w["syncs"], "syncs", steps) if cause == "sync" else \
-        counted(w["data"], w["fetches"], "fetches", steps)
-    return f"; {said}" if said else ""
-
-
 def _work(rep: Report) -> list[str]:
     """The lines on the tables a recording may add: the syncs' and
     fetches' source lines, compute, memory (none without the tables)."""
@@ -166,33 +103,6 @@ def _work(rep: Report) -> list[str]:
     if m is not None:
         lines += memory_text(m["devices"], tl.start_ns)
     return lines
-
-
-def _advice(rep: Report, h: dict) -> str:
-    """"Most likely to help: …" for the headline ``h``: its cause's fix with
-    what the replay (``whatif.py``) predicts for it (" — predicted −38%
-    step time"); but when another fix gains more by ``LEADS_BY`` (5 points)
-    or more, that one leads, and the cause's fix follows with its own
-    prediction. The
-    idle time a cause accounts for and the time its fix saves are not the
-    same thing: a per-step read-back that keeps the host from running
-    ahead exposes the fetches and launches after it, so it shows as their
-    idle time and costs more than its own gaps. No prediction is quoted
-    under a ``QUOTED_GAIN`` (1%) gain."""
-    preds = [p for p in rep.what_if() if p.edit.name != "recorder"]
-    # the cause's own edit (named as it is: the advice speaks of it), else
-    # the best of that cause's edits (launch: launch or graphs)
-    mine = next((p for p in preds if p.edit.name == h["cause"]), None) or \
-        next((p for p in preds if p.edit.cause == h["cause"]), None)
-    best = preds[0] if preds else None
-    own = f" — predicted −{mine.gain:.0%} step time" \
-        if mine and mine.gain >= QUOTED_GAIN else ""
-    if best is not None and best.gain >= QUOTED_GAIN and (
-            mine is None or best.gain >= mine.gain + LEADS_BY):
-        return (f"Most likely to help, by the replay: {best.edit.code} (predicted "
-                f"−{best.gain:.0%} step time). For the largest idle cause: {h['help']}"
-                f"{own}.")
-    return f"Most likely to help: {h['help']}{own}."
 
 
 def _warm_up(rep: Report) -> str:
@@ -220,8 +130,8 @@ def summary_text(rep: Report) -> str:
     tl, o = rep.timeline, rep.overall
     w0, w1 = rep.window
     h = headline(rep)
-    first = (f"Verdict: {h['text']} ({h['steps']}; {_pct(h['share'])} of their time). "
-             + _warm_up(rep) + _advice(rep, h))
+    first = f"Verdict: {h['text']} ({h['steps']}). " + _warm_up(rep) + \
+        (f"Change first: {h['change']}." if h["change"] else "")
     head = [f"cutimeline report — {source_words(tl.meta)}"]
     if tl.meta.get("device_name"):
         head.append(str(tl.meta["device_name"]))
@@ -235,8 +145,9 @@ def summary_text(rep: Report) -> str:
         return "\n".join(lines)
     idle = {c: int(o[f"{c}_ns"]) for c in CAUSES}
     dev = int(rep.lanes.device_keys[rep.primary])
-    line = (f"GPU busy {_pct(o['busy_frac'])} (device {dev}); idle "
-            f"{_pct(1 - o['busy_frac'])}: {_shares(idle)}")
+    line = (f"{_over(rep)[0].upper()}{_over(rep)[1:]}, as recorded: GPU busy "
+            f"{_pct(o['busy_frac'])} (device {dev}); idle {_pct(1 - o['busy_frac'])}: "
+            f"{_shares(idle)}")
     if o["communication_ns"] > 0:  # busy, but with collectives alone
         line += (f"; collectives alone (exposed communication) "
                  f"{_pct(o['communication_ns'] / max(int(o['duration_ns']), 1))}")
@@ -304,32 +215,47 @@ def _over(rep: Report) -> str:
 
 
 def _outside(rep: Report) -> list[str]:
-    """For the default window of a trace without steps, the host-only time
-    it leaves out, in one sentence (the report's figures do not count it)."""
-    if rep.settings.get("window") != "first to last device activity":
-        return []
-    tl = rep.timeline
-    before, after = rep.window[0] - tl.start_ns, tl.end_ns - rep.window[1]
-    if before <= 0 and after <= 0:
-        return []
-    return [f"Not counted: {fmt_ns(before)} of host-only time before the first "
-            f"device activity, {fmt_ns(after)} after the last."]
+    """The time the steps do not cover, each stretch in a sentence: for
+    the default window of a trace without steps, the host-only time it
+    leaves out (the report's figures do not count it); with steps, the
+    time before the first step and after the last (``Report.outside``),
+    busy and idle by cause as the steps' are."""
+    if rep.settings.get("window") == "first to last device activity":
+        tl = rep.timeline
+        before, after = rep.window[0] - tl.start_ns, tl.end_ns - rep.window[1]
+        if before <= 0 and after <= 0:
+            return []
+        return [f"Not counted: {fmt_ns(before)} of host-only time before the first "
+                f"device activity, {fmt_ns(after)} after the last."]
+    lines = []
+    for name, o in rep.outside.items():
+        span = max(o["end_ns"] - o["begin_ns"], 1)
+        lines.append(f"{name} the {'first' if name == 'before' else 'last'} step: "
+                     f"{fmt_ns(span)}, GPU busy {_pct(o['busy_ns'] / span)}, idle "
+                     f"{_shares(o['idle_ns'])}")
+    return [f"{line[0].upper()}{line[1:]}." for line in lines]
 
 
 def _compensation(rep: Report) -> list[str]:
+    """What the recorder's own cost did to the steady-state steps: the
+    step and GPU busy as recorded and without it (the base the verdicts
+    are read on)."""
     c, o = rep.compensation, rep.overall
     if c is None:
         return []
-    s = rep.steps if len(rep.steps) else np.array([o])
-    rec, pred = float(np.median(s["duration_ns"])), float(np.median(s["predicted_ns"]))
-    text = (f"without the recorder's overhead ({fmt_ns(c.overhead_ns_per_op)}/op"
+    part, _ = steady(rep)
+    rec, pred = float(part["duration_ns"].mean()), float(part["predicted_ns"].mean())
+    text = (f"The recorder's own cost ({fmt_ns(c.overhead_ns_per_op)}/op"
             + (f", {fmt_ns(c.overhead_ns_per_launch)}/launch"
                if c.overhead_ns_per_launch else "")
-            + f"): predicted step {fmt_ns(pred)} (recorded {fmt_ns(rec)})")
+            + f") moved the step from {fmt_ns(pred)} to {fmt_ns(rec)} "
+            f"({(rec - pred) / max(pred, 1):+.0%})")
     if rep.lanes is not None and not math.isnan(o["predicted_busy_frac"]):
-        text += (f", GPU busy {_pct(o['predicted_busy_frac'])} (recorded "
-                 f"{_pct(o['busy_frac'])})")
-    return [text]
+        busy = float((part["predicted_busy_frac"] * part["predicted_ns"]).sum()
+                     / max(part["predicted_ns"].sum(), 1))
+        text += (f", GPU busy {_pct(busy)} without it (recorded "
+                 f"{_pct(float(part['busy_ns'].sum() / max(part['duration_ns'].sum(), 1)))})")
+    return [text + "; the verdicts are read without it."]
 
 
 def _host_only(rep: Report) -> list[str]:
@@ -383,12 +309,14 @@ def report_dict(rep: Report) -> dict:
         comp["predicted_step_ns"] = float(np.median(s["predicted_ns"]))
         comp["recorded_step_ns"] = float(np.median(s["duration_ns"]))
         comp["predicted_busy_frac"] = rep.overall["predicted_busy_frac"]
-    out = {"source": tl.meta.get("source"), "simulated": bool(tl.meta.get("simulated")),
+    out = {"verdict": headline(rep),
+           "source": tl.meta.get("source"), "simulated": bool(tl.meta.get("simulated")),
            "window_ns": list(rep.window), "duration_ns": rep.window[1] - rep.window[0],
            "overall": rep.overall, "steps": rep.steps, "ranges": rep.ranges(),
            "devices": rep.devices, "streams": rep.streams,
            "biggest_gaps": biggest_gaps(rep) if rep.lanes is not None else [],
            "hta": rep.hta, "compensation": comp, "settings": rep.settings,
+           "outside_steps": rep.outside,
            "primary_device": None if rep.lanes is None else
            int(rep.lanes.device_keys[rep.primary])}
     if len(tl.sources):  # only with the tables: a Timeline without keeps its dict

@@ -1,7 +1,8 @@
 """How a Report and a Timeline show themselves in Jupyter.
 
 ``Report._repr_html_`` is the summary's verdict line over the step table
-(one row per step: verdict, margin, step time, GPU busy, idle by cause),
+(one row per step: verdict, the fix that gains most with its predicted
+gain, step time, GPU busy, idle by cause),
 every string escaped; ``Timeline._repr_png_`` is ``ctl.plot`` of the whole
 Timeline as PNG bytes, at a size bounded in pixels (``MAX_PX``) so a
 long or many-lane Timeline cannot flood a notebook. Both hooks live on
@@ -18,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from ..analysis.idle.gaps import CAUSES
+from ..analysis.verdicts.margins import fix_words
 from ..analysis.words import fmt_ns, pct
 from ..errors import CutimelineError
 from .figure import plot
@@ -34,7 +36,8 @@ def report_html(rep: Any) -> str:
     """The verdict line and the step table of ``rep`` as an HTML fragment."""
     first = rep.summary().splitlines()[0]
     steps = rep.steps
-    head = ["step", "verdict", "margin", "step time", "GPU busy", "idle by cause"]
+    head = ["step", "verdict", "fix that gains most", "step time", "GPU busy",
+            "idle by cause"]
     parts = [f"<div class='cutimeline-report'><p><b>{html.escape(first)}</b></p>",
              f"<p>{html.escape(repr(rep))}</p>"]
     if len(steps) == 0:
@@ -62,11 +65,8 @@ def _row(s) -> str:
     swatch = (f"<span style='display:inline-block;width:0.8em;height:0.8em;"
               f"background:{VERDICT_COLORS.get(v, VERDICT_COLORS['unknown'])};"
               f"margin-right:0.3em'></span>")
-    margin = ""
-    if s["cause"]:
-        margin = f"{s['cause']} {pct(float(s['share']))}"
-        if s["runner_up"]:
-            margin += f", next {s['runner_up']} {pct(float(s['runner_up_share']))}"
+    margin = fix_words(str(s["fix"]), float(s["gain"])) \
+        if s["fix"] and float(s["gain"]) > 0 else ""
     idle = int(s["idle_ns"])
     causes = sorted(((int(s[f"{c}_ns"]), c) for c in CAUSES), reverse=True)
     by_cause = ", ".join(f"{c} {fmt_ns(ns)}" for ns, c in causes if ns > 0.005 * idle)

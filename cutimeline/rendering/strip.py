@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..analysis.summary import headline
+from ..analysis.headline import headline
 from ..analysis.words import fmt_ns, fmt_tflops, pct
 from . import pixels as px
 from .artists import boxes
@@ -35,12 +35,12 @@ FONT = 7
 
 
 def verdict_line(rep) -> str:
-    """The run's verdict with its margin and the steps it holds for, as the
-    summary's first line says it, without the advice: "Verdict:
-    input-bound — 56% of idle time, next: launch 31% (steps 1–5, all but
-    the first)"."""
+    """The run's verdict with the fix that gains most and the steps it
+    holds for, in the words of the summary's first line, short enough for
+    a title: "Verdict: sync-bound: −48% with no host reads of GPU values
+    inside the step (steps 1–5, all but the first)"."""
     h = headline(rep)
-    return f"Verdict: {h['text']} ({h['steps']})"
+    return f"Verdict: {h['short']} ({h['steps']})"
 
 
 def strip_cells(scene) -> np.ndarray:

@@ -36,7 +36,8 @@ from typing import Any
 
 from ..analysis.analyzer import analyze
 # REPLAY_SETTINGS: the very replay settings the prediction measured
-from ..analysis.replay.whatif import REPLAY_SETTINGS, replayed, steady
+from ..analysis.replay.predictions import steady
+from ..analysis.replay.whatif import REPLAY_SETTINGS, replayed
 from ..analysis.replay.edits import EDITS, edit_named
 from ..analysis.words import fmt_ns, pct
 from ..errors import CutimelineError
@@ -99,15 +100,17 @@ def plot_what_if(tl: Any, path: str | os.PathLike | None = None, *, what_if: Any
 
 def chosen(preds: list, what_if: Any):
     """The ``Prediction`` that ``what_if`` names among ``Report.what_if()``'s
-    (True: the first that is a fix in the user's code, else the first);
-    None for a name that none has (its replay is not measured)."""
+    (True: the complete fix that gains most, the one a verdict names, else
+    the first); None for a name that none has (its replay is not
+    measured)."""
     if what_if is True:
         if not preds:
             raise CutimelineError("what_if=True, but no fix applies to this Timeline "
                                   "(Report.what_if() is empty: it needs gpu rows and "
                                   "something a fix would remove); plot it without "
                                   "what_if.")
-        return next((p for p in preds if p.edit.name != "recorder"), preds[0])
+        return next((p for p in preds if p.edit.name != "recorder" and p.edit.complete),
+                    preds[0])
     return next((p for p in preds if p.edit.name == what_if), None)
 
 
@@ -197,7 +200,7 @@ def step_labels(row, pred) -> list[str]:
     hit = pred.steps[pred.steps["number"] == n]
     if not len(hit):  # not a step the prediction measured (cannot happen): plain
         return [fmt_ns(int(row["duration_ns"]))]
-    was, now = int(hit["recorded_ns"][0]), int(hit["predicted_ns"][0])
+    was, now = int(hit["base_ns"][0]), int(hit["predicted_ns"][0])
     both, g = arrow(was, now), gain_text(1 - now / was if was > 0 else 0.0)
     head = f"step {n}" if n >= 0 else "no steps"
     busy = f"GPU {pct(float(hit['predicted_busy_frac'][0]))}"

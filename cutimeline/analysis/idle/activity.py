@@ -25,7 +25,7 @@ from numba import njit
 
 from ...numeric import intervals as iv
 from ...numeric.engines import as_i64, empty_i64
-from ...numeric.ordering import is_sorted, sorted_copy
+from ...numeric.ordering import sorted_copy
 from ...timeline.schema import NONE, OpFlag, SpanKind
 from ...timeline.timeline import Timeline
 

@@ -10,8 +10,12 @@ this step once it had finished the last one, so what kept it waiting for
 this step (its batch being fetched, the Python before its first launch, a
 read-back inside it) is in its window. (Start to start, the wait for step
 k + 1's batch would land in step k, and the last step would have none.)
-The first step begins with its first GPU work. Work belongs to the step
-whose host window holds its launch time. A step that launched no GPU work
+The first step begins with its host window (or its first GPU work, when
+that came earlier: work queued before the step began): the fetch of its
+batch, its host preprocessing and its warm-up are its own, as every later
+step's are, so the windows tile the recording from the first step's
+begin to the last one's end. Work belongs to the step whose host window
+holds its launch time. A step that launched no GPU work
 ends with its host window, never before the previous window ends.
 
 With ``engine="numba"`` and the rows in launch order (recordings launch
@@ -53,7 +57,8 @@ def device_windows(launch, begin, end, hb, he, fb=None, fe=None,
     ``launch`` is sorted, when the caller knows (``facts.py``; None: the
     kernel checks)."""
     hb, he = np.asarray(hb, np.int64), np.asarray(he, np.int64)
-    first = (hb if fb is None else np.asarray(fb, np.int64)).copy()
+    start = hb if fb is None else np.asarray(fb, np.int64)  # the host windows' begins
+    first = start.copy()
     last = (he if fe is None else np.asarray(fe, np.int64)).copy()
     done = False
     if resolve_engine(engine, len(launch)) == "numba":
@@ -67,7 +72,7 @@ def device_windows(launch, begin, end, hb, he, fb=None, fe=None,
     w1 = np.maximum.accumulate(last) if len(last) else last
     w0 = np.empty_like(w1)
     if len(w0):
-        w0[0] = min(first[0], w1[0])
+        w0[0] = min(start[0], first[0], w1[0])
         w0[1:] = w1[:-1]
     return w0, w1
 

@@ -14,9 +14,12 @@ for and the gpu rows still launched. An edit says which of those change:
 * ``host`` — op-free host stretches of at least ``host_gap_ns`` between
   the first and the last op (user Python, logging) take no time;
 * ``launch`` — each device op's host time is halved (a faster
-  dispatcher);
-* ``graphs`` — each step's device ops cost what its first one did, the
-  others nothing (CUDA graphs: one launch replays the step);
+  dispatcher): a partial fix, not a bottleneck removed (``Edit.complete``);
+* ``graphs`` — CUDA graphs (or ``torch.compile``'s): the dispatching of
+  each piece of a step that a graph can hold costs what its first launch
+  did, the rest of it (ops, views and the glue between them) nothing. A
+  graph cannot hold a host sync, so a step's syncs cut it into pieces,
+  each one graph; fetches, syncs and the host's own work stay;
 * ``copies`` — copies into the device made asynchronous on a side stream
   (pinned memory, ``non_blocking=True``, an event for the compute): each
   costs the host what a launch does (the median host time of the other
@@ -35,7 +38,11 @@ for and the gpu rows still launched. An edit says which of those change:
   copies are the ``sync`` edit's.
 
 ``changes`` turns an edit into ``Changes``, or None when the edit does not
-apply to the Timeline (nothing to remove).
+apply to the Timeline (nothing to remove); ``combined`` joins the
+recorder's edit to a fix, so that a fix is judged on the program without
+the recorder. ``FIXES`` are the edits a user can make (all but
+``recorder``); the complete ones, each removing one bottleneck whole, are
+what a verdict weighs (``verdicts/causal.py``).
 """
 
 from __future__ import annotations
@@ -50,12 +57,13 @@ from ...numeric.ordering import sort_order
 from ...timeline.schema import NONE, OpFlag
 from ...timeline.timeline import Timeline
 from ..facts import extent
-from ..idle.activity import HostActivity
+from ..idle.activity import HostActivity, subtract
 from ..idle.steps import step_windows
 from ..tables.oneoff import one_offs
 from .costs import costs
 
-__all__ = ["Edit", "EDITS", "Changes", "changes", "edit_named", "STAGED_LAUNCHES"]
+__all__ = ["Edit", "EDITS", "FIXES", "Changes", "changes", "combined", "edit_named",
+           "STAGED_LAUNCHES"]
 
 #: a copy that is no sync yet took the host more than this many launches
 #: staged pageable memory on the way in (a copy to the host stages nothing)
@@ -66,28 +74,39 @@ STAGED_LAUNCHES = 2
 class Edit:
     """One fix: ``name`` (what ``Report.what_if(edit=...)`` takes),
     ``code`` (the change in the user's code), ``cause`` (the idle cause it
-    addresses, "" for the recorder)."""
+    addresses, "" for the recorder), ``remedy`` (what the program would do
+    instead, as a verdict says it), ``complete`` (whether it removes that
+    bottleneck whole, as a verdict asks, or only makes it cheaper)."""
     name: str
     code: str
     cause: str
+    remedy: str = ""
+    complete: bool = True
 
 
 EDITS = {e.name: e for e in (
     Edit("data", "DataLoader(num_workers>=2, pin_memory=True): batches ready "
-         "when the step asks", "data"),
+         "when the step asks", "data", "batches ready when the step asks"),
     Edit("sync", "keep values on the GPU and read them back every N steps, "
-         "not in each step (.item(), .cpu(), print of a GPU value)", "sync"),
+         "not in each step (.item(), .cpu(), print of a GPU value)", "sync",
+         "no host reads of GPU values inside the step"),
     Edit("copies", "copy batches asynchronously: pin_memory=True, "
          ".to(device, non_blocking=True) on a side stream, an event for the compute",
-         "sync"),
+         "sync", "batches copied asynchronously from pinned memory"),
     Edit("host", "move the Python between ops (logging, metrics, bookkeeping) "
-         "out of the step or overlap it", "host"),
+         "out of the step or overlap it", "host",
+         "the Python between ops moved out of the step"),
     Edit("graphs", "CUDA graphs: torch.compile(mode=\"reduce-overhead\") or "
-         "torch.cuda.graph, one launch per step", "launch"),
+         "torch.cuda.graph, one launch per sync-free piece of the step", "launch",
+         "CUDA graphs, one launch per sync-free piece of the step"),
     Edit("launch", "halve the host's launch cost: a faster dispatcher, "
-         "torch.compile, fused/foreach ops", "launch"),
-    Edit("recorder", "run without the recorder (its own host cost removed)", ""),
+         "torch.compile, fused/foreach ops", "launch", "a dispatcher twice as fast",
+         complete=False),
+    Edit("recorder", "run without the recorder (its own host cost removed)", "",
+         "no recorder"),
 )}
+#: the edits a user can make, in ``EDITS`` order (the recorder is not one)
+FIXES = tuple(n for n in EDITS if n != "recorder")
 
 
 def edit_named(name: str) -> Edit:
@@ -151,8 +170,10 @@ def changes(tl: Timeline, edit: Edit, act: HostActivity,
         return Changes(none, none, b, e, drop_ops, drop_syncs, side)
     elif edit.name == "host":
         cuts = _host_stretches(tl, act, engine)
-    elif edit.name in ("launch", "graphs"):
-        cuts = _launch_cuts(tl, edit.name, engine)
+    elif edit.name == "launch":
+        cuts = _launch_cuts(tl, engine)
+    elif edit.name == "graphs":
+        cuts = _graph_cuts(tl, act, engine)
     else:
         raise CutimelineError(f"The what-if edit {edit.name!r} has no replay inputs.")
     b, e = (np.asarray(c, np.int64) for c in cuts)
@@ -228,11 +249,10 @@ def _host_stretches(tl: Timeline, act: HostActivity, engine: str):
     return b[keep], e[keep]
 
 
-def _launch_cuts(tl: Timeline, how: str, engine: str):
-    """The end of each device op's host time that ``launch`` (half of it)
-    or ``graphs`` (all but the first of each step's) removes. The
-    recorder's own cost is spent between ops (``costs.py`` prices it at
-    the op's begin, outside its interval), so it is kept either way: it
+def _launch_cuts(tl: Timeline, engine: str):
+    """The second half of each device op's host time, which ``launch``
+    removes. The recorder's own cost is spent between ops (``costs.py``
+    prices it at the op's begin, outside its interval), so it is kept: it
     runs after the fix too. So are one-off calls (``oneoff.py``: warm-up
     inside an op, as lazy initialisation or autotuning) and the ops that
     hold them: a faster launch path does not remove them."""
@@ -253,23 +273,80 @@ def _launch_cuts(tl: Timeline, how: str, engine: str):
     # the cuts [e − cut, e) in any order: ``changes`` unites them (a set:
     # the union is the same whichever order they come in, and sorts them
     # when they are not sorted already)
-    if how == "launch":
-        cut = e - b  # the recorder's bookkeeping lies outside the op's interval
-        cut >>= 1  # // 2 (an arithmetic shift floors as // does), at a fraction of its cost
-        return np.subtract(e, cut, out=cut), e  # e − cut, in the array cut was
+    cut = e - b  # the recorder's bookkeeping lies outside the op's interval
+    cut >>= 1  # // 2 (an arithmetic shift floors as // does), at a fraction of its cost
+    return np.subtract(e, cut, out=cut), e  # e − cut, in the array cut was
+
+
+def _graph_cuts(tl: Timeline, act: HostActivity, engine: str):
+    """What CUDA graphs remove: per piece of a step that a graph can hold
+    (its device ops between two host syncs), the dispatching
+    (``act.launch_only``: ops, views and the glue between them, outside
+    fetches and syncs) from the end of the piece's first launch to the end
+    of its last; the first launch stays, as the graph's own. One-off calls
+    and the ops around them keep their time (see ``_launch_cuts``)."""
+    o = tl.ops
+    lb, le = act.launch_only
+    d = np.flatnonzero((o.device != NONE) &
+                       ((o.flags & (OpFlag.SYNC | OpFlag.LAUNCH)) == OpFlag.LAUNCH))
+    none = np.zeros(0, np.int64)
+    if len(d) < 2 or not len(lb):
+        return none, none
+    order = sort_order(o.host_begin_ns[d], engine)
+    if order is not None:
+        d = d[order]
+    b, e = np.asarray(o.host_begin_ns[d], np.int64), np.asarray(o.host_end_ns[d], np.int64)
     _, hb, _ = step_windows(tl)
-    # each step's first device op keeps its cost (the graph's one launch):
-    # no cut; the others' whole interval
-    order = sort_order(b, engine)  # None: in time order already (a stable sort's)
-    first = np.zeros(len(b), bool)
-    if order is None:  # the step changes where a step's begin is passed: found from
-        at = np.searchsorted(b, hb, side="left")  # the steps' side, not each op's
-        first[at[(at > 0) & (at < len(b))]] = True
-        first[:1] = True
-    else:
-        step = np.searchsorted(hb, b[order], side="right")
-        first[order] = np.concatenate([[True], step[1:] != step[:-1]])
-    return b[~first], e[~first]
+    sb, _ = act.sync
+    # a piece: the launches of one step with no host sync begun between them
+    piece = np.searchsorted(hb, b, side="right") * (len(sb) + 1) + \
+        np.searchsorted(sb, b, side="right")
+    head = np.flatnonzero(np.concatenate([[True], piece[1:] != piece[:-1]]))
+    last = np.maximum.reduceat(e, head)
+    pb, pe = e[head], last  # from the end of the first launch to the last's end
+    keep = pe > pb
+    pb, pe = iv.union(pb[keep], pe[keep], engine)
+    cb, ce = intersect((lb, le), (pb, pe))
+    warm = _one_off_ops(tl)
+    if len(warm) and len(cb):  # one-off calls keep the time of the ops around them
+        ob, oe = o.host_begin_ns, o.host_end_ns
+        around = np.flatnonzero(((ob[d][:, None] <= ob[warm]) &
+                                 (oe[d][:, None] >= oe[warm])).any(axis=1))
+        kb, ke = iv.union(np.concatenate([ob[warm], ob[d][around]]),
+                          np.concatenate([oe[warm], oe[d][around]]), engine)
+        cb, ce = subtract((cb, ce), (kb, ke))
+    return cb, ce
+
+
+def intersect(a: tuple[np.ndarray, np.ndarray],
+              b: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Segments in both a and b (each sorted and disjoint)."""
+    return subtract(a, subtract(a, b))
+
+
+def combined(first: Changes | None, then: Changes | None) -> Changes | None:
+    """Two edits' changes as one replay's: ``first``'s point costs (the
+    recorder's) outside ``then``'s cuts (a removed interval takes the
+    recorder's cost spent in it along: counting both would remove it
+    twice), both edits' cuts, gone ops and syncs; ``then``'s side copies.
+    None when both are."""
+    if first is None or then is None:
+        return then if first is None else first
+    t = np.asarray(first.cost_t, np.int64)
+    keep = np.ones(len(t), bool)
+    if len(then.cut_b) and len(t):
+        i = np.searchsorted(then.cut_b, t, side="right") - 1
+        keep = ~((i >= 0) & (t < then.cut_e[np.maximum(i, 0)]))
+    cost_t = np.concatenate([t[keep], then.cost_t]).astype(np.int64)
+    cost = np.concatenate([np.asarray(first.cost, np.int64)[keep], then.cost]).astype(np.int64)
+    order = np.argsort(cost_t, kind="stable")
+    cut_b, cut_e = (then.cut_b, then.cut_e) if not len(first.cut_b) else \
+        iv.union(np.concatenate([first.cut_b, then.cut_b]),
+                 np.concatenate([first.cut_e, then.cut_e]), "numpy")
+    side = then.side_ops if first.side_ops is None else first.side_ops
+    return Changes(cost_t[order], cost[order], np.asarray(cut_b, np.int64),
+                   np.asarray(cut_e, np.int64), first.drop_ops | then.drop_ops,
+                   first.drop_syncs | then.drop_syncs, side)
 
 
 def _one_off_ops(tl: Timeline) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""What if: a Timeline replayed under an edit, and the step times it predicts.
+"""What if: a Timeline replayed under an edit.
 
 One replay engine serves every edit (``replaying.replay``, a Numba
 kernel with its NumPy twin): host time flows as recorded less what the
@@ -15,11 +15,8 @@ time inside it moves to e first ("snapped"): so all of it lands on b in
 the replay, and the map from recorded to replayed host time stays
 non-decreasing (``hostmap.py``). ``replayed`` applies the map to every
 host column and hands back a Timeline that ``analyze`` and ``plot`` take
-as they take a recording (raw device events are not carried: the replay has none).
-``predict`` measures each edit's replay and sets its steps beside the
-recorded ones: their device windows and busy fractions, computed as
-``analyze`` computes them (``_replay_steps``; tested equal to the full
-analysis, which ``predict(full=True)`` runs) and nothing else of it. A
+as they take a recording (raw device events are not carried: the replay
+has none); ``predictions.py`` measures replays step by step. A
 launch into a full queue (``meta["launch_queue"]`` pending rows on its
 stream, CUDA's 1,024 by default) holds the host until the oldest ends, as
 in ``compensation``. The ``copies`` edit moves gpu
@@ -30,23 +27,20 @@ of a moved copy other than the first work launched after it on its stream.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 import numpy as np
 
 from ...errors import CutimelineError
-from ...numeric import intervals as iv
 from ...numeric.ordering import sort_order
-from ...timeline.schema import NONE, SpanKind
+from ...timeline.schema import NONE
 from ...timeline.timeline import Timeline
-from ..facts import column_facts, extent
-from ..idle.steps import device_windows, step_windows
+from ..facts import column_facts
 from .compensation import engine_inputs, launch_queue
-from .edits import EDITS, Changes, Edit, changes, edit_named
-from .hostmap import NO_SHIFT, HostShift, moved, moved_range, snapped
+from .edits import EDITS, Changes, Edit, changes, combined, edit_named
+from .hostmap import NO_SHIFT, HostShift, moved, snapped
 from .replaying import held, replay_breaks
 
-__all__ = ["replayed", "predict", "Prediction", "STEP_DTYPE", "steady", "REPLAY_SETTINGS"]
+__all__ = ["replayed", "apply", "REPLAY_SETTINGS"]
 
 #: the report settings a replay is analysed with (as the recording was)
 REPLAY_SETTINGS = ("engine", "gpu_bound_at", "sync_slack_ns", "host_gap_ns", "mixed_margin")
@@ -62,7 +56,8 @@ _snap = snapped  # host times inside a removed interval [b, e) moved to its e
 
 def replayed(rep, edit: str | Edit, engine: str | None = None) -> Timeline:
     """The report's Timeline replayed under ``edit`` (a name of
-    ``edits.EDITS``). Raises a CutimelineError when the edit does
+    ``edits.EDITS``); a fix without the recorder's own cost too, where the
+    recording measured it (as ``predictions`` weighs it). Raises a CutimelineError when the edit does
     not apply (nothing it would remove) or the Timeline has no gpu rows."""
     edit = edit_named(edit)
     tl, ln = rep.timeline, rep.lanes
@@ -74,15 +69,17 @@ def replayed(rep, edit: str | Edit, engine: str | None = None) -> Timeline:
     if ch is None:
         raise CutimelineError(f"The what-if edit {edit.name!r} does not apply to this "
                               f"Timeline: there is nothing it would remove.")
-    return _apply(tl, ln, ch, edit, engine)
+    if edit.name != "recorder":  # a fix is judged on the program without the recorder
+        ch = combined(changes(tl, EDITS["recorder"], rep.activity, engine), ch)
+    return apply(tl, ln, ch, edit, engine)
 
 
-def _apply(tl: Timeline, ln, ch: Changes, edit: Edit, engine: str, lean: bool = False):
-    """The Timeline replayed under ``ch``. ``lean`` (``predict``'s): its
-    ops keep their recorded host times, and (Timeline, the least and
-    greatest replayed host time of the ops kept, None without any) comes
-    back: what ``_replay_steps`` reads of the ops, for a fraction of moving
-    both columns."""
+def apply(tl: Timeline, ln, ch: Changes, edit: Edit, engine: str, lean: bool = False):
+    """The Timeline replayed under ``ch``. ``lean`` (``predictions``'):
+    its ops keep their recorded host times (moving both columns is most of
+    a replay's cost, and a prediction reads only its gpu rows and step
+    spans), and (Timeline, which of the recording's gpu rows it kept, the
+    replay's map of recorded host times) comes back."""
     o, g, y, s = tl.ops, tl.gpu, tl.syncs, tl.spans
     cost_t, cost = _costs(ch, engine)
 
@@ -142,10 +139,7 @@ def _apply(tl: Timeline, ln, ch: Changes, edit: Edit, engine: str, lean: bool = 
     y2 = y.replace(host_begin_ns=move(y.host_begin_ns), host_end_ns=move(y.host_end_ns),
                    last_event=_nones(y, "last_event", engine))
     if lean:
-        ops, keep_o = o, ~ch.drop_ops
-        r = [moved_range(o[c], keep_o, ch.cut_b, ch.cut_e, shift, engine)
-             for c in ("host_begin_ns", "host_end_ns")]
-        ops_range = None if r[0] is None else (min(r[0][0], r[1][0]), max(r[0][1], r[1][1]))
+        ops = o
     else:
         ops = o.replace(host_begin_ns=move(o.host_begin_ns), host_end_ns=move(o.host_end_ns))
     out = tl.replace(
@@ -159,7 +153,7 @@ def _apply(tl: Timeline, ln, ch: Changes, edit: Edit, engine: str, lean: bool = 
     # is not given whole, unless it refers to one that loses rows, which is
     # then the same mask (a gone op's rows); its references stay as they are
     out = out._take({k: m for k, m in keep.items() if not m.all()}, meta)
-    return (out, ops_range) if lean else out
+    return (out, keep_g, move) if lean else out
 
 
 def _costs(ch: Changes, engine: str) -> tuple[np.ndarray, np.ndarray]:
@@ -227,144 +221,3 @@ def _device_part(o, op, side, g_begin, g_end):
     ob, oe = o.host_begin_ns[op], o.host_end_ns[op]
     inside = np.maximum(np.minimum(g_end, oe) - np.maximum(g_begin, ob), 0)
     return np.where(side, g_begin + np.maximum(g_end - g_begin - inside, 0), g_end)
-
-
-@dataclass(frozen=True)
-class Prediction:
-    """One edit's prediction: ``edit``; over the steady-state steps (all
-    but the first when there are three or more; ``steady``) the mean
-    recorded and predicted step time (ns) and GPU busy fractions;
-    ``gain`` (1 − predicted ÷ recorded: 0.38 is −38 % step time); ``steps``
-    (``STEP_DTYPE``, every step of the report)."""
-    edit: Edit
-    step_ns: float
-    predicted_step_ns: float
-    busy_frac: float
-    predicted_busy_frac: float
-    gain: float
-    steps: np.ndarray
-
-    def to_dict(self) -> dict:
-        return {"edit": self.edit.name, "code": self.edit.code, "cause": self.edit.cause,
-                "step_ns": self.step_ns, "predicted_step_ns": self.predicted_step_ns,
-                "busy_frac": self.busy_frac, "predicted_busy_frac": self.predicted_busy_frac,
-                "gain": self.gain,
-                "steps": [dict(zip(self.steps.dtype.names, r)) for r in self.steps.tolist()]}
-
-
-def steady(steps: np.ndarray) -> np.ndarray:
-    """The steady-state rows of a step table: all but the first (which pays
-    for warm-up) when there are three or more."""
-    return steps[1:] if len(steps) >= 3 else steps
-
-
-def predict(rep, analyze, edits=None, full: bool = False) -> list[Prediction]:
-    """Each edit that applies (default all of ``EDITS``) replayed and
-    measured as ``analyze`` (``ctl.analyze``, passed in: the analyzer
-    imports this module's callers) with the report's settings would
-    measure it; ranked by gain, largest first. Empty for a Timeline
-    without gpu rows. A prediction reads only the replay's step windows
-    and busy fractions, which ``_replay_steps`` computes as the analysis
-    does (tested equal), without idle causes, queues or verdicts;
-    ``full``: the whole analysis, the reference."""
-    if rep.lanes is None:
-        return []
-    rec = rep.steps if len(rep.steps) else np.array([rep.overall])
-    opts = {k: rep.settings[k] for k in REPLAY_SETTINGS}
-    out = []
-    for name in (EDITS if edits is None else edits):
-        edit = edit_named(name)
-        ch = changes(rep.timeline, edit, rep.activity, opts["engine"])
-        if ch is None:
-            continue
-        got = None
-        if not full:
-            tl2, ops_range = _apply(rep.timeline, rep.lanes, ch, edit, opts["engine"],
-                                    lean=True)
-            got = _replay_steps(tl2, opts["engine"], ops_range)
-        if got is None:  # no gpu rows left (or NONE times, which analyze names)
-            new = analyze(_apply(rep.timeline, rep.lanes, ch, edit, opts["engine"]), **opts)
-            got = new.steps if len(rep.steps) else np.array([new.overall])
-        elif not len(rep.steps):
-            got = got[:1]
-        else:
-            got = got[1:]
-        t = np.zeros(len(rec), STEP_DTYPE)
-        t["number"], t["recorded_ns"], t["busy_frac"] = \
-            rec["number"], rec["duration_ns"], rec["busy_frac"]
-        at = {int(n): i for i, n in enumerate(got["number"])}
-        idx = np.array([at.get(int(n), -1) for n in rec["number"]], np.int64)
-        if (idx < 0).any():  # the replay lost a step: cannot say
-            continue
-        t["predicted_ns"], t["predicted_busy_frac"] = \
-            got["duration_ns"][idx], got["busy_frac"][idx]
-        st = steady(t)
-        # the mean: a run's time per step. When the host runs ahead, the
-        # steps' device windows follow its cadence and the backlog lands on
-        # the last one; a median would miss it.
-        step_ns, pred_ns = float(st["recorded_ns"].mean()), float(st["predicted_ns"].mean())
-        out.append(Prediction(edit, step_ns, pred_ns, float(st["busy_frac"].mean()),
-                              float(st["predicted_busy_frac"].mean()),
-                              1 - pred_ns / step_ns if step_ns > 0 else 0.0, t))
-    out.sort(key=lambda p: -p.gain)  # stable: ties in EDITS order
-    return out
-
-
-def _replay_steps(tl: Timeline, engine: str, ops_range=False) -> np.ndarray | None:
-    """What ``predict`` reads of ``analyze(tl)`` (no window), computed as
-    the analysis computes it: row 0 the report's window, then each step's
-    device window (``number``, ``duration_ns``, ``busy_frac`` on the
-    device busiest over the window). A group's busy time in a window is
-    the window less its gaps (``lanes``), and its gaps and the union of
-    its rows tile [lo, hi], so here it is the union's coverage of the
-    window, clipped as ``lanes`` clips it. None when the analysis would not
-    measure the gpu rows (none left) or would refuse the Timeline.
-    ``ops_range``: the ops' least and greatest host time (None: no ops),
-    when ``tl``'s ops columns do not hold them (``_apply``'s lean replay)."""
-    g = tl.gpu  # its syncs are the report's: those that block no host are gone
-    if not len(g) or not tl.aligned:
-        return None
-    # the window as ``analyze`` takes it (its ``_device_default``: the
-    # analyzer imports this module's callers, so it is read here as there)
-    lo, hi, missing = extent(tl, engine, ops=ops_range is False)
-    if missing:
-        return None
-    if ops_range not in (False, None):
-        lo, hi = min(lo, ops_range[0]), max(hi, ops_range[1])
-    if tl.meta.get("source") == "kineto" and not bool((tl.spans.kind == SpanKind.STEP).any()):
-        w0, w1 = int(g.begin_ns.min()), int(g.end_ns.max())
-    else:
-        w0, w1 = lo, hi
-    w0, w1 = max(w0, lo), max(min(w1, hi), max(w0, lo))
-    numbers, hb, he = step_windows(tl)
-    in_order = column_facts(g, "launch_ns", engine).sorted
-    sb, se = device_windows(g.launch_ns, g.begin_ns, g.end_ns, hb, he, engine=engine,
-                            in_order=in_order)
-    inside = (he > w0) & (hb < w1)
-    a = np.concatenate([[w0], sb[inside]]).astype(np.int64)
-    b = np.concatenate([[w1], se[inside]]).astype(np.int64)
-    ca = np.clip(a, lo, hi)
-    cb = np.clip(b, ca, hi)
-    begin = np.asarray(g.begin_ns, np.int64)
-    end = np.asarray(g.end_ns, np.int64)
-    if column_facts(g, "end_ns", engine).lo < column_facts(g, "begin_ns", engine).hi:
-        end = np.maximum(end, begin)  # as ``lanes`` clamps them
-    busy = None
-    fd = column_facts(g, "device", engine)
-    for d in ([fd.lo] if fd.lo == fd.hi else np.unique(g.device)):
-        # by device id, as lanes' groups: on a tie argmax takes the first
-        if fd.lo == fd.hi:
-            ub, ue = iv.union(begin, end, engine)  # sorts them when they are not
-        else:
-            rows = np.flatnonzero(g.device == d)
-            ub, ue = iv.union(begin[rows], end[rows], engine)
-        cov = iv.coverage(ub, ue, ca, cb, engine)
-        if busy is None or cov[0] > busy[0]:
-            busy = cov
-    out = np.zeros(len(a), [("number", np.int64), ("duration_ns", np.int64),
-                            ("busy_frac", np.float64)])
-    out["number"][0] = NONE
-    out["number"][1:] = numbers[inside]
-    out["duration_ns"] = b - a
-    out["busy_frac"] = busy / np.maximum(b - a, 1)
-    return out

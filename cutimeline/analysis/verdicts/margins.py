@@ -1,24 +1,15 @@
-"""Verdicts with a margin: what a window's idle time says, and how surely.
+"""Verdict words, the thresholds that decide them, and the idle-time
+evidence a verdict is read beside.
 
-From the busy fraction of a window (usually a step) on its primary device
-and its idle time by cause (``gaps.py``):
-
-* **GPU-bound** — busy for at least ``gpu_bound_at`` (``GPU_BOUND_AT``) of the window:
-  the host keeps the GPU fed; only faster GPU work shortens the step.
-* otherwise the causes are ranked by their share of the idle time. When
-  the top share leads the runner-up's by less than ``mixed_margin`` (``MIXED_MARGIN``)
-  the verdict is **mixed**: two causes weigh about the same, and fixing
-  one alone leaves the other (a 45/40 split must not read like 99/1).
-  Else the top cause names it: data → **input-bound**, sync →
-  **sync-bound**, launch → **launch-bound**, host → **host-bound**,
-  dependency → **dependency-bound** (work queued but waiting on other
-  streams or events), unknown → **unknown**. Exposed communication
-  (``communication.py``: collectives running with no other work beside
-  them) joins the idle causes as **communication-bound**, and the
-  GPU-bound test counts only the busy time beside it: a device that
-  spends the step in an all-to-all is not feeding compute.
-* **unknown** too when the window has no idle time and is not GPU-bound
-  (an empty window); **host-only** when the Timeline has no GPU work.
+A window's verdict is the bottleneck whose removal gains most
+(``causal.py``); this module names the verdicts (``Verdict``, whose
+values every surface prints), holds the two thresholds the rules use
+(``GPU_BOUND_AT``, ``MIXED_MARGIN``), ranks a window's idle time by cause
+(``rank_causes``: the evidence columns ``cause``/``share``/``runner_up``
+of the step table) and says a verdict with its gain (``verdict_text``):
+"sync-bound — no host reads of GPU values inside the step −48%",
+"mixed — batches ready when the step asks −21%, the Python between ops
+moved out of the step −19%", "GPU-bound — GPU busy 97%".
 """
 
 from __future__ import annotations
@@ -28,17 +19,19 @@ import enum
 import numpy as np
 
 from ..idle.gaps import CAUSES, Cause
+from ..replay.edits import EDITS
 from ..words import pct
 
 __all__ = ["Verdict", "VERDICTS", "VERDICT_CAUSES", "BY_CAUSE", "CAUSE_OF", "GPU_BOUND_AT",
-           "MIXED_MARGIN", "ON_GPU", "rank_causes", "verdicts", "verdict_text"]
+           "MIXED_MARGIN", "ON_GPU", "rank_causes", "verdict_text", "fix_words"]
 
-#: busy at least this share of a window, it is GPU-bound: the host keeps the
-#: GPU fed, and removing every idle cause could shorten it by 15 % at most
+#: computing for at least this share of a window, and no fix predicted to
+#: save ``1 − GPU_BOUND_AT`` of it, it is GPU-bound: the host keeps the GPU
+#: fed, and removing every idle cause could shorten it by 15 % at most
 GPU_BOUND_AT = 0.85
-#: the top cause's share of the idle time must lead the runner-up's by this
-#: much to name the verdict, else "mixed": fixing one of two causes that
-#: weigh about the same leaves the other (a 45/40 split must not read 99/1)
+#: the best fix's gain must lead the runner-up's by this share of itself to
+#: name the verdict, else "mixed": fixing one of two bottlenecks that weigh
+#: about the same leaves the other (−45 % and −40 % must not read like one)
 MIXED_MARGIN = 0.2
 
 
@@ -97,49 +90,30 @@ def rank_causes(idle_by_cause) -> dict[str, np.ndarray]:
             "runner_up": np.where(s2 > 0, second, -1), "runner_up_share": s2}
 
 
-def verdicts(busy_frac, idle_by_cause, gpu_bound_at: float = GPU_BOUND_AT,
-             has_gpu: bool = True, mixed_margin: float = MIXED_MARGIN) -> np.ndarray:
-    """Verdict strings from busy fractions and (n, 6) idle ns by cause, or
-    (n, 7) with exposed communication last (then ``busy_frac`` is the busy
-    time beside it)."""
-    n = len(busy_frac)
-    if not has_gpu:
-        return np.array([Verdict.HOST_ONLY.value] * n, dtype=object)
-    r = rank_causes(idle_by_cause)
-    width = np.asarray(idle_by_cause).reshape(n, -1).shape[1] if n else len(Cause)
-    names = np.array([BY_CAUSE[c].value for c in VERDICT_CAUSES[:width]]
-                     + [Verdict.UNKNOWN.value], dtype=object)
-    out = names[r["cause"]]  # -1 (no idle at all): the last, unknown
-    # a hair of slack: 0.6 − 0.4 is 0.19999999999999996 in floating point
-    close = r["share"] - r["runner_up_share"] < mixed_margin - 1e-9
-    out[(r["cause"] >= 0) & close] = Verdict.MIXED.value
-    out[np.asarray(busy_frac) >= gpu_bound_at] = Verdict.GPU_BOUND.value
-    return out
+def fix_words(fix: str, gain: float) -> str:
+    """A fix with its predicted gain: "no host reads of GPU values inside
+    the step −48%"; a bound class (``causal.BOUNDS``) as "dependency up to
+    −12%"."""
+    edit = EDITS.get(fix)
+    if edit is None:
+        return f"{fix} up to −{pct(gain)}" if fix else ""
+    return f"{edit.remedy} −{pct(gain)}"
 
 
-def verdict_text(verdict: str, idle: dict[str, int], busy_frac: float) -> str:
-    """The verdict with its margin, as the report says it: "launch-bound —
-    62% of idle time, next: sync 21%", "mixed — launch 45%, sync 40% of
-    idle time", "GPU-bound — GPU busy 91%"."""
-    total = sum(idle.values())
-    share = {c: (v / total if total else 0.0) for c, v in idle.items()}
-    ranked = sorted(share, key=lambda c: -share[c])  # stable: ties by Cause
-    # with collectives alone on the device the shares are of both
-    of = "of idle + exposed-communication time" if idle.get("communication") else \
-        "of idle time"
+def verdict_text(verdict: str, fix: str, gain: float, busy_frac: float,
+                 runner: str = "", runner_gain: float = 0.0) -> str:
+    """A verdict with what decides it, as a range of steps says it: the
+    fix that gains most (both, for "mixed"); the busy share for
+    GPU-bound."""
     if verdict == Verdict.GPU_BOUND:
         return f"GPU-bound — GPU busy {pct(busy_frac)}"
     if verdict == Verdict.HOST_ONLY:
         return "host-only — no GPU work recorded"
-    if total <= 0:
-        return f"{verdict} — no idle time measured"
+    if not fix or not gain > 0:
+        return f"{verdict} — GPU busy {pct(busy_frac)}, no fix predicted to gain"
     if verdict == Verdict.MIXED:
-        a, b = ranked[:2]
-        return f"mixed — {a} {pct(share[a])}, {b} {pct(share[b])} {of}"
-    top = CAUSE_OF[verdict]
-    rest = [c for c in ranked if c != top and share[c] > 0]
-    return f"{verdict} — {pct(share[top])} {of}" + \
-        (f", next: {rest[0]} {_some(share[rest[0]])}" if rest else "")
+        return f"mixed — {fix_words(fix, gain)}, {fix_words(runner, runner_gain)}"
+    return f"{verdict} — {fix_words(fix, gain)}"
 
 
 def _some(x: float) -> str:

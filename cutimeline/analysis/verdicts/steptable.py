@@ -1,11 +1,14 @@
-"""The step table: per step, its verdict with its margin and the evidence
-behind it.
+"""The step table: per step, the measures its verdict is read beside.
 
 A step is measured over its device window (``steps.py``) on its primary
 device (the one with the most GPU time): busy and idle time, idle time by
-cause, queue depth, and the verdict (``margins.py``); host-side measures
-(ops, launches, time in fetches and syncs, the CPU lead of the work
-launched) over its host window.
+cause and its two largest causes (the evidence), queue depth; host-side
+measures (ops, launches, time in fetches and syncs, the CPU lead of the
+work launched) over its host window; the step without the recorder's own
+cost (``predicted_ns``). The verdict columns (``verdict``: the fix that
+gains most, ``fix``, ``gain``, ``runner_fix``, ``runner_gain``,
+``exposes``) are the ``Report``'s to fill (``causal.py``): they read
+the what-if replays, which read these rows.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from ..idle.gaps import CAUSES, Cause
 from ..idle.lanes import Lanes
 from ..replay.compensation import Compensation
 from ..replay.hostmap import shifted
-from .margins import GPU_BOUND_AT, MIXED_MARGIN, VERDICT_CAUSES, rank_causes, verdicts
+from .margins import VERDICT_CAUSES, rank_causes
 
 __all__ = ["STEP_DTYPE", "StepWindows", "step_table"]
 
@@ -45,7 +48,11 @@ STEP_DTYPE = [("number", np.int64), ("begin_ns", np.int64), ("end_ns", np.int64)
      ("queue_min", np.int64), ("queue_max", np.int64), ("ops", np.int64),
      ("launches", np.int64), ("host_data_ns", np.int64),
      ("host_sync_ns", np.int64), ("predicted_ns", np.int64),
-     ("predicted_busy_frac", np.float64)]
+     ("predicted_busy_frac", np.float64),
+     # the verdict's fix (an edit's name; a class for a bound), its predicted
+     # gain of the step, the runner-up's, and what a sync exposes (causal.py)
+     ("fix", object), ("gain", np.float64), ("runner_fix", object),
+     ("runner_gain", np.float64), ("exposes", object)]
 
 
 @njit(cache=True)
@@ -83,9 +90,8 @@ class StepWindows:
 
 
 def step_table(tl: Timeline, ln: Lanes | None, act: HostActivity, comp: Compensation | None,
-               windows: StepWindows, primary: int = 0, engine: str = "numba", *,
-               gpu_bound_at: float = GPU_BOUND_AT,
-               mixed_margin: float = MIXED_MARGIN) -> np.ndarray:
+               windows: StepWindows, primary: int = 0,
+               engine: str = "numba") -> np.ndarray:
     """One row per window of ``windows`` (usually the steps) with the
     measures of ``STEP_DTYPE`` on device group ``primary`` of ``ln`` (see
     the module doc); ``comp``: the overhead replay, for the predicted
@@ -101,6 +107,8 @@ def step_table(tl: Timeline, ln: Lanes | None, act: HostActivity, comp: Compensa
     out["duration_ns"] = w1 - w0
     out["host_begin_ns"], out["host_end_ns"] = h0, h1
     out["cause"], out["runner_up"] = "", ""
+    out["verdict"], out["fix"], out["runner_fix"], out["exposes"] = "", "", "", ""
+    out["gain"], out["runner_gain"] = np.nan, np.nan
     o = tl.ops
     by_time = sort_order(o.host_begin_ns, engine)  # ops come sorted, mostly
     t_op = o.host_begin_ns if by_time is None else o.host_begin_ns[by_time]
@@ -120,8 +128,6 @@ def step_table(tl: Timeline, ln: Lanes | None, act: HostActivity, comp: Compensa
             if predicted is None else predicted
         out["predicted_ns"] = p1 - p0
     if ln is None:
-        out["verdict"] = verdicts(np.zeros(len(w0)), np.zeros((len(w0), len(Cause))),
-                                  has_gpu=False)
         out["share"], out["runner_up_share"] = np.nan, np.nan
         return out
     dv = ln.devices
@@ -157,11 +163,6 @@ def step_table(tl: Timeline, ln: Lanes | None, act: HostActivity, comp: Compensa
     out["communication_ns"] = comm
     if comm.any():  # collectives alone rank beside the idle causes
         idle = np.concatenate([idle, comm[:, None]], axis=1)
-        compute_frac = (busy - comm) / span
-    else:
-        compute_frac = out["busy_frac"]
-    out["verdict"] = verdicts(compute_frac, idle, gpu_bound_at,
-                              mixed_margin=mixed_margin)
     r = rank_causes(idle)
     names = np.array(list(VERDICT_CAUSES[:idle.shape[1]]) + [""], dtype=object)
     out["cause"], out["share"] = names[r["cause"]], r["share"]

@@ -9,7 +9,9 @@ import numpy as np
 import pytest
 
 import cutimeline as ctl
-from cutimeline.analysis.replay.whatif import _snap, predict, replayed
+from cutimeline.analysis.replay.hostmap import snapped
+from cutimeline.analysis.replay.predictions import predict
+from cutimeline.analysis.replay.whatif import apply, replayed
 from cutimeline.analysis.replay.edits import EDITS, Changes, changes
 from cutimeline.errors import CutimelineError
 from cutimeline.timeline.schema import SpanKind
@@ -35,7 +37,7 @@ def fetch_bound():
 
 def test_snap_moves_times_inside_a_cut_to_its_end():
     t = np.array([0, 5, 10, 15, 20, 25])
-    assert _snap(t, np.array([5, 20]), np.array([10, 22])).tolist() == [0, 10, 10, 15, 22, 25]
+    assert snapped(t, np.array([5, 20]), np.array([10, 22])).tolist() == [0, 10, 10, 15, 22, 25]
 
 
 def test_removing_the_fetch_moves_the_kernels_with_the_host():
@@ -55,11 +57,10 @@ def test_removing_the_fetch_moves_the_kernels_with_the_host():
 def test_no_change_replays_the_recording_exactly():
     tl = random_timeline(2, n=400, streams=3, steps=5)
     rep = ctl.analyze(tl)
-    from cutimeline.analysis.replay.whatif import _apply
     z = np.zeros(0, np.int64)
     ch = Changes(z, z, z, z, np.zeros(len(tl.ops), bool), np.zeros(len(tl.syncs), bool))
     for engine in ("numba", "numpy"):
-        t2 = _apply(tl, rep.lanes, ch, EDITS["host"], engine)
+        t2 = apply(tl, rep.lanes, ch, EDITS["host"], engine)
         np.testing.assert_array_equal(t2.gpu.begin_ns, tl.gpu.begin_ns)
         np.testing.assert_array_equal(t2.ops.host_begin_ns, tl.ops.host_begin_ns)
 
@@ -68,7 +69,7 @@ def test_no_change_replays_the_recording_exactly():
 def test_engines_agree_on_every_edit(seed):
     tl = random_timeline(seed, n=500, streams=2, steps=6)
     a, b = ctl.analyze(tl, engine="numba"), ctl.analyze(tl, engine="numpy")
-    pa, pb = predict(a, ctl.analyze), predict(b, ctl.analyze)
+    pa, pb = predict(a), predict(b)
     assert [p.edit.name for p in pa] == [p.edit.name for p in pb] and pa
     for x, y in zip(pa, pb):
         np.testing.assert_array_equal(x.steps, y.steps)

@@ -1,13 +1,17 @@
 """The what-if replay's fast paths: the fused time map's kernel against its
-NumPy twin, and predictions from the reduced reading of each replay equal
-to those of a full ``ctl.analyze`` of it."""
+NumPy twin, and predictions from the lean replay (ops not moved) equal to
+a reference that replays every column and finds each step's work by
+hand."""
 
 import numpy as np
 import pytest
 
 import cutimeline as ctl
 from cutimeline.analysis.replay.hostmap import HostShift, moved, moved_range, shifted, snapped
-from cutimeline.analysis.replay.whatif import _replay_steps, predict
+from cutimeline.analysis.idle.steps import step_windows
+from cutimeline.analysis.replay.predictions import predict
+from cutimeline.analysis.replay.whatif import replayed
+from cutimeline.numeric import intervals as iv
 from cutimeline.analysis.replay.edits import EDITS, changes
 from cutimeline.timeline.schema import NONE
 
@@ -79,77 +83,115 @@ def test_moved_on_nearly_sorted_times_steps_back_right():
                                   moved(t, cut_b, cut_e, comp, "numpy"))
 
 
+def reference(rep, pred):
+    """The prediction's per-step times by hand: the whole replay (every
+    column moved, ``replayed``), each step's work the rows its recorded
+    host window launched, its window from the previous one's end (the
+    first from its replayed host begin) to its own last end."""
+    tl = rep.timeline
+    t2 = replayed(rep, pred.edit.name)
+    keep = np.ones(len(tl.gpu), bool)
+    if len(t2.gpu) < len(tl.gpu):  # a gone op's rows went with it
+        ch = changes(tl, pred.edit, rep.activity)
+        keep = ~ch.drop_ops[tl.gpu.op]
+    launch = tl.gpu.launch_ns[keep]
+    b, e = t2.gpu.begin_ns, np.maximum(t2.gpu.end_ns, t2.gpu.begin_ns)
+    numbers, hb, he = step_windows(tl)
+    _, fb, fe = step_windows(t2)
+    ends, start = [], None
+    for k in range(len(hb)):
+        mine = (launch >= hb[k]) & (launch < he[k])
+        last = e[mine].max() if mine.any() else fe[k]
+        ends.append(max([last] + ends[-1:]))
+        if k == 0:
+            start = min(fb[0], b[mine].min() if mine.any() else fb[0], ends[0])
+    w1 = np.array(ends)
+    w0 = np.concatenate([[start], w1[:-1]])
+    mine = t2.gpu.device == rep.lanes.device_keys[rep.primary]
+    ub, ue = iv.union(b[mine], e[mine], "numpy")
+    busy = iv.coverage(ub, ue, w0, w1, "numpy") / np.maximum(w1 - w0, 1)
+    at = {int(n): i for i, n in enumerate(numbers)}
+    pick = [at[int(n)] for n in rep.steps["number"]]
+    return (w1 - w0)[pick], busy[pick]
+
+
 def check_same(rep):
-    """Every edit's prediction from the reduced reading equals the full
-    analysis' (bit for bit), and so does each replay's reduced table."""
-    fast = predict(rep, ctl.analyze)
-    full = predict(rep, ctl.analyze, full=True)
-    assert [p.edit.name for p in fast] == [p.edit.name for p in full] and fast
-    for x, y in zip(fast, full):
-        assert (x.step_ns, x.predicted_step_ns, x.busy_frac, x.predicted_busy_frac,
-                x.gain) == (y.step_ns, y.predicted_step_ns, y.busy_frac,
-                            y.predicted_busy_frac, y.gain), x.edit.name
-        np.testing.assert_array_equal(x.steps, y.steps)
-    return fast
+    """Every fix's prediction from the lean replay equals the reference."""
+    preds = predict(rep)
+    assert preds
+    for p in preds:
+        d, busy = reference(rep, p)
+        np.testing.assert_array_equal(p.steps["predicted_ns"], d, err_msg=p.edit.name)
+        np.testing.assert_allclose(p.steps["predicted_busy_frac"], busy, rtol=1e-12,
+                                   err_msg=p.edit.name)
+    return preds
 
 
 @pytest.mark.parametrize("seed", range(4))
 @pytest.mark.parametrize("engine", ["numba", "numpy"])
-def test_reduced_reading_equals_the_full_analysis(seed, engine):
+def test_lean_predictions_equal_the_reference(seed, engine):
     tl = random_timeline(seed, n=600, streams=1 + seed % 3, steps=6)
     check_same(ctl.analyze(tl, engine=engine))
 
 
-def test_reduced_reading_on_two_devices_and_without_steps():
+def test_lean_predictions_on_two_devices():
     tl = random_timeline(11, n=800, streams=3, steps=6)
     g = tl.gpu
     # stream 2 on a second device: the busier device is measured
     two = tl.replace(gpu=g.replace(device=np.where(g.stream == 2, 1, 0)))
     check_same(ctl.analyze(two))
+
+
+def test_without_steps_the_window_is_one_step():
+    tl = random_timeline(11, n=800, streams=3, steps=6)
     from cutimeline.timeline.schema import SpanKind
-    s = tl.spans
-    no_steps = tl._take({"spans": s.kind != SpanKind.STEP}, dict(tl.meta))
+    no_steps = tl._take({"spans": tl.spans.kind != SpanKind.STEP}, dict(tl.meta))
     rep = ctl.analyze(no_steps)
     assert len(rep.steps) == 0
-    check_same(rep)
-    # an imported trace without steps: first to last device activity
+    for p in predict(rep):  # the whole window, host and device alike
+        assert len(p.steps) == 1 and p.steps["number"][0] == NONE
+        assert p.steps["base_ns"][0] == rep.overall["duration_ns"]
+        assert 0 < p.predicted_step_ns <= p.step_ns
     kineto = no_steps._take({}, dict(no_steps.meta, source="kineto"))
     rep = ctl.analyze(kineto)
     assert rep.settings["window"] == "first to last device activity"
-    check_same(rep)
+    for p in predict(rep):  # first to last device activity, in the replay
+        t2 = replayed(rep, p.edit.name)
+        assert p.predicted_step_ns == t2.gpu.end_ns.max() - t2.gpu.begin_ns.min()
 
 
-def test_replay_steps_reads_window_zero_and_each_step():
-    tl = random_timeline(3, n=500, streams=2, steps=5)
-    rep = ctl.analyze(tl)
-    from cutimeline.analysis.replay.whatif import _apply
-    ch = changes(tl, EDITS["data"], rep.activity, "numba")
-    t2 = _apply(tl, rep.lanes, ch, EDITS["data"], "numba")
-    got, new = _replay_steps(t2, "numba"), ctl.analyze(t2)
-    np.testing.assert_array_equal(got["number"][1:], new.steps["number"])
-    np.testing.assert_array_equal(got["duration_ns"][1:], new.steps["duration_ns"])
-    np.testing.assert_array_equal(got["busy_frac"][1:], new.steps["busy_frac"])
-    assert got["duration_ns"][0] == new.overall["duration_ns"]
-    assert got["busy_frac"][0] == new.overall["busy_frac"]
-
-
-def reference_cuts(tl, how):
-    """``_launch_cuts`` as it was first written: every device op's cut,
-    sorted, with the steps found per op (no one-off calls here)."""
+def reference_cuts(tl, how, act):
+    """The launch edits' cuts by hand (no one-off calls here): ``launch``
+    the second half of every device op's host time; ``graphs`` the
+    dispatching (``act.launch_only``) of each piece of a step between two
+    host syncs, from the end of its first launch to the end of its last."""
     from cutimeline.analysis.idle.steps import step_windows
     from cutimeline.timeline.schema import OpFlag
     o = tl.ops
-    dev = np.flatnonzero((o.device != NONE) & ((o.flags & OpFlag.SYNC) == 0))
-    b, e = o.host_begin_ns[dev].astype(np.int64), o.host_end_ns[dev].astype(np.int64)
-    cut = (e - b) // 2 if how == "launch" else e - b
-    if how == "graphs":
-        _, hb, _ = step_windows(tl)
-        order = np.argsort(b, kind="stable")
-        step = np.searchsorted(hb, b[order], side="right")
-        first = np.concatenate([[True], step[1:] != step[:-1]])
-        cut[order[first]] = 0
-    order = np.argsort(e - cut, kind="stable")
-    return (e - cut)[order], e[order]
+    if how == "launch":
+        dev = np.flatnonzero((o.device != NONE) & ((o.flags & OpFlag.SYNC) == 0))
+        b, e = o.host_begin_ns[dev].astype(np.int64), o.host_end_ns[dev].astype(np.int64)
+        cut = (e - b) // 2
+        order = np.argsort(e - cut, kind="stable")
+        return (e - cut)[order], e[order]
+    dev = [i for i in range(len(o)) if o.device[i] != NONE
+           and o.flags[i] & (OpFlag.SYNC | OpFlag.LAUNCH) == OpFlag.LAUNCH]
+    _, hb, _ = step_windows(tl)
+    sb = act.sync[0]
+    pieces: dict = {}
+    for i in sorted(dev, key=lambda i: o.host_begin_ns[i]):
+        key = (int(np.searchsorted(hb, o.host_begin_ns[i], side="right")),
+               int(np.searchsorted(sb, o.host_begin_ns[i], side="right")))
+        first, last = pieces.get(key, (int(o.host_end_ns[i]), int(o.host_end_ns[i])))
+        pieces[key] = (first, max(last, int(o.host_end_ns[i])))
+    cb, ce = [], []
+    for first, last in pieces.values():
+        for lb, le in zip(*act.launch_only):
+            a, z = max(lb, first), min(le, last)
+            if z > a:
+                cb.append(a)
+                ce.append(z)
+    return np.array(cb, np.int64), np.array(ce, np.int64)
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -164,7 +206,7 @@ def test_launch_cuts_unite_to_the_reference(seed, how, shuffled):
         tl = tl.replace(ops=o.replace(host_begin_ns=o.host_begin_ns[perm],
                                       host_end_ns=o.host_end_ns[perm]))
     rep = ctl.analyze(tl)
-    b, e = reference_cuts(tl, how)
+    b, e = reference_cuts(tl, how, rep.activity)
     keep = e > b
     want = iv.union(b[keep], e[keep], "numpy")
     for engine in ("numba", "numpy"):

@@ -1,0 +1,259 @@
+"""The causal verdict: the bottleneck whose removal gains most.
+
+A window's (a step's, or the run's steady-state steps') verdict names what
+to change first, read from the replay (``replay/predictions.py``): each
+fix that removes one bottleneck whole is replayed on the program without
+the recorder, and the fix that shortens the step most names the verdict.
+The idle time by cause (``idle/gaps.py``) stays beside it as evidence; it
+is not the verdict. Idle time and gain differ where one cause exposes
+another: a per-step read-back keeps the host from running ahead, so the
+fetch after it shows as data idle time, yet removing the read hides the
+fetch behind queued GPU work and gains more than removing the fetch.
+
+Why the replay and not a critical path through launches, syncs, fetches
+and stream waits: the replay *is* that path, walked forward under each
+fix (host time flows until a sync waits for the work it covers, a
+launch queue fills, a stream waits for another), and what it predicts is
+scored against the same loops run with each fix (``bench_whatif.py``); a
+critical path read backwards from the recording names the work on the
+path but not what removing it would save, since the next-longest path
+takes over.
+
+The bottlenecks and the fixes that remove them (``edits.Edit.complete``):
+
+=================  =============================================  ==========
+verdict            fix replayed                                   class
+=================  =============================================  ==========
+input-bound        ``data``: batches ready when the step asks      input
+sync-bound         ``sync``: no host reads in the step; ``copies``  sync
+                   : asynchronous, pinned batch copies
+host-bound         ``host``: the Python between ops gone           host
+launch-bound       ``graphs``: one launch per sync-free piece      launch
+=================  =============================================  ==========
+
+``launch`` (a dispatcher twice as fast) is a partial fix and names no
+verdict. No replay removes cross-stream waits, collectives or causes a
+trace cannot tell: for those the gain is bounded by their own time
+(dependency and unknown idle time, exposed communication), which removing
+them could save at most.
+
+A sync-bound window whose fetches or host Python hold ``EXPOSED_SHARE``
+of its idle time says that the sync exposes them (``Judgement.exposes``).
+
+The rules, by precedence:
+
+==  ===================  =====================================================
+ #  verdict              when
+==  ===================  =====================================================
+ 1  host-only            the Timeline has no GPU work
+ 2  GPU-bound            the GPU computed for ``gpu_bound_at`` (0.85) of the
+                         window or more, and no fix gains ``1 − gpu_bound_at``
+                         (15 %) of it: the host keeps the GPU fed, and only
+                         faster GPU work shortens the step
+ 3  sync-bound, exposes  the best fix and the runner-up gain within
+                         ``mixed_margin`` of each other, one a sync and the
+                         other a fetch or the host's Python: the sync exposes
+                         the other (without it that work overlaps the queued
+                         GPU work; without the other the sync still drains
+                         the queue)
+ 4  mixed                the best two gain within ``mixed_margin`` (20 %, of
+                         the best's gain) of each other: fixing one leaves
+                         the other
+ 5  the best fix's       otherwise; ``unknown`` when no fix gains
+                         ``MIN_GAIN`` and the GPU idled: the replay finds
+                         nothing to change
+==  ===================  =====================================================
+
+GPU busy is counted without the recorder's own cost (the base replay) and
+without collectives running alone (exposed communication is the
+communication class's). The run's verdict is the same rules over the
+steady-state steps together (``predictions.steady``): each fix's gain
+on their summed step time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from ..replay.predictions import Prediction, steady
+from .margins import GPU_BOUND_AT, MIXED_MARGIN, Verdict
+
+__all__ = ["CLASSES", "BOUNDS", "MIN_GAIN", "EXPOSED_SHARE", "Judgement", "judge_window",
+           "judge_steps", "judge_run"]
+
+#: the verdict each bottleneck class names
+CLASSES = {"input": Verdict.INPUT_BOUND, "sync": Verdict.SYNC_BOUND,
+           "host": Verdict.HOST_BOUND, "launch": Verdict.LAUNCH_BOUND,
+           "dependency": Verdict.DEPENDENCY_BOUND,
+           "communication": Verdict.COMMUNICATION_BOUND, "unknown": Verdict.UNKNOWN}
+#: the idle cause each fix's class addresses (``Edit.cause``), by cause
+_CLASS_OF_CAUSE = {"data": "input", "sync": "sync", "host": "host", "launch": "launch"}
+#: classes no replay removes: their gain is bounded by their own time,
+#: the step table's column of it
+BOUNDS = {"dependency": "dependency_ns", "communication": "communication_ns",
+          "unknown": "unknown_ns"}
+#: a predicted gain below this is within the replay's own error
+#: (``bench_whatif.py``: median 0.5 %): no fix to name
+MIN_GAIN = 0.01
+#: rule 3's pairs: a sync exposes these classes' host work
+_EXPOSED_BY_SYNC = ("input", "host")
+#: a sync-bound window whose fetches or host Python hold this share of its
+#: idle time or more says that the sync exposes them: the idle-time view
+#: would blame them, and the replay says the sync is why they show
+EXPOSED_SHARE = 0.25
+_IDLE_OF = {"input": "data_ns", "host": "host_ns"}
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """The verdict of one window: ``verdict``; the class whose fix gains
+    most (``top``, "" for GPU-bound and host-only), its ``gain`` (of the
+    window's base step time) and ``fix`` (the edit's name, or the class
+    for a bound); the runner-up the same (``second``, ``second_gain``,
+    ``second_fix``); ``busy`` (the GPU's computing share without the
+    recorder); ``exposes`` (rule 3: the class the sync exposes, or "")."""
+    verdict: Verdict
+    busy: float
+    top: str = ""
+    gain: float = 0.0
+    fix: str = ""
+    second: str = ""
+    second_gain: float = 0.0
+    second_fix: str = ""
+    exposes: str = ""
+    gains: dict = field(default_factory=dict)  # class -> (gain, fix)
+
+
+def _class_gains(preds: list[Prediction], pick) -> dict[str, tuple[float, str]]:
+    """Per class, the best gain among its complete fixes and that fix's
+    name; ``pick(p)``: a prediction's gain for the window judged."""
+    out: dict[str, tuple[float, str]] = {}
+    for p in preds:
+        cls = _CLASS_OF_CAUSE.get(p.edit.cause)
+        if cls is None or not p.edit.complete:
+            continue
+        g = float(pick(p))
+        if cls not in out or g > out[cls][0]:
+            out[cls] = (g, p.edit.name)
+    return out
+
+
+def judge_window(busy: float, gains: dict[str, tuple[float, str]], has_gpu: bool = True,
+                 gpu_bound_at: float = GPU_BOUND_AT, mixed_margin: float = MIXED_MARGIN,
+                 idle: dict | None = None) -> Judgement:
+    """The rules of the module doc for one window: ``busy`` (the GPU's
+    computing share without the recorder), ``gains`` (class → (predicted
+    gain, the fix's name)), ``idle`` (its idle time by class, for what a
+    sync exposes)."""
+    j = _rules(busy, gains, has_gpu, gpu_bound_at, mixed_margin)
+    if j.verdict == Verdict.SYNC_BOUND and not j.exposes and idle:
+        total = sum(idle.values())
+        cls = max(_EXPOSED_BY_SYNC, key=lambda c: idle.get(c, 0))
+        if total > 0 and idle.get(cls, 0) >= EXPOSED_SHARE * total:
+            j = replace(j, exposes=cls)
+    return j
+
+
+def _rules(busy: float, gains: dict[str, tuple[float, str]], has_gpu: bool,
+           gpu_bound_at: float, mixed_margin: float) -> Judgement:
+    if not has_gpu:  # rule 1
+        return Judgement(Verdict.HOST_ONLY, busy)
+    ranked = sorted(((g, c, f) for c, (g, f) in gains.items()), key=lambda x: -x[0])
+    g1, c1, f1 = ranked[0] if ranked else (0.0, "", "")
+    g2, c2, f2 = ranked[1] if len(ranked) > 1 else (0.0, "", "")
+    base = dict(busy=busy, top=c1, gain=g1, fix=f1, second=c2, second_gain=g2,
+                second_fix=f2, gains=gains)
+    if busy >= gpu_bound_at and g1 < 1 - gpu_bound_at:  # rule 2
+        return Judgement(Verdict.GPU_BOUND, **base)
+    if g1 < MIN_GAIN:  # rule 5's nothing to change
+        return Judgement(Verdict.GPU_BOUND if busy >= gpu_bound_at else Verdict.UNKNOWN,
+                         **base)
+    # a hair of slack: 0.8 × 0.25 is 0.19999999999999998 in floating point
+    close = g2 >= (1 - mixed_margin) * g1 - 1e-12 and g2 >= MIN_GAIN
+    if close and {c1, c2} & {"sync"} and ({c1, c2} - {"sync"}) <= set(_EXPOSED_BY_SYNC):
+        other = c2 if c1 == "sync" else c1  # rule 3: the sync, which exposes the other
+        s_gain, s_fix = gains["sync"]
+        o_gain, o_fix = gains[other]
+        return Judgement(Verdict.SYNC_BOUND, busy, "sync", s_gain, s_fix, other, o_gain,
+                         o_fix, exposes=other, gains=gains)
+    if close:  # rule 4
+        return Judgement(Verdict.MIXED, **base)
+    return Judgement(CLASSES[c1], **base)  # rule 5
+
+
+def _bounds(rows: np.ndarray, dur: np.ndarray) -> dict[str, np.ndarray]:
+    """Per bound class, each row's time in it over its step time (the most
+    removing it could save)."""
+    out = {}
+    for cls, col in BOUNDS.items():
+        if col in rows.dtype.names:
+            v = rows[col].astype(np.float64)
+            if v.any():
+                out[cls] = v / np.maximum(dur, 1)
+    return out
+
+
+def judge_steps(rows: np.ndarray, preds: list[Prediction], base_busy: np.ndarray,
+                has_gpu: bool, gpu_bound_at: float = GPU_BOUND_AT,
+                mixed_margin: float = MIXED_MARGIN) -> list[Judgement]:
+    """A ``Judgement`` per row of a step table (``rows``), from the fixes'
+    predictions (their ``steps`` in the same order) and each step's base
+    GPU busy fraction."""
+    out = []
+    busy = _computing(rows, base_busy)
+    bounds = _bounds(rows, rows["duration_ns"].astype(np.float64))
+    for k in range(len(rows)):
+        gains = _class_gains(preds, lambda p: _step_gain(p, k))
+        for cls, v in bounds.items():
+            gains.setdefault(cls, (float(v[k]), cls))
+        out.append(judge_window(float(busy[k]), gains, has_gpu, gpu_bound_at, mixed_margin,
+                          _idle(rows[k:k + 1])))
+    return out
+
+
+def judge_run(rows: np.ndarray, preds: list[Prediction], base_busy: np.ndarray,
+              has_gpu: bool, gpu_bound_at: float = GPU_BOUND_AT,
+              mixed_margin: float = MIXED_MARGIN) -> Judgement:
+    """The run's ``Judgement`` over the steady-state rows of ``rows`` (the
+    whole window as one row when there are no steps): each fix's gain
+    on their summed step time."""
+    part = steady(rows)
+    b = steady(np.asarray(base_busy, np.float64))
+    base_ns = None
+    if preds:
+        st = steady(preds[0].steps)
+        base_ns = st["base_ns"].astype(np.float64)
+    dur = part["duration_ns"].astype(np.float64) if base_ns is None else base_ns
+    busy = float((_computing(part, b) * dur).sum() / max(dur.sum(), 1))
+    gains = _class_gains(preds, lambda p: p.gain)
+    total = float(part["duration_ns"].sum())
+    for cls, col in BOUNDS.items():
+        if col in part.dtype.names and part[col].any():
+            gains.setdefault(cls, (float(part[col].sum()) / max(total, 1), cls))
+    return judge_window(busy, gains, has_gpu, gpu_bound_at, mixed_margin, _idle(part))
+
+
+def _idle(rows: np.ndarray) -> dict[str, int]:
+    """The rows' idle time by class (all idle causes; ``_IDLE_OF`` names
+    the classes a sync may expose)."""
+    names = rows.dtype.names
+    out = {c: int(rows[f"{c}_ns"].sum()) for c in ("data", "sync", "launch", "host",
+                                                   "dependency", "unknown")
+           if f"{c}_ns" in names}
+    return {("input" if c == "data" else c): v for c, v in out.items()}
+
+
+def _step_gain(p: Prediction, k: int) -> float:
+    base = float(p.steps["base_ns"][k])
+    return 1 - float(p.steps["predicted_ns"][k]) / base if base > 0 else 0.0
+
+
+def _computing(rows: np.ndarray, busy: np.ndarray) -> np.ndarray:
+    """The GPU's computing share: busy less collectives running alone."""
+    busy = np.asarray(busy, np.float64)
+    if "communication_ns" not in rows.dtype.names:
+        return busy
+    comm = rows["communication_ns"] / np.maximum(rows["duration_ns"], 1)
+    return np.maximum(busy - comm, 0.0)
