@@ -13,7 +13,7 @@ allocator's cumulative counters (``CudaDevice``: exact per op, since an
 op's allocations happen inside it; ``in_use`` is all the device's
 allocated memory, the program's tensors from before the recording
 included); on SimGPU the storages of the tensors its ops made
-(``devices/simmemory.py``: exact; ``in_use`` counts only storages made
+(``devices/sim/memory.py``: exact; ``in_use`` counts only storages made
 while recording). Without one (a recording on the CPU) ``memory=True`` is
 an error.
 

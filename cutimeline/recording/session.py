@@ -54,7 +54,7 @@ class Session:
                  stack: bool = False, memory: bool = False):
         self.device, self.max_ops, self.steps = device, max_ops, steps
         self.stack, self.memory = stack, memory  # record(stack=, memory=)
-        # a simulator's run() answers for tensors that have no values (simhost.py)
+        # a simulator's run() answers for tensors that have no values (devices/sim/ops.py)
         self.run: Callable | None = getattr(device, "run", None)
         # and charges a launch's dispatch from the recorder's first look at it
         self.mark: Callable | None = getattr(device, "mark_dispatch", None)
@@ -224,7 +224,7 @@ class Session:
         stream, kind = d.current_stream(), _OP_ROW
         if flags & _COLLECTIVE and self.comm is not None:
             # a device that runs collectives on a stream of their own (NCCL's;
-            # SimGPU: devices/simcomm.py): the row is the collective kernel
+            # SimGPU: devices/sim/comm.py): the row is the collective kernel
             stream, kind = self.comm(stream), _COLL_ROW
         if self.mark is not None:
             self.mark(t0)

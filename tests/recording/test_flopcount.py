@@ -75,7 +75,7 @@ def test_a_linear_layer_and_its_backward():
 
 
 def test_the_device_counts_what_its_roofline_prices():
-    from cutimeline.devices.roofline import PROFILES, OpModel
+    from cutimeline.devices.sim.roofline import PROFILES, OpModel
     q = torch.randn(2, 4, 16, 32, device="meta", dtype=torch.float16)
     with ctl.record(device=ctl.SimGPU(seed=0), measure=False) as rec:
         torch.nn.functional.scaled_dot_product_attention(q, q, q)

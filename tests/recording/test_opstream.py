@@ -38,7 +38,7 @@ def test_signature_keeps_shapes_of_every_tensor_and_one_device():
 
 def test_an_op_whose_first_argument_is_a_cpu_scalar_runs_where_the_others_are(monkeypatch):
     import cutimeline as ctl
-    from cutimeline.devices import cuda as devices
+    from cutimeline.devices.cuda import gpu as devices
     from cutimeline.recording.opstream import _work_device
     from cutimeline.timeline.schema import OpFlag
 

@@ -111,7 +111,7 @@ def test_dataloader_fetches_carry_the_loop_line():
 
 
 def test_a_sync_span_with_no_op_carries_its_line(monkeypatch):
-    from cutimeline.devices import cuda as devices
+    from cutimeline.devices.cuda import gpu as devices
 
     from fakecuda import CpuAsCuda, FakeCuda
     api = FakeCuda()

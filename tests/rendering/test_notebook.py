@@ -9,7 +9,7 @@ from test_figure import known_gaps
 
 from cutimeline.alignment.aligner import align
 from cutimeline.analysis.analyzer import analyze
-from cutimeline.devices.simclock import synthetic_events
+from cutimeline.devices.sim import synthetic_events
 from cutimeline.rendering import notebook
 
 

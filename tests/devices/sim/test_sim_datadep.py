@@ -1,4 +1,4 @@
-"""SimGPU runs ops whose output size depends on the data (``simdatadep.py``):
+"""SimGPU runs ops whose output size depends on the data (``datadep.py``):
 each op runs on meta tensors with a modelled count, syncs the host for
 the stream's earlier work and the count kernel, and reads as a sync at
 the user's source line."""
@@ -16,7 +16,7 @@ from torch import nn
 import cutimeline as ctl
 from cutimeline import CutimelineError
 from cutimeline.devices.sim import FakeClock, SimGPU
-from cutimeline.devices.simdatadep import count_ns, modelled
+from cutimeline.devices.sim.datadep import count_ns, modelled
 
 aten = torch.ops.aten
 META = torch.device("meta")

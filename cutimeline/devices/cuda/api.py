@@ -1,8 +1,9 @@
 """The few torch.cuda (and, for stamps, CuPy) calls ``CudaDevice`` makes.
 
 They sit behind one object so that CPU tests stand a fake in
-(``devices._cuda_api``) and drive ``CudaDevice`` without a GPU. Nothing here
-is public.
+(``gpu._cuda_api``) and drive ``CudaDevice`` without a GPU. Nothing here
+is public. torch is imported where it is used: ``import
+cutimeline.devices.cuda`` loads neither torch nor CuPy.
 """
 
 from __future__ import annotations
@@ -11,6 +12,9 @@ import time
 from typing import Any
 
 import numpy as np
+
+from .kernels import Stamper
+from .loader import compiled
 
 __all__: list[str] = []
 
@@ -96,8 +100,7 @@ class TorchCuda:
     def check_stamps(self, index: int) -> None:
         """Compile the stamp kernel now; a CutimelineError saying what to
         install when CuPy (or its NVRTC) is missing."""
-        from . import kernelloader
-        kernelloader._kernel("stamp", index)
+        compiled("stamp", index)
 
     def new_stamper(self, slots: int, index: int) -> Any:
         """A ``Stamper`` of ``slots`` slots, allocated and filled on a side
@@ -105,8 +108,6 @@ class TorchCuda:
         grows) waits for that stream only, never for the program's work.
         No dispatch mode sees its fill (ours would record it, re-entering)."""
         from torch.utils._python_dispatch import _disable_current_modes
-
-        from .kernels import Stamper
         with _disable_current_modes():
             side = self._side.get(index)
             if side is None:

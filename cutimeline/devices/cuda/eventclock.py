@@ -34,7 +34,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..timeline.schema import NONE, EventKind
+from ...timeline.schema import NONE, EventKind
 
 __all__ = ["EVENT_TICK_NS", "EventClock", "POOL_SPAN"]
 

@@ -1,119 +1,21 @@
-"""Clocks of the simulated GPU: the host clock it waits on, the device clock
-it keeps, and how the recorder may read that clock (float32 elapsed times
-chained from segment anchors, as ``cudaEventElapsedTime`` allows).
-
-``synthetic_events`` builds large simulated Timelines (events, syncs, pings
-and their truth) with NumPy alone, for the aligner's tests and benchmarks.
+"""Synthetic simulated Timelines, made with NumPy alone: many launches on
+SimGPU's rules (launch and event latency, stream order, anchors, pings) and
+their truth, for the aligner's and the renderers' tests and benchmarks,
+at sizes (10^7 events) that running torch ops through a SimGPU could not
+reach.
 """
 
 from __future__ import annotations
 
-import time
-from typing import Any
-
 import numpy as np
 
-__all__ = ["HostClock", "FakeClock", "device_time_ns", "elapsed_ms", "read_error_ns",
-           "chain_raw_ns", "synthetic_events"]
+from ...errors import CutimelineError
+from ...timeline.schema import NONE, EventKind, GpuKind, OpFlag
+from ...timeline.timeline import Timeline
+from ..clockread import read_error_ns
+from .clock import read_device_clock
 
-_SPIN_NS = 100_000  # wait_until sleeps until this close, then spins
-
-
-class HostClock:
-    """The real host clock (``time.perf_counter_ns``, as the recorder uses)."""
-
-    #: the C function itself: a simulated op reads it four times
-    now = staticmethod(time.perf_counter_ns)
-
-    def wait_until(self, t_ns: int) -> None:
-        """Block until ``now() >= t_ns``: sleep for the long part (sleep
-        overshoots by tens of µs), then spin for the last 100 µs."""
-        left = t_ns - time.perf_counter_ns()
-        if left > _SPIN_NS:
-            time.sleep((left - _SPIN_NS) / 1e9)
-        while time.perf_counter_ns() < t_ns:
-            pass
-
-
-class FakeClock:
-    """A host clock for tests: time moves only by ``advance`` and by waits
-    (which jump to their target), so simulated timelines are exact."""
-
-    def __init__(self, start_ns: int = 1_000_000_000):
-        self.t = int(start_ns)
-
-    def now(self) -> int:
-        return self.t
-
-    def advance(self, ns: int) -> None:
-        self.t += int(ns)
-
-    def wait_until(self, t_ns: int) -> None:
-        self.t = max(self.t, int(t_ns))
-
-
-# -- the device clock, as CUDA lets one read it --------------------------------
-
-def device_time_ns(host_ns: Any, *, start_ns: int, offset_ns: int,
-                   drift_ppm: float, quantum_ns: int) -> np.ndarray:
-    """True device-clock time (ns) of true host times ``host_ns``:
-    ``offset + (1 + drift·1e-6)·(host − start)``, floored to the quantum."""
-    dt = np.asarray(host_ns, np.int64) - np.int64(start_ns)
-    # exact integer part plus the drift term in float64 (|dt·drift| ≪ 2^53)
-    t = np.int64(offset_ns) + dt + np.floor(dt * (drift_ppm * 1e-6)).astype(np.int64)
-    return np.floor_divide(t, quantum_ns) * quantum_ns
-
-
-def elapsed_ms(begin_ns: Any, end_ns: Any) -> np.ndarray:
-    """What ``cudaEventElapsedTime`` returns for events at these device
-    times: float32 milliseconds (precision ~0.06 µs at 1 s, ~1 µs at 10 s)."""
-    d = np.asarray(end_ns, np.int64) - np.asarray(begin_ns, np.int64)
-    return (d / 1e6).astype(np.float32)
-
-
-def read_error_ns(quantum_ns: int, link_ns: int = 0) -> int:
-    """How far a device-clock reading may lie from the instant it marks
-    (ns): the clock's tick ``quantum_ns`` (the reading floors or rounds the
-    instant), plus half a float32 step of an elapsed time of ``link_ns``
-    read in milliseconds (0: no float32 read), rounded up. A device puts
-    this in ``meta["clock_resolution_ns"]``."""
-    half_step = float(np.spacing(np.float32(link_ns / 1e6))) * 1e6 / 2 if link_ns else 0.0
-    return int(quantum_ns) + int(np.ceil(half_step))
-
-
-def chain_raw_ns(anchor_step_ms: np.ndarray, anchor_of: np.ndarray,
-                 event_ms: np.ndarray) -> np.ndarray:
-    """Raw device times (ns) from float32 elapsed times, chained by anchors.
-
-    ``anchor_step_ms[k]`` is elapsed(anchor k-1, anchor k) (entry 0 unused:
-    anchor 0 has raw 0); ``anchor_of[i]`` the anchor (0..K-1) event i is read
-    against; ``event_ms[i]`` = elapsed(that anchor, event i). Each float32
-    reading is rounded to whole ns; errors add up only along the anchors.
-    This is the CUDA device's arithmetic too, so simulation and hardware
-    share one reading rule.
-    """
-    steps = np.rint(np.asarray(anchor_step_ms, np.float64) * 1e6).astype(np.int64)
-    anchor_raw = np.cumsum(np.concatenate([[0], steps[1:]]))
-    own = np.rint(np.asarray(event_ms, np.float64) * 1e6).astype(np.int64)
-    return anchor_raw[np.asarray(anchor_of, np.int64)] + own
-
-
-
-
-def read_device_clock(true_ns: np.ndarray, anchors: np.ndarray,
-                      anchor_of: np.ndarray, *, start_ns: int, offset_ns: int,
-                      drift_ppm: float, quantum_ns: int) -> tuple[np.ndarray, np.ndarray]:
-    """(raw_ns, device_ns) of events whose true host times are ``true_ns``:
-    the true device clock, and what the recorder reads of it through
-    float32 elapsed times from the anchors (event indices ``anchors``;
-    ``anchor_of[i]`` is the anchor event i is read against)."""
-    dev = device_time_ns(true_ns, start_ns=start_ns, offset_ns=offset_ns,
-                         drift_ppm=drift_ppm, quantum_ns=quantum_ns)
-    if not len(dev):
-        return dev.copy(), dev
-    at = dev[anchors]
-    steps = elapsed_ms(np.concatenate([at[:1], at[:-1]]), at)
-    return chain_raw_ns(steps, anchor_of, elapsed_ms(at[anchor_of], dev)), dev
+__all__ = ["synthetic_events"]
 
 
 def _drain(ready: np.ndarray, dur: np.ndarray, free_ns: int) -> np.ndarray:
@@ -132,7 +34,7 @@ def synthetic_events(n_ops: int, *, streams: int = 1,
                      drift_ppm: float = 12.5, quantum_ns: int = 500,
                      launch_latency_ns: int = 4_000, event_latency_ns: int = 2_000,
                      anchor_interval_ns: int = 1_000_000_000, pings: int = 3,
-                     start_ns: int = 1_000_000_000, seed: int = 0) -> Any:
+                     start_ns: int = 1_000_000_000, seed: int = 0) -> Timeline:
     """A simulated Timeline of ``n_ops`` launches without running torch.
 
     The host dispatches op after op (each takes a uniform ``dispatch_ns``
@@ -145,9 +47,6 @@ def synthetic_events(n_ops: int, *, streams: int = 1,
     unaligned Timeline with ops, events, gpu, syncs and truth tables, and
     the true clock in ``meta["sim"]`` (all times ns).
     """
-    from ..errors import CutimelineError
-    from ..timeline.schema import NONE, EventKind, GpuKind, OpFlag
-    from ..timeline.timeline import Timeline
     for name, v, low in (("n_ops", n_ops, 0), ("streams", streams, 1),
                          ("sync_every", sync_every, 1), ("pings", pings, 1),
                          ("quantum_ns", quantum_ns, 1),

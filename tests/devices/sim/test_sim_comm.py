@@ -1,4 +1,4 @@
-"""SimGPU runs torch.distributed collectives (``simcomm.py``): on a fake
+"""SimGPU runs torch.distributed collectives (``comm.py``): on a fake
 process group in one process, each one a COLLECTIVE gpu row on a
 communication stream of its own, timed by the ring model, and waited for
 as NCCL's ``work.wait()`` waits: the current stream, not the host."""
@@ -12,9 +12,9 @@ import torch.distributed as dist
 
 import cutimeline as ctl
 from cutimeline import CutimelineError
-from cutimeline.devices.roofline import PROFILES, GpuProfile, profile_named
+from cutimeline.devices.sim.roofline import PROFILES, GpuProfile, profile_named
 from cutimeline.devices.sim import SimGPU
-from cutimeline.devices.simcomm import COMM_STREAM, bus_bytes, comm_ns, kernel_name
+from cutimeline.devices.sim.comm import COMM_STREAM, bus_bytes, comm_ns, kernel_name
 from cutimeline.timeline.schema import GpuKind
 
 c10d = torch.ops.c10d

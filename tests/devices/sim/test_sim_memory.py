@@ -7,7 +7,7 @@ import weakref
 import torch
 
 import cutimeline as ctl
-from cutimeline.devices.simmemory import StorageMeter
+from cutimeline.devices.sim.memory import StorageMeter
 
 
 def test_a_new_storage_counts_once_and_its_views_not_at_all():

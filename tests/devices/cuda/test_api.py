@@ -1,4 +1,4 @@
-"""cudaapi.py against torch, and the CPU tests' fakes against cudaapi.py.
+"""api.py (the torch.cuda calls) against torch, and the CPU tests' fakes against it.
 
 ``FakeCuda`` and ``FakeStampCuda`` (tests/fakecuda.py) stand in for
 ``TorchCuda``, the only code that calls torch.cuda for ``CudaDevice``; so
@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from cutimeline.devices import cudaapi
-from cutimeline.devices.cudaapi import TorchCuda
-from cutimeline.devices.kernels import Stamper
+from cutimeline.devices.cuda import api as cudaapi
+from cutimeline.devices.cuda.api import TorchCuda
+from cutimeline.devices.cuda.kernels import Stamper
 
 from fakecuda import FakeCuda, FakeEvent, FakeStampCuda, FakeStamper
 

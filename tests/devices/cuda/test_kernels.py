@@ -16,19 +16,18 @@ import numpy as np
 import pytest
 import torch
 
-import cutimeline.devices.kernellauncher as launcher
-import cutimeline.devices.kernelloader as loader
-import cutimeline.devices.kernels as K
+import cutimeline.devices.cuda.loader as loader
+import cutimeline.devices.cuda.kernels as K
 from cutimeline import CutimelineError
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 NVCC = shutil.which("nvcc")
 
 
 @pytest.fixture(autouse=True)
 def _fresh_loader():
     """Loader caches are per process; each test starts and ends clean."""
-    caches = (loader._cupy, loader._module, loader._kernel, launcher._launcher)
+    caches = (loader.import_cupy, loader._module, loader.compiled, K._launcher)
     for cache in caches:
         cache.cache_clear()
     yield
@@ -160,7 +159,7 @@ def test_a_built_wheel_ships_the_sources_and_finds_them(tmp_path):
     # install's finder), the loader must find the packaged copy.
     probe = subprocess.run(
         [sys.executable, "-c",
-         "import cutimeline.devices.kernelloader as k; print(k.__file__); "
+         "import cutimeline.devices.cuda.loader as k; print(k.__file__); "
          "print(k.source_dir())"],
         cwd=tmp_path, env={"PYTHONPATH": str(tmp_path / "site")},
         capture_output=True, text=True, timeout=120)
@@ -174,7 +173,7 @@ def test_a_built_wheel_ships_the_sources_and_finds_them(tmp_path):
 def test_importing_the_module_loads_neither_cupy_nor_torch():
     run = subprocess.run(
         [sys.executable, "-c",
-         "import sys; import cutimeline.devices.kernels; "
+         "import sys; import cutimeline.devices.cuda.kernels; "
          "print('cupy' in sys.modules, 'torch' in sys.modules)"],
         capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
@@ -238,9 +237,9 @@ def test_a_cupy_that_cannot_see_the_gpu_is_reported(cuda_present, monkeypatch):
 def test_each_source_is_compiled_once_per_process(cuda_present, monkeypatch):
     cupy, made = fake_cupy()
     monkeypatch.setitem(sys.modules, "cupy", cupy)
-    first = loader._kernel("stamp", 0)
-    assert loader._kernel("stamp", 0) is first
-    loader._kernel("stamp", 1)  # another device: CuPy loads it there itself
+    first = loader.compiled("stamp", 0)
+    assert loader.compiled("stamp", 0) is first
+    loader.compiled("stamp", 1)  # another device: CuPy loads it there itself
     assert made == [(loader.source("stamp"), loader._NVRTC_OPTIONS)]
 
 
@@ -284,7 +283,7 @@ def test_launches_go_to_the_callers_device_and_stream(
     def kernel(grid, block, args):
         launches.append((grid, block, args, list(Recorded.active)))
 
-    launch = launcher._launcher(1)
+    launch = K._launcher(1)
     launch(kernel, (np.int32(5),), None)       # torch's current stream
     launch(kernel, (np.int32(6),), None)       # its wrapper is reused
     launch(kernel, (np.int32(7),), 0xDEF)      # a raw handle
@@ -307,7 +306,7 @@ def test_a_failed_compile_names_the_file_and_the_cause(
     monkeypatch.setitem(sys.modules, "cupy", cupy)
     with pytest.raises(CutimelineError, match="spin.cu with CuPy failed") \
             as err:
-        loader._kernel("spin", 0)
+        loader.compiled("spin", 0)
     assert "bad PTX" in str(err.value)
     assert isinstance(err.value.__cause__, RuntimeError)
 
@@ -356,19 +355,19 @@ def test_minus_one_means_no_slot_only_where_allowed():
 
 
 def test_device_resolution(cuda_present):
-    assert launcher._device_index(None) == 0
-    assert launcher._device_index(1) == 1
-    assert launcher._device_index("cuda") == 0
-    assert launcher._device_index(torch.device("cuda", 1)) == 1
+    assert K._device_index(None) == 0
+    assert K._device_index(1) == 1
+    assert K._device_index("cuda") == 0
+    assert K._device_index(torch.device("cuda", 1)) == 1
     for bad, words in [("cpu", "not a CUDA device"), ("cuda:2", "does not"),
                        (True, "not a CUDA device"), (1.0, "not a CUDA")]:
         with pytest.raises(CutimelineError, match=words):
-            launcher._device_index(bad)
+            K._device_index(bad)
 
 
 def test_stream_resolution():
-    assert launcher._stream_handle(12345, 0) == 12345
-    assert launcher._stream_handle(types.SimpleNamespace(cuda_stream=7), 0) == 7
-    assert launcher._stream_handle(types.SimpleNamespace(ptr=9), 0) == 9  # cupy
+    assert K._stream_handle(12345, 0) == 12345
+    assert K._stream_handle(types.SimpleNamespace(cuda_stream=7), 0) == 7
+    assert K._stream_handle(types.SimpleNamespace(ptr=9), 0) == 9  # cupy
     with pytest.raises(CutimelineError, match="not a CUDA stream"):
-        launcher._stream_handle("default", 0)
+        K._stream_handle("default", 0)

@@ -5,7 +5,7 @@ group (torch ships one: ``torch.testing._internal.distributed.fake_pg``;
 ``dist.init_process_group("fake", store=FakeStore(), rank=0,
 world_size=N)``), whose ops accept meta tensors and return at once. On a
 real GPU each collective is an NCCL kernel on NCCL's own stream, so
-SimGPU runs it there (``SimComm``):
+SimGPU runs it there (its part ``SimComm``):
 
 * it starts when the communication stream is free *and* the launching
   stream's earlier work is done (NCCL makes its stream wait for the
@@ -43,15 +43,18 @@ hook only reads the simulator's clocks, and only while a SimGPU records.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from ..errors import CutimelineError
-from .roofline import GpuProfile, tensor_bytes
+from ..opwork import tensor_bytes
+from .local import SimLocal
+from .roofline import GpuProfile
+from .streams import SimStreams
 
-__all__ = ["COMM_STREAM", "SimComm", "bus_bytes", "check_world_size", "comm_ns",
-           "kernel_name", "install", "uninstall"]
+__all__ = ["COMM_STREAM", "SimComm", "bus_bytes", "comm_ns",
+           "kernel_name", "wait_tensor", "install", "uninstall"]
 
 #: The simulated communication stream's id (NCCL's stream is one apart
 #: from the program's; this number stays clear of streams a program names).
@@ -83,17 +86,6 @@ _KIND: dict[str, tuple[str, str, int]] = {
 _DTYPE = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16",
           torch.float64: "f64", torch.int32: "i32", torch.int64: "i64",
           torch.uint8: "u8", torch.int8: "i8"}
-
-
-def check_world_size(value: Any) -> int | None:
-    """``SimGPU(world_size=)``: None (the process group's size) or an int ≥ 1."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise CutimelineError(
-            f"SimGPU option world_size={value!r} must be None (the process "
-            f"group's size) or an integer ≥ 1, such as 8.")
-    return value
 
 
 def _split(func: Any) -> str:
@@ -166,51 +158,62 @@ def _flat(x: Any):
         yield x
 
 
+@dataclass(eq=False)
 class SimComm:
-    """The collectives half of ``SimGPU`` (mixed into it)."""
+    """The collectives part of ``SimGPU``: the communication stream, made
+    to wait for a launching stream and waited for by ``Work.wait``, and a
+    collective's duration. Works on the simulator's streams (``free_at``)
+    under its lock."""
 
-    comm_stream = COMM_STREAM
+    profile: GpuProfile
+    lock: Any
+    local: SimLocal
+    streams: SimStreams
+    #: ranks a collective's time assumes (None: its process group's)
     world_size: int | None = None
 
     def collective_stream(self, stream: int) -> int:
         """The stream a collective launched from ``stream`` runs on (the
         recorder asks before the op's BEGIN): the communication stream,
         made to wait first for ``stream``'s work so far, as NCCL does."""
-        with self._lock:
-            free = self._free_at.get(stream, 0)
-            if free > self._free_at.get(self.comm_stream, 0):
-                self._free_at[self.comm_stream] = free
-        return self.comm_stream
+        free_at = self.streams.free_at
+        with self.lock:
+            free = free_at.get(stream, 0)
+            if free > free_at.get(COMM_STREAM, 0):
+                free_at[COMM_STREAM] = free
+        return COMM_STREAM
 
-    def _comm_cost_ns(self, func: Any, args: tuple, kwargs: dict, out: Any) -> int:
+    def cost_ns(self, func: Any, args: tuple, kwargs: dict, out: Any) -> int:
+        """Collective ``func``'s simulated duration (``comm_ns``) on
+        ``world_size`` ranks, else its group's."""
         world = self.world_size or _group_size(args, kwargs)
         return comm_ns(self.profile, func, args, kwargs, out, world)
 
     def comm_wait(self, stream: int | None = None) -> None:
         """``stream`` (default: the current one) waits for the collectives
         launched so far: what ``Work.wait()`` and ``wait_tensor`` do."""
-        s = self.current_stream() if stream is None else stream
-        with self._lock:
-            done = self._free_at.get(self.comm_stream, 0)
-            if done > self._free_at.get(s, 0):
-                self._free_at[s] = done
+        s = self.local.stream if stream is None else stream
+        free_at = self.streams.free_at
+        with self.lock:
+            done = free_at.get(COMM_STREAM, 0)
+            if done > free_at.get(s, 0):
+                free_at[s] = done
 
 
-def _wait_tensor(gpu: Any, args: tuple, kwargs: dict) -> Any:
-    """``_c10d_functional::wait_tensor`` (a SimOps substitute): the current
-    stream waits for the collectives, then torch's own op runs."""
-    gpu.comm_wait()
+def wait_tensor(comm: SimComm, args: tuple, kwargs: dict) -> Any:
+    """``_c10d_functional::wait_tensor`` (a value substitute of ``SimOps``):
+    the current stream waits for the collectives, then torch's own op runs."""
+    comm.comm_wait()
     return NotImplemented
 
 
-SUBSTITUTES = {"wait_tensor": _wait_tensor}
 _SAVED: dict[Any, Any] = {}
 
 
 def install(recording: Any) -> None:
     """Hook ``Work.wait`` (and the subclasses that bind their own) while
-    SimGPUs record: each one in ``recording`` that owns meta tensors makes
-    the current stream wait for its collectives, then torch's wait runs."""
+    SimGPUs record: each one's collectives part in ``recording`` makes the
+    current stream wait for its collectives, then torch's wait runs."""
     try:
         c = torch._C._distributed_c10d
     except AttributeError:  # torch built without distributed
@@ -229,8 +232,8 @@ def uninstall() -> None:
 
 def _waiting(orig: Any, recording: Any) -> Any:
     def wait(self, *args, **kwargs):
-        for gpu in list(recording):
-            gpu.comm_wait()
+        for comm in list(recording):
+            comm.comm_wait()
         return orig(self, *args, **kwargs)
     wait.__wrapped__ = orig  # type: ignore[attr-defined]
     return wait

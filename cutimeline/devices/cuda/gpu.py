@@ -3,7 +3,7 @@
 The recorder's per-op calls (``begin``, ``end``, ``note_sync``) land here;
 the event pool and anchors are in ``eventclock.py``, the globaltimer stamps
 in ``stampclock.py``, and the torch.cuda calls themselves behind one object
-(``cudaapi.py``) that CPU tests replace by patching ``_cuda_api`` here.
+(``api.py``) that CPU tests replace by patching ``_cuda_api`` here.
 With ``record(memory=True)`` the caching allocator's counters are read
 after each launch (``CudaMemory``; through the api's ``memory_counters``
 when it has one, as fakes do).
@@ -18,9 +18,11 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import CutimelineError
-from ..timeline.schema import NONE, EventKind
-from .device import Device, Harvest
+from ...errors import CutimelineError
+from ...timeline.schema import NONE, EventKind
+from ..clockread import read_error_ns
+from ..device import Device, Harvest
+from .api import TorchCuda
 from .eventclock import EVENT_TICK_NS, EventClock
 from .stampclock import GLOBALTIMER_STEP_NS, StampClock
 
@@ -32,7 +34,6 @@ TIMINGS = ("events", "stamps", "both")
 
 def _cuda_api() -> Any:
     """The torch.cuda calls CudaDevice makes; CPU tests stand a fake in."""
-    from .cudaapi import TorchCuda
     return TorchCuda()
 
 
@@ -383,7 +384,6 @@ class CudaDevice(EventClock, StampClock, Device):
         ``EVENT_TICK_NS``) plus half a float32 step of a link as long as the
         anchor interval (a quiet spell makes one longer); stamps,
         globaltimer's update step (64-bit ns, no float32)."""
-        from .simclock import read_error_ns
         tick = getattr(self, "_tick_ns", EVENT_TICK_NS)  # before any start: the floor
         return {"events": read_error_ns(tick, self.anchor_interval_ns),
                 "stamps": read_error_ns(GLOBALTIMER_STEP_NS)}

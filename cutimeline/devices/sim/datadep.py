@@ -30,34 +30,41 @@ records a sync named after it at the user's source line. The substitute
 notes the count kernel (one pass over the op's inputs at the roofline's
 memory rate, ``count_ns``) for that wait: the host waits until the
 stream's earlier work *and* the count kernel are done
-(``SimStreams._count_kernel``); the op's own work, launched after the
+(``SimStreams.count_kernel``); the op's own work, launched after the
 wait, follows on the stream. Results on real devices are never touched.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import torch
 
-from ..errors import CutimelineError
-from .roofline import tensor_bytes
+from ..opwork import tensor_bytes
+from .local import SimLocal
+from .roofline import GpuProfile
 
-__all__ = ["SUBSTITUTES", "check_fraction", "count_ns", "modelled"]
+__all__ = ["DataDependent", "SUBSTITUTES", "count_ns", "modelled"]
 
 _aten = torch.ops.aten
 _LONG = torch.long
 
 
-def check_fraction(name: str, value: Any) -> float:
-    """``value`` as a fraction from 0 to 1, or a CutimelineError."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) \
-            or not math.isfinite(value) or not 0 <= value <= 1:
-        raise CutimelineError(
-            f"SimGPU option {name}={value!r} must be a number from 0 to 1 (the "
-            f"modelled share of elements kept, such as 0.5).")
-    return float(value)
+@dataclass(eq=False)
+class DataDependent:
+    """The data-dependent part of ``SimGPU``: the modelled shares, the
+    profile that prices the count kernel, and the per-thread state where
+    an op leaves its count kernel for the wait that follows. The
+    substitutes below take it as their first argument."""
+
+    profile: GpuProfile
+    local: SimLocal
+    #: the share of elements that ``x[mask]``, ``nonzero``, ``masked_select`` keep
+    nonzero_fraction: float = 0.5
+    #: the share that ``unique`` keeps
+    unique_fraction: float = 0.5
 
 
 def modelled(n: int, fraction: float, least: int = 0) -> int:
@@ -67,10 +74,11 @@ def modelled(n: int, fraction: float, least: int = 0) -> int:
     return max(k, least) if n else 0
 
 
-def count_ns(gpu: Any, args: tuple) -> int:
+def count_ns(owner: Any, args: tuple) -> int:
     """The count kernel's duration: one pass over the op's inputs at the
-    profile's memory bandwidth, plus the profile's least kernel time."""
-    p = gpu.profile
+    memory bandwidth of ``owner``'s profile (a SimGPU or its
+    ``DataDependent``), plus the profile's least kernel time."""
+    p = owner.profile
     return p.min_kernel_ns + int(round(tensor_bytes(args) / p.bandwidth * 1e9))
 
 
@@ -78,62 +86,62 @@ def _meta(t: Any) -> bool:
     return isinstance(t, torch.Tensor) and t.device.type == "meta"
 
 
-def _note(gpu: Any, args: tuple) -> None:
-    """The count kernel for the wait that follows (``SimGPU.wait``), keyed
+def _note(part: DataDependent, args: tuple) -> None:
+    """The count kernel for the wait that follows (``SimStreams.wait``), keyed
     by this op's arguments, so a stale note never reaches another op."""
-    gpu._local.count = (count_ns(gpu, args), args)
+    part.local.count = (count_ns(part, args), args)
 
 
-def _positions(gpu: Any, mask: torch.Tensor) -> torch.Tensor:
+def _positions(part: DataDependent, mask: torch.Tensor) -> torch.Tensor:
     """Modelled ``nonzero(mask)``: (count, mask.dim()) long indices."""
-    k = modelled(mask.numel(), gpu.nonzero_fraction)
+    k = modelled(mask.numel(), part.nonzero_fraction)
     return _aten.nonzero_static(mask, size=k)
 
 
-def _nonzero(gpu: Any, args: tuple, kwargs: dict) -> Any:
+def _nonzero(part: DataDependent, args: tuple, kwargs: dict) -> Any:
     if not _meta(args[0]) or kwargs:
         return NotImplemented
-    _note(gpu, args)
-    return _positions(gpu, args[0])
+    _note(part, args)
+    return _positions(part, args[0])
 
 
-def _masked_select(gpu: Any, args: tuple, kwargs: dict) -> Any:
+def _masked_select(part: DataDependent, args: tuple, kwargs: dict) -> Any:
     x, mask = args[0], args[1]
     if not _meta(x) or kwargs:
         return NotImplemented
     n = math.prod(torch.broadcast_shapes(x.shape, mask.shape))
-    _note(gpu, args)
-    return x.new_empty((modelled(n, gpu.nonzero_fraction),))
+    _note(part, args)
+    return x.new_empty((modelled(n, part.nonzero_fraction),))
 
 
-def _index(gpu: Any, args: tuple, kwargs: dict) -> Any:
+def _index(part: DataDependent, args: tuple, kwargs: dict) -> Any:
     x, indices = args[0], args[1]
     masks = [i for i in indices if isinstance(i, torch.Tensor)
              and i.dtype in (torch.bool, torch.uint8)]
     if not _meta(x) or not masks or kwargs:
         return NotImplemented
-    _note(gpu, args)
+    _note(part, args)
     plain: list[Any] = []
     for i in indices:  # a mask stands for its nonzero positions, one index a dim
         if isinstance(i, torch.Tensor) and i.dtype in (torch.bool, torch.uint8):
-            plain.extend(_positions(gpu, i).unbind(1))
+            plain.extend(_positions(part, i).unbind(1))
         else:
             plain.append(i)
     return _aten.index.Tensor(x, plain)
 
 
-def _index_put(gpu: Any, args: tuple, kwargs: dict) -> Any:
+def _index_put(part: DataDependent, args: tuple, kwargs: dict) -> Any:
     """A write through a mask: torch's meta kernel sizes it without the
     values; on CUDA the mask's positions are counted first all the same."""
     if _meta(args[0]) and any(isinstance(i, torch.Tensor) and i.dtype in
                               (torch.bool, torch.uint8) for i in args[1]):
-        _note(gpu, args)
+        _note(part, args)
     return NotImplemented
 
 
-def _unique_values(gpu: Any, x: torch.Tensor, dim: Any) -> tuple[torch.Tensor, int]:
+def _unique_values(part: DataDependent, x: torch.Tensor, dim: Any) -> tuple[torch.Tensor, int]:
     n = x.numel() if dim is None else x.size(dim)
-    k = modelled(n, gpu.unique_fraction, 1)
+    k = modelled(n, part.unique_fraction, 1)
     if dim is None:
         return x.new_empty((k,)), k
     shape = list(x.shape)
@@ -141,7 +149,7 @@ def _unique_values(gpu: Any, x: torch.Tensor, dim: Any) -> tuple[torch.Tensor, i
     return x.new_empty(shape), k
 
 
-def _unique(gpu: Any, args: tuple, kwargs: dict, *, dim: Any = None,
+def _unique(part: DataDependent, args: tuple, kwargs: dict, *, dim: Any = None,
             flags: tuple = (), outs: int = 3) -> Any:
     """``_unique2``/``_unique``/``unique_consecutive``/``unique_dim*``:
     (values, inverse, counts), inverse and counts empty unless asked for
@@ -149,8 +157,8 @@ def _unique(gpu: Any, args: tuple, kwargs: dict, *, dim: Any = None,
     x = args[0]
     if not _meta(x):
         return NotImplemented
-    _note(gpu, args)
-    values, k = _unique_values(gpu, x, dim)
+    _note(part, args)
+    values, k = _unique_values(part, x, dim)
     inverse, counts = flags
     empty = x.new_empty((0,), dtype=_LONG)
     inv = x.new_empty(x.shape if dim is None else (x.size(dim),), dtype=_LONG) \
@@ -163,58 +171,58 @@ def _arg(args: tuple, kwargs: dict, i: int, name: str, default: Any) -> Any:
     return args[i] if len(args) > i else kwargs.get(name, default)
 
 
-def _unique2(gpu: Any, args: tuple, kwargs: dict) -> Any:
+def _unique2(part: DataDependent, args: tuple, kwargs: dict) -> Any:
     flags = (_arg(args, kwargs, 2, "return_inverse", False),
              _arg(args, kwargs, 3, "return_counts", False))
-    return _unique(gpu, args, kwargs, flags=flags)
+    return _unique(part, args, kwargs, flags=flags)
 
 
-def _unique1(gpu: Any, args: tuple, kwargs: dict) -> Any:
+def _unique1(part: DataDependent, args: tuple, kwargs: dict) -> Any:
     flags = (_arg(args, kwargs, 2, "return_inverse", False), False)
-    return _unique(gpu, args, kwargs, flags=flags, outs=2)
+    return _unique(part, args, kwargs, flags=flags, outs=2)
 
 
-def _unique_consecutive(gpu: Any, args: tuple, kwargs: dict) -> Any:
+def _unique_consecutive(part: DataDependent, args: tuple, kwargs: dict) -> Any:
     dim = _arg(args, kwargs, 3, "dim", None)
     if dim is not None:
         dim = dim % max(args[0].dim(), 1)
-        return _unique(gpu, args, kwargs, dim=dim, flags=(True, True))
+        return _unique(part, args, kwargs, dim=dim, flags=(True, True))
     flags = (_arg(args, kwargs, 1, "return_inverse", False),
              _arg(args, kwargs, 2, "return_counts", False))
-    return _unique(gpu, args, kwargs, flags=flags)
+    return _unique(part, args, kwargs, flags=flags)
 
 
-def _unique_dim(gpu: Any, args: tuple, kwargs: dict) -> Any:
+def _unique_dim(part: DataDependent, args: tuple, kwargs: dict) -> Any:
     dim = _arg(args, kwargs, 1, "dim", 0) % max(args[0].dim(), 1)
-    return _unique(gpu, args, kwargs, dim=dim, flags=(True, True))
+    return _unique(part, args, kwargs, dim=dim, flags=(True, True))
 
 
-def _repeat_interleave(gpu: Any, args: tuple, kwargs: dict) -> Any:
+def _repeat_interleave(part: DataDependent, args: tuple, kwargs: dict) -> Any:
     repeats = args[0]
     if not _meta(repeats) or len(args) > 1 or kwargs.get("output_size") is not None:
         return NotImplemented  # other overloads, or a size given: torch's own
-    _note(gpu, args)
+    _note(part, args)
     return repeats.new_empty((repeats.numel(),), dtype=_LONG)
 
 
-def _bincount(gpu: Any, args: tuple, kwargs: dict) -> Any:
+def _bincount(part: DataDependent, args: tuple, kwargs: dict) -> Any:
     x = args[0]
     if not _meta(x):
         return NotImplemented
     weights = _arg(args, kwargs, 1, "weights", None)
     bins = max(int(_arg(args, kwargs, 2, "minlength", 0)), 1)
-    _note(gpu, args)
+    _note(part, args)
     return x.new_empty((bins,), dtype=_LONG if weights is None else weights.dtype)
 
 
-def _equal(gpu: Any, args: tuple, kwargs: dict) -> Any:
+def _equal(part: DataDependent, args: tuple, kwargs: dict) -> Any:
     if not (_meta(args[0]) and _meta(args[1])):
         return NotImplemented
-    _note(gpu, args)  # the compare, then its answer read back: zeros alike
+    _note(part, args)  # the compare, then its answer read back: zeros alike
     return args[0].shape == args[1].shape and args[0].dtype == args[1].dtype
 
 
-def _is_nonzero(gpu: Any, args: tuple, kwargs: dict) -> Any:
+def _is_nonzero(part: DataDependent, args: tuple, kwargs: dict) -> Any:
     return False if _meta(args[0]) else NotImplemented  # a read, as .item()
 
 

@@ -41,17 +41,18 @@ from __future__ import annotations
 
 import math
 import os
-import threading
 from array import array
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import torch
 
-from ..errors import CutimelineError
-from ..timeline.ranks import piecewise
+from ...errors import CutimelineError
+from ...timeline.ranks import piecewise
+from .local import SimLocal
 
-__all__ = ["DISPATCH_NS", "dispatch_ns", "fixed_dispatch_ns", "SimHost", "SimLocal"]
+__all__ = ["DISPATCH_NS", "dispatch_ns", "fixed_dispatch_ns", "pin", "SimHost"]
 
 DISPATCH_NS = {
     "kernel": 4_000,       # one pointwise/reduction kernel through the dispatcher
@@ -118,8 +119,22 @@ def fixed_dispatch_ns(name: str) -> int | None:
         d["library"] if name.startswith(_LIBRARY) else d["kernel"]
 
 
+def pin(tensor: Any) -> Any:
+    """``tensor`` marked as pinned host memory for the simulation, and
+    returned (``SimGPU.pin_memory``): what ``tensor.pin_memory()`` (or a
+    DataLoader's ``pin_memory=True``) gives on a CUDA build, which torch
+    without CUDA cannot pin. A ``non_blocking=True`` copy of it to the
+    simulated device then costs the host no staging (``dispatch_ns``)."""
+    if not isinstance(tensor, torch.Tensor) or tensor.device.type != "cpu":
+        raise CutimelineError(f"SimGPU.pin_memory needs a CPU tensor, not "
+                              f"{type(tensor).__name__} on "
+                              f"{getattr(tensor, 'device', 'no device')}.")
+    tensor._cutimeline_pinned = True
+    return tensor
+
+
 def _is_pinned(t: torch.Tensor) -> bool:
-    if getattr(t, "_cutimeline_pinned", False):  # SimGPU.pin_memory
+    if getattr(t, "_cutimeline_pinned", False):  # pin()
         return True
     try:
         return bool(t.is_pinned())
@@ -127,178 +142,146 @@ def _is_pinned(t: torch.Tensor) -> bool:
         return False
 
 
-def _check_host_cost(host_cost: Any) -> Any:
-    if host_cost is None or host_cost == "measured" or callable(host_cost):
-        return host_cost
-    if isinstance(host_cost, (int, float, np.number)) and not isinstance(host_cost, bool) \
-            and math.isfinite(host_cost) and host_cost >= 0:
-        return int(host_cost)
-    raise CutimelineError(
-        f"SimGPU option host_cost={host_cost!r} must be None (the modelled CUDA "
-        f"dispatch cost), 'measured' (the time an op takes here), a number of ns "
-        f"per op, or a callable (op_name, args, kwargs) -> ns.")
-
-
-class SimLocal(threading.local):
-    """SimGPU's per-thread state, with its defaults as class attributes: a
-    thread's first read of one finds the default without the
-    ``AttributeError`` a missing attribute of a plain ``threading.local``
-    raises inside ``getattr`` (about 0.3 µs each, several per op)."""
-    host = 0          # depth of ``with gpu.host():`` blocks
-    stream = 0        # the current stream
-    t0 = None         # the recorder's first look at the op being dispatched
-    mark = None       # (real, virtual) start of that op's dispatch
-    ns = None         # its dispatch cost, when run() or a launch waiting for room priced it
-    op = None         # (name, args, kwargs) of the op running, for wait()
-    pending = None    # BEGINs waiting for their work (bracket="kernel")
-    waited = None     # (stream, last event) of the last wait, for note_sync
-    count = None      # (ns, args) of a data-dependent op's count kernel (simdatadep)
-    rq = None         # runqueue time at this thread's last knot
-    sched_fd = None   # its /proc/thread-self/schedstat
-
-
+@dataclass(eq=False)
 class SimHost:
-    """The host half of ``SimGPU`` (mixed into it): the virtual host clock
-    and what each simulated op's dispatch costs on it. Works on the
-    simulator's lock, clock and per-thread state."""
+    """The host part of ``SimGPU``: the virtual host clock and what each
+    simulated op's dispatch costs on it. Shares the simulator's host clock
+    (``now()``, ``wait_until(ns)``), lock and per-thread state; the map's
+    knots are read and extended in line by ``SimGPU.begin``/``end``, with
+    the lock held, as its methods here do."""
 
-    _host_cost: Any = None
-    _skew = 0          # real − virtual after the last knot (0: not recording)
-    _kr: Any = None    # the map's knots, made by _host_start
+    clock: Any
+    lock: Any
+    local: SimLocal
+    #: the ``host_cost`` option, checked (``options.check_host_cost``)
+    host_cost: Any = None
+    #: real − virtual after the last knot (0: not recording)
+    skew: int = field(default=0, init=False)
+    #: the map's knots, real and virtual host times (int64 arrays); None: not recording
+    kr: Any = field(default=None, init=False)
+    kv: Any = field(default=None, init=False)
+    #: the schedstat files opened while recording, closed at stop
+    sched_fds: list[int] = field(default_factory=list, init=False)
 
-    def _real_only(self) -> bool:
+    def real_only(self) -> bool:
         """Whether the host clock is the real one: host_cost="measured", or
         not recording (a synchronize() between recordings)."""
-        return self._host_cost == "measured" or self._kr is None
+        return self.host_cost == "measured" or self.kr is None
 
-    def _host_start(self, now: int) -> None:
+    def start(self, now: int) -> None:
         """A new recording: virtual = real at ``now`` (lock held)."""
-        self._skew = 0  # real − virtual, after the last knot
-        self._kr, self._kv = array("q", [now]), array("q", [now])
-        self._sched_fds: list[int] = []
-        self._local.t0 = self._local.mark = None
-        self._local.rq = self._runqueue_ns()
+        self.skew = 0  # real − virtual, after the last knot
+        self.kr, self.kv = array("q", [now]), array("q", [now])
+        self.sched_fds = []
+        self.local.t0 = self.local.mark = None
+        self.local.rq = self.runqueue_ns()
 
-    def _vnow(self) -> tuple[int, int]:
+    def vnow(self) -> tuple[int, int]:
         """(real, virtual) host time now."""
-        real = self._clock.now()
-        return real, real - self._skew
+        real = self.clock.now()
+        return real, real - self.skew
 
-    def _virtual(self, real: int) -> int:
+    def virtual(self, real: int) -> int:
         """Virtual time of real host time ``real`` (lock held): after the
         last knot, ``real − skew``; before it (a time read before another
         thread's later knot), on the map."""
-        kr = self._kr
+        kr = self.kr
         if kr is None or real >= kr[-1]:
-            return real - self._skew
+            return real - self.skew
         return int(piecewise([real], np.frombuffer(kr, np.int64),
-                             np.frombuffer(self._kv, np.int64))[0])
+                             np.frombuffer(self.kv, np.int64))[0])
 
-    def mark_dispatch(self, t0: int) -> None:
-        """The recorder took op's dispatch in hand at ``t0`` (real host
-        time), before its BEGIN: the dispatch is charged from there."""
-        self._local.t0 = t0
-
-    def _knot(self, real: int) -> int:
+    def knot(self, real: int) -> int:
         """A knot at ``real``, the stretch since the last one less this
         thread's runqueue delay in it (lock held); its virtual time. The
         time a thread spent runnable but not running (waiting for a CPU on
         a loaded machine, from the kernel's schedstat) is time the program
         would not have lost on a host of its own. ``SimGPU.begin`` (each
         op's dispatch starts at a knot) does the same in line."""
-        rq = self._runqueue_ns()
-        last = self._local.rq
-        self._local.rq = rq
-        lr, lv = self._kr[-1], self._kv[-1]
+        rq = self.runqueue_ns()
+        last = self.local.rq
+        self.local.rq = rq
+        lr, lv = self.kr[-1], self.kv[-1]
         if real <= lr:  # another thread's knot is later
             return lv
         gap = real - lr
         v = lv + gap - min(max(rq - last, 0) if last is not None else 0, gap)
-        self._kr.append(real)
-        self._kv.append(v)
-        self._skew = real - v
+        self.kr.append(real)
+        self.kv.append(v)
+        self.skew = real - v
         return v
 
-    def _hold(self, target: int, begun: int | None = None) -> None:
+    def hold(self, target: int, begun: int | None = None) -> None:
         """Block the host until virtual time ``target``: a knot where the
         wait begins, and one where it ends, no earlier than ``target`` on
         the virtual clock (the device work it waited for is done by then),
         later only by what the host's own lateness was, less runqueue delay.
         ``begun``: the virtual time the wait begins at (a launch waiting
         for room: the end of its op's modelled dispatch), default now."""
-        measured = self._real_only()
-        with self._lock:
-            now = self._clock.now()
+        measured = self.real_only()
+        with self.lock:
+            now = self.clock.now()
             if measured:
-                v = now - self._skew
+                v = now - self.skew
             elif begun is None:
-                v = self._knot(now)
+                v = self.knot(now)
             else:
-                v = max(begun, self._kv[-1])
-                self._local.rq = self._runqueue_ns()
-                if now > self._kr[-1]:
-                    self._kr.append(now)
-                    self._kv.append(v)
-                    self._skew = now - v
-            real_target = target + self._skew
-        self._clock.wait_until(real_target)
+                v = max(begun, self.kv[-1])
+                self.local.rq = self.runqueue_ns()
+                if now > self.kr[-1]:
+                    self.kr.append(now)
+                    self.kv.append(v)
+                    self.skew = now - v
+            real_target = target + self.skew
+        self.clock.wait_until(real_target)
         if measured:
             return
-        with self._lock:
-            end = self._clock.now()
-            rq = self._runqueue_ns()
-            late = end - max(real_target, now) - max(rq - (self._local.rq or rq), 0)
-            self._local.rq = rq
-            ve = max(max(v, target) + max(late, 0), self._kv[-1])
-            if end > self._kr[-1]:
-                self._kr.append(end)
-                self._kv.append(ve)
-                self._skew = end - ve
+        with self.lock:
+            end = self.clock.now()
+            rq = self.runqueue_ns()
+            late = end - max(real_target, now) - max(rq - (self.local.rq or rq), 0)
+            self.local.rq = rq
+            ve = max(max(v, target) + max(late, 0), self.kv[-1])
+            if end > self.kr[-1]:
+                self.kr.append(end)
+                self.kv.append(ve)
+                self.skew = end - ve
 
-    def _close(self, real: int, name: str, args: tuple, kwargs: dict) -> None:
+    def close(self, real: int, name: str, args: tuple, kwargs: dict) -> None:
         """End this thread's dispatch at ``real``: on the virtual clock it
-        lasted the modelled cost (lock held)."""
-        loc = self._local
+        lasted the modelled cost (lock held). ``SimGPU.end`` does the same
+        in line."""
+        loc = self.local
         m, loc.mark = loc.mark, None
         ns, loc.ns = loc.ns, None
-        if m is None or self._real_only() or real <= self._kr[-1]:
+        if m is None or self.real_only() or real <= self.kr[-1]:
             return
         if ns is None:  # not priced already by run() or a launch that waited for room
-            ns = self._dispatch_ns(name, args, kwargs)
-        v = max(m[1] + ns, self._kv[-1])
-        self._kr.append(real)
-        self._kv.append(v)
-        self._skew = real - v
+            ns = self.dispatch_ns(name, args, kwargs)
+        v = max(m[1] + ns, self.kv[-1])
+        self.kr.append(real)
+        self.kv.append(v)
+        self.skew = real - v
 
-    def _dispatch_ns(self, name: str, args: tuple, kwargs: dict) -> int:
+    def dispatch_ns(self, name: str, args: tuple, kwargs: dict) -> int:
         """The host cost of dispatching op ``name`` on the virtual clock."""
-        cost = self._host_cost
+        cost = self.host_cost
         return dispatch_ns(name, args, kwargs) if cost is None else \
             cost if isinstance(cost, int) else self._call_host_cost(name, args, kwargs)
 
-    def _fixed_ns(self, name: str) -> int | None:
-        """``_dispatch_ns`` of op ``name`` when the name alone fixes it."""
-        cost = self._host_cost
+    def fixed_ns(self, name: str) -> int | None:
+        """``dispatch_ns`` of op ``name`` when the name alone fixes it."""
+        cost = self.host_cost
         if cost is None:
             return fixed_dispatch_ns(name)
         return cost if isinstance(cost, int) else None
 
-    def _runqueue_ns(self) -> int:
+    def runqueue_ns(self) -> int:
         """Time this thread has waited for a CPU, from
         ``/proc/thread-self/schedstat`` (0 where there is none)."""
-        fd = self._local.sched_fd
-        if fd is not None and fd >= 0:  # the common case first: one read per op
-            try:
-                return int(os.pread(fd, 64, 0).split()[1])
-            except (OSError, ValueError, IndexError):
-                return 0
-        if fd is None:
-            try:
-                fd = os.open("/proc/thread-self/schedstat", os.O_RDONLY)
-                self._sched_fds.append(fd)
-            except OSError:  # not Linux: nothing to subtract
-                fd = -1
-            self._local.sched_fd = fd
+        fd = self.local.sched_fd
+        if fd is None:  # this thread's first read: open its file
+            fd = self._open_schedstat()
         if fd < 0:
             return 0
         try:
@@ -306,27 +289,39 @@ class SimHost:
         except (OSError, ValueError, IndexError):
             return 0
 
-    def _host_stop(self) -> None:
-        for fd in self._sched_fds:
+    def _open_schedstat(self) -> int:
+        """This thread's schedstat file, kept open until stop; -1 where
+        there is none (not Linux: nothing to subtract)."""
+        try:
+            fd = os.open("/proc/thread-self/schedstat", os.O_RDONLY)
+            self.sched_fds.append(fd)
+        except OSError:
+            fd = -1
+        self.local.sched_fd = fd
+        return fd
+
+    def stop(self) -> None:
+        """The recording ends: the map is handed over; the real clock again."""
+        for fd in self.sched_fds:
             os.close(fd)
-        self._sched_fds = []
-        self._local.sched_fd = None
-        self._kr, self._skew = None, 0  # the map is handed over; the real clock again
+        self.sched_fds = []
+        self.local.sched_fd = None
+        self.kr, self.skew = None, 0
 
     def _call_host_cost(self, name: str, args: tuple, kwargs: dict) -> int:
-        ns = self._host_cost(name, args, kwargs)
+        ns = self.host_cost(name, args, kwargs)
         if isinstance(ns, bool) or not isinstance(ns, (int, float, np.number)) \
                 or not math.isfinite(ns) or ns < 0:
             raise CutimelineError(f"The SimGPU host_cost function returned {ns!r} for "
                                   f"{name}; it must return a duration ≥ 0 in ns.")
         return int(round(ns))
 
-    def _real_of(self, virtual: np.ndarray) -> np.ndarray:
+    def real_of(self, virtual: np.ndarray) -> np.ndarray:
         """Real host times of virtual ones (the map's inverse)."""
         real, virt = self.host_map()
         return piecewise(virtual, virt, real)
 
     def host_map(self) -> tuple[np.ndarray, np.ndarray]:
         """(real, virtual) knots of the host-time map of the recording."""
-        return (np.frombuffer(self._kr, np.int64).copy(),
-                np.frombuffer(self._kv, np.int64).copy())
+        return (np.frombuffer(self.kr, np.int64).copy(),
+                np.frombuffer(self.kv, np.int64).copy())

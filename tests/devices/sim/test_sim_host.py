@@ -13,7 +13,8 @@ from torch import nn
 import cutimeline as ctl
 from cutimeline import CutimelineError
 from cutimeline.devices.sim import FakeClock, SimGPU
-from cutimeline.devices.simhost import DISPATCH_NS, SimLocal, dispatch_ns, fixed_dispatch_ns
+from cutimeline.devices.sim.host import DISPATCH_NS, dispatch_ns, fixed_dispatch_ns
+from cutimeline.devices.sim.local import SimLocal
 from cutimeline.timeline.ranks import piecewise
 
 aten = torch.ops.aten
@@ -49,7 +50,7 @@ def test_dispatch_cost_by_kind_of_op():
                                   "aten::convolution", "aten::_local_scalar_dense",
                                   "aten::item", "aten::gelu", "aten::sum.dim_IntList"])
 def test_a_dispatch_cost_fixed_by_the_name_is_the_one_dispatch_ns_gives(name):
-    # SimGPU prices these once per op (SimOps._op_info), not at each call
+    # SimGPU prices these once per op (SimOps.info), not at each call
     m = torch.ones(4, 4, device="meta")
     assert fixed_dispatch_ns(name) == dispatch_ns(name, (m, m), {})
 

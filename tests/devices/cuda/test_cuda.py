@@ -1,5 +1,5 @@
 """CudaDevice without a GPU: a fake (``tests/fakecuda.py``, put in for
-``cuda._cuda_api``) stands in for torch.cuda's events and streams, with a
+``gpu._cuda_api``) stands in for torch.cuda's events and streams, with a
 fake host clock and a device clock of its own, read only as
 float32-millisecond elapsed times, as CUDA allows."""
 
@@ -13,10 +13,10 @@ import torch
 
 import cutimeline as ctl
 from cutimeline import CutimelineError
-from cutimeline.devices import cuda as devices
+from cutimeline.devices.cuda import gpu as devices
 from cutimeline.devices.cuda import CudaDevice
-from cutimeline.devices.eventclock import EVENT_TICK_NS, TICK_BURST
-from cutimeline.devices.stampclock import GLOBALTIMER_STEP_NS
+from cutimeline.devices.cuda.eventclock import EVENT_TICK_NS, TICK_BURST
+from cutimeline.devices.cuda.stampclock import GLOBALTIMER_STEP_NS
 from cutimeline.timeline.schema import NONE, EventKind, OpFlag
 
 from fakecuda import GT_OFFSET, CpuAsCuda, FakeCuda, FakeEvent, FakeStampCuda

@@ -11,8 +11,9 @@ clock that CUDA events sample too:
 - ``probe.cu`` — :func:`probe_granularity` measures how often globaltimer
   updates, which bounds how precisely stamps and spins place time.
 
-Each kernel is compiled by ``kernelloader.py`` and launched by
-``kernellauncher.py`` on torch's current stream, or on a stream given as a
+Each kernel is compiled by ``loader.py`` and launched here through CuPy on
+a device named by None (torch's current one), an index, "cuda:N" or a
+torch.device, and on torch's current stream or a stream given as a
 ``torch.cuda.Stream``, a ``cupy`` stream or a raw ``cudaStream_t`` handle.
 Buffers are torch tensors; :meth:`Stamper.as_cupy` hands out a CuPy view of
 the same memory (DLPack).
@@ -24,14 +25,14 @@ to install.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from ..errors import CutimelineError
-from .kernellauncher import _device_index, _launcher
-from .kernelloader import _cupy, _kernel
+from ...errors import CutimelineError
+from .loader import compiled, import_cupy, require_cuda
 
 __all__ = ["MAX_SPIN_NS", "Stamper", "Stamps", "Granularity", "spin", "probe_granularity"]
 
@@ -62,6 +63,105 @@ def _check_slot(name: str, slot: int, slots: int, allow_none: bool) -> None:
         raise CutimelineError(
             f"{name}={slot} is outside the stamp buffer; use 0..{slots - 1}"
             f"{also}, or make a Stamper with more slots.")
+
+
+# ------------------------------------------------------------- launching --
+
+def _device_index(device: Any) -> int:
+    """A CUDA device index from None (torch's current device), an int, a
+    string such as "cuda:1" or a torch.device."""
+    import torch
+    require_cuda()
+    if device is None:
+        return torch.cuda.current_device()
+    if isinstance(device, bool) or not isinstance(
+            device, (int, str, torch.device)):
+        raise CutimelineError(
+            f"device={device!r} is not a CUDA device; pass an index, "
+            "'cuda:N' or a torch.device.")
+    dev = torch.device("cuda", device) if isinstance(device, int) \
+        else torch.device(device)
+    if dev.type != "cuda":
+        raise CutimelineError(
+            f"device={device!r} is not a CUDA device; the globaltimer kernels "
+            "run only on CUDA, so pass 'cuda' or 'cuda:N'.")
+    index = torch.cuda.current_device() if dev.index is None else dev.index
+    if not 0 <= index < torch.cuda.device_count():
+        raise CutimelineError(
+            f"device={device!r} does not exist: torch sees "
+            f"{torch.cuda.device_count()} CUDA device(s).")
+    return index
+
+
+def _stream_handle(stream: Any, device: int) -> int:
+    """The raw cudaStream_t of ``stream``; None means torch's current stream
+    on ``device``."""
+    import torch
+    if stream is None:
+        return torch.cuda.current_stream(device).cuda_stream
+    if isinstance(stream, int) and not isinstance(stream, bool):
+        return stream
+    for attr in ("cuda_stream", "ptr"):  # torch.cuda.Stream, cupy Stream
+        handle = getattr(stream, attr, None)
+        if isinstance(handle, int):
+            return handle
+    raise CutimelineError(
+        f"stream={stream!r} is not a CUDA stream; pass a torch.cuda.Stream, "
+        "a cupy stream, a raw cudaStream_t handle (int) or None for torch's "
+        "current stream.")
+
+
+class _ProtocolStream:
+    """A raw cudaStream_t in the CUDA stream protocol, which CuPy >= 14 takes
+    (Stream.from_external) in place of the deprecated ExternalStream."""
+    __slots__ = ("handle",)
+
+    def __init__(self, handle: int) -> None:
+        self.handle = handle
+
+    def __cuda_stream__(self) -> tuple[int, int]:
+        return (0, self.handle)
+
+
+class _Launcher:
+    """Launches one-thread kernels on one device. Wrapping a stream handle
+    for CuPy costs an object, so wrappers are kept per handle."""
+
+    def __init__(self, device: int) -> None:
+        self._cupy = import_cupy()
+        self.device = device
+        self._streams: dict[int, Any] = {}
+
+    def _wrap(self, handle: int) -> Any:
+        stream_type = self._cupy.cuda.Stream
+        if hasattr(stream_type, "from_external"):
+            return stream_type.from_external(_ProtocolStream(handle))
+        return self._cupy.cuda.ExternalStream(handle, self.device)
+
+    def __call__(self, kernel: Any, args: tuple, stream: Any) -> None:
+        handle = _stream_handle(stream, self.device)
+        # CuPy launches on its current device and stream: make them the
+        # caller's for the duration of this launch only. A Device object
+        # keeps its stack of previous devices on itself, so one shared by
+        # threads could restore another thread's device: a fresh one each
+        # time the device must change.
+        if self._cupy.cuda.runtime.getDevice() == self.device:
+            self._launch(kernel, args, handle)
+        else:
+            with self._cupy.cuda.Device(self.device):
+                self._launch(kernel, args, handle)
+
+    def _launch(self, kernel: Any, args: tuple, handle: int) -> None:
+        wrapped = self._streams.get(handle)
+        if wrapped is None:
+            wrapped = self._streams[handle] = self._wrap(handle)
+        with wrapped:  # CuPy's current stream is per thread
+            kernel((1,), (1,), args)
+
+
+@functools.lru_cache(maxsize=None)
+def _launcher(device: int) -> _Launcher:
+    return _Launcher(device)
 
 
 # ---------------------------------------------------------------- stamps --
@@ -103,7 +203,7 @@ class Stamper:
                    "is an int32)")
         self.device = _device_index(device)
         self.slots = int(slots)
-        self._kernel = _kernel("stamp", self.device)
+        self._kernel = compiled("stamp", self.device)
         self._launch = _launcher(self.device)
         # Stamps may go to any stream, so the fill must be done before the
         # first of them can run: by default the whole device is synchronized.
@@ -160,7 +260,7 @@ class Stamper:
 
     def as_cupy(self) -> Any:
         """A CuPy view of the buffer (same memory, shape [slots, 3] int64)."""
-        return _cupy().from_dlpack(self.buffer)
+        return import_cupy().from_dlpack(self.buffer)
 
 
 # ------------------------------------------------------------------ spin --
@@ -198,7 +298,7 @@ def spin(duration_ns: int, *, stamper: Stamper | None = None,
                 f"cuda:{index}; omit device or use a Stamper on that device.")
         args = (np.int64(duration_ns), *stamper._args,
                 np.int32(begin_slot), np.int32(end_slot))
-    _launcher(index)(_kernel("spin", index), args, stream)
+    _launcher(index)(compiled("spin", index), args, stream)
 
 
 # ----------------------------------------------------------------- probe --
@@ -237,7 +337,7 @@ def probe_granularity(steps: int = 1000, *, max_reads: int = 1 << 24,
     _check_int("steps", steps, 1, _INT32_MAX)
     _check_int("max_reads", max_reads, 1, np.iinfo(np.int64).max)
     index = _device_index(device)
-    kernel = _kernel("probe", index)
+    kernel = compiled("probe", index)
     on = f"cuda:{index}"
     step_buf = torch.zeros(steps, dtype=torch.int64, device=on)
     read_buf = torch.zeros(steps, dtype=torch.int64, device=on)

@@ -5,10 +5,10 @@ calls cost host time (``call_ns``) and whose device can fall behind."""
 import numpy as np
 import pytest
 
-from cutimeline.devices import cuda as devices
+from cutimeline.devices.cuda import gpu as devices
 from cutimeline.devices.cuda import CudaDevice
-from cutimeline.devices.eventclock import EVENT_TICK_NS, TICK_BURST
-from cutimeline.devices.simclock import read_error_ns
+from cutimeline.devices.cuda.eventclock import EVENT_TICK_NS, TICK_BURST
+from cutimeline.devices.clockread import read_error_ns
 from cutimeline.timeline.schema import EventKind
 
 from fakecuda import FakeCuda

@@ -9,9 +9,10 @@ import torch
 
 import cutimeline as ctl
 from cutimeline import CutimelineError
-from cutimeline.devices.roofline import PROFILES, GpuProfile, OpModel
-from cutimeline.devices.sim import (FakeClock, SimGPU, chain_raw_ns, device_time_ns, elapsed_ms,
-                                    read_device_clock, synthetic_events)
+from cutimeline.devices.clockread import chain_raw_ns, elapsed_ms
+from cutimeline.devices.sim import FakeClock, SimGPU, synthetic_events
+from cutimeline.devices.sim.clock import device_time_ns, read_device_clock
+from cutimeline.devices.sim.roofline import PROFILES, GpuProfile, OpModel
 from cutimeline.timeline.schema import NONE, EventKind
 from cutimeline.timeline.table import Table
 
@@ -471,9 +472,9 @@ def test_cost_dict_overrides_by_name_and_falls_back_to_roofline():
     x = torch.empty(1024, 1024, device="meta")
     gpu, clock = make(cost={"aten::add": 777, "aten::mm": 5})
     model = OpModel(PROFILES["h100"])
-    assert gpu._cost_ns(aten.add.Tensor, (x, x), {}, x) == 777
-    assert gpu._cost_ns(aten.mm.default, (x, x), {}, x) == 5
-    assert gpu._cost_ns(aten.mul.Tensor, (x, x), {}, x) == \
+    assert gpu.ops.cost_ns(aten.add.Tensor, (x, x), {}, x) == 777
+    assert gpu.ops.cost_ns(aten.mm.default, (x, x), {}, x) == 5
+    assert gpu.ops.cost_ns(aten.mul.Tensor, (x, x), {}, x) == \
         model.cost_ns(aten.mul.Tensor, (x, x), {}, x)
 
 

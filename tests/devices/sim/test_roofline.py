@@ -4,7 +4,8 @@ profile, TF32, bytes of expanded inputs, free views, convolution FLOPs."""
 import pytest
 import torch
 
-from cutimeline.devices.roofline import PROFILES, OpModel, op_name
+from cutimeline.devices.opwork import op_name
+from cutimeline.devices.sim.roofline import PROFILES, OpModel
 
 aten = torch.ops.aten
 
@@ -181,7 +182,7 @@ def test_an_in_place_copy_within_one_memory_reads_its_source_and_writes_its_dest
 def test_a_profile_without_a_host_link_rate_is_refused():
     import dataclasses
 
-    from cutimeline.devices.roofline import profile_named
+    from cutimeline.devices.sim.roofline import profile_named
     from cutimeline.errors import CutimelineError
     bad = dataclasses.replace(PROFILES["h100"], link_bandwidth=0.0)
     with pytest.raises(CutimelineError, match="link_bandwidth"):

@@ -1,11 +1,13 @@
-"""simclock.py: synthetic event streams that follow SimGPU's rules."""
+"""Synthetic simulated Timelines (``synthetic.py``) and the simulated
+device clock (``clock.py``): event streams that follow SimGPU's rules."""
 
 import numpy as np
 import pytest
 from test_sim import EV, LAT, make, truth
 
 from cutimeline import CutimelineError
-from cutimeline.devices.simclock import read_device_clock, synthetic_events
+from cutimeline.devices.sim.clock import read_device_clock
+from cutimeline.devices.sim import synthetic_events
 from cutimeline.timeline.schema import EventKind
 
 

@@ -15,9 +15,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from ..errors import CutimelineError
+from ...errors import CutimelineError
 
-__all__ = ["KERNELS", "source_dir", "source"]
+__all__ = ["KERNELS", "source_dir", "source", "require_cuda", "import_cupy", "compiled"]
 
 #: source file stem -> the ``extern "C"`` entry point it defines
 KERNELS = {"stamp": "ctl_stamp", "spin": "ctl_spin", "probe": "ctl_probe"}
@@ -30,8 +30,8 @@ _NVRTC_OPTIONS = ("-std=c++14",)
 # wheel installs them (pyproject maps kernels/ to the package cutimeline._cuda);
 # then the source tree's kernels/, for a checkout or an editable install.
 _SEARCH_PATH = (
-    Path(__file__).resolve().parent.parent / "_cuda",
-    Path(__file__).resolve().parents[2] / "kernels",
+    Path(__file__).resolve().parents[2] / "_cuda",
+    Path(__file__).resolve().parents[3] / "kernels",
 )
 
 
@@ -75,7 +75,9 @@ def _install_hint() -> str:
     return hint
 
 
-def _require_cuda() -> None:
+def require_cuda() -> None:
+    """Nothing, when torch has CUDA and sees a device; else a
+    CutimelineError that says what is missing."""
     import torch
     if torch.version.cuda is None:
         raise CutimelineError(
@@ -90,10 +92,10 @@ def _require_cuda() -> None:
 
 
 @functools.lru_cache(maxsize=None)
-def _cupy() -> Any:
+def import_cupy() -> Any:
     """CuPy, once CUDA and CuPy are both known to work; else a
     CutimelineError that says what to install."""
-    _require_cuda()
+    require_cuda()
     try:
         import cupy
     except ImportError as exc:
@@ -121,17 +123,17 @@ _compile_lock = threading.Lock()
 @functools.lru_cache(maxsize=None)
 def _module(stem: str) -> Any:
     """The RawModule for ``kernels/<stem>.cu`` (compiled lazily, per device)."""
-    return _cupy().RawModule(code=source(stem), options=_NVRTC_OPTIONS)
+    return import_cupy().RawModule(code=source(stem), options=_NVRTC_OPTIONS)
 
 
 @functools.lru_cache(maxsize=None)
-def _kernel(stem: str, device: int) -> Any:
+def compiled(stem: str, device: int) -> Any:
     """The entry point of ``<stem>.cu``, compiled and loaded on ``device``.
 
     Compile errors surface here, as a CutimelineError, rather than at the
     first launch inside a recording.
     """
-    cupy = _cupy()
+    cupy = import_cupy()
     with _compile_lock, cupy.cuda.Device(device):
         try:
             # CuPy compiles (or loads its disk cache) for the current device

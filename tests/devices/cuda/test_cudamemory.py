@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import cutimeline as ctl
-from cutimeline.devices import cuda as devices
+from cutimeline.devices.cuda import gpu as devices
 from cutimeline.devices.cuda import CudaMemory
 from cutimeline.timeline.schema import OpFlag
 

@@ -10,7 +10,8 @@ attention); every other op counts no FLOPs and is bound by memory traffic.
 Bytes are the sizes of the op's input and output tensors (an add of two
 n-element fp32 tensors moves 12·n bytes; ``copy_`` reads its source and
 writes its destination, once each). Views and allocations cost nothing;
-collectives are priced by ``simcomm.py``.
+collectives are priced by ``comm.py``; an op call's bytes and FLOPs are
+counted by ``devices/opwork.py``.
 
 All ops with a FLOP formula run on tensor cores, so the peak is chosen by
 the compute dtype: bf16/fp16 tensor-core peak, fp64 tensor-core peak, and for
@@ -25,11 +26,13 @@ from typing import Any, Callable
 
 import torch
 
-from ..errors import CutimelineError
-from ..timeline.gpus import gpu_named
+from ...errors import CutimelineError
+from ...timeline.gpus import gpu_named
+from ..opwork import flop_formula, formula_flops, op_name, tensor_bytes, touched_bytes, work_key
 
-__all__ = ["GpuProfile", "PROFILES", "profile_named", "op_name", "OpModel",
-           "tensor_bytes", "flop_formula", "formula_flops", "work_key"]
+__all__ = ["GpuProfile", "PROFILES", "profile_named", "OpModel"]
+
+_STRIDED = torch.strided
 
 
 @dataclass(frozen=True)
@@ -42,7 +45,7 @@ class GpuProfile:
     in bytes/s one way, what a copy between host and device memory runs
     at: a typical measured rate for pinned memory (CUDA's bandwidthTest).
     ``nvlink_bandwidth`` and ``collective_latency_ns``: a collective's bus
-    bandwidth and fixed cost (``simcomm.py``). Latencies are typical
+    bandwidth and fixed cost (``comm.py``). Latencies are typical
     measurements of a launch on an idle GPU, not datasheet figures."""
     name: str
     peak_flops: dict[str, float]
@@ -73,7 +76,7 @@ def _compute(gpu: str, **fill: str) -> dict[str, float]:
 # H200: 64 GB/s a direction raw, about 55 measured host to device from
 # pinned memory) and Gen4 x16 (A100: 32 raw, about 25 measured).
 PROFILES: dict[str, GpuProfile] = {
-    # NVIDIA H100 SXM5 80 GB: HBM3 3.35 TB/s. Collective bus bandwidth: simcomm.py.
+    # NVIDIA H100 SXM5 80 GB: HBM3 3.35 TB/s. Collective bus bandwidth: comm.py.
     "h100": GpuProfile("h100", _compute("NVIDIA H100 80GB HBM3"), 3.35e12, 55e9,
                        notes="NVIDIA H100 SXM5 80GB"),
     # NVIDIA A100 SXM4 80 GB: HBM2e 2,039 GB/s.
@@ -129,127 +132,7 @@ def profile_named(profile: str | GpuProfile) -> GpuProfile:
     raise CutimelineError(
         f"There is no GPU profile {profile!r}; use one of "
         f"{', '.join(map(repr, PROFILES))} or pass a "
-        f"cutimeline.devices.roofline.GpuProfile.")
-
-
-def op_name(func: Any) -> str:
-    """The op's schema name with overload, as "aten::add.Tensor" ("aten::mm"
-    for a default overload); a plain callable's ``__name__`` otherwise."""
-    name = getattr(func, "name", None)
-    if callable(name):
-        try:
-            return str(name())
-        except TypeError:
-            # a ``name`` method that wants arguments: not an op's; use __name__
-            pass
-    return str(getattr(func, "__name__", func))
-
-
-_STRIDED = torch.strided
-
-
-def _nbytes(t: torch.Tensor) -> int:
-    """Bytes a kernel touches in ``t``: its elements, a broadcast (stride-0)
-    dimension once; a sparse tensor's stored values and indices."""
-    if t.layout is not torch.strided:
-        return _stored_bytes(t)
-    if t.is_contiguous():
-        return t.nbytes
-    try:
-        n = t.element_size()
-        for size, stride in zip(t.shape, t.stride()):
-            if stride:
-                n *= size
-        return n
-    except (RuntimeError, NotImplementedError):  # nested: no strides
-        return t.nbytes
-
-
-_SPARSE_PARTS = {torch.sparse_coo: ("_values", "_indices"),
-                 torch.sparse_csr: ("values", "crow_indices", "col_indices"),
-                 torch.sparse_bsr: ("values", "crow_indices", "col_indices"),
-                 torch.sparse_csc: ("values", "ccol_indices", "row_indices"),
-                 torch.sparse_bsc: ("values", "ccol_indices", "row_indices")}
-
-
-def _stored_bytes(t: torch.Tensor) -> int:
-    """A sparse tensor's bytes: its values and index tensors (COO has no
-    ``nbytes``, the compressed layouts no strides); 0 for another layout."""
-    try:
-        return sum(getattr(t, part)().nbytes for part in _SPARSE_PARTS[t.layout])
-    except (KeyError, RuntimeError, NotImplementedError):
-        return 0
-
-
-def tensor_bytes(obj: Any, skip: Any = None) -> int:
-    """Bytes of every tensor in obj (nested tuples, lists, dicts) except
-    ``skip``, by ``_nbytes`` (its common case, a dense contiguous tensor,
-    in line: this runs for every simulated op)."""
-    if isinstance(obj, torch.Tensor):
-        return 0 if obj is skip else obj.nbytes \
-            if obj.layout is _STRIDED and obj.is_contiguous() else _nbytes(obj)
-    if isinstance(obj, dict):
-        obj = tuple(obj.values())
-    elif not isinstance(obj, (tuple, list)):
-        return 0
-    n = 0
-    for o in obj:
-        if isinstance(o, torch.Tensor):
-            if o is not skip:
-                n += o.nbytes if o.layout is _STRIDED and o.is_contiguous() else _nbytes(o)
-        elif isinstance(o, (tuple, list, dict)):
-            n += tensor_bytes(o, skip)
-    return n
-
-
-def _shapes(obj: Any) -> Any:
-    """Tensors replaced by their shapes, as flop_counter's shape_wrapper does
-    (without its pytree walk, which costs tens of µs per op)."""
-    if isinstance(obj, torch.Tensor):
-        return obj.shape
-    if isinstance(obj, (tuple, list)):
-        return type(obj)(_shapes(o) for o in obj)
-    return obj
-
-
-def _key(obj: Any, scalars: bool) -> Any:
-    """A hashable summary of op arguments that fixes their cost: tensors by
-    shape, dtype and (when not contiguous) strides; other values only when
-    ``scalars`` (FLOP formulas read them: a convolution's stride; an output
-    scalar does not matter)."""
-    if isinstance(obj, torch.Tensor):
-        if obj.layout is not torch.strided or obj.is_nested:  # no strides or no sizes
-            return (obj.layout, obj.dtype, obj.dim(), _nbytes(obj))
-        if obj.is_contiguous():
-            return (obj.shape, obj.dtype)
-        return (obj.shape, obj.dtype, obj.stride())
-    if isinstance(obj, (tuple, list)):
-        return tuple([_key(o, scalars) for o in obj])
-    if isinstance(obj, dict):
-        return tuple([(k, _key(v, scalars)) for k, v in obj.items()])
-    return obj if scalars else None
-
-
-def work_key(func: Any, args: tuple, kwargs: dict, out: Any) -> tuple:
-    """A key of one call of ``func`` that fixes its work (bytes and FLOPs):
-    hashable unless an argument is not (a dict lookup raises TypeError)."""
-    return (func, _key(args, True), _key(kwargs, True), _key(out, False))
-
-
-def flop_formula(func: Any) -> Callable | None:
-    """torch's FLOP formula for op ``func`` (``flop_registry``), or None."""
-    from torch.utils.flop_counter import flop_registry
-    return flop_registry.get(getattr(func, "overloadpacket", None))
-
-
-def formula_flops(formula: Callable, args: tuple, kwargs: dict, out: Any) -> int:
-    """FLOPs of one call by ``formula`` (``flop_formula``), from the shapes
-    of its arguments and output."""
-    raw = getattr(formula, "__wrapped__", None)  # formula on shapes
-    if raw is None:
-        return int(formula(*args, **kwargs, out_val=out))
-    return int(raw(*_shapes(args), out_shape=_shapes(out),
-                   **{k: _shapes(v) for k, v in kwargs.items()}))
+        f"cutimeline.devices.sim.GpuProfile.")
 
 
 def _first_dtype(obj: Any) -> Any:
@@ -360,13 +243,13 @@ class OpModel:
             return 0
         if src.device.type == dst.type:
             return 0
-        return src.nbytes if src.layout is _STRIDED else _nbytes(src)
+        return src.nbytes if src.layout is _STRIDED else touched_bytes(src)
 
     def cost_ns(self, func: Any, args: tuple, kwargs: dict, out: Any) -> int:
         """Simulated duration of one op in ns (0 for ops with no kernel).
         A copy between host and device memory runs at the host link's rate
         over its source's bytes (a pageable source's staging is the host's
-        cost, ``simhost.dispatch_ns``); other ops by the roofline."""
+        cost, ``host.dispatch_ns``); other ops by the roofline."""
         info = self._ops.get(id(func)) or self._describe(func)
         if info[1] is None:  # bound by memory alone (most ops): ``work`` in line
             if info[0]:
@@ -382,7 +265,7 @@ class OpModel:
                 for o in args:
                     if isinstance(o, torch.Tensor):
                         n += o.nbytes if o.layout is _STRIDED and o.is_contiguous() \
-                            else _nbytes(o)
+                            else touched_bytes(o)
                     elif isinstance(o, (tuple, list, dict)):
                         n += tensor_bytes(o)
             else:

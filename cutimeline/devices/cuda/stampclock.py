@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import CutimelineError
+from ...errors import CutimelineError
 
 __all__ = ["GLOBALTIMER_STEP_NS", "StampClock"]
 
