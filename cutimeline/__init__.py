@@ -23,7 +23,7 @@ __version__ = "0.1.0"
 # public name -> module that defines it; loaded on first attribute access
 _LAZY = {
     "record": "recording.recorder", "Recorder": "recording.recorder", "span": "recording.recorder",
-    "schedule": "recording.schedule", "ready_writer": "recording.schedule",
+    "schedule": "recording.control.schedule", "ready_writer": "recording.control.schedule",
     "arm": "recording.ondemand", "disarm": "recording.ondemand",
     "SimGPU": "devices.sim",
     "align": "alignment.aligner",

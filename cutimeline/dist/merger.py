@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from ..errors import CutimelineError
-from ..recording.collectives import COLUMNS
+from ..recording.measures.collectives import COLUMNS
 from ..timeline.ranks import HOST_COLUMNS, apply
 from ..timeline.schema import NONE, REFERENCES, SCHEMA, STRING_COLUMNS
 from ..timeline.table import Strings

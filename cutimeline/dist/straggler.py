@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import CutimelineError
-from ..recording.collectives import KINDS
+from ..recording.measures.collectives import KINDS
 from ..timeline.ranks import rank_of_thread
 from ..timeline.schema import NONE, SpanKind
 from ..timeline.timeline import Timeline

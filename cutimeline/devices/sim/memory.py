@@ -13,9 +13,8 @@ the callback only notes the bytes, which the next read returns as freed.
 A storage that grew in place (``resize_``) counts its growth as allocated.
 Storages made before the recording are not counted, in use or freed.
 
-Most of its cost is torch's: a weak reference to a storage took 1.5-2 µs
-to make here; in all +2.2 µs per op when every op makes a storage
-(``benchmarks/bench_record_options.py``).
+Most of its cost is torch's: the weak reference to each new storage and
+its callback (what it costs: ``benchmarks/RESULTS.md``, recorder options).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""SimGPU's virtual streams: when work and events execute, the controls that steer them, and the recording's log.
+"""SimGPU's virtual streams: when work and events execute, and the recording's log.
 
 Each stream keeps ``free_at``, the true host time at which it has drained
 what was enqueued so far (see ``gpu.py`` for the rules), and the finish

@@ -41,7 +41,7 @@ from functools import partial
 from time import perf_counter_ns as _now
 from typing import Any
 
-from ..timeline.schema import NONE
+from ...timeline.schema import NONE
 
 __all__ = ["KINDS", "OPS", "COLUMNS", "CollectiveLog"]
 

@@ -24,12 +24,8 @@ Which ops and spans get one (``Session`` notes them):
   the option is off. An op with no user frame above it (run by a thread
   the autograd engine made) gets no row.
 
-What ``stack=True`` costs per op (``benchmarks/bench_record_options.py``:
-the small-op loop of ``bench_record.py``, 2-core VM, medians of 15
-rounds): +1.1 µs per op recorded on the CPU (4.41 → 5.51 µs), +1.3 µs on
-a SimGPU (16.15 → 17.43 µs), +1.35 µs with the loop inside an
-``nn.Module``'s forward; off, nothing (``bench_record.py``: 4.49 µs per op
-before this module, 4.32 after, same run-to-run noise).
+What ``stack=True`` costs per op, and that it costs nothing off:
+``benchmarks/RESULTS.md`` (recorder options).
 
 Rows are tuples ``(seq, thread, span index, file, line, function, code)``
 in ``Session.sourced``: an op's by its sequence number (thread and span
@@ -49,7 +45,7 @@ from typing import Any
 
 import torch
 
-from ..timeline.schema import NONE
+from ...timeline.schema import NONE
 
 __all__ = ["SourceFinder", "StackCount", "internal_file"]
 
@@ -58,14 +54,15 @@ def _dirs(*dirs: str) -> tuple[str, ...]:
     return tuple(p + os.sep for d in dirs for p in (d, os.path.realpath(d)))
 
 
-_INTERNAL_DIRS = _dirs(os.path.dirname(torch.__file__),  # torch, and cutimeline:
-                       os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# cutimeline/, three folders up from this file (recording/measures/sources.py)
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_INTERNAL_DIRS = _dirs(os.path.dirname(torch.__file__), _PACKAGE)  # torch, and cutimeline
 _INTERNAL_FILES = frozenset(
     p for m in (contextlib, functools, threading)
     for p in (m.__file__, os.path.realpath(m.__file__)))
 _IMPORTLIB = _dirs(os.path.dirname(__import__("importlib").__file__))
 # the demo plays the user's script: its lines are the user's
-_DEMO = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "demo.py")
+_DEMO = os.path.join(_PACKAGE, "demo.py")
 _USER_FILES = frozenset((_DEMO, os.path.realpath(_DEMO)))
 
 
@@ -74,8 +71,7 @@ def internal_file(filename: str) -> bool:
     """Whether code in ``filename`` is torch's, cutimeline's or the plumbing
     between them and the user's code (not a user's source line). Cached for
     the process (a file's answer never changes; ``realpath`` costs a system
-    call per path component): a recording's first source lookup took
-    35–55 µs, now 8–14 (``/tmp`` script, 2-core VM)."""
+    call per path component)."""
     if filename in _USER_FILES:
         return False
     if filename.startswith("<frozen ") or filename in _INTERNAL_FILES:

@@ -29,7 +29,7 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import _pop_mode
 
-from .opstream import Mode
+from ..opstream import Mode
 
 __all__ = ["step_aside"]
 

@@ -37,9 +37,9 @@ import sys
 import threading
 from typing import Any
 
-from ..timeline.timeline import Timeline
-from .assembly import _align, _assemble, meta_at_stop
-from .ranks import write_rank
+from ...timeline.timeline import Timeline
+from ..assembly import aligned, assemble, meta_at_stop
+from ..ranks import write_rank
 
 __all__ = ["RankGuard", "partial_reason"]
 
@@ -161,12 +161,12 @@ class RankGuard:
             if rec.device is not None:
                 try:
                     harvest = _harvest(rec.device, 1.0 if inside else None)
-                    tl = _align(_assemble(s, harvest, {**meta_at_stop(
+                    tl = aligned(assemble(s, harvest, {**meta_at_stop(
                         s, harvest, meta, rec.device, rec.options), **s.cut_meta()}))
                 except Exception as exc:  # mid-launch, say: keep the host side
                     meta["device_error"] = f"{type(exc).__name__}: {exc}"
             if tl is None:
-                tl = _assemble(s, None, {**meta_at_stop(s, None, meta, rec.device,
+                tl = assemble(s, None, {**meta_at_stop(s, None, meta, rec.device,
                                                         rec.options), **s.cut_meta()})
             write_rank(tl, rec.options["out_dir"], error, f"{why} at step {s.step_number}")
         except Exception as exc:

@@ -7,7 +7,7 @@ import torch.optim.optimizer as optim
 
 import cutimeline as ctl
 from cutimeline.recording.recorder import Recorder
-from cutimeline.recording.stepwatch import StepWatch, Window, cut
+from cutimeline.recording.control.stepwatch import StepWatch, Window, cut
 
 
 def opt():

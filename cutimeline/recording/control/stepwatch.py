@@ -17,7 +17,7 @@ before the watch stops it.
 
 ``Window`` is one ordinary recording (``Recorder``) whose STEP spans carry
 the user's absolute step numbers and which reuses the first window's
-self-cost model (``selfcost.measure`` costs ≈ 5 ms of the user's loop; it
+self-cost model (``selfcost.measure`` costs a few ms of the user's loop; it
 runs once per scheduled recording or armed trigger, not per window).
 ``cut`` trims a window's Timeline to its active steps.
 """
@@ -26,9 +26,9 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from ..errors import CutimelineError
-from ..timeline.timeline import Timeline
-from .hooks import _compiling
+from ...errors import CutimelineError
+from ...timeline.timeline import Timeline
+from ..hooks import is_compiling
 
 __all__ = ["StepWatch", "Window", "cut"]
 
@@ -72,7 +72,7 @@ class StepWatch:
             self._post = optim.register_optimizer_step_post_hook(self._opt_post)
 
     def _opt_post(self, opt: Any, args: Any, kwargs: Any) -> None:
-        if not _compiling():
+        if not is_compiling():
             self._boundary(manual=False)
 
     def _boundary(self, *, manual: bool) -> None:

@@ -32,8 +32,8 @@ import warnings
 from dataclasses import asdict, dataclass
 from typing import Any, Callable
 
-from ..errors import CutimelineError
-from ..timeline.timeline import Timeline
+from ...errors import CutimelineError
+from ...timeline.timeline import Timeline
 from .stepwatch import StepWatch, Window, cut
 
 __all__ = ["schedule", "Schedule", "as_schedule", "ScheduledRecorder", "ready_writer",

@@ -25,7 +25,7 @@ import pytest
 import torch
 
 import cutimeline as ctl
-from cutimeline.recording import lifecycle
+from cutimeline.recording.control import lifecycle
 
 pytestmark = pytest.mark.skipif(
     "fork" not in multiprocessing.get_all_start_methods() or not hasattr(signal, "SIGTERM"),

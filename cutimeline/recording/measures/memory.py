@@ -3,7 +3,7 @@ may change it, for the Timeline's ``memory`` table (``record(memory=True)``).
 
 A reading follows every op that launched device work (``Session.launch``)
 and every allocation on the device that launches none (``empty`` and its
-kin, the rule ``_ALLOC``): bytes the op allocated, bytes freed since the
+kin, the rule ``RULE_ALLOC``): bytes the op allocated, bytes freed since the
 previous reading (a tensor the program drops is freed between ops, so its
 bytes go to the next reading) and bytes in use after it, at the op's host
 end time. Readings that changed nothing make no row.
@@ -17,13 +17,11 @@ included); on SimGPU the storages of the tensors its ops made
 while recording). Without one (a recording on the CPU) ``memory=True`` is
 an error.
 
-What ``memory=True`` costs per launching op (``benchmarks/
-bench_record_options.py``, 2-core VM, medians of 15 rounds): on SimGPU
-+2.2 µs (16.15 → 18.38 µs) when every op makes a new storage, the worst
-case (torch's weak reference to a storage and its callback are most of
-it); on CUDA one read of the allocator's statistics
-(``torch._C._cuda_memoryStats``), not measured here (no GPU). Off, the
-launch path tests one attribute.
+What ``memory=True`` costs per launching op: on SimGPU most of it is
+torch's weak reference to each new storage and its callback
+(``benchmarks/RESULTS.md``, recorder options); on CUDA one read of the
+allocator's statistics (``torch._C._cuda_memoryStats``). Off, the launch
+path tests one attribute.
 """
 
 from __future__ import annotations
@@ -31,7 +29,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from ..errors import CutimelineError
+from ...errors import CutimelineError
 
 __all__ = ["MemoryLog"]
 

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 import cutimeline as ctl
-from cutimeline.recording.sources import SourceFinder, internal_file
+from cutimeline.recording.measures.sources import SourceFinder, internal_file
 from cutimeline.timeline.schema import NONE, OpFlag, SpanKind
 from cutimeline.timeline.table import Strings
 

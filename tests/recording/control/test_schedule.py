@@ -14,7 +14,7 @@ from torch.profiler import schedule as torch_schedule
 import cutimeline as ctl
 from cutimeline import CutimelineError
 from cutimeline.recording import recorder as recorder_module
-from cutimeline.recording.schedule import Schedule
+from cutimeline.recording.control.schedule import Schedule
 from cutimeline.timeline.schema import SpanKind
 
 

@@ -5,19 +5,19 @@ An op whose aten op has a formula in torch's ``flop_counter.flop_registry``
 backward; the fused attention kernels and their backward) gets a row in the
 Timeline's ``flops`` table: its floating-point operations by that formula
 (2·m·n·k for an ``mm``), the same count SimGPU's roofline prices it by
-(``devices/sim/roofline.py``; the op work both count by: ``devices/opwork.py``). Every recorded op with a formula is counted,
-wherever it ran: on the recording's device, or on the host (a CPU
+(both count by ``devices/opwork.py``). Every recorded op with a formula is
+counted, wherever it ran: on the recording's device, or on the host (a CPU
 recording's ops, CPU ops beside a GPU's); ``ops.device`` says which.
 
 The signature cache decides once per signature whether an op has a
-formula (``Session.signature`` gives it the rule ``_FLOPS``), so ops
+formula (``Session.signature`` gives it the rule ``RULE_FLOPS``), so ops
 without one pay nothing; for those with one the count is cached, since
 torch's formulas cost tens of µs and a training loop repeats its shapes:
 per op signature (function, tensor dtypes and shapes: what the op stream
 keyed it by already) and its other arguments (a convolution's stride),
-which fix the output's shape and the count; about 0.4 µs per ``mm`` and
-1 µs per convolution on a hit (2-core VM), host time after the op's
-launch. Without a signature (``count`` called alone) the key is
+which fix the output's shape and the count; a hit is one dict lookup,
+host time after the op's launch (what it costs: ``benchmarks/RESULTS.md``,
+recorder options). Without a signature (``count`` called alone) the key is
 ``opwork.work_key``. A formula that fails on an argument it does not
 expect counts nothing, with one warning per op.
 """
@@ -29,7 +29,7 @@ from typing import Any, Callable
 
 import torch
 
-from ..devices.opwork import formula_flops, op_name, work_key
+from ...devices.opwork import formula_flops, op_name, work_key
 
 __all__ = ["FlopCounter"]
 

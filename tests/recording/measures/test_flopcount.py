@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import cutimeline as ctl
-from cutimeline.recording.flops import FlopCounter
+from cutimeline.recording.measures.flops import FlopCounter
 
 
 def flops_by_name(tl):
@@ -102,7 +102,7 @@ def test_counts_are_cached_per_call_summary():
 
 
 def test_a_formula_that_fails_warns_once_and_the_program_goes_on(monkeypatch):
-    from cutimeline.recording import flops
+    from cutimeline.recording.measures import flops
 
     def broken(*args, **kwargs):
         raise ValueError("no such shape")
@@ -160,7 +160,7 @@ def test_meta_says_whether_fp32_matmuls_may_use_tf32():
 
 
 def test_scalars_key_every_argument_but_the_tensors_lists_as_tuples():
-    from cutimeline.recording.flops import _scalars
+    from cutimeline.recording.measures.flops import _scalars
     x = torch.zeros(2)
     assert _scalars((x, [1, 2], 0.5, None), {"alpha": 2, "out": x, "dims": [0]}) == (
         (1, 2), 0.5, None, ("alpha", 2), ("dims", (0,)))
