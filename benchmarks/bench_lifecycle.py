@@ -219,7 +219,7 @@ def parent_epochs(reps: int) -> dict[str, float]:
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             return func(*args, **(kwargs or {}))
 
-    from cutimeline.recording.sources import internal_file
+    from cutimeline.recording.measures.sources import internal_file
 
     def epoch(case: str) -> float:
         loader = tud.DataLoader(Batches(), batch_size=None)

@@ -39,7 +39,7 @@ import numpy as np
 
 def write_ranks(folder: str, ranks: int, ops: int, every: int, seed: int = 0) -> dict:
     """Write rank-<r>.ctl files; returns each rank's true clock (shift, drift)."""
-    from cutimeline.recording.collectives import ALL
+    from cutimeline.recording.measures.collectives import ALL
     from cutimeline.timeline.schema import OpFlag, SpanKind
     from cutimeline.timeline.timeline import Timeline
     rng = np.random.default_rng(seed)

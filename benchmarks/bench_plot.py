@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from cutimeline.alignment.aligner import align
     from cutimeline.analysis.analyzer import analyze
-    from cutimeline.devices.simclock import synthetic_events
+    from cutimeline.devices.sim import synthetic_events
     from cutimeline.rendering.figure import plot
 
     print("| ops | gpu rows | steps | overview | `analyze` s | `plot` (no file) s | "

@@ -31,6 +31,7 @@ import platform
 import statistics
 import sys
 import tempfile
+import threading
 import time
 import tracemalloc
 
@@ -39,11 +40,48 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 import cutimeline as ctl
 from cutimeline.recording import recorder
-from cutimeline.recording.opstream import (_NO_KWARGS, _TRUNCATED, _VIEW, NONE, Mode,
-                                           _first_device, _ident, _node, _now, _Tensor,
-                                           _work_device)
+from cutimeline.recording.opstream import Mode
 from cutimeline.recording.session import Session
-from cutimeline.recording.signatures import _COLL, _WAIT, _ragged_key
+from cutimeline.recording.signatures import RULE_COLL, RULE_WAIT, ragged_key
+from cutimeline.timeline.schema import NONE, OpFlag
+
+# ``Before`` is a historical baseline: it keeps its own copy of the op
+# stream's per-op helpers as they were then, so that opstream.py may change
+# its private ones freely; what it shares with the recorder (the session,
+# the signature rules, the key of a nested tensor) is public there.
+_VIEW, _TRUNCATED = int(OpFlag.VIEW), int(OpFlag.TRUNCATED)
+_Tensor = torch.Tensor
+_node = torch._C._current_autograd_node
+_ident = threading.get_ident
+_now = time.perf_counter_ns
+_NO_KWARGS: dict = {}  # never written: ops get their kwargs unpacked
+
+
+def _first_device(args: tuple, kwargs: dict):
+    """The device of an op whose first argument is no tensor: its first
+    tensor's (in a list, or a keyword argument), else a factory's
+    ``device`` argument (None when it has none)."""
+    for a in (*args, *kwargs.values()):
+        if isinstance(a, _Tensor):
+            return a.device
+        if type(a) is list or type(a) is tuple:
+            for b in a:
+                if isinstance(b, _Tensor):
+                    return b.device
+    return kwargs.get("device")
+
+
+def _work_device(args: tuple, kwargs: dict, cpu):
+    """Where an op whose first argument is a CPU scalar tensor runs: the
+    first other tensor's device that is not the CPU (``cpu`` if none)."""
+    for a in (*args, *kwargs.values()):
+        if isinstance(a, _Tensor) and a.device.type != "cpu":
+            return a.device
+        if type(a) is list or type(a) is tuple:
+            for b in a:
+                if isinstance(b, _Tensor) and b.device.type != "cpu":
+                    return b.device
+    return cpu
 
 
 class Bare(TorchDispatchMode):
@@ -111,7 +149,7 @@ class Before(Mode):
             kwargs = kwargs or _NO_KWARGS
             a = args[0] if args else None
             dev = a.device if isinstance(a, _Tensor) else _first_device(args, kwargs)
-            key = (id(func), *_ragged_key(args, kwargs), dev)
+            key = (id(func), *ragged_key(args, kwargs), dev)
         try:
             sid, flags, rule, call = self.sigs.get(key) or s.signature(
                 key, func, dev, args, kwargs)
@@ -134,9 +172,9 @@ class Before(Mode):
                 return func(*args, **(kwargs or _NO_KWARGS))
             s.truncate()
             flags |= _TRUNCATED
-        if rule >= _COLL:  # collectives, and ops measured (FLOPs, allocations)
+        if rule >= RULE_COLL:  # collectives, and ops measured (FLOPs, allocations)
             kwargs = kwargs or _NO_KWARGS
-            if rule > _WAIT:
+            if rule > RULE_WAIT:
                 return s.measured(w, func, args, kwargs, seq, t0, sid, gid, flags,
                                   rule, dev, call)
             return s.collective(w, func, args, kwargs, seq, t0, sid, gid, flags, dev)

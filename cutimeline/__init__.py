@@ -10,7 +10,7 @@ The top level holds the verbs and the types a user holds (``__all__``);
 everything else lives in the stage that owns it, e.g.
 ``cutimeline.alignment.align``, ``cutimeline.rendering.plot_compare``,
 ``cutimeline.comparison.Comparison``, ``cutimeline.recording.recorder.Recorder``
-(what ``record`` returns), ``cutimeline.recording.schedule.Schedule`` and
+(what ``record`` returns), ``cutimeline.recording.control.schedule.Schedule`` and
 ``cutimeline.recording.ondemand.Trigger`` (what ``schedule`` and ``arm``
 return). The spellings that used to sit at the top still work, with a
 ``DeprecationWarning`` that names the new one (``DEPRECATED``).
@@ -34,7 +34,7 @@ from .timeline.timeline import Timeline
 # public name -> module that defines it; loaded on first attribute access
 _LAZY = {
     "record": "recording.recorder", "span": "recording.recorder",
-    "schedule": "recording.schedule", "arm": "recording.ondemand",
+    "schedule": "recording.control.schedule", "arm": "recording.ondemand",
     "SimGPU": "devices.sim",
     "analyze": "analysis.analyzer", "Report": "analysis.analyzer",
     "plot": "rendering.figure",
@@ -55,7 +55,8 @@ DEPRECATED = {
     "Comparison": ("comparison.result", "cutimeline.comparison.Comparison"),
     "align": ("alignment.aligner", "cutimeline.alignment.align(tl)"),
     "Recorder": ("recording.recorder", "cutimeline.recording.recorder.Recorder"),
-    "ready_writer": ("recording.schedule", "cutimeline.recording.schedule.ready_writer"),
+    "ready_writer": ("recording.control.schedule",
+                     "cutimeline.recording.control.schedule.ready_writer"),
     "disarm": ("recording.ondemand", "trigger.disarm() on the Trigger ctl.arm() returned, "
                "or cutimeline.recording.ondemand.disarm()"),
 }

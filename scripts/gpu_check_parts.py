@@ -47,12 +47,12 @@ def stats(x) -> dict:
 def stamps_missing() -> str | None:
     """None when spins and stamps can run here, else why not (with what to
     install, from the kernel loader)."""
-    from cutimeline.devices import kernelloader
+    from cutimeline.devices.cuda import loader as kernelloader
     try:
-        kernelloader._cupy()
+        kernelloader.import_cupy()
         # CuPy can import without NVRTC (no CUDA toolkit libraries): compile
         if torch.cuda.is_available():
-            kernelloader._kernel("stamp", torch.cuda.current_device())
+            kernelloader.compiled("stamp", torch.cuda.current_device())
     except CutimelineError as exc:
         return str(exc)
     return None
@@ -124,7 +124,7 @@ def _spin_op():
                                  schema="(Tensor(a!) x, int duration_ns, int slot) -> ()")
         def spin(x: torch.Tensor, duration_ns: int, slot: int) -> None:
             if x.is_cuda:
-                from cutimeline.devices import kernels
+                from cutimeline.devices.cuda import kernels
                 kernels.spin(duration_ns, stamper=_truth[0], begin_slot=2 * slot,
                              end_slot=2 * slot + 1)
     return torch.ops.ctlcheck.spin
@@ -175,7 +175,7 @@ def part_b(part) -> str:
     why = stamps_missing()
     if why:
         raise Skip(f"spins and stamps need CuPy: {why}")
-    from cutimeline.devices import kernels as K
+    from cutimeline.devices.cuda import kernels as K
     g = K.probe_granularity(1000)
     part.put("globaltimer_step_ns", {"min": g.min_step_ns, "typical": g.typical_step_ns,
                                      "max": g.max_step_ns, "reads_per_step": g.reads_per_step,

@@ -1,7 +1,7 @@
-"""Stand-ins for the torch.cuda layer ``CudaDevice`` calls (``cudaapi.py``):
+"""Stand-ins for the torch.cuda layer ``CudaDevice`` calls (``devices/cuda/api.py``):
 a fake GPU with a host clock that moves only when told and a device clock
 of its own, read as float32-millisecond elapsed times as CUDA allows, and
-its globaltimer stamps. ``tests/devices/test_cudaapi.py`` holds their
+its globaltimer stamps. ``tests/devices/cuda/test_api.py`` holds their
 surface against torch's real one."""
 
 import numpy as np

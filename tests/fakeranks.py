@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from cutimeline.recording.collectives import ALL, FROM_ROOT, KINDS, TO_ROOT
+from cutimeline.recording.measures.collectives import ALL, FROM_ROOT, KINDS, TO_ROOT
 from cutimeline.timeline.schema import NONE, OpFlag, SpanKind
 from cutimeline.timeline.timeline import Timeline
 

@@ -1,6 +1,6 @@
 """Small simulated traces with known truth, for the aligner's tests.
 
-An event-by-event model of what SimGPU does (``cutimeline/sim.py``), kept
+An event-by-event model of what SimGPU does (``cutimeline/devices/sim/``), kept
 independent of it so the aligner is scored against a second implementation,
 and richer in what bounds the clock: stream syncs besides device-wide ones,
 a random wake-up delay after each sync, several devices, floor or
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from cutimeline.devices.simclock import read_error_ns
+from cutimeline.devices.clockread import read_error_ns
 from cutimeline.timeline.schema import NONE, EventKind, GpuKind
 from cutimeline.timeline.timeline import Timeline
 

@@ -7,7 +7,7 @@ points it notes a sync. At stop, ``harvest()`` turns the device's events into
 raw device-clock times (chained from segment anchors) and hands back the
 calibration pings and syncs, as plain columns for the Timeline's tables.
 
-Implementations: ``CudaDevice`` in ``cuda.py``, ``SimGPU`` in ``sim.py``.
+Implementations: ``CudaDevice`` in ``cuda/gpu.py``, ``SimGPU`` in ``sim/gpu.py``.
 
 ``begin`` may return ``NONE`` (-1): the device records no event now (a CUDA
 stream is capturing a graph). The recorder then flags the op CAPTURED and
@@ -59,7 +59,7 @@ class Harvest:
     same event rows, read from another clock (``timing="both"``: the
     globaltimer stamps beside the events), and ``alternate_resolution_ns``
     that clock's resolution. ``host_map`` (simulators whose host clock is
-    virtual, see ``simhost.py``): (real, virtual) knots of a non-decreasing
+    virtual, see ``sim/host.py``): (real, virtual) knots of a non-decreasing
     piecewise-linear map the recorder applies to every host time.
     """
     events: dict[str, np.ndarray]

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..alignment.aligner import align
 from ..errors import CutimelineError
-from ..recording.collectives import COLUMNS
+from ..recording.measures.collectives import COLUMNS
 from ..timeline.ranks import HOST_COLUMNS, apply
 from ..timeline.schema import NONE, REFERENCES, SCHEMA, STRING_COLUMNS
 from ..timeline.table import Strings

@@ -21,7 +21,7 @@ import numpy as np
 
 from ..analysis.words import fmt_ns
 from ..errors import CutimelineError
-from ..recording.collectives import KINDS
+from ..recording.measures.collectives import KINDS
 from ..timeline.ranks import rank_of_device, rank_of_thread
 from ..timeline.schema import NONE, SpanKind
 from ..timeline.timeline import Timeline

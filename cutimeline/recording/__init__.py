@@ -1,3 +1,14 @@
-"""Collecting: ``record()`` / ``Recorder``, the private TorchDispatchMode
-that logs the op stream, host spans and hooks, torch.compile's graphs, the
-recorder's measurement of its own cost, and a rank's collectives and file."""
+"""Collecting: ``record()`` / ``Recorder`` (``recorder.py``) and ``arm()``
+(``ondemand.py``); the private TorchDispatchMode that logs the op stream
+(``opstream.py``, ``signatures.py``) into one recording's state
+(``session.py``); host spans and hooks (``hooks.py``, ``cudahooks.py``);
+torch.compile's graphs (``compiled.py``); the recorder's measurement of its
+own cost (``selfcost.py``); the Timeline made at stop (``assembly.py``) and
+a rank's meta and file (``ranks.py``).
+
+Two sub-packages hold what changes apart from the op stream: ``control/``,
+when a recording starts and stops beyond ``start()``/``stop()`` (schedule
+windows, step boundaries, signals and exit, forks); ``measures/``, what the
+session measures beside each op row (source lines, FLOPs, device memory,
+collectives), one optional log each, read into its own Timeline table.
+"""

@@ -1,35 +1,46 @@
 """Assembly: the Timeline a finished recording makes, aligned.
 
 At stop the session's writers hold tuples per thread and the device hands
-back a ``Harvest``; ``_assemble`` gathers them into the Timeline's tables
+back a ``Harvest``; ``assemble`` gathers them into the Timeline's tables
 (ops sorted by ``seq``; events, syncs and gpu rows mapped from sequence
 numbers to ops rows; every thread's spans; the sources, memory readings and
 FLOPs the session measured, mapped to ops and spans rows by ``_measured``)
-under the meta ``meta_at_stop`` makes, and ``_align`` aligns its clocks
+under the meta ``meta_at_stop`` makes, and ``aligned`` aligns its clocks
 when it has device work.
 """
 
 from __future__ import annotations
 
+import itertools
 import platform
 import socket
 import warnings
 from typing import Any
 
 import numpy as np
+import torch
 
+from .. import __version__
 from ..devices.device import Harvest
 from ..errors import CutimelineError
-from ..timeline.schema import NONE
+from ..timeline.ranks import warp_host
+from ..timeline.schema import NONE, GpuKind, OpFlag
 from ..timeline.timeline import Timeline
 from .compiled import cut
+from .ranks import rank_meta
 from .selfcost import priced
 from .session import Session
 
+__all__ = ["aligned", "assemble", "meta_at_stop"]
 
-def _align(tl: Timeline) -> Timeline:
+
+def aligned(tl: Timeline) -> Timeline:
+    """``tl`` with its clocks aligned when it has device work; unaligned,
+    with ``meta["align_error"]`` and a warning, when they cannot be."""
     if not len(tl.gpu):
         return tl.replace(meta={**tl.meta, "aligned": True})
+    # here, not at the top: the aligner loads Numba (0.3 s), which a recording
+    # with no device work, or one in progress, does not need
     from ..alignment.aligner import align
     try:
         return align(tl)
@@ -46,9 +57,6 @@ def meta_at_stop(s: Session, harvest: Harvest | None, meta: dict[str, Any],
     harvest, versions, host, ``record()``'s options, threads, calibrations,
     torch's fp32 matmul precision at stop, whether ``max_ops`` cut it,
     collectives and rank."""
-    import torch
-
-    from .. import __version__
     started, meta = meta, dict(meta)
     if harvest is not None:
         meta.update(harvest.meta)
@@ -69,13 +77,11 @@ def meta_at_stop(s: Session, harvest: Harvest | None, meta: dict[str, Any],
     if s.collectives is not None:
         meta.update(s.collectives.meta())
     if options.get("out_dir"):
-        from .ranks import rank_meta
         meta.update(rank_meta(started))
     return meta
 
 
 def _rows(lists: list[list[tuple]], width: int) -> np.ndarray:
-    import itertools
     return np.array(list(itertools.chain.from_iterable(lists)),
                     np.int64).reshape(-1, width)
 
@@ -111,7 +117,6 @@ def _launch_ns(launches: np.ndarray, row: np.ndarray, record_ns: np.ndarray,
     recorded at the start of the dispatch); the BEGIN's record time for
     host-blocking ops (whose end is after the wait), compiled regions and
     rows of no op."""
-    from ..timeline.schema import GpuKind, OpFlag
     out = record_ns[launches[:, 2]].copy()
     has = (row >= 0) & (launches[:, 4] == int(GpuKind.OP))
     has[has] = (flags[row[has]] & (OpFlag.SYNC | OpFlag.COLLECTIVE)) == 0
@@ -165,10 +170,9 @@ def _measured(s: Session, seq: np.ndarray, counts: list[int],
     return out
 
 
-def _assemble(s: Session, harvest: Harvest | None, meta: dict[str, Any]) -> Timeline:
+def assemble(s: Session, harvest: Harvest | None, meta: dict[str, Any]) -> Timeline:
     """The Timeline of a finished session: ops sorted by seq; events, syncs
     and gpu rows mapped from seq to ops rows; every thread's spans."""
-    from ..timeline.schema import OpFlag
     ws = s.writers
     ops = _rows([w.ops for w in ws], 7)
     thread = np.repeat(np.array([w.thread for w in ws], np.int32),
@@ -212,6 +216,6 @@ def _assemble(s: Session, harvest: Harvest | None, meta: dict[str, Any]) -> Time
             "launch_ns": _launch_ns(launches, row, record_ns, ops, flags)})
     tl = Timeline({k: v for k, v in tables.items() if v is not None}, s.strings, meta)
     if harvest is not None and harvest.host_map is not None:
-        from ..timeline.ranks import warp_host  # a simulator's virtual host clock
+        # a simulator's virtual host clock
         tl = warp_host(tl, *harvest.host_map)
     return tl

@@ -39,7 +39,7 @@ import numpy as np
 import torch
 
 from ..timeline.schema import COMPILED_PREFIX, NONE, GpuKind, OpFlag
-from .signatures import _dtype_shape, _Named, _shape
+from .signatures import dtype_shape, Named, shape_text
 
 __all__ = ["graph_class", "wrap", "launch", "graph_device", "cut"]
 
@@ -103,9 +103,9 @@ def launch(s: Any, call: Callable, graph: Any, inputs: Any) -> Any:
                 f"{FIXED_IN}), so this recording of a torch.compile'd program runs, and "
                 f"shows, compilations the program alone does not do. Record with torch "
                 f"≥ {FIXED_IN}, or record the model uncompiled.", RuntimeWarning, stacklevel=4)
-        shapes = ", ".join(_shape(_dtype_shape(t)) for t in inputs
+        shapes = ", ".join(shape_text(dtype_shape(t)) for t in inputs
                            if isinstance(t, torch.Tensor))
-        sig = s.signature(key, _Named(f"{COMPILED_PREFIX}{n}"), dev, shapes=shapes)
+        sig = s.signature(key, Named(f"{COMPILED_PREFIX}{n}"), dev, shapes=shapes)
     sig = sig[0]
     gid = NONE
     if s.backward:  # its backward graph runs in CompiledFunctionBackward
@@ -135,14 +135,14 @@ def launch(s: Any, call: Callable, graph: Any, inputs: Any) -> Any:
         raise
     t1 = _now()
     if b >= 0:  # the inputs are gone (a boxed call clears them): cost by outputs
-        e = d.end(stream, seq, _Named(s.strings.values[s.sig_table[sig][0]]), (), {}, out)
+        e = d.end(stream, seq, Named(s.strings.values[s.sig_table[sig][0]]), (), {}, out)
         w.launches.append((seq, stream, b, e, int(GpuKind.COMPILED)))
         flags |= _LAUNCH
     else:
         flags |= _CAPTURED
     w.ops.append((seq, t0, t1, sig, w.ctx, gid, flags))
     if s.memlog is not None:  # what the graph's kernels allocated, as for an op
-        s.memlog.read(seq, t1, _Named(s.strings.values[s.sig_table[sig][0]]), (), {}, out)
+        s.memlog.read(seq, t1, Named(s.strings.values[s.sig_table[sig][0]]), (), {}, out)
     return out
 
 

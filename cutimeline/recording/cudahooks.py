@@ -26,7 +26,7 @@ every wrapper is removed, and the attribute restored exactly, at stop.
   which the device queries no event (a query from another thread would
   invalidate a global-mode capture).
 * USER "cutimeline event pool" — the recorder's own time when its event
-  pool ran dry and grew (``devices/eventclock.py``), on the thread that
+  pool ran dry and grew (``devices/cuda/eventclock.py``), on the thread that
   took the event, so that analysis can tell it from the program's.
 """
 
@@ -35,7 +35,7 @@ from __future__ import annotations
 from time import perf_counter_ns as _now
 from typing import Any, Callable
 
-from ..devices.eventclock import POOL_SPAN
+from ..devices.cuda.eventclock import POOL_SPAN
 from ..timeline.schema import NONE, SpanKind
 
 __all__ = ["install"]

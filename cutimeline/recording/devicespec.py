@@ -16,10 +16,12 @@ from typing import Any
 
 import torch
 
+from ..devices.cuda import CudaDevice
 from ..devices.device import Device
+from ..devices.sim import SimGPU
 from ..errors import CutimelineError
 
-__all__ = ["DEVICE_FORMS", "device_spelling", "cuda_index"]
+__all__ = ["DEVICE_FORMS", "device_spelling", "cuda_index", "recording_device"]
 
 #: the accepted spellings, in words, for error messages
 DEVICE_FORMS = ("'auto', 'cpu', 'cuda', 'cuda:N', 'sim' (a simulated H100) or a "
@@ -58,7 +60,7 @@ def cuda_index(spelling: str, where: str) -> int:
     return index
 
 
-def _device(device: Any, *, resolve: bool, timing: str = "events") -> Device | None:
+def recording_device(device: Any, *, resolve: bool, timing: str = "events") -> Device | None:
     """The Device ``record(device=device, timing=timing)`` records with
     (None: no device); with ``resolve`` False only the checks run."""
     where = "record(device=...)"
@@ -74,9 +76,7 @@ def _device(device: Any, *, resolve: bool, timing: str = "events") -> Device | N
     if not resolve or spec == "cpu":
         return None
     if spec == "sim":
-        from ..devices.sim import SimGPU
         return SimGPU("h100")
-    from ..devices.cuda import CudaDevice
     if spec == "auto":
         return CudaDevice(timing=timing) if torch.cuda.is_available() else None
     return CudaDevice(cuda_index(spec, where), timing=timing)

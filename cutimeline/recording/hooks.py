@@ -54,12 +54,14 @@ from typing import Any, Callable
 
 from ..timeline.schema import NONE, SpanKind
 
-try:  # torch.compile traces into global hooks; they must do nothing there
-    from torch.compiler import is_compiling as _compiling
-except ImportError:  # torch < 2.3
-    from torch._dynamo import is_compiling as _compiling
+from . import compiled, cudahooks
 
-__all__ = ["Hooks"]
+try:  # torch.compile traces into global hooks; they must do nothing there
+    from torch.compiler import is_compiling
+except ImportError:  # torch < 2.3
+    from torch._dynamo import is_compiling
+
+__all__ = ["Hooks", "is_compiling"]
 
 _MODULE, _FORWARD, _BACKWARD = int(SpanKind.MODULE), int(SpanKind.FORWARD), int(SpanKind.BACKWARD)
 _DATA, _OPTIMIZER = int(SpanKind.DATA), int(SpanKind.OPTIMIZER)
@@ -96,7 +98,6 @@ class Hooks:
             if self.threads:
                 self._patch(threading.Thread, "start", self._start)
             if getattr(self.s.device, "kind", "") == "cuda":
-                from . import cudahooks
                 cudahooks.install(torch, self.s, self._patch)
             if not self._install_compiled():
                 self.s.at_boundary.append(self._install_compiled)
@@ -137,7 +138,7 @@ class Hooks:
         return sid
 
     def _pre(self, module: Any, args: Any) -> None:
-        if _compiling() or self.s.paused:
+        if is_compiling() or self.s.paused:
             return
         w = self.s.writer()
         st = w.stack
@@ -147,7 +148,7 @@ class Hooks:
         w.ctx = self.s.context(sid, len(st) - 1)
 
     def _post(self, module: Any, args: Any, output: Any) -> None:
-        if _compiling() or self.s.paused:
+        if is_compiling() or self.s.paused:
             return
         w = self.s.writer()
         st = w.stack
@@ -165,11 +166,11 @@ class Hooks:
 
     # -- optimizer and steps -----------------------------------------------------
     def _opt_pre(self, opt: Any, args: Any, kwargs: Any) -> None:
-        if not _compiling():
+        if not is_compiling():
             self.s.writer().optimizers.append(_now())
 
     def _opt_post(self, opt: Any, args: Any, kwargs: Any) -> None:
-        if _compiling():
+        if is_compiling():
             return
         w = self.s.writer()
         if w.optimizers:
@@ -184,7 +185,7 @@ class Hooks:
 
         def make(original: Any) -> Any:
             def fetch(loader: Any, *args: Any, **kwargs: Any) -> Any:
-                if _compiling():
+                if is_compiling():
                     return original(loader, *args, **kwargs)
                 w = s.writer()
                 w.data += 1
@@ -201,7 +202,7 @@ class Hooks:
         s, sid = self.s, self.s.intern("backward")
 
         def run_backward(*args: Any, **kwargs: Any) -> Any:
-            if _compiling() or s.paused:
+            if is_compiling() or s.paused:
                 return original(*args, **kwargs)
             w = s.writer()
             t0 = _now()
@@ -219,7 +220,7 @@ class Hooks:
         s = self.s
 
         def start(thread: Any, *args: Any, **kwargs: Any) -> Any:
-            if not s.off and not _compiling():
+            if not s.off and not is_compiling():
                 _record_thread(s, thread, s.writer().data > 0)
             return original(thread, *args, **kwargs)
         return start
@@ -230,7 +231,6 @@ class Hooks:
         Inductor; False while it has not (retried at every step boundary)."""
         if self.s.off or self._removed:
             return True
-        from . import compiled
         cls = compiled.graph_class()
         if cls is None:
             return False

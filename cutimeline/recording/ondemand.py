@@ -34,7 +34,8 @@ import warnings
 from typing import Any
 
 from ..errors import CutimelineError
-from .stepwatch import StepWatch, Window, cut
+from .control.stepwatch import StepWatch, Window, cut
+from .recorder import record
 
 __all__ = ["arm", "disarm", "Trigger", "send_capture", "request_path", "armed_path"]
 
@@ -109,7 +110,6 @@ class Trigger:
 
     def __init__(self, steps: int, path: str | os.PathLike | None, *, signal: int | None,
                  rearm: bool, options: dict[str, Any] | None):
-        from .recorder import record
         self.steps = _count(steps, "arm(steps={})")
         if path is not None and (not isinstance(path, (str, os.PathLike)) or
                                  not os.fspath(path)):
@@ -284,7 +284,6 @@ class Trigger:
                 self.disarm()
 
     def _renew(self) -> None:
-        from .recorder import record
         if self.armed:
             self._next = record(**self.options)
 

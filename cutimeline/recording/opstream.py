@@ -13,21 +13,18 @@ are built only on a miss (``signatures.py``).
 
 Per op: two clock reads, the sequence number and the row append; the
 signature key — id(func), each tensor's dtype and shape read as two
-attributes into one flat tuple (one ``attrgetter`` call and a pair tuple
-per tensor cost more: ``benchmarks/bench_record.py``), the device once — its
-hash and a dict lookup; the op itself runs through the ``OpOverload``'s
-C++ callable, one Python frame less than a bare mode, and without keyword
-arguments no dict is built for the call. An op whose schema's only tensors
-are one to three leading arguments (``signatures._leading_tensors``, noted
-once per op under ``id(func)``: 532 of a transformer training step's 548
-ops, views with a list of sizes, ``addcmul_`` and ops with keywords among
-them) builds the key in one expression, its other arguments unread; the
-rest (lists of tensors, optional tensors, ``out=``) loop over their
-arguments. Measured with callgrind
-(instructions per op over a bare mode, deterministic on a shared machine):
-the tiny-op loop 9.5k → 7.4k, an MLP training step 14.3k → 12.5k, of
-which the module hooks (``hooks.py``) are 2.9k. ``selfcost.py`` measures
-what all this costs.
+attributes into one flat tuple (cheaper than one ``attrgetter`` call and a
+pair tuple per tensor), the device once — its hash and a dict lookup; the
+op itself runs through the ``OpOverload``'s C++ callable, one Python frame
+less than a bare mode, and without keyword arguments no dict is built for
+the call. An op whose schema's only tensors are one to three leading
+arguments (``signatures.leading_tensors``, noted once per op under
+``id(func)``: most ops of a training step, views with a list of sizes,
+``addcmul_`` and ops with keywords among them) builds the key in one
+expression, its other arguments unread; the rest (lists of tensors,
+optional tensors, ``out=``) loop over their arguments. What each part
+costs, in instructions per op: ``benchmarks/RESULTS.md`` (recording
+overhead); ``selfcost.py`` measures what all this costs a recording.
 """
 
 from __future__ import annotations
@@ -40,7 +37,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..timeline.schema import NONE, OpFlag
-from .signatures import _COLL, _WAIT, _ragged_key
+from .signatures import RULE_COLL, RULE_WAIT, ragged_key
 
 if TYPE_CHECKING:
     from .session import Session, Writer
@@ -163,7 +160,7 @@ class Mode(TorchDispatchMode):
             kwargs = kwargs or _NO_KWARGS
             a = args[0] if args else None
             dev = a.device if isinstance(a, _Tensor) else _first_device(args, kwargs)
-            key = (id(func), *_ragged_key(args, kwargs), dev)
+            key = (id(func), *ragged_key(args, kwargs), dev)
         try:
             sid, flags, rule, call = self.sigs.get(key) or s.signature(
                 key, func, dev, args, kwargs)
@@ -186,9 +183,9 @@ class Mode(TorchDispatchMode):
                 return func(*args, **(kwargs or _NO_KWARGS))
             s.truncate()
             flags |= _TRUNCATED
-        if rule >= _COLL:  # collectives, and ops measured (FLOPs, allocations)
+        if rule >= RULE_COLL:  # collectives, and ops measured (FLOPs, allocations)
             kwargs = kwargs or _NO_KWARGS
-            if rule > _WAIT:
+            if rule > RULE_WAIT:
                 return s.measured(w, func, args, kwargs, seq, t0, sid, gid, flags,
                                   rule, dev, call)
             return s.collective(w, func, args, kwargs, seq, t0, sid, gid, flags, dev)

@@ -6,7 +6,9 @@ from __future__ import annotations
 import os
 from typing import Any, Callable
 
+from ..devices.cuda import TIMINGS
 from ..errors import CutimelineError
+from .control.schedule import as_schedule
 
 __all__ = ["checked", "checked_schedule", "STEPS"]
 
@@ -27,7 +29,6 @@ def checked(options: dict[str, Any], *, disabled: bool) -> dict[str, Any]:
     if options["steps"] not in STEPS:
         raise CutimelineError(f"record(steps={options['steps']!r}) is not understood; "
                               f"give one of {', '.join(map(repr, STEPS))}.")
-    from ..devices.cuda import TIMINGS
     if options["timing"] not in TIMINGS:
         raise CutimelineError(f"record(timing={options['timing']!r}) is not understood; "
                               f"give one of {', '.join(map(repr, TIMINGS))}.")
@@ -61,5 +62,4 @@ def checked_schedule(schedule: Any, on_trace_ready: Any,
         raise CutimelineError("record(out_dir=...) writes one file per rank at stop "
                               "and does not take a schedule; give "
                               "on_trace_ready=ctl.ready_writer(folder) instead.")
-    from .schedule import as_schedule
     return as_schedule(schedule)

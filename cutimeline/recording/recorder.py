@@ -72,12 +72,14 @@ from ..devices.device import Device
 from ..errors import CutimelineError
 from ..timeline.schema import NONE, SpanKind
 from ..timeline.timeline import Timeline
-from .assembly import _align, _assemble, meta_at_stop
-from .devicespec import _device
-from .forks import step_aside
-from .hooks import Hooks, _compiling
-from .lifecycle import RankGuard
+from .assembly import aligned, assemble, meta_at_stop
+from .control.forks import step_aside
+from .control.lifecycle import RankGuard
+from .control.schedule import ScheduledRecorder
+from .devicespec import recording_device
+from .hooks import Hooks, is_compiling
 from .options import checked, checked_schedule
+from .ranks import rank_meta
 from .selfcost import calibrator, measure, refine
 from .session import Session
 
@@ -115,7 +117,7 @@ def record(*, device: str | Device = "auto", max_ops: int = 10_000_000,
     — "optimizer" (every ``optimizer.step()``), "manual" (``rec.step()``
     only) or "auto" (optimizer steps until ``rec.step()`` is first called,
     then only ``rec.step()``). ``measure``: measure the recorder's own cost
-    per op at start (about 5 ms; ``selfcost.py``) into meta:
+    per op at start (a few ms; ``selfcost.py``) into meta:
     ``overhead_model`` (ns per op and per kind of argument, per module
     call), ``overhead_ns_by_signature`` (each recorded op name and shapes
     priced by it) and ``overhead_ns_per_op`` (their mean), which
@@ -141,9 +143,8 @@ def record(*, device: str | Device = "auto", max_ops: int = 10_000_000,
                            steps=steps, measure=measure, timing=timing,
                            out_dir=out_dir, stack=stack, memory=memory), disabled=disabled)
     plan = checked_schedule(schedule, on_trace_ready, options)
-    dev = _device(device, resolve=not disabled, timing=timing)
+    dev = recording_device(device, resolve=not disabled, timing=timing)
     if plan is not None:
-        from .schedule import ScheduledRecorder
         return ScheduledRecorder(lambda: Recorder(dev, disabled=disabled, **options), plan,
                                  on_trace_ready, steps=steps, disabled=disabled)
     return Recorder(dev, disabled=disabled, **options)
@@ -206,7 +207,6 @@ class Recorder:
                     "recordings do not nest; stop it first.")
             o = self.options
             if o.get("out_dir"):  # rank, world size, host (ranks.py)
-                from .ranks import rank_meta
                 self._meta = rank_meta()
             r = self._reuse if o["measure"] else None
             model = dict(r["overhead_model"]) if r else measure(o["modules"]) if o["measure"] \
@@ -287,16 +287,16 @@ class Recorder:
             if self._meta.get("overhead_model"):  # after the last op: not timed
                 refine(self._meta["overhead_model"])
                 s.calibrate()  # at least one price of a real mix
-            tl = _assemble(s, harvest, {**meta_at_stop(s, harvest, self._meta, self.device,
+            tl = assemble(s, harvest, {**meta_at_stop(s, harvest, self._meta, self.device,
                                                        self.options), **s.cut_meta()})
-            self._timeline = _align(tl)
+            self._timeline = aligned(tl)
             if guard is not None:  # this rank's file (ranks.py)
                 self._timeline = guard.write(self._timeline, self._error, s.step_number)
             # timing="both": the same rows timed by the other clock's raw_ns
             self._timelines = {tl.meta.get("timing", "events"): self._timeline}
             for name, raw in (harvest.alternates if harvest else {}).items():
                 res = {str(self.device.index): harvest.alternate_resolution_ns.get(name, 0)}
-                self._timelines[name] = _align(tl.replace(
+                self._timelines[name] = aligned(tl.replace(
                     events=tl.events.replace(raw_ns=raw),
                     meta={**tl.meta, "timing": name, "clock_resolution_ns": res}))
         finally:
@@ -372,13 +372,13 @@ class span:
 
     def __enter__(self) -> "span":
         s = _ACTIVE
-        if s is not None and not _compiling():  # cut at max_ops: no new name
+        if s is not None and not is_compiling():  # cut at max_ops: no new name
             s.writer().users.append((s, NONE if s.off else s.intern(self.name), _now()))
         return self
 
     def __exit__(self, *exc: Any) -> bool:
         s = _ACTIVE
-        if s is not None and not _compiling():
+        if s is not None and not is_compiling():
             w = s.writer()
             if w.users:
                 owner, name, t0 = w.users.pop()

@@ -1,6 +1,6 @@
 """The recorder's measurement of its own cost, for overhead compensation.
 
-At start (``measure``, ≈ 5 ms) a model of what recording costs the host:
+At start (``measure``, a few ms) a model of what recording costs the host:
 per op, from the kinds of its arguments (``measure_overhead``: tiny CPU
 ops with and without a scratch mode), per module call (the global hooks),
 in backward (the autograd-node read). Tiny ops repeated in a loop keep the
@@ -26,13 +26,15 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from ..timeline.schema import NONE
-from .hooks import _MODULE, Hooks
+from ..timeline.schema import NONE, SpanKind
+from .hooks import Hooks
 from .opstream import Mode
 from .session import Session
 
 __all__ = ["measure_overhead", "measure_module_hooks", "op_cost", "Program", "measure",
            "refine", "calibrator", "priced"]
+
+_MODULE = int(SpanKind.MODULE)
 
 
 class _Probe:
@@ -90,8 +92,8 @@ def measure_overhead(n: int = 8, rounds: int = 3) -> dict[str, int]:
     ``relu`` while a backward pass counts, the autograd-node read
     (``backward_ns``). Also ``detach_ns``: what a ``detach`` costs without a
     mode, since an active mode makes autograd add ``detach`` ops that an
-    uninstrumented run does not have. ``probe_ns``: what this took (about
-    5 ms on a quiet 2-core VM). ``op_cost`` prices an op by this model;
+    uninstrumented run does not have. ``probe_ns``: what this took (a few
+    ms). ``op_cost`` prices an op by this model;
     ``Session.calibrate`` re-measures ``op_ns`` while recording.
     """
     begin = _now()
@@ -297,7 +299,7 @@ def _modes_aside() -> Iterator[None]:
 
 def refine(model: dict[str, int], rounds: int = 5) -> None:
     """Average ``model`` in place with ``measure_overhead(rounds=rounds)``
-    taken at stop (after the recording's end, ≈ 8 ms): the start-up probe's
+    taken at stop (after the recording's end, a few ms): the start-up probe's
     few short batches catch the load of a few milliseconds only.
     ``stop_probe_ns`` says what this took."""
     t0 = _now()

@@ -2,18 +2,20 @@
 
 One ``Session`` per recording holds the caches (op signatures, module
 contexts, autograd node names, the strings) and the per-thread ``Writer``s,
-each made on its thread's first access; only cache misses take its lock. It
-keeps the cap: ops and spans each count against ``max_ops``, and the first
-past it cuts the whole recording (``truncate``). It ends steps, prices the
-recorder again between them (``calibrate``), and dispatches the ops that
-launch device work between two events (``launch``), those that may block
-the host (``launch_ruled``), collectives (``collective``) and CUDA graph
-replays (``launch_graph``), and those it measures (``measured``: FLOPs,
-``flops.py``; allocations, ``memory.py``). Launching ops append ``(seq,
-stream, begin_event, end_event, gpu kind)`` to ``Writer.launches``; with
-``memory=True`` the device's memory is read after each (``memlog``); the
-sources of host-blocking ops, collectives and DATA and SYNC spans (every
-op's with ``stack=True``) go to ``sourced`` (``sources.py``).
+each made on its thread's first access, whose lists hold plain tuples (ops,
+launches, spans) appended without a lock; only cache misses take the
+session's lock. It keeps the cap: ops and spans each count against
+``max_ops``, and the first past it cuts the whole recording (``truncate``).
+It ends steps, prices the recorder again between them (``calibrate``), and
+dispatches the ops that launch device work between two events (``launch``),
+those that may block the host (``launch_ruled``), collectives
+(``collective``) and CUDA graph replays (``launch_graph``), and those it
+measures (``measured``: FLOPs, ``measures/flops.py``; allocations,
+``measures/memory.py``). Launching ops append ``(seq, stream, begin_event,
+end_event, gpu kind)`` to ``Writer.launches``; with ``memory=True`` the
+device's memory is read after each (``memlog``); the sources of
+host-blocking ops, collectives and DATA and SYNC spans (every op's with
+``stack=True``) go to ``sourced`` (``measures/sources.py``).
 ``assembly.py`` turns all of it and the device's ``Harvest`` into a
 Timeline at stop.
 """
@@ -27,15 +29,20 @@ import weakref
 from time import perf_counter_ns as _now
 from typing import Any, Callable
 
+import torch
+from torch.utils._python_dispatch import _disable_current_modes
+
 from ..devices.device import Device
 from ..timeline.schema import NONE, GpuKind, OpFlag, SpanKind
 from ..timeline.table import Strings
-from .flops import FlopCounter
+from .measures.collectives import OPS, WAIT, CollectiveLog
+from .measures.flops import FlopCounter
+from .measures.memory import MemoryLog
+from .measures.sources import SourceFinder, StackCount
 from .opstream import Mode
-from .signatures import (_ALLOC, _ALLOCS, _COLL, _DIST_NAMESPACES, _FLOPS, _NO_WORK, _RULES, _WAIT,
-                         _arg_kinds, _leading, _Named, _shapes, blocking)
-from .sources import SourceFinder, StackCount
-from .writer import Writer, _Local
+from .signatures import (ALLOCS, DIST_NAMESPACES, NO_WORK, RULE_ALLOC, RULE_COLL, RULE_FLOPS,
+                         RULE_WAIT, RULES, Named, arg_kinds, blocking, leading_tensors,
+                         shapes_text)
 
 __all__ = ["Writer", "Session"]
 
@@ -54,7 +61,7 @@ class Session:
                  stack: bool = False, memory: bool = False):
         self.device, self.max_ops, self.steps = device, max_ops, steps
         self.stack, self.memory = stack, memory  # record(stack=, memory=)
-        # a simulator's run() answers for tensors that have no values (simhost.py)
+        # a simulator's run() answers for tensors that have no values (devices/sim/ops.py)
         self.run: Callable | None = getattr(device, "run", None)
         # and charges a launch's dispatch from the recorder's first look at it
         self.mark: Callable | None = getattr(device, "mark_dispatch", None)
@@ -74,13 +81,10 @@ class Session:
             if stack else itertools.count()
         self.flopper = FlopCounter()  # rows (seq, FLOPs) of ops with a formula
         # memory=True: the device's memory read after each op that may change it
-        self.memlog = None
-        if memory:
-            from .memory import MemoryLog
-            self.memlog = MemoryLog(device)
+        self.memlog = MemoryLog(device) if memory else None
         self.sigs: dict[tuple, tuple] = {}  # key -> (sig, flags, rule, callable)
         self.sig_table: list[tuple[int, int, int]] = []    # (name, shapes, device)
-        self.sig_args: list[tuple[int, int, int, int]] = []  # argument kinds: _arg_kinds
+        self.sig_args: list[tuple[int, int, int, int]] = []  # argument kinds: arg_kinds
         self.funcs: list[Any] = []
         # id(func) -> its leading tensor arguments for the op stream's key
         # (signatures._leading); lead_funcs keeps those ids unique
@@ -143,7 +147,7 @@ class Session:
 
     def leading(self, f: int, func: Any) -> int:
         """Note how many leading tensors key ``func`` (id ``f``): 1-3, 0 for all."""
-        n = _leading(func)
+        n = leading_tensors(func)
         with self.lock:
             self.lead_funcs.append(func)
             self.lead[f] = n
@@ -158,23 +162,22 @@ class Session:
         is a collective, has FLOPs or (memory=True) allocates (signatures.py)."""
         name = func.name() if hasattr(func, "name") else str(func)
         base = name.split(".")[0]
-        flags = _VIEW if (getattr(func, "is_view", False) or base in _NO_WORK
+        flags = _VIEW if (getattr(func, "is_view", False) or base in NO_WORK
                           or getattr(func, "namespace", "") == "profiler") else 0
         if shapes is None:
-            shapes = _shapes(key)
+            shapes = shapes_text(key)
         col = dev.index if dev is not None and dev.type == "cuda" and \
             dev.index is not None else NONE
-        rule = _RULES.get(base, 0)
-        kinds = _arg_kinds(args, kwargs)
-        if getattr(func, "namespace", "") in _DIST_NAMESPACES:
-            from .collectives import OPS, WAIT
+        rule = RULES.get(base, 0)
+        kinds = arg_kinds(args, kwargs)
+        if getattr(func, "namespace", "") in DIST_NAMESPACES:
             if base in OPS:
-                rule = _WAIT if OPS[base][0] == WAIT else _COLL
-                flags |= _COLLECTIVE if rule == _COLL else 0
+                rule = RULE_WAIT if OPS[base][0] == WAIT else RULE_COLL
+                flags |= _COLLECTIVE if rule == RULE_COLL else 0
         if not rule and not flags & _VIEW and self.flopper.formula(func) is not None:
-            rule = _FLOPS
-        elif not rule and self.memlog is not None and base in _ALLOCS:
-            rule = _ALLOC
+            rule = RULE_FLOPS
+        elif not rule and self.memlog is not None and base in ALLOCS:
+            rule = RULE_ALLOC
         with self.lock:
             sig = self.sigs.get(key)
             if sig is None:
@@ -207,10 +210,44 @@ class Session:
             self.calibrate(t1)
 
     def calibrate(self, t1: int | None = None) -> None:
-        """Price a real mix of ops again, between steps or (``t1`` None)
-        now: ``calibration.calibrate``."""
-        from .calibration import calibrate
-        calibrate(self, t1)
+        """Price a real mix of ops against the start-up model again
+        (``calibrator``, a ``selfcost.Program``; a few ms), between two steps
+        at most every ``calibrate_every_ns``, or now (``t1`` None, at stop): what
+        recording costs depends on the ops between the recorder's code and
+        on the machine's load, which change over a run. The next step
+        begins after it; its time is in ``calibrations``, which
+        compensation removes, with the ratio it measured, and a USER span
+        "cutimeline calibration" shows where it ran (not the one at stop,
+        after the recording's end)."""
+        with self.lock:
+            if self.calibrator is None or t1 is not None and (
+                    t1 < self._next_calibration or self.off):
+                return
+            self._next_calibration = 2 ** 62  # one thread at a time
+        t0 = _now()
+        self.paused = True  # nor do this recording's hooks
+        try:
+            # no mode of the user's (dispatch or __torch_function__) sees the probe
+            with _disable_current_modes(), torch._C.DisableTorchFunction():
+                ratio = self.calibrator(2 if t1 is not None else 4)
+        except Exception as exc:  # the user's program goes on, uncalibrated
+            self.calibrator = None
+            warnings.warn(f"cutimeline could not measure its own cost on a training "
+                          f"step ({type(exc).__name__}: {exc}); overhead compensation "
+                          f"uses the start-up figures only.", RuntimeWarning, stacklevel=3)
+            return
+        finally:
+            self.paused = False
+        t2 = _now()
+        if t1 is not None:  # at stop it is past the recording's end
+            w = self.writer()
+            self.span(w, _USER_SPAN, self.intern("cutimeline calibration"),
+                      len(w.users), t0, NONE, t2)
+        with self.lock:
+            self.calibrations.append((t0, t2, max(0, round(1000 * ratio))))
+            self._next_calibration = t2 + self.calibrate_every_ns
+            if t1 is not None and self.step_begin == t1:
+                self.step_begin = t2
 
     # -- device work --------------------------------------------------------------
     def owned(self, w: Writer, dev: Any) -> bool:
@@ -224,7 +261,7 @@ class Session:
         stream, kind = d.current_stream(), _OP_ROW
         if flags & _COLLECTIVE and self.comm is not None:
             # a device that runs collectives on a stream of their own (NCCL's;
-            # SimGPU: devices/simcomm.py): the row is the collective kernel
+            # SimGPU: devices/sim/comm.py): the row is the collective kernel
             stream, kind = self.comm(stream), _COLL_ROW
         if self.mark is not None:
             self.mark(t0)
@@ -260,10 +297,10 @@ class Session:
                  t0: int, sig: int, gid: int, flags: int, rule: int, dev: Any,
                  call: Any = None) -> Any:
         """An op dispatched as the op stream would, and measured: its FLOPs
-        (rule _FLOPS, ``flops.py``), or the memory an allocation without a
-        kernel took on the device (_ALLOC, ``memory.py``). ``call``: what
+        (rule RULE_FLOPS, ``flops.py``), or the memory an allocation without a
+        kernel took on the device (RULE_ALLOC, ``memory.py``). ``call``: what
         runs it on the host (the signature's C++ callable; ``func`` if None)."""
-        if rule == _FLOPS and self.device is not None and dev is not None and \
+        if rule == RULE_FLOPS and self.device is not None and dev is not None and \
                 not flags & (_VIEW | _TRUNCATED) and self.owned(w, dev):
             out = self.launch(w, func, args, kwargs, seq, t0, sig, gid, flags, False)
         else:
@@ -274,9 +311,9 @@ class Session:
                 raise
             t1 = _now()
             w.ops.append((seq, t0, t1, sig, w.ctx, gid, flags))
-            if rule == _ALLOC and not flags & _TRUNCATED and self.owned(w, dev):
+            if rule == RULE_ALLOC and not flags & _TRUNCATED and self.owned(w, dev):
                 self.memlog.read(seq, t1, func, args, kwargs, out)
-        if rule == _FLOPS:
+        if rule == RULE_FLOPS:
             self.flopper.note(seq, sig, func, args, kwargs, out)
         return out
 
@@ -292,7 +329,6 @@ class Session:
             finally:
                 w.ops.append((seq, t0, _now(), sig, w.ctx, gid, flags))
         if self.collectives is None:
-            from .collectives import CollectiveLog
             with self.lock:
                 if self.collectives is None:
                     self.collectives = CollectiveLog()
@@ -319,7 +355,7 @@ class Session:
         """A CUDA graph replay: one gpu row of kind GRAPH between events."""
         w, d = self.writer(), self.device
         seq, t0 = next(self.count), _now()
-        sig = self.signature(("cudagraph::replay",), _Named("cudagraph::replay"), None)[0]
+        sig = self.signature(("cudagraph::replay",), Named("cudagraph::replay"), None)[0]
         stream = d.current_stream()
         b = d.begin(stream, seq)
         try:
@@ -383,3 +419,32 @@ class Session:
                       f"marked truncated. Pass a larger max_ops to record more.",
                       RuntimeWarning, stacklevel=3)
 
+
+class Writer:
+    """What one thread appends while recording. Only its own thread writes
+    here, except the autograd engine's device threads, which reach their
+    caller's mode; every record is one atomic ``list.append``."""
+
+    __slots__ = ("thread", "ident", "name", "ops", "launches", "spans", "ctx",
+                 "stack", "data", "users", "optimizers")
+
+    def __init__(self, thread: int):
+        self.thread, self.ident = thread, threading.get_ident()
+        self.name = threading.current_thread().name
+        self.ops: list[tuple] = []       # (seq, t0, t1, sig, ctx, grad_fn, flags)
+        self.launches: list[tuple] = []  # (seq, stream, begin_event, end_event, gpu kind)
+        self.spans: list[tuple] = []     # (kind, name, thread, depth, number, begin, end)
+        self.ctx = 0                     # context id of the innermost module
+        self.stack: list[tuple] = []     # open modules: (module, path id, begin_ns, ctx before)
+        self.data = 0                    # > 0 inside a DataLoader fetch
+        self.users: list[tuple] = []     # open user spans: (session, name id, begin_ns)
+        self.optimizers: list[int] = []  # begin_ns of open optimizer steps
+
+
+class _Local(threading.local):
+    """Each thread's Writer, made on its first access. threading.local keeps
+    its __init__ arguments for every new thread: a weak reference, so that
+    the session and its local do not keep each other alive."""
+
+    def __init__(self, session: Any):
+        self.w = session().new_writer()

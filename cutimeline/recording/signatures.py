@@ -4,13 +4,13 @@ of its arguments, and what its name says about it.
 An op's signature is its name, its tensor arguments' dtypes and shapes,
 and its device. The op stream keys it by ``id(func)``, each tensor's
 dtype and shape (flat: no tuple per tensor) and the device; the session
-builds its text (``_shapes``) only on a miss. By name alone an op
-may launch no device work (``_NO_WORK``), may block the host (``_RULES``),
-or be a torch.distributed collective or the wait of one (``_COLL``,
-``_WAIT``; which ops: ``collectives.OPS``). Rules above those mark ops the
-recorder measures: their FLOPs (``_FLOPS``: a formula in torch's
+builds its text (``shapes_text``) only on a miss. By name alone an op
+may launch no device work (``NO_WORK``), may block the host (``RULES``),
+or be a torch.distributed collective or the wait of one (``RULE_COLL``,
+``RULE_WAIT``; which ops: ``collectives.OPS``). Rules above those mark ops the
+recorder measures: their FLOPs (``RULE_FLOPS``: a formula in torch's
 ``flop_registry``) or, with ``record(memory=True)``, the memory an
-allocation without a kernel takes (``_ALLOC``: ``empty`` and its kin).
+allocation without a kernel takes (``RULE_ALLOC``: ``empty`` and its kin).
 ``blocking`` applies the host-blocking rules to one call.
 """
 
@@ -21,17 +21,21 @@ from typing import Any
 
 import torch
 
+__all__ = ["NO_WORK", "RULES", "RULE_COLL", "RULE_WAIT", "RULE_FLOPS", "RULE_ALLOC",
+           "ALLOCS", "DIST_NAMESPACES", "Named", "dtype_shape", "shape_text", "shapes_text",
+           "ragged_key", "arg_kinds", "leading_tensors", "blocking"]
+
 _Tensor = torch.Tensor
-_dtype_shape = operator.attrgetter("dtype", "shape")
+dtype_shape = operator.attrgetter("dtype", "shape")
 
 # Ops that launch no device work besides the aliasing ones (func.is_view).
-_NO_WORK = frozenset({
+NO_WORK = frozenset({
     "aten::empty", "aten::empty_strided", "aten::empty_like", "aten::new_empty",
     "aten::new_empty_strided", "aten::_unsafe_view", "aten::_reshape_alias",
     "aten::lift_fresh", "aten::resize_", "aten::set_", "aten::is_pinned"})
 # Host-blocking rules by op name (overload stripped).
 _ALWAYS, _REPEAT, _BOOL_INDEX, _TO_COPY, _COPY = 1, 2, 3, 4, 5
-_RULES = {**dict.fromkeys((
+RULES = {**dict.fromkeys((
     "aten::_local_scalar_dense", "aten::nonzero", "aten::is_nonzero", "aten::equal",
     "aten::masked_select", "aten::_unique", "aten::_unique2", "aten::unique_dim",
     "aten::unique_consecutive", "aten::unique_dim_consecutive", "aten::bincount"),
@@ -40,19 +44,22 @@ _RULES = {**dict.fromkeys((
     "aten::_index_put_impl_": _BOOL_INDEX, "aten::_to_copy": _TO_COPY,
     "aten::copy_": _COPY}
 # torch.distributed ops (collectives.OPS): collectives, and the waits of functional ones
-_COLL, _WAIT = 6, 7
+RULE_COLL, RULE_WAIT = 6, 7
 # measured ops (Session.measured): FLOPs by formula; allocations without a kernel
-_FLOPS, _ALLOC = 8, 9
-_ALLOCS = frozenset({"aten::empty", "aten::empty_strided", "aten::empty_like",
+RULE_FLOPS, RULE_ALLOC = 8, 9
+ALLOCS = frozenset({"aten::empty", "aten::empty_strided", "aten::empty_like",
                      "aten::new_empty", "aten::new_empty_strided", "aten::resize_"})
-_DIST_NAMESPACES = ("c10d", "_c10d_functional")
+DIST_NAMESPACES = ("c10d", "_c10d_functional")
 _DTYPES = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16",
            torch.float64: "f64", torch.int64: "i64", torch.int32: "i32",
            torch.int16: "i16", torch.int8: "i8", torch.uint8: "u8", torch.bool: "b8",
            torch.complex64: "c64", torch.complex128: "c128"}
 
 
-class _Named:
+class Named:
+    """A stand-in for an op that is no aten op (a compiled graph, a CUDA
+    graph replay): what the session and devices read of one, its name."""
+
     def __init__(self, name: str):
         self._name = name
 
@@ -60,14 +67,14 @@ class _Named:
         return self._name
 
 
-def _shape(k: Any) -> str:
+def shape_text(k: Any) -> str:
     """``f32[2,3]`` from a (dtype, shape) pair."""
     dtype, shape = k[0], k[1]
     return f"{_DTYPES.get(dtype, str(dtype).replace('torch.', ''))}" \
         f"[{','.join(str(d) for d in shape)}]"
 
 
-def _ragged_key(args: tuple, kwargs: dict) -> list:
+def ragged_key(args: tuple, kwargs: dict) -> list:
     """The op stream's key entries, dtype and shape per tensor argument (the
     same tensors as its loop), for an op with a nested tensor, which has no
     sizes to read: its shape is one "*" per dimension (``f32[*,*,*]``)."""
@@ -78,13 +85,13 @@ def _ragged_key(args: tuple, kwargs: dict) -> list:
     return [x for t in tensors for x in (t.dtype, ("*",) * t.dim() if t.is_nested else t.shape)]
 
 
-def _shapes(key: tuple) -> str:
+def shapes_text(key: tuple) -> str:
     """``f32[2,3], f32[3]`` from an op stream key: ``(id(func), dtype,
     shape, dtype, shape, ..., device)``."""
-    return ", ".join(_shape(key[i:i + 2]) for i in range(1, len(key) - 1, 2))
+    return ", ".join(shape_text(key[i:i + 2]) for i in range(1, len(key) - 1, 2))
 
 
-def _arg_kinds(args: tuple, kwargs: dict | None) -> tuple[int, int, int, int]:
+def arg_kinds(args: tuple, kwargs: dict | None) -> tuple[int, int, int, int]:
     """(tensors, floats, lists, others) among an op's arguments: the
     dispatch mode's cost per op grows with each kind at its own rate (a
     Python float is wrapped into a tensor on every call, a list is
@@ -103,25 +110,26 @@ def _arg_kinds(args: tuple, kwargs: dict | None) -> tuple[int, int, int, int]:
     return n[0], n[1], n[2], n[3]
 
 
-_LEADS: dict[Any, int] = {}  # func -> _leading_tensors(func), for every recording
+_LEADS: dict[Any, int] = {}  # func -> leading_tensors(func), for every recording
 
 
-def _leading(func: Any) -> int:
-    """``_leading_tensors(func)``, read once per process (3-4 µs a schema):
-    each recording's first op of every kind asks."""
-    n = _LEADS.get(func)
-    if n is None:
-        n = _LEADS[func] = _leading_tensors(func)
-    return n
-
-
-def _leading_tensors(func: Any) -> int:
+def leading_tensors(func: Any) -> int:
     """How many plain tensor arguments lead the schema of ``func`` when it
     has no other tensor argument (optional, in a list, keyword-only such as
     ``out=``): 1 to 3, and 0 for any other op (more, none, others, or no
     schema). The op stream keys an op with 1 to 3 by reading those alone,
     its other arguments unseen: they hold no tensor. A leading tensor may
-    arrive as a number (``torch.add(t, 1)``); the op stream checks."""
+    arrive as a number (``torch.add(t, 1)``); the op stream checks. Read
+    once per process (3-4 µs a schema): each recording's first op of every
+    kind asks."""
+    n = _LEADS.get(func)
+    if n is None:
+        n = _LEADS[func] = _schema_leading_tensors(func)
+    return n
+
+
+def _schema_leading_tensors(func: Any) -> int:
+    """``leading_tensors(func)`` read from its schema."""
     arguments = getattr(getattr(func, "_schema", None), "arguments", None)
     if arguments is None:
         return 0

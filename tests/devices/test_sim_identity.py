@@ -30,7 +30,7 @@ import torch
 
 import cutimeline as ctl
 from cutimeline.devices.sim import FakeClock, SimGPU
-from cutimeline.devices.simhost import SimHost
+from cutimeline.devices.sim.host import SimHost
 
 DATA = pathlib.Path(__file__).resolve().parents[1] / "data" / "sim_identity.json"
 aten = torch.ops.aten
@@ -67,7 +67,7 @@ class _Patch:
         rq = iter(range(0, 10**12, 137))
         for mod, name, value in ((opstream, "_now", read), (session, "_now", read),
                                  (hooks, "_now", read), (recorder, "_now", read),
-                                 (SimHost, "_runqueue_ns", lambda self: next(rq))):
+                                 (SimHost, "runqueue_ns", lambda self: next(rq))):
             self.saved.append((mod, name, getattr(mod, name)))
             setattr(mod, name, value)
         return self

@@ -16,7 +16,7 @@ import torch
 
 pytest.importorskip("cupy")
 
-import cutimeline.devices.kernels as K
+import cutimeline.devices.cuda.kernels as K
 
 pytestmark = pytest.mark.gpu
 

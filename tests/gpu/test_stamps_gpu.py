@@ -12,7 +12,7 @@ import torch
 pytest.importorskip("cupy")
 
 import cutimeline as ctl  # noqa: E402
-import cutimeline.devices.kernels as K
+import cutimeline.devices.cuda.kernels as K
 from cutimeline.devices.cuda import CudaDevice
 from cutimeline.timeline.schema import EventKind, OpFlag
 

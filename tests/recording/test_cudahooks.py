@@ -8,8 +8,8 @@ import pytest
 import torch
 
 import cutimeline as ctl
-from cutimeline.devices import cuda as devices
-from cutimeline.devices.eventclock import POOL_SPAN
+from cutimeline.devices.cuda import gpu as devices
+from cutimeline.devices.cuda.eventclock import POOL_SPAN
 from cutimeline.recording.cudahooks import _cuda_index
 from cutimeline.timeline.schema import EventKind, SpanKind
 
@@ -177,7 +177,7 @@ def test_our_own_queries_are_not_the_users():
     wrapped torch.cuda.Event.query (cudaapi calls the C method)."""
     import inspect
 
-    from cutimeline.devices import cudaapi
+    from cutimeline.devices.cuda import api as cudaapi
     src = inspect.getsource(cudaapi.TorchCuda.query)
     assert "self._query(event)" in src and "event.query()" not in src
 

@@ -8,7 +8,7 @@ import torch
 import cutimeline as ctl
 from cutimeline.devices.sim import SimGPU
 from cutimeline.errors import CutimelineError
-from cutimeline.recording.devicespec import DEVICE_FORMS, _device, cuda_index, device_spelling
+from cutimeline.recording.devicespec import DEVICE_FORMS, cuda_index, device_spelling, recording_device
 
 NO_CUDA = pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
 
@@ -25,7 +25,7 @@ def test_the_spellings(given, spelling):
 def test_a_device_is_taken_as_given():
     gpu = SimGPU("a100")
     assert device_spelling(gpu, "record(device=...)") is gpu
-    assert _device(gpu, resolve=True) is gpu
+    assert recording_device(gpu, resolve=True) is gpu
 
 
 # (not "gpu": a test id with that word is skipped without CUDA, see conftest.py)
@@ -40,9 +40,9 @@ def test_a_bad_spelling_names_itself_and_lists_the_accepted_forms(given):
 
 
 def test_record_of_sim_is_a_simulated_h100():
-    dev = _device("sim", resolve=True)
+    dev = recording_device("sim", resolve=True)
     assert isinstance(dev, SimGPU) and dev.profile.name == "h100"
-    assert _device("sim", resolve=False) is None  # checked, not made (CUTIMELINE_DISABLE)
+    assert recording_device("sim", resolve=False) is None  # checked, not made (CUTIMELINE_DISABLE)
     with ctl.record(device="sim") as rec:
         torch.ones(8, 8, device="meta").mul(2)
     tl = rec.timeline
@@ -60,7 +60,7 @@ def test_record_names_a_bad_spelling():
 @pytest.mark.parametrize("device", ["sim", "cpu"])
 def test_timing_other_than_events_needs_the_cuda_device(device):
     with pytest.raises(CutimelineError, match=f"not to device='{device}'"):
-        _device(device, resolve=True, timing="stamps")
+        recording_device(device, resolve=True, timing="stamps")
 
 
 @NO_CUDA
@@ -68,8 +68,8 @@ def test_timing_other_than_events_needs_the_cuda_device(device):
 def test_cuda_without_cuda_says_so_and_what_to_give(spelling):
     with pytest.raises(CutimelineError, match=re.escape(
             f"record(device={spelling!r}) needs CUDA")) as info:
-        _device(spelling, resolve=True)
+        recording_device(spelling, resolve=True)
     assert "'sim'" in str(info.value)
     with pytest.raises(CutimelineError, match=re.escape(f"--device {spelling!r} needs CUDA")):
         cuda_index(spelling, "--device ...")
-    assert _device("auto", resolve=True) is None  # auto without CUDA: host rows only
+    assert recording_device("auto", resolve=True) is None  # auto without CUDA: host rows only

@@ -2,15 +2,15 @@
 
 import torch
 
-from cutimeline.recording.signatures import _arg_kinds
+from cutimeline.recording.signatures import arg_kinds
 
 
 def test_arg_kinds_count_tensors_floats_lists_and_others():
     x = torch.zeros(2)
-    assert _arg_kinds((x, 0.5), {}) == (1, 1, 0, 0)
-    assert _arg_kinds((x, [0], True), {"dtype": torch.float32}) == (1, 0, 1, 2)
-    assert _arg_kinds(([x, x], 0), None) == (2, 0, 1, 1)  # a tensor list is a list
-    assert _arg_kinds((), {"alpha": 2.0, "other": x}) == (1, 1, 0, 0)
+    assert arg_kinds((x, 0.5), {}) == (1, 1, 0, 0)
+    assert arg_kinds((x, [0], True), {"dtype": torch.float32}) == (1, 0, 1, 2)
+    assert arg_kinds(([x, x], 0), None) == (2, 0, 1, 1)  # a tensor list is a list
+    assert arg_kinds((), {"alpha": 2.0, "other": x}) == (1, 1, 0, 0)
 
 
 def test_first_device_of_ops_whose_first_argument_is_no_tensor():
@@ -38,7 +38,7 @@ def test_signature_keeps_shapes_of_every_tensor_and_one_device():
 
 def test_an_op_whose_first_argument_is_a_cpu_scalar_runs_where_the_others_are(monkeypatch):
     import cutimeline as ctl
-    from cutimeline.devices import cuda as devices
+    from cutimeline.devices.cuda import gpu as devices
     from cutimeline.recording.opstream import _work_device
     from cutimeline.timeline.schema import OpFlag
 
@@ -101,7 +101,7 @@ def test_keys_from_leading_tensors_equal_the_loops_keys():
     # Every op below keyed twice: by its schema's leading tensors (the one
     # expression) and, with that table emptied, by the loop over all its
     # arguments; the same keys in the same order, the same signatures.
-    from cutimeline.recording.signatures import _leading_tensors
+    from cutimeline.recording.signatures import leading_tensors
     x, y, v = torch.randn(2, 3), torch.randn(3), torch.randn(2, 3, dtype=torch.float64)
     i, w = torch.tensor([1, 0]), torch.ones(3)
 
@@ -127,19 +127,19 @@ def test_keys_from_leading_tensors_equal_the_loops_keys():
         keys.append((list(s.sigs), _signatures(s), [r[3] for r in s.writers[0].ops]))
     assert keys[0] == keys[1]
     assert len(keys[0][1]) >= 14
-    assert _leading_tensors(torch.ops.aten.addcmul.default) == 3
-    assert _leading_tensors(torch.ops.aten.view.default) == 1
-    assert _leading_tensors(torch.ops.aten.add.out) == 0        # out= is a tensor
-    assert _leading_tensors(torch.ops.aten.native_layer_norm.default) == 0
-    assert _leading_tensors(torch.ops.aten.cat.default) == 0
-    assert _leading_tensors(torch.ops.aten.ones.default) == 0   # no tensor
+    assert leading_tensors(torch.ops.aten.addcmul.default) == 3
+    assert leading_tensors(torch.ops.aten.view.default) == 1
+    assert leading_tensors(torch.ops.aten.add.out) == 0        # out= is a tensor
+    assert leading_tensors(torch.ops.aten.native_layer_norm.default) == 0
+    assert leading_tensors(torch.ops.aten.cat.default) == 0
+    assert leading_tensors(torch.ops.aten.ones.default) == 0   # no tensor
 
 
 def test_shapes_text_of_a_flat_key():
-    from cutimeline.recording.signatures import _shapes
+    from cutimeline.recording.signatures import shapes_text
     key = (1, torch.float32, torch.Size([2, 3]), torch.int64, torch.Size([]), "cpu")
-    assert _shapes(key) == "f32[2,3], i64[]"
-    assert _shapes((1, "cpu")) == ""
+    assert shapes_text(key) == "f32[2,3], i64[]"
+    assert shapes_text((1, "cpu")) == ""
 
 
 def test_symbolic_shapes_are_keyed_by_their_text():

@@ -28,7 +28,7 @@ import cutimeline.timeline.fileformat
 from cutimeline.dist.straggler import collectives, describe, rank_activity, stragglers
 from cutimeline.errors import CutimelineError
 from cutimeline.recording import ranks as cdist
-from cutimeline.recording.collectives import FROM_ROOT, CollectiveLog
+from cutimeline.recording.measures.collectives import FROM_ROOT, CollectiveLog
 from cutimeline.timeline.ranks import rank_of_thread, shift_host
 from cutimeline.timeline.schema import NONE, OpFlag
 from cutimeline.timeline.timeline import Timeline
@@ -317,7 +317,7 @@ def test_a_collective_the_log_cannot_read_warns_once_and_never_raises():
 
 
 def test_a_collective_that_failed_gets_no_completion_time():
-    from cutimeline.recording.collectives import _completed
+    from cutimeline.recording.measures.collectives import _completed
     ok, failed = torch.futures.Future(), torch.futures.Future()
     rows = [[0, 0, 0, 0, NONE, NONE], [1, 0, 0, 1, NONE, NONE]]
     for row, fut in zip(rows, (ok, failed)):

@@ -177,7 +177,7 @@ def test_draws_into_a_given_axes(tl, tmp_path):
 
 def test_title_says_simulated(tl):
     from cutimeline.alignment.aligner import align
-    from cutimeline.devices.simclock import synthetic_events
+    from cutimeline.devices.sim import synthetic_events
     sim = align(synthetic_events(3000, streams=3))
     fig = plot(sim)
     texts = [t.get_text() for t in fig.texts]
@@ -190,7 +190,7 @@ def test_title_says_simulated(tl):
 
 def test_every_lane_of_a_busy_timeline_has_work_drawn():
     from cutimeline.alignment.aligner import align
-    from cutimeline.devices.simclock import synthetic_events
+    from cutimeline.devices.sim import synthetic_events
     sim = align(synthetic_events(20_000, streams=3))
     fig = plot(sim, flows=0)
     img = render(fig)
@@ -261,7 +261,7 @@ def test_bad_arguments_are_sentences(tl, kwargs, words):
 
 
 def test_bad_timelines_are_refused():
-    from cutimeline.devices.simclock import synthetic_events
+    from cutimeline.devices.sim import synthetic_events
     with pytest.raises(CutimelineError, match="needs a Timeline"):
         plot("run.ctl")
     with pytest.raises(CutimelineError, match="empty"):
@@ -289,7 +289,7 @@ def test_backend_free(tmp_path):
     import subprocess
     import sys
     code = ("import sys; from cutimeline.alignment.aligner import align; "
-            "from cutimeline.devices.simclock import synthetic_events; "
+            "from cutimeline.devices.sim import synthetic_events; "
             "from cutimeline.rendering.figure import plot; "
             f"plot(align(synthetic_events(500)), {str(tmp_path / 'b.png')!r}); "
             "assert 'matplotlib.pyplot' not in sys.modules, 'pyplot imported'")

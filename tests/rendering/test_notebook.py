@@ -8,7 +8,7 @@ import pytest
 
 from cutimeline.alignment.aligner import align
 from cutimeline.analysis.analyzer import analyze
-from cutimeline.devices.simclock import synthetic_events
+from cutimeline.devices.sim import synthetic_events
 from cutimeline.rendering import notebook
 
 from figurepixels import known_gaps

@@ -130,7 +130,7 @@ def test_imported_trace_without_steps_is_drawn_first_to_last_device_activity(tl)
 
 def test_many_narrow_steps_merge_per_pixel_by_verdict(tl):
     from cutimeline.alignment.aligner import align
-    from cutimeline.devices.simclock import synthetic_events
+    from cutimeline.devices.sim import synthetic_events
     sim = align(synthetic_events(20_000, streams=2))
     b = np.sort(sim.ops.host_begin_ns[::10])  # 2,000 steps of 10 ops
     e = np.append(b[1:], sim.ops.host_end_ns.max())

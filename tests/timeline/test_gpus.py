@@ -40,7 +40,7 @@ def test_volta_has_no_bf16_and_every_peak_is_a_known_positive_precision():
 
 
 def test_the_simulated_profiles_hold_the_same_datasheet_figures():
-    from cutimeline.devices.roofline import PROFILES
+    from cutimeline.devices.sim.roofline import PROFILES
     for profile, name in (("h100", "NVIDIA H100 80GB HBM3"), ("a100", "NVIDIA A100-SXM4-80GB"),
                           ("h200", "NVIDIA H200")):
         table = gpu_named(name).peak_flops

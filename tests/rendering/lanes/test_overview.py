@@ -15,7 +15,7 @@ from matplotlib.collections import LineCollection
 from cutimeline.alignment.aligner import align
 from cutimeline.analysis.analyzer import analyze
 from cutimeline.analysis.idle.gaps import CAUSES
-from cutimeline.devices.simclock import synthetic_events
+from cutimeline.devices.sim import synthetic_events
 from cutimeline.errors import CutimelineError
 from cutimeline.rendering import pixels as px
 from cutimeline.rendering.figure import plot

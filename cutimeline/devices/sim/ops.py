@@ -1,0 +1,254 @@
+"""SimGPU's op stream: the ops torch dispatches for CUDA, and the values meta tensors read back.
+
+A simulated program runs on ``meta`` tensors, where torch would take other
+paths than on CUDA: optimizers fall back to one op per parameter (their
+foreach and fused kernels are for CUDA-like devices) and
+``F.scaled_dot_product_attention`` decomposes into ~20 ops. While a SimGPU
+that owns meta tensors records, ``SimOps.as_cuda`` makes torch treat meta
+as it treats CUDA there, and undoes it when the last one stops. And a meta
+tensor has no values: ``SimOps.run`` answers a read-back (``.item()``,
+``bool()``, ``.tolist()``, ``.cpu()``) with zeros, after the host waited
+for the device as it would on CUDA (the recorder's sync rules do that),
+and an op whose output size depends on the values (``x[mask]``,
+``nonzero``, ``unique``...) with a modelled count (``datadep.py``).
+"""
+
+from __future__ import annotations
+
+import math
+import weakref
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any, Callable
+
+import numpy as np
+import torch
+import torch.nn.functional as fn
+import torch.optim.optimizer as optim
+import torch.utils._foreach_utils as fe
+
+from ...errors import CutimelineError
+from ..opwork import op_name
+from .comm import COMM_STREAM, SimComm, install as install_comm, uninstall as uninstall_comm, \
+    wait_tensor
+from .datadep import SUBSTITUTES as DATA_DEPENDENT, DataDependent
+from .host import SimHost
+from .local import SimLocal
+from .roofline import OpModel
+from .streams import SimStreams
+
+__all__ = ["SimOps"]
+
+
+@dataclass(eq=False)
+class SimOps:
+    """The op-stream part of ``SimGPU``: what each op is (its name, value
+    substitute and dispatch cost, once per ``OpOverload``), running it for
+    the recorder (``run``), its simulated duration, and torch's CUDA-only
+    paths opened to meta tensors while recording (``as_cuda``)."""
+
+    local: SimLocal
+    host: SimHost
+    streams: SimStreams
+    comm: SimComm
+    datadep: DataDependent
+    #: tensor device types that are device work (the ``owns`` option)
+    owns: frozenset
+    #: the ``cost`` option: None (roofline), a dict {op name: ns} or a callable
+    cost: Any
+    #: the roofline
+    model: OpModel
+    #: id(OpOverload) -> ``info``
+    seen: dict[int, tuple] = field(default_factory=dict, init=False)
+    #: op base name -> its value substitute, bound to the part it works on
+    substitutes: dict[str, Callable] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.substitutes = {
+            "_local_scalar_dense": _zero_scalar, "_to_copy": _to_copy, "copy_": _copy_,
+            # ops sized by their values: a modelled count (datadep.py)
+            **{k: partial(f, self.datadep) for k, f in DATA_DEPENDENT.items()},
+            "wait_tensor": partial(wait_tensor, self.comm)}
+
+    def as_cuda(self, on: bool) -> None:
+        """While recording, torch's optimizers and ``clip_grad_norm_`` treat
+        meta tensors as they treat CUDA ones: they default to their foreach
+        kernels (one launch per tensor group, not one per parameter) and
+        accept ``fused=True``; and ``F.scaled_dot_product_attention`` on meta
+        tensors is one fused kernel (forward and backward) as CUDA picks it
+        on an H100 (flash attention for fp16/bf16 without a mask, else
+        memory-efficient attention), where meta would decompose it into
+        ~20 ops. The patches act only while a SimGPU that owns meta tensors
+        is recording (one dropped unharvested stops counting when it is
+        collected) and are undone when the last one harvests."""
+        if on:  # every SimGPU runs collectives: Work.wait's hook (comm.py)
+            _COMMUNICATING.add(self.comm)
+            install_comm(_COMMUNICATING)
+        else:
+            _COMMUNICATING.discard(self.comm)
+            if not _COMMUNICATING:
+                uninstall_comm()
+        if on and "meta" in self.owns:
+            _RECORDING.add(self)
+            _install()
+        elif not on:
+            _RECORDING.discard(self)
+            if not _RECORDING:
+                _uninstall()
+
+    # -- values a meta tensor cannot give ------------------------------------
+    def run(self, func: Any, args: tuple, kwargs: dict) -> Any:
+        """Run op ``func`` for the recorder (``SimGPU.run``). On simulated
+        (meta) tensors a read-back has no value to read: ``.item()``,
+        ``bool()``, ``.tolist()`` and copies to the host return zeros (the
+        host still waits for the device, as it would on CUDA); and torch
+        asks which fused attention kernel to use, which on meta would be
+        none. Then the launch waits for room in its stream's queue
+        (``SimStreams.room``), inside the op as CUDA's launch call would;
+        most launches find room at a glance, without the lock."""
+        info = self.seen.get(id(func)) or self.info(func)
+        name, sub, call = info[0], info[1], info[3]
+        loc = self.local
+        loc.op = (name, args, kwargs)  # for its dispatch cost
+        if sub is None:
+            out = call(*args, **kwargs) if kwargs else call(*args)
+        else:
+            out = sub(args, kwargs)
+            if out is NotImplemented:
+                out = call(*args, **kwargs)
+        if info[2] is not None:  # its dispatch cost, for end() or wait()
+            loc.ns = info[2]
+        streams = self.streams
+        if streams.launch_queue:
+            q = streams.pending.get(loc.stream)
+            if q and len(q) >= streams.launch_queue:
+                streams.room(name, args, kwargs)
+        return out
+
+    def info(self, func: Any) -> tuple[str, Any, int | None, Any, Any]:
+        """(name, value substitute or None, dispatch cost when the name fixes
+        it, the callable that runs it, func) of op ``func``: worked out once per
+        ``OpOverload`` (the per-op path reads one dict), every time for
+        anything else (a compiled region's name object is new each time).
+        Keyed by ``id(func)``: an OpOverload hashes in Python; the entry
+        keeps it alive."""
+        info = self.seen.get(id(func))
+        if info is not None:
+            return info
+        name = op_name(func)
+        info = (name, self.substitutes.get(getattr(func, "__name__", "").split(".")[0]),
+                self.host.fixed_ns(name), getattr(func, "_op", func), func)
+        if isinstance(func, torch._ops.OpOverload):
+            self.seen[id(func)] = info
+        return info
+
+    def cost_ns(self, func: Any, args: tuple, kwargs: dict, out: Any,
+                stream: int | None = None) -> int:
+        """The simulated duration of op ``func``: ``cost`` (an override by
+        name or a callable) or the model: a collective's (work on the
+        communication stream) by ``comm.comm_ns``, else the roofline
+        (``roofline.OpModel``)."""
+        cost = self.cost
+        if isinstance(cost, dict) or cost is None:
+            name = self.info(func)[0]
+            ns = None if cost is None else cost.get(name)
+            if ns is None and cost is not None:
+                ns = cost.get(name.split(".")[0])
+            if ns is not None:
+                return ns
+            if stream == COMM_STREAM:
+                return self.comm.cost_ns(func, args, kwargs, out)
+            return self.model.cost_ns(func, args, kwargs, out)
+        name = self.info(func)[0]
+        ns = cost(name, args, kwargs, out)
+        if isinstance(ns, bool) or not isinstance(ns, (int, float, np.number)) \
+                or not math.isfinite(ns) or ns < 0:
+            raise CutimelineError(f"The SimGPU cost function returned {ns!r} for "
+                                  f"{name}; it must return a duration ≥ 0 in ns.")
+        return int(round(ns))
+
+
+_RECORDING: "weakref.WeakSet[Any]" = weakref.WeakSet()  # SimGPUs recording now
+_COMMUNICATING: "weakref.WeakSet[Any]" = weakref.WeakSet()  # any owns, recording now
+_SAVED: dict[tuple[Any, str], Callable] = {}  # (module, name) -> torch's own
+
+
+def _install() -> None:
+    if _SAVED:
+        return
+    for mod in (optim, fe):
+        for name in ("_get_foreach_kernels_supported_devices",
+                     "_get_fused_kernels_supported_devices"):
+            f = getattr(mod, name, None)
+            if f is not None:
+                _SAVED[mod, name] = f
+                setattr(mod, name, _with_meta(f))
+    _SAVED[fn, "scaled_dot_product_attention"] = f = fn.scaled_dot_product_attention
+    fn.scaled_dot_product_attention = _fused_attention(f)
+
+
+def _uninstall() -> None:
+    for (mod, name), f in _SAVED.items():
+        setattr(mod, name, f)
+    _SAVED.clear()
+
+
+def _with_meta(f: Callable) -> Callable:
+    def devices() -> list[str]:
+        return [*f(), "meta"] if _RECORDING else f()
+    devices.__wrapped__ = f  # type: ignore[attr-defined]
+    return devices
+
+
+def _fused_attention(sdpa: Callable) -> Callable:
+    def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
+                                     is_causal=False, scale=None, **kw):
+        if not _RECORDING or not (_meta(query) and _meta(key) and _meta(value)) \
+                or kw.get("enable_gqa") or query.dim() != 4 \
+                or not query.dtype.is_floating_point:
+            return sdpa(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p,
+                        is_causal=is_causal, scale=scale, **kw)
+        aten = torch.ops.aten
+        if attn_mask is None and query.dtype in (torch.float16, torch.bfloat16) \
+                and query.size(-1) <= 256:
+            return aten._scaled_dot_product_flash_attention(
+                query, key, value, dropout_p, is_causal, scale=scale)[0]
+        if attn_mask is not None and attn_mask.dtype == torch.bool:
+            attn_mask = torch.zeros((), dtype=query.dtype, device=query.device) \
+                .masked_fill(~attn_mask, float("-inf"))
+        grad = torch.is_grad_enabled() and any(
+            t.requires_grad for t in (query, key, value))
+        return aten._scaled_dot_product_efficient_attention(
+            query, key, value, attn_mask, grad, dropout_p, is_causal, scale=scale)[0]
+    scaled_dot_product_attention.__wrapped__ = sdpa  # type: ignore[attr-defined]
+    return scaled_dot_product_attention
+
+
+def _meta(t: Any) -> bool:
+    return isinstance(t, torch.Tensor) and t.device.type == "meta"
+
+
+def _zero_scalar(args: tuple, kwargs: dict) -> Any:
+    if not _meta(args[0]):
+        return NotImplemented
+    dt = args[0].dtype
+    return False if dt == torch.bool else 0.0 if dt.is_floating_point else \
+        0j if dt.is_complex else 0
+
+
+def _to_copy(args: tuple, kwargs: dict) -> Any:
+    dst = kwargs.get("device")
+    if not _meta(args[0]) or dst is None or torch.device(dst).type == "meta":
+        return NotImplemented
+    x = args[0]
+    kw = {k: v for k, v in kwargs.items() if k in ("dtype", "layout", "device", "pin_memory")}
+    kw.setdefault("dtype", x.dtype)
+    return torch.zeros(x.shape, **kw)
+
+
+def _copy_(args: tuple, kwargs: dict) -> Any:
+    dst, src = args[0], args[1]
+    if not _meta(src) or _meta(dst):
+        return NotImplemented
+    return dst.zero_()
+

@@ -1,0 +1,166 @@
+"""SimGPU's options checked: each bad one is a ``CutimelineError`` sentence
+that names it and what it takes (``SimGPU``'s docstring says what each
+means). The seed's generator draws the device clock's offset and drift when
+they are not given, and goes on to draw the jitter of op costs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ...errors import CutimelineError
+from .clock import HostClock
+from .roofline import GpuProfile, profile_named
+
+__all__ = ["SimOptions", "checked", "check_host_cost", "check_fraction", "check_world_size"]
+
+
+@dataclass(frozen=True)
+class SimOptions:
+    """``SimGPU``'s options, checked; times in ns."""
+    profile: GpuProfile
+    seed: int
+    #: the seed's generator, after it drew what ``offset_ns``/``drift_ppm`` left open
+    rng: np.random.Generator
+    offset_ns: int
+    drift_ppm: float
+    quantum_ns: int
+    launch_latency_ns: int
+    event_latency_ns: int
+    cost: Any
+    jitter: float
+    tf32: bool | None
+    owns: frozenset
+    host_cost: Any
+    launch_queue: int
+    bracket: str
+    index: int
+    anchor_interval_ns: int
+    pings: int
+    clock: Any
+    nonzero_fraction: float
+    unique_fraction: float
+    world_size: int | None
+
+
+def _check_int(name: str, value: Any, low: int, unit: str = "ns") -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) \
+            or value < low:
+        raise CutimelineError(
+            f"SimGPU option {name}={value!r} must be an integer ≥ {low}"
+            f"{' ' + unit if unit else ''}.")
+    return int(value)
+
+
+def check_host_cost(host_cost: Any) -> Any:
+    """``SimGPU(host_cost=)`` checked: None, "measured", a callable, or a
+    number of ns ≥ 0 (made an int)."""
+    if host_cost is None or host_cost == "measured" or callable(host_cost):
+        return host_cost
+    if isinstance(host_cost, (int, float, np.number)) and not isinstance(host_cost, bool) \
+            and math.isfinite(host_cost) and host_cost >= 0:
+        return int(host_cost)
+    raise CutimelineError(
+        f"SimGPU option host_cost={host_cost!r} must be None (the modelled CUDA "
+        f"dispatch cost), 'measured' (the time an op takes here), a number of ns "
+        f"per op, or a callable (op_name, args, kwargs) -> ns.")
+
+
+def check_fraction(name: str, value: Any) -> float:
+    """``value`` as a fraction from 0 to 1, or a CutimelineError."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) \
+            or not math.isfinite(value) or not 0 <= value <= 1:
+        raise CutimelineError(
+            f"SimGPU option {name}={value!r} must be a number from 0 to 1 (the "
+            f"modelled share of elements kept, such as 0.5).")
+    return float(value)
+
+
+def check_world_size(value: Any) -> int | None:
+    """``SimGPU(world_size=)``: None (the process group's size) or an int ≥ 1."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise CutimelineError(
+            f"SimGPU option world_size={value!r} must be None (the process "
+            f"group's size) or an integer ≥ 1, such as 8.")
+    return value
+
+
+def checked(profile: Any, *, offset_ns: Any, drift_ppm: Any, quantum_ns: Any,
+            launch_latency_ns: Any, event_latency_ns: Any, cost: Any, jitter: Any,
+            seed: Any, tf32: Any, owns: Any, index: Any, anchor_interval_ns: Any,
+            pings: Any, clock: Any, bracket: Any, host_cost: Any, launch_queue: Any,
+            nonzero_fraction: Any, unique_fraction: Any, world_size: Any) -> SimOptions:
+    """``SimGPU(...)``'s arguments checked, in the order it lists them."""
+    profile = profile_named(profile)
+    seed = _check_int("seed", seed, 0, "")
+    rng = np.random.default_rng(seed)
+    if offset_ns is None:
+        offset_ns = int(rng.integers(10**9, 10**12))
+    if drift_ppm is None:
+        drift_ppm = float(rng.uniform(-20, 20))
+    offset_ns = _check_int("offset_ns", offset_ns, 0)
+    if isinstance(drift_ppm, bool) or not isinstance(drift_ppm, (int, float)) \
+            or not math.isfinite(drift_ppm) or abs(drift_ppm) >= 1e5:
+        raise CutimelineError(f"SimGPU option drift_ppm={drift_ppm!r} must be "
+                              f"a finite number of ppm below 100000 in size.")
+    drift_ppm = float(drift_ppm)
+    quantum_ns = _check_int("quantum_ns", quantum_ns, 1)
+    launch_latency_ns = _check_int(
+        "launch_latency_ns", profile.launch_latency_ns if launch_latency_ns is None
+        else launch_latency_ns, 0)
+    event_latency_ns = _check_int(
+        "event_latency_ns", profile.event_latency_ns if event_latency_ns is None
+        else event_latency_ns, 0)
+    if not (cost is None or callable(cost) or isinstance(cost, Mapping)):
+        raise CutimelineError(
+            f"SimGPU option cost={cost!r} must be None (roofline), a dict "
+            f"{{op_name: ns}} or a callable (op_name, args, kwargs, out) -> ns.")
+    if isinstance(cost, Mapping):
+        cost = {str(k): _check_int(f"cost[{k!r}]", v, 0)
+                for k, v in cost.items()}
+    if isinstance(jitter, bool) or not isinstance(jitter, (int, float)) \
+            or not 0 <= jitter <= 2:
+        raise CutimelineError(f"SimGPU option jitter={jitter!r} must be a "
+                              f"number from 0 to 2 (relative spread).")
+    jitter = float(jitter)
+    if tf32 not in (None, True, False):
+        raise CutimelineError(f"SimGPU option tf32={tf32!r} must be None "
+                              f"(follow torch), True or False.")
+    if isinstance(owns, str):
+        owns = (owns,)
+    if not isinstance(owns, (tuple, list, set, frozenset)) or not owns or \
+            not all(isinstance(o, str) and o for o in owns):
+        raise CutimelineError(f"SimGPU option owns={owns!r} must name tensor "
+                              f"device types, such as ('cpu', 'meta').")
+    host_cost = check_host_cost(host_cost)
+    launch_queue = _check_int("launch_queue", 0 if launch_queue is None
+                              else launch_queue, 0, "")
+    if bracket not in ("kernel", "cuda"):
+        raise CutimelineError(f"SimGPU option bracket={bracket!r} must be "
+                              f"'kernel' (rows are the simulated work) or "
+                              f"'cuda' (BEGIN executes when recorded).")
+    index = _check_int("index", index, 0, "")
+    anchor_interval_ns = _check_int("anchor_interval_ns", anchor_interval_ns, 1)
+    pings = _check_int("pings", pings, 1, "")
+    if clock is None:
+        clock = HostClock()
+    elif not (callable(getattr(clock, "now", None))
+              and callable(getattr(clock, "wait_until", None))):
+        raise CutimelineError(f"SimGPU option clock={clock!r} must have "
+                              f"now() -> ns and wait_until(ns) methods.")
+    return SimOptions(
+        profile=profile, seed=seed, rng=rng, offset_ns=offset_ns, drift_ppm=drift_ppm,
+        quantum_ns=quantum_ns, launch_latency_ns=launch_latency_ns,
+        event_latency_ns=event_latency_ns, cost=cost, jitter=jitter, tf32=tf32,
+        owns=frozenset(owns), host_cost=host_cost, launch_queue=launch_queue,
+        bracket=bracket, index=index, anchor_interval_ns=anchor_interval_ns, pings=pings,
+        clock=clock, nonzero_fraction=check_fraction("nonzero_fraction", nonzero_fraction),
+        unique_fraction=check_fraction("unique_fraction", unique_fraction),
+        world_size=check_world_size(world_size))

@@ -1,0 +1,283 @@
+"""The simulated GPU's cost model: GPU profiles and a roofline per aten op.
+
+The time an op takes on a simulated GPU is
+
+    min_kernel_ns + max(FLOPs / peak FLOP/s, bytes / memory bandwidth)
+
+FLOPs come from the formulas torch registers for ``FlopCounterMode``
+(``torch.utils.flop_counter.flop_registry``: matmuls, convolutions,
+attention); every other op counts no FLOPs and is bound by memory traffic.
+Bytes are the sizes of the op's input and output tensors (an add of two
+n-element fp32 tensors moves 12·n bytes; ``copy_`` reads its source and
+writes its destination, once each). Views and allocations cost nothing;
+collectives are priced by ``comm.py``; an op call's bytes and FLOPs are
+counted by ``devices/opwork.py``.
+
+All ops with a FLOP formula run on tensor cores, so the peak is chosen by
+the compute dtype: bf16/fp16 tensor-core peak, fp64 tensor-core peak, and for
+fp32 the TF32 tensor-core peak when torch allows TF32 for that op (matmuls:
+``torch.backends.cuda.matmul.allow_tf32``, False by default; convolutions:
+``torch.backends.cudnn.allow_tf32``, True by default), else the fp32 peak."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+
+from ...errors import CutimelineError
+from ...timeline.gpus import gpu_named
+from ..opwork import flop_formula, formula_flops, op_name, tensor_bytes, touched_bytes, work_key
+
+__all__ = ["GpuProfile", "PROFILES", "profile_named", "OpModel"]
+
+_STRIDED = torch.strided
+
+
+@dataclass(frozen=True)
+class GpuProfile:
+    """The numbers the simulator needs about one GPU. ``peak_flops`` maps
+    a precision ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8") to
+    dense FLOP/s (tensor-core peak where the GPU has one, except "fp32",
+    which is the non-tensor peak). ``bandwidth`` is memory
+    bandwidth in bytes/s. ``link_bandwidth`` is the host link's (PCIe) rate
+    in bytes/s one way, what a copy between host and device memory runs
+    at: a typical measured rate for pinned memory (CUDA's bandwidthTest).
+    ``nvlink_bandwidth`` and ``collective_latency_ns``: a collective's bus
+    bandwidth and fixed cost (``comm.py``). Latencies are typical
+    measurements of a launch on an idle GPU, not datasheet figures."""
+    name: str
+    peak_flops: dict[str, float]
+    bandwidth: float
+    link_bandwidth: float = 25e9
+    launch_latency_ns: int = 4_000
+    event_latency_ns: int = 2_000
+    min_kernel_ns: int = 2_000
+    nvlink_bandwidth: float = 450e9
+    collective_latency_ns: int = 15_000
+    notes: str = field(default="", compare=False)
+
+
+def _compute(gpu: str, **fill: str) -> dict[str, float]:
+    """The dense FLOP/s of the GPU that ``timeline.gpus`` (the datasheet
+    table, one copy of those figures) names ``gpu``; ``fill`` runs a
+    precision the GPU has no units for at another's rate (the A100 has no
+    fp8 units: fp8 work runs as bf16)."""
+    peaks = dict(gpu_named(gpu).peak_flops)
+    for missing, like in fill.items():
+        peaks.setdefault(missing, peaks[like])
+    return peaks
+
+
+# Compute from the datasheet table (dense: the datasheets print
+# tensor-core numbers "with sparsity", twice the dense rate); memory
+# bandwidth from the same datasheets. Host links: PCIe Gen5 x16 (H100,
+# H200: 64 GB/s a direction raw, about 55 measured host to device from
+# pinned memory) and Gen4 x16 (A100: 32 raw, about 25 measured).
+PROFILES: dict[str, GpuProfile] = {
+    # NVIDIA H100 SXM5 80 GB: HBM3 3.35 TB/s. Collective bus bandwidth: comm.py.
+    "h100": GpuProfile("h100", _compute("NVIDIA H100 80GB HBM3"), 3.35e12, 55e9,
+                       notes="NVIDIA H100 SXM5 80GB"),
+    # NVIDIA A100 SXM4 80 GB: HBM2e 2,039 GB/s.
+    "a100": GpuProfile("a100", _compute("NVIDIA A100-SXM4-80GB", fp8="bf16"), 2.039e12,
+                       25e9, launch_latency_ns=5_000, event_latency_ns=2_500,
+                       min_kernel_ns=2_500, nvlink_bandwidth=230e9,
+                       notes="NVIDIA A100 SXM4 80GB"),
+    # NVIDIA H200 SXM 141 GB: compute as H100 SXM, HBM3e 4.8 TB/s.
+    "h200": GpuProfile("h200", _compute("NVIDIA H200"), 4.8e12, 55e9,
+                       notes="NVIDIA H200 SXM 141GB"),
+}
+
+# Ops that copy between tensors, perhaps between host and device memory.
+_COPIES = frozenset({"aten::_to_copy", "aten::copy_"})
+
+# Ops that run no kernel: allocations and metadata changes (views are found
+# by their schema, these are not marked as views).
+NO_KERNEL = frozenset({
+    "aten::empty", "aten::empty_strided", "aten::empty_like",
+    "aten::new_empty", "aten::new_empty_strided", "aten::resize_",
+    "aten::resize_as_", "aten::set_", "aten::detach", "aten::alias",
+    "aten::lift_fresh", "aten::_unsafe_view", "aten::_reshape_alias",
+    "aten::record_stream", "_c10d_functional::wait_tensor",  # a stream wait
+    "_c10d_functional::_wrap_tensor_autograd"})
+
+PRECISIONS = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8")
+
+_DTYPE_PRECISION = {
+    "torch.float64": "fp64", "torch.float32": "fp32", "torch.bfloat16": "bf16",
+    "torch.float16": "fp16", "torch.float8_e4m3fn": "fp8",
+    "torch.float8_e5m2": "fp8", "torch.float8_e4m3fnuz": "fp8",
+    "torch.float8_e5m2fnuz": "fp8", "torch.int8": "int8", "torch.uint8": "int8",
+}
+
+
+def profile_named(profile: str | GpuProfile) -> GpuProfile:
+    """A profile by name ("h100", "a100", "h200") or a GpuProfile as is."""
+    if isinstance(profile, GpuProfile):
+        missing = [p for p in PRECISIONS
+                   if not profile.peak_flops.get(p, 0) > 0]
+        bad = ("peak_flops " + repr(missing[0]) if missing else
+               "bandwidth" if not profile.bandwidth > 0 else
+               "link_bandwidth" if not profile.link_bandwidth > 0 else
+               "nvlink_bandwidth" if not profile.nvlink_bandwidth > 0 else None)
+        if bad is not None:
+            raise CutimelineError(
+                f"GpuProfile {profile.name!r} needs a positive peak_flops for "
+                f"each of {', '.join(PRECISIONS)}, a positive bandwidth, link_band"
+                f"width and nvlink_bandwidth (bytes/s); {bad} is not positive.")
+        return profile
+    if isinstance(profile, str) and profile.lower() in PROFILES:
+        return PROFILES[profile.lower()]
+    raise CutimelineError(
+        f"There is no GPU profile {profile!r}; use one of "
+        f"{', '.join(map(repr, PROFILES))} or pass a "
+        f"cutimeline.devices.sim.GpuProfile.")
+
+
+def _first_dtype(obj: Any) -> Any:
+    if isinstance(obj, torch.Tensor):
+        return obj.dtype
+    if isinstance(obj, (tuple, list)):
+        for o in obj:
+            d = _first_dtype(o)
+            if d is not None:
+                return d
+    return None
+
+
+class OpModel:
+    """Roofline cost of aten ops on one GPU profile, in ns.
+
+    ``tf32``: None follows torch's TF32 switches at each op; True/False force
+    fp32 matmuls and convolutions onto (or off) the TF32 tensor cores.
+    """
+
+    #: distinct (op, shapes) remembered before the cache starts over
+    CACHE_SIZE = 100_000
+
+    def __init__(self, profile: GpuProfile, tf32: bool | None = None):
+        self.profile, self.tf32 = profile, tf32
+        self._min_ns, self._bandwidth = profile.min_kernel_ns, profile.bandwidth
+        self._link = profile.link_bandwidth
+        # id(func) -> (no_kernel, flop formula or None, is_conv, func, is_copy):
+        # an OpOverload hashes in Python, its id does not (the entry keeps it alive)
+        self._ops: dict[int, tuple[bool, Callable | None, bool, Any, bool]] = {}
+        # (func, argument summary) -> (bytes, flops): a training loop
+        # repeats its shapes, and torch's formulas cost tens of µs per call
+        self._work: dict[tuple, tuple[int, int]] = {}
+
+    def _describe(self, func: Any) -> tuple[bool, Callable | None, bool, Any, bool]:
+        info = self._ops.get(id(func))
+        if info is None:
+            schema = getattr(func, "_schema", None)
+            base = schema.name if schema is not None else op_name(func)
+            no_kernel = bool(getattr(func, "is_view", False)) or base in NO_KERNEL
+            formula = flop_formula(func)
+            info = (no_kernel, formula, "conv" in base, func, base in _COPIES)
+            if isinstance(func, torch._ops.OpOverload):  # others may be made per call
+                self._ops[id(func)] = info
+        return info
+
+    def work(self, func: Any, args: tuple, kwargs: dict, out: Any) -> tuple[int, int]:
+        """(bytes, FLOPs) of one op. Bytes: input tensors (an ``out=``
+        tensor is not read) plus output tensors; FLOPs by torch's registered
+        formula, 0 without one; both 0 for views and allocations."""
+        no_kernel, formula = (self._ops.get(id(func)) or self._describe(func))[:2]
+        if no_kernel:
+            return 0, 0
+        key = None
+        if formula is not None:  # cached: bytes alone are cheaper than a key
+            try:
+                key = work_key(func, args, kwargs, out)
+                found = self._work.get(key)
+            except TypeError:  # an unhashable argument: not cached
+                key = found = None
+            if found is not None:
+                return found
+        n = tensor_bytes(args) + tensor_bytes(out)
+        if kwargs:
+            n += tensor_bytes(kwargs, skip=kwargs.get("out"))
+        flops = 0
+        if formula is not None:
+            try:
+                flops = formula_flops(formula, args, kwargs, out)
+            except (RuntimeError, NotImplementedError):  # a nested tensor has no sizes
+                pass
+        if key is not None:
+            if len(self._work) >= self.CACHE_SIZE:
+                self._work.clear()
+            self._work[key] = (n, flops)
+        return n, flops
+
+    def bytes(self, func: Any, args: tuple, kwargs: dict, out: Any) -> int:
+        return self.work(func, args, kwargs, out)[0]
+
+    def flops(self, func: Any, args: tuple, kwargs: dict, out: Any) -> int:
+        return self.work(func, args, kwargs, out)[1]
+
+    def peak(self, func: Any, args: tuple) -> float:
+        """The FLOP/s that bound this op: tensor-core peak of its dtype."""
+        precision = _DTYPE_PRECISION.get(str(_first_dtype(args)), "fp32")
+        if precision == "fp32":
+            tf32 = self.tf32
+            if tf32 is None:
+                tf32 = (torch.backends.cudnn.allow_tf32 if self._describe(func)[2]
+                        else torch.backends.cuda.matmul.allow_tf32)
+            precision = "tf32" if tf32 else "fp32"
+        return self.profile.peak_flops[precision]
+
+    @staticmethod
+    def _link_bytes(args: tuple, kwargs: dict) -> int:
+        """Bytes a copy op moves over the host link: its source's, where
+        source and destination lie on different kinds of device (host and
+        simulated device); 0 for a copy within one memory."""
+        if len(args) >= 2 and isinstance(args[1], torch.Tensor):  # copy_(dst, src)
+            src, dst = args[1], args[0].device
+        elif args and isinstance(args[0], torch.Tensor):         # _to_copy(src, device=)
+            src, dst = args[0], kwargs.get("device")
+            if dst is None:
+                return 0
+            dst = torch.device(dst)
+        else:
+            return 0
+        if src.device.type == dst.type:
+            return 0
+        return src.nbytes if src.layout is _STRIDED else touched_bytes(src)
+
+    def cost_ns(self, func: Any, args: tuple, kwargs: dict, out: Any) -> int:
+        """Simulated duration of one op in ns (0 for ops with no kernel).
+        A copy between host and device memory runs at the host link's rate
+        over its source's bytes (a pageable source's staging is the host's
+        cost, ``host.dispatch_ns``); other ops by the roofline."""
+        info = self._ops.get(id(func)) or self._describe(func)
+        if info[1] is None:  # bound by memory alone (most ops): ``work`` in line
+            if info[0]:
+                return 0
+            if info[4]:
+                link = self._link_bytes(args, kwargs)
+                if link:
+                    return self._min_ns + int(round(link / self._link * 1e9))
+                if args and out is args[0]:  # copy_(dst, src): dst written, not read
+                    out = None
+            if type(args) is tuple:  # tensor_bytes(args), one call less
+                n = 0
+                for o in args:
+                    if isinstance(o, torch.Tensor):
+                        n += o.nbytes if o.layout is _STRIDED and o.is_contiguous() \
+                            else touched_bytes(o)
+                    elif isinstance(o, (tuple, list, dict)):
+                        n += tensor_bytes(o)
+            else:
+                n = tensor_bytes(args)
+            n += tensor_bytes(out)
+            if kwargs:
+                n += tensor_bytes(kwargs, skip=kwargs.get("out"))
+            return self._min_ns + int(round(n / self._bandwidth * 1e9))
+        n, flops = self.work(func, args, kwargs, out)
+        if not n and not flops and self._describe(func)[0]:
+            return 0
+        t = n / self.profile.bandwidth
+        if flops:
+            t = max(t, flops / self.peak(func, args))
+        return self.profile.min_kernel_ns + int(round(t * 1e9))
