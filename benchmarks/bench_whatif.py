@@ -10,9 +10,11 @@ recorded "after" loop (both the median over steady-state steps: all but
 the first), each the median over ``--repeats`` rounds (seeds ``seed``,
 ``seed + 1``, …). Error = predicted ÷ recorded − 1; the last column is
 the prediction with an unbounded launch queue, as the replay made it
-before it modelled CUDA's 1,024 pending launches. Both recordings carry the
-recorder's own cost, so the prediction keeps it too (the ``recorder`` edit
-is the one that removes it). A halved launch cost is recorded with
+before it modelled CUDA's 1,024 pending launches. A prediction is of the
+program without the recorder (every fix is weighed on it,
+``analysis/replay/predictions.py``), so both recordings are measured the
+same way: each step without the recorder's own cost (the step table's
+``predicted_ns``). A halved launch cost is recorded with
 ``SimGPU(host_cost=...)``: 30 µs per op before, 15 µs after (a dispatch
 cost that dominates the real Python between ops, whose own jitter on a
 shared machine would otherwise swamp a halved 4 µs launch).
@@ -50,7 +52,7 @@ from bench_verdicts import (SlowBatches, busy, medium_mlp, meta_batches, mlp,  #
                             train_steps)
 
 import cutimeline as ctl  # noqa: E402
-from cutimeline.analysis.replay.whatif import steady  # noqa: E402
+from cutimeline.analysis.replay.predictions import steady  # noqa: E402
 
 META = torch.device("meta")
 
@@ -274,8 +276,11 @@ def launch_queue_full(after: bool, seed: int) -> ctl.Timeline:
 # -- running ------------------------------------------------------------------
 
 def steady_median(tl_or_rep) -> float:
+    """The median steady step without the recorder's own cost (as recorded
+    where the recording did not measure it)."""
     rep = tl_or_rep if isinstance(tl_or_rep, ctl.Report) else ctl.analyze(tl_or_rep)
-    d = rep.steps["duration_ns"]
+    d = rep.steps["predicted_ns"] if rep.compensation is not None else \
+        rep.steps["duration_ns"]
     return float(np.median(d[1:] if len(d) >= 3 else d))
 
 

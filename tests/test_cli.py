@@ -307,8 +307,12 @@ def test_whatif_prints_the_ranked_edits_and_json(tmp_path, capsys):
     path = _fetch_bound(tmp_path)
     assert main(["whatif", str(path)]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].startswith("what if") and lines[1].split()[0] == "data"
-    assert "num_workers" in lines[1] and lines[1].split()[1].startswith("-")
+    # the verdict first, in the summary's words; then the ranking, the
+    # verdict's fix marked
+    assert lines[0].startswith("Verdict: input-bound — batches ready when the step asks")
+    assert lines[1].startswith("what if") and lines[2].split()[0] == "*data"
+    assert "num_workers" in lines[2] and lines[2].split()[1].startswith("-")
+    assert lines[-1] == "(* the verdict's fix: the complete fix that gains most)"
     assert main(["whatif", str(path), "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
     assert d[0]["edit"] == "data" and d[0]["steps"][1]["predicted_ns"] == 3_000_000

@@ -121,7 +121,7 @@ def test_the_listing_is_the_pipeline():
                    "errors.py"}
     # the tests mirror the packages (gpu/: the tests that need CUDA)
     tests = {p.name for p in (ROOT / "tests").iterdir()
-             if p.is_dir() and p.name not in ("data", "gpu", "__pycache__")}
+             if p.is_dir() and p.name not in ("data", "gpu", "bench", "__pycache__")}
     assert tests == set(STAGES)
 
 
@@ -185,12 +185,13 @@ def _code_strings(tree):
 BENCH_MODULE = re.compile(r"^(bench|verdict)_\w+$|^benchmarks(\.|$)")
 
 
-@pytest.mark.xfail(strict=False, reason="until the layout branches merge")
 def test_no_test_imports_a_benchmark():
     # Benchmarks measure; a test's oracle is a golden file under tests/data.
+    # tests/bench/ runs the benchmarks whose goals are judged on real timing
+    # (``bench``-marked: not in the README's test command), so it may
     found = []
     for path in sorted((ROOT / "tests").rglob("*.py")):
-        if path.name == "test_package.py":   # this test names what it looks for
+        if path.name == "test_package.py" or "bench" in path.relative_to(ROOT).parts[1:2]:
             continue
         tree = ast.parse(path.read_text())
         names = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]

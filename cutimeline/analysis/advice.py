@@ -110,7 +110,10 @@ def _change(r: dict, fallback: str | None) -> str:
     predicted gain (both fixes for "mixed"); ``fallback`` (the verdict's
     own words) or ``ADVICE`` where no replayed fix names it."""
     edit = EDITS.get(r.get("fix", ""))
-    if r["verdict"] == Verdict.MIXED and edit is not None:
+    if r["verdict"] == Verdict.MIXED and edit is None:  # bounds: no code to quote
+        return (f"{fix_words(r.get('fix', ''), r.get('gain', 0.0))}; or "
+                f"{fix_words(r.get('runner_fix', ''), r.get('runner_gain', 0.0))}")
+    if r["verdict"] == Verdict.MIXED:
         other = EDITS.get(r.get("runner_fix", ""))
         second = f"; or {other.code} (predicted −{pct(r['runner_gain'])})" \
             if other is not None else f"; or {fix_words(r['runner_fix'], r['runner_gain'])}"

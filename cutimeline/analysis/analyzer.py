@@ -146,8 +146,8 @@ def analyze(tl: Timeline, *, window: Any = None, engine: str = "auto",
     out = [(k, a, b) for k, a, b in (("before", w0, sb[0] if len(sb) else w0),
                                      ("after", se[-1] if len(se) else w1, w1))
            if has_gpu and len(sb) and window is None and not device and b > a]
-    ln = lanes(tl, act, np.concatenate([[w0], sb, [a for _, a, _ in out]]),
-               np.concatenate([[w1], se, [b for _, _, b in out]]),
+    ln = lanes(tl, act, np.array([w0, *sb, *(a for _, a, _ in out)], np.int64),
+               np.array([w1, *se, *(b for _, _, b in out)], np.int64),
                engine, bounds=(lo, hi)) if has_gpu else None
     h0, h1 = np.concatenate([[w0], hb]), np.concatenate([[w1], he])
     comp = compensate(tl, ln, engine, at=np.concatenate([h0, h1]))

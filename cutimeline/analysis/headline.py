@@ -18,7 +18,7 @@ import numpy as np
 
 from .advice import ADVICE
 from .tables.sources import counted, wait_lines
-from .verdicts.causal import BOUNDS, Judgement
+from .verdicts.causal import BOUNDS, MIN_GAIN, Judgement
 from .verdicts.margins import VERDICT_CAUSES, Verdict
 from .words import fmt_ns, pct
 
@@ -74,14 +74,27 @@ def headline(rep: Report) -> dict:
     fix, second = preds.get(j.fix), preds.get(j.second_fix)
     exposes = j.exposes
     text = _sentence(rep, j, part, fix, second, idle, exposes)
-    change = fix.edit.code if fix is not None and j.verdict not in (
-        Verdict.GPU_BOUND, Verdict.HOST_ONLY) else ADVICE.get(j.verdict.value, "")
+    change = _change(j, fix, second)
     return {"verdict": j.verdict.value, "text": text, "steps": which, "change": change,
             "fix": _brief(fix) if j.verdict not in (Verdict.GPU_BOUND,
                                                      Verdict.HOST_ONLY) else None,
             "second": _brief(second), "gain": float(j.gain) if fix is not None or
             j.fix in BOUNDS else 0.0, "busy": float(j.busy), "exposes": exposes,
             "evidence": idle, "short": _short(j, fix)}
+
+
+def _change(j: Judgement, fix, second) -> str:
+    """The change in code to make first: the verdict's fix (both, for
+    "mixed"); the verdict's advice where no replayed fix names it (GPU-,
+    dependency-, communication-bound, host-only); none for "unknown",
+    where the replay finds nothing worth changing."""
+    if j.verdict == Verdict.UNKNOWN:
+        return ADVICE[Verdict.UNKNOWN] if j.fix == "unknown" else ""
+    if j.verdict in (Verdict.GPU_BOUND, Verdict.HOST_ONLY) or fix is None:
+        return ADVICE.get(j.verdict, "")
+    if j.verdict == Verdict.MIXED and second is not None:
+        return f"{fix.edit.code}; or {second.edit.code}"
+    return fix.edit.code
 
 
 def _brief(p) -> dict | None:
@@ -112,8 +125,11 @@ def _sentence(rep: Report, j: Judgement, part: np.ndarray, fix, second, idle: di
         return (f"{v} — {pct(j.gain)} of the step is {what}: {how} could save up to "
                 f"that much")
     if v == Verdict.UNKNOWN:
+        shares = ", ".join(f"{c} {pct(v / total)}" for c, v in
+                           sorted(idle.items(), key=lambda kv: -kv[1])[:3] if v > 0)
         return (f"unknown — the GPU computes {pct(j.busy)} of the step, and no fix the "
-                f"replay knows saves {pct(0.01)} of it")
+                f"replay knows saves {pct(MIN_GAIN)} of it"
+                + (f" (its idle time: {shares})" if shares else ""))
     text = f"{v} — {fix.edit.remedy} would save a predicted " \
         f"{pct(fix.gain)} of the step ({fmt_ns(fix.step_ns)} → " \
         f"{fmt_ns(fix.predicted_step_ns)})"
@@ -121,8 +137,10 @@ def _sentence(rep: Report, j: Judgement, part: np.ndarray, fix, second, idle: di
     if exposes:
         cause = _CLASS_CAUSE[exposes]
         what = "DataLoader fetches" if cause == "data" else "host's Python"
+        where = _quoted(rep, part, cause)  # "; 1 fetch per step, 1 at train.py:40 `…`"
         text += (f"; the syncs expose the {what} ({pct(idle.get(cause, 0) / max(total, 1))}"
-                 f" of GPU idle time), which without them would overlap queued GPU work")
+                 f" of GPU idle time{where.replace(';', ':', 1)}), which without them "
+                 f"would overlap queued GPU work")
     if second is not None and j.second_gain >= 0.01:
         text += f". Next: {_gain_words(second, j, True)}"
     return text

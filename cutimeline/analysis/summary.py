@@ -138,8 +138,8 @@ def summary_text(rep: Report) -> str:
     head.append(f"{len(rep.steps)} steps, {fmt_ns(w1 - w0)} {_over(rep)}")
     if tl.meta.get("simulated"):
         head.append("SIMULATED")
-    lines = [first, ", ".join(head), *_outside(rep),
-             *run_notes(tl)]  # cut, partial, ranks, straggler
+    lines = [first, ", ".join(head), *run_notes(tl),  # cut, partial, ranks, straggler
+             *_outside(rep)]
     if rep.lanes is None:
         lines += _host_only(rep) + _work(rep)
         return "\n".join(lines)

@@ -9,7 +9,7 @@ import cutimeline as ctl
 from cutimeline.analysis.idle.gaps import CAUSES
 from cutimeline.analysis.words import fmt_ns
 from cutimeline.errors import CutimelineError
-from cutimeline.timeline.schema import SpanKind
+from cutimeline.timeline.schema import OpFlag, SpanKind
 
 from handmade import random_timeline, timeline
 
@@ -31,22 +31,22 @@ def test_fmt_ns():
 
 
 def test_ranges_group_steps_and_give_advice():
-    # device windows, end to end: step 0 is its own work alone (GPU-bound);
-    # each later one runs from the previous step's last work to its own,
-    # through the fetch of its batch
+    # device windows, end to end, the first from its host begin: each step
+    # runs through the fetch of its batch, and without the fetches each
+    # would take its 20 ns of launch and work: input-bound, −80 %
     rep = ctl.analyze(input_bound())
-    first, r = rep.ranges()
-    assert (r["first"], r["last"], r["verdict"], r["steps"]) == (1, 3, "input-bound", 3)
-    assert (first["first"], first["verdict"]) == (0, "GPU-bound")
-    assert r["idle_ns"]["data"] == 3 * 80
-    assert r["text"] == "input-bound — 89% of idle time, next: launch 11%"
+    (r,) = rep.ranges()
+    assert (r["first"], r["last"], r["verdict"], r["steps"]) == (0, 3, "input-bound", 4)
+    assert (r["fix"], r["gain"]) == ("data", pytest.approx(0.8))
+    assert r["idle_ns"]["data"] == 4 * 80
+    assert r["text"] == "input-bound — batches ready when the step asks −80%"
     assert (r["cause"], r["runner_up"]) == ("data", "launch")
-    assert r["share"] == 80 / 90 and r["runner_up_share"] == 10 / 90
-    assert r["advice"].startswith("steps 1–3: 89% of GPU idle time is spent waiting "
-                                  "for DataLoader fetches (3 fetches, mean 80 ns)")
-    assert "num_workers > 0" in r["advice"]
+    assert r["share"] == 320 / 360 and r["runner_up_share"] == 36 / 360
+    assert r["advice"].startswith("steps 0–3: 89% of GPU idle time is spent waiting "
+                                  "for DataLoader fetches (4 fetches, mean 80 ns)")
+    assert r["advice"].endswith("(predicted −80% of the step).")
     text = rep.summary()
-    assert "• input-bound — 89% of idle time, next: launch 11%: steps 1–3" in text
+    assert "• input-bound — batches ready when the step asks −80%: steps 0–3" in text
     assert "GPU busy 10%" in text and "biggest gaps:" in text
 
 
@@ -100,17 +100,19 @@ def test_advice_uses_num_workers_when_the_span_names_it(name, advice):
     st[st.index("next(DataLoader)")] = name
     tl = ctl.Timeline({k: tl.table(k) for k in ("ops", "gpu", "spans", "syncs")}, st,
                       tl.meta)
-    assert advice in ctl.analyze(tl).ranges()[1]["advice"]
+    assert advice in ctl.analyze(tl).ranges()[0]["advice"]
 
 
-def test_a_verdict_names_the_runner_up_cause_with_its_share():
+def test_a_verdict_says_its_fix_with_its_gain_and_mixed_says_both():
     from cutimeline.analysis.verdicts.margins import verdict_text
-    idle = dict(zip(CAUSES, [51, 0, 49, 0, 0, 0]))
-    assert verdict_text("input-bound", idle, 0.2) == \
-        "input-bound — 51% of idle time, next: launch 49%"
-    idle = dict(zip(CAUSES, [100, 0, 0, 0, 0, 0]))
-    # no other cause: nothing to say
-    assert verdict_text("input-bound", idle, 0.2) == "input-bound — 100% of idle time"
+    assert verdict_text("input-bound", "data", 0.51, 0.2) == \
+        "input-bound — batches ready when the step asks −51%"
+    assert verdict_text("mixed", "data", 0.51, 0.2, "graphs", 0.49) == \
+        "mixed — batches ready when the step asks −51%, CUDA graphs, one launch per " \
+        "sync-free piece of the step −49%"
+    # no fix that gains: said so, with the busy share
+    assert verdict_text("unknown", "", 0.0, 0.2) == \
+        "unknown — GPU busy 20%, no fix predicted to gain"
 
 
 def test_launch_bound_advice_without_steps_counts_the_windows_ops():
@@ -134,7 +136,7 @@ def test_launch_bound_on_compiled_graphs_advises_cuda_graphs_not_compiling():
     assert "most host time in inductor::graph_0" in r["advice"]
     assert 'mode="reduce-overhead"' in r["advice"] and "torch.compile," not in r["advice"]
     plain = timeline([(0, 100 * k + 50, 100 * k + 50, 100 * k + 51) for k in range(5)])
-    assert "torch.compile, CUDA graphs" in ctl.analyze(plain).ranges()[0]["advice"]
+    assert "CUDA graphs: torch.compile(mode=" in ctl.analyze(plain).ranges()[0]["advice"]
 
 
 def test_offenders_on_a_profiler_trace_rank_ops_by_self_time():
@@ -188,48 +190,55 @@ def test_top_k_and_overlaps_match_brute_force(seed):
 
 
 def mixed_steps():
-    # per step: 10 ns of work, then a 90 ns gap in which the host is
-    # blocked in a sync for 40 ns (begun after the gap: no drain) and
-    # launches for 50: launch 56%, sync 44%, within 0.2 of each other
-    rows, syncs, steps = [], [], []
+    # per step of 100 ns: a 45 ns DataLoader fetch, 40 ns of the host's own
+    # Python (op-free: host time with host_gap_ns=20), then a 1 ns launch
+    # of 10 ns of work: workers would save 45 %, moving the Python out 40 %,
+    # within 20 % of each other
+    rows, spans, ops, steps = [], [], [], []
     for k in range(4):
         t = 100 * k
-        rows.append((0, t + 5, t + 10, t + 20))
-        syncs.append((t + 30, t + 70))
+        spans.append((SpanKind.DATA, "next(DataLoader)", t, t + 45))
+        ops.append(("aten::mm", t + 85, t + 86, OpFlag.LAUNCH))
+        rows.append((0, t + 86, t + 90, t + 100))
         steps.append((k, t, t + 100))
-    return timeline(rows, syncs=syncs, steps=steps)
+    return timeline(rows, spans=spans, ops=ops, steps=steps)
 
 
-def test_a_close_split_reads_mixed_with_the_advice_for_both():
-    rep = ctl.analyze(mixed_steps(), sync_slack_ns=0)
-    s = rep.steps
-    assert s["verdict"][1:].tolist() == ["mixed"] * 3  # step 0: its own work alone
-    assert s["cause"][1] == "launch" and s["runner_up"][1] == "sync"
-    assert s["share"][1] - s["runner_up_share"][1] < 0.2
-    r = ctl.analyze(mixed_steps(), sync_slack_ns=0, window=(1, 3)).ranges()[0]
-    assert r["text"] == "mixed — launch 56%, sync 44% of idle time"
-    assert "for launch: launch fewer, larger kernels" in r["advice"]
-    assert "for sync: avoid .item()" in r["advice"]
-    assert r["offenders"]["ops"]  # of the top cause: host time in ops
-    # a wider margin makes it launch-bound, naming the runner-up
-    wide = ctl.analyze(mixed_steps(), sync_slack_ns=0, mixed_margin=0.1,
-                       window=(1, 3)).ranges()[0]
-    assert wide["text"] == "launch-bound — 56% of idle time, next: sync 44%"
+def test_two_fixes_that_gain_about_as_much_read_mixed_with_both():
+    rep = ctl.analyze(mixed_steps(), host_gap_ns=20)
+    s = rep.steps[1:]  # step 0 has no Python before its fetch
+    assert s["verdict"].tolist() == ["mixed"] * 3
+    assert (s["fix"][0], s["runner_fix"][0]) == ("data", "host")
+    assert (s["gain"][0], s["runner_gain"][0]) == (pytest.approx(0.45), pytest.approx(0.4))
+    r = ctl.analyze(mixed_steps(), host_gap_ns=20, window=(1, 3)).ranges()[0]
+    assert r["text"] == ("mixed — batches ready when the step asks −45%, the Python "
+                         "between ops moved out of the step −40%")
+    assert r["advice"].endswith("DataLoader(num_workers>=2, pin_memory=True): batches "
+                                "ready when the step asks (predicted −45%); or move the "
+                                "Python between ops (logging, metrics, bookkeeping) out of "
+                                "the step or overlap it (predicted −40%).")
+    # a narrower margin names the best fix
+    narrow = ctl.analyze(mixed_steps(), host_gap_ns=20, mixed_margin=0.1,
+                         window=(1, 3)).ranges()[0]
+    assert narrow["text"] == "input-bound — batches ready when the step asks −45%"
 
 
 def test_the_summary_leads_with_the_runs_verdict_over_its_steady_steps():
     first = ctl.analyze(input_bound()).summary().splitlines()[0]
     # steps 1–3 (step 0 pays for warm-up): input-bound throughout
-    assert first.startswith("Verdict: input-bound — 89% of idle time, next: launch 11% "
-                            "(steps 1–3, all but the first; 100% of their time). Most "
-                            "likely to help: try num_workers > 0")
-    assert "(89% of GPU idle time waiting for DataLoader fetches)" in first
-    mixed = ctl.analyze(mixed_steps(), sync_slack_ns=0).summary().splitlines()[0]
-    assert mixed.startswith("Verdict: mixed — launch 56%, sync 44% of idle time")
-    assert "Most likely to help: launch fewer, larger kernels" in mixed
+    assert first == ("Verdict: input-bound — batches ready when the step asks would save "
+                     "a predicted 80% of the step (100 ns → 20 ns) (steps 1–3, all but the "
+                     "first). Change first: DataLoader(num_workers>=2, pin_memory=True): "
+                     "batches ready when the step asks.")
+    mixed = ctl.analyze(mixed_steps(), host_gap_ns=20).summary().splitlines()[0]
+    assert mixed.startswith("Verdict: mixed — two fixes gain about as much: batches ready "
+                            "when the step asks −45% and the Python between ops moved out "
+                            "of the step −40%")
+    assert "Change first: DataLoader(num_workers>=2, pin_memory=True)" in mixed
+    assert "; or move the Python between ops" in mixed
     two = ctl.analyze(timeline([(0, 5, 10, 20), (0, 105, 110, 120)],
                                steps=[(0, 0, 100), (1, 100, 200)])).summary()
-    assert "(steps 0–1;" in two.splitlines()[0]  # under three steps: all of them
+    assert "(steps 0–1)" in two.splitlines()[0]  # under three steps: all of them
     host = ctl.analyze(timeline(ops=[("aten::add", 0, 5, 0)])).summary().splitlines()
     assert host[0].startswith("Verdict: host-only — no GPU work recorded (the whole window")
     assert host[1].startswith("cutimeline report — handmade")
@@ -247,4 +256,7 @@ def test_host_bound_steps_name_the_op_free_stretches():
     assert r["verdict"] == "host-bound" and r["cause"] == "host"
     assert r["offenders"]["spans"][0][0] == "log_metrics"
     assert "the host was busy outside op launches" in r["advice"]
-    assert "op-free stretches" in r["advice"] and "py-spy" in r["advice"]
+    assert "op-free stretches" in r["advice"]
+    assert r["advice"].endswith("move the Python between ops (logging, metrics, "
+                                "bookkeeping) out of the step or overlap it (predicted "
+                                "−100% of the step).")

@@ -39,22 +39,14 @@ def test_a_trace_without_gpu_rows_keeps_its_whole_window():
     assert "Not counted" not in rep.summary()
 
 
-def test_the_advice_quotes_its_own_causes_edit_not_a_sibling():
-    """A sync-bound headline advises removing the read-backs: the number
-    it quotes is the ``sync`` edit's, even where the ``copies`` edit (also
-    of cause sync) gains more; that one leads when it gains 5 points more."""
-    from types import SimpleNamespace
-
-    from cutimeline.analysis.summary import _advice
-    from cutimeline.analysis.replay.edits import EDITS
-
-    def rep(*gains):
-        preds = [SimpleNamespace(edit=EDITS[n], gain=g) for n, g in gains]
-        return SimpleNamespace(what_if=lambda: sorted(preds, key=lambda p: -p.gain))
-    h = {"cause": "sync", "help": "read values back less often"}
-    close = _advice(rep(("copies", 0.22), ("sync", 0.20)), h)
-    assert close == "Most likely to help: read values back less often — predicted −20% step time."
-    far = _advice(rep(("copies", 0.40), ("sync", 0.20)), h)
-    assert far.startswith("Most likely to help, by the replay: copy batches asynchronously")
-    assert far.endswith("For the largest idle cause: read values back less often — "
-                        "predicted −20% step time.")
+def test_the_first_line_is_the_judgement_in_words_and_every_surface_agrees():
+    """The summary's first line, repr, to_dict and the step table all say
+    the run's judgement (``headline.py``)."""
+    from handmade import random_timeline
+    rep = ctl.analyze(random_timeline(4, n=500, streams=2, steps=6))
+    h = rep.to_dict()["verdict"]
+    j = rep.judgement
+    assert h["verdict"] == j.verdict == rep.overall["verdict"]
+    assert rep.summary().startswith(f"Verdict: {h['text']} ({h['steps']}). ")
+    assert repr(rep).endswith(f"{h['short']}>")
+    assert rep.to_dict()["overall"]["verdict"] == h["verdict"]

@@ -23,10 +23,11 @@ def test_report_html_has_the_verdict_line_and_one_row_per_step():
     rep = analyze(known_gaps())
     page = rep._repr_html_()
     first = rep.summary().splitlines()[0]
-    assert "Verdict: dependency-bound" in page and first.split(" (")[0] in page
+    assert "Verdict: host-bound" in page and first.split(" (")[0] in page
     assert page.count("<tr>") == 1 + len(rep.steps)  # the header and the steps
-    assert "dependency-bound" in page and "sync-bound" in page
-    assert "59.5 ms" in page and "73%" in page
+    assert "mixed" in page and "sync-bound" in page
+    assert "no host reads of GPU values inside the step −37%" in page  # step 1's fix
+    assert "60 ms" in page and "72%" in page
     # every string escaped: the repr's angle brackets arrive as entities
     assert "&lt;Report" in page and "<Report" not in page
 

@@ -1,7 +1,7 @@
 """The verdict strip and the title block: the figure answers first.
 
 On the hand-built Timeline of ``test_figure`` (two steps whose verdicts
-the analysis gives: dependency-bound and sync-bound) and on the demo's
+the analysis gives: mixed and sync-bound) and on the demo's
 simulated loop: one cell per step over its device window, in its
 verdict's colour, labelled where wide; the title states the window and
 the run's verdict line.
@@ -68,7 +68,7 @@ def test_one_cell_per_step_over_its_device_window_in_its_verdict_colour(tl):
 def test_wide_cells_carry_step_time_and_busy(tl):
     rep = analyze(tl)
     texts = [t.get_text() for t in plot(tl, flows=0, report=rep).axes[3].texts]
-    assert texts == ["step 0 · dependency-bound · 59.5 ms · GPU 73%",
+    assert texts == ["step 0 · mixed · 60 ms · GPU 72%",
                      "step 1 · sync-bound · 30 ms · GPU 63%"]
     # narrower: shorter labels, or none, never one wider than its cell
     narrow = [t.get_text() for t in plot(tl, flows=0, width=6).axes[3].texts]
@@ -81,18 +81,20 @@ def test_window_draws_the_cells_it_meets(tl):
     cells = strip_cells(fig)
     # step 1's device window begins at 60 ms, 10 ms into the window of step 1
     # (host 50-100 ms); step 0's runs to 60 ms, so its end shows too
-    assert [c[2] for c in cells] == [VERDICT_COLORS["dependency-bound"],
-                                     VERDICT_COLORS["sync-bound"]]
+    assert [c[2] for c in cells] == [VERDICT_COLORS["mixed"], VERDICT_COLORS["sync-bound"]]
     assert cells[1][0] == pytest.approx(10.0, abs=0.1)
 
 
 def test_title_states_the_window_and_the_run_verdict(tl):
     rep = analyze(tl)
     line = verdict_line(rep)
-    # the summary's first sentence, less its share of the time and advice
+    # the run's verdict with its fix, short: the summary's first sentence says
+    # the same verdict and gain at length
     first = rep.summary().splitlines()[0]
-    assert line == "Verdict: dependency-bound — 62% of idle time, next: data 31% (steps 0–1)"
-    assert first.startswith(line[:-1] + ";")
+    assert line == ("Verdict: host-bound: −30% with the Python between ops moved out of the "
+                    "step (steps 0–1)")
+    assert first.startswith("Verdict: host-bound — the Python between ops moved out of the "
+                            "step would save a predicted 30% of the step")
     for window, words in ((None, "the whole recording"), (1, "step 1"),
                           ((0, 1), "steps 0–1"), ((0.02, 0.045), "0.02–0.045 s")):
         texts = [t.get_text() for t in plot(tl, window=window, flows=0, report=rep).texts]
@@ -107,7 +109,7 @@ def test_a_given_axes_gets_window_and_verdict_in_its_title(tl):
     ax = Figure(figsize=(10, 4)).add_subplot()
     plot(tl, ax=ax, window=(0, 1))
     title = ax.get_title(loc="left")
-    assert "steps 0–1" in title and "Verdict: dependency-bound" in title
+    assert "steps 0–1" in title and "Verdict: host-bound" in title
 
 
 def test_imported_trace_without_steps_is_drawn_first_to_last_device_activity(tl):
@@ -151,7 +153,9 @@ def with_compute(rep, flops, mfu, rate=None):
     fields = {"flops": np.asarray(flops, float), "mfu": np.asarray(mfu, float)}
     if rate is not None:
         fields["tflop_per_s"] = np.asarray(rate, float)
-    rep.steps = recfunctions.append_fields(rep.steps, list(fields), list(fields.values()),
+    rep.steps  # the verdicts first: the rows they are written into
+    whole = {k: np.concatenate([[np.nan], v]) for k, v in fields.items()}  # row 0: the window
+    rep._rows = recfunctions.append_fields(rep._rows, list(whole), list(whole.values()),
                                            usemask=False)
     return rep
 

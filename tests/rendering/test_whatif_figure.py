@@ -109,11 +109,12 @@ def test_labels_carry_the_predicted_step_times(recorded):
     labels = texts(fig.axes[3])  # one per step, in time order
     assert len(labels) == len(p.steps)
     for row, label in zip(p.steps, labels):
-        was, now = int(row["recorded_ns"]), int(row["predicted_ns"])
+        was, now = int(row["base_ns"]), int(row["predicted_ns"])
         assert fmt_ns(now) in label and gain_text(1 - now / was) in label
         assert arrow(was, now) in label or label == f"{fmt_ns(now)}\n{gain_text(1 - now / was)}"
     assert labels[0].startswith("step 0 · ")
-    # the recorded strip says the recorded times
+    # the recorded strip says the recorded times (the predicted one is
+    # against the steps without the recorder's cost)
     for row in rep.steps:
         assert any(fmt_ns(int(row["duration_ns"])) in t for t in texts(fig.axes[2]))
     head = fig.texts[0].get_text()
@@ -126,19 +127,20 @@ def test_labels_carry_the_predicted_step_times(recorded):
 def test_what_if_true_draws_the_top_fix(recorded):
     tl, rep = recorded
     preds = rep.what_if()
-    top = next(p for p in preds if p.edit.name != "recorder")
+    top = next(p for p in preds if p.edit.complete)
     fig = plot(tl, what_if=True, report=rep)
     assert fig.cutimeline_prediction is top
     assert fig.texts[0].get_text() == change_text(top)
     assert top.edit.code in fig.axes[3].get_title(loc="left")
 
 
-def test_chosen_skips_the_recorder_unless_alone(recorded):
+def test_chosen_takes_the_complete_fix_that_gains_most(recorded):
     _, rep = recorded
     preds = rep.what_if()
-    rec = [p for p in preds if p.edit.name == "recorder"]
-    assert chosen(rec + [p for p in preds if p not in rec], True).edit.name != "recorder"
-    assert chosen(rec, True) is rec[0]
+    assert all(p.edit.name != "recorder" for p in preds)  # no fix of the user's
+    partial = [p for p in preds if not p.edit.complete]
+    assert chosen(partial + [p for p in preds if p not in partial], True).edit.complete
+    assert chosen(partial, True) is partial[0]  # alone, the partial one
     assert chosen(preds, "sync").edit.name == "sync"
     with pytest.raises(CutimelineError, match="no fix applies"):
         chosen([], True)
@@ -180,11 +182,11 @@ def test_a_step_window_draws_each_from_its_own_start(recorded):
 
 
 def test_step_labels_and_gain_words():
-    steps = np.zeros(2, [("number", np.int64), ("recorded_ns", np.int64),
+    steps = np.zeros(2, [("number", np.int64), ("base_ns", np.int64),
                          ("predicted_ns", np.int64), ("busy_frac", np.float64),
                          ("predicted_busy_frac", np.float64)])
     steps["number"] = [0, 1]
-    steps["recorded_ns"] = [20 * MS, 1_200 * MS]
+    steps["base_ns"] = [20 * MS, 1_200 * MS]
     steps["predicted_ns"] = [10 * MS, 800 * MS]
     steps["predicted_busy_frac"] = [0.5, 0.9]
 

@@ -9,8 +9,10 @@ for and the gpu rows still launched. An edit says which of those change:
 * ``data`` — DataLoader fetches (``activity.fetch_spans``: DATA spans, and
   user spans naming a DataLoader) take no host time, as
   when workers have the next batch ready;
-* ``sync`` — host-blocking ops (flagged SYNC, and the syncs they made) are
-  gone: their host time, their waits and their small read-back copies;
+* ``sync`` — host-blocking ops (flagged SYNC, and the syncs they made) and
+  the host's waits of no op (``torch.cuda.synchronize()``) are gone: their
+  host time, their waits and their small read-back copies (an op that also
+  ran kernels keeps them);
 * ``host`` — op-free host stretches of at least ``host_gap_ns`` between
   the first and the last op (user Python, logging) take no time;
 * ``launch`` — each device op's host time is halved (a faster
@@ -54,7 +56,7 @@ import numpy as np
 from ...errors import CutimelineError
 from ...numeric import intervals as iv
 from ...numeric.ordering import sort_order
-from ...timeline.schema import NONE, OpFlag
+from ...timeline.schema import NONE, GpuKind, OpFlag
 from ...timeline.timeline import Timeline
 from ..facts import extent
 from ..idle.activity import HostActivity, subtract
@@ -151,11 +153,18 @@ def changes(tl: Timeline, edit: Edit, act: HostActivity,
     if edit.name == "data":
         cuts = act.data
     elif edit.name == "sync":
-        drop_ops = (o.flags & OpFlag.SYNC) != 0
-        # the host's waits made by those ops (pings and the like stay)
-        drop_syncs = _of_op(y.op, drop_ops)
-        cuts = iv.union(np.concatenate([o.host_begin_ns[drop_ops], y.host_begin_ns[drop_syncs]]),
-                        np.concatenate([o.host_end_ns[drop_ops], y.host_end_ns[drop_syncs]]),
+        sync_ops = (o.flags & OpFlag.SYNC) != 0
+        # the host's waits made by those ops, and those of no op (the user's
+        # torch.cuda.synchronize(), a trace's runtime syncs); the recorder's
+        # calibration pings stay
+        drop_syncs = _of_op(y.op, sync_ops) | ((y.op == NONE) & (y.kind != tl.string_id("ping")))
+        # gone with their own rows (a read-back's copy, the bracket of a
+        # read), except ops that also ran kernels: an imported op around a
+        # blocking call (``aten::mm`` holding a cudaStreamSynchronize) keeps
+        # its work and loses its wait
+        drop_ops = sync_ops & ~_runs_kernels(tl)
+        cuts = iv.union(np.concatenate([o.host_begin_ns[sync_ops], y.host_begin_ns[drop_syncs]]),
+                        np.concatenate([o.host_end_ns[sync_ops], y.host_end_ns[drop_syncs]]),
                         engine)
     elif edit.name == "copies":
         side = _h2d_copies(tl)
@@ -357,6 +366,18 @@ def _one_off_ops(tl: Timeline) -> np.ndarray:
     w0, w1, _ = extent(tl)
     return tl.ops.remember("host_begin_ns", ("one_off ops", w0, w1),
                            lambda _: one_offs(tl, w0, w1)["op"])
+
+
+def _runs_kernels(tl: Timeline) -> np.ndarray:
+    """Which ops launched a kernel (or a graph, compiled or collective
+    work): gpu rows that are work of their own, not a copy, a memset or a
+    recorder's bracket around an op (bool per op)."""
+    g = tl.gpu
+    out = np.zeros(len(tl.ops), bool)
+    work = np.isin(g.kind, [int(GpuKind.KERNEL), int(GpuKind.GRAPH), int(GpuKind.COMPILED),
+                            int(GpuKind.COLLECTIVE)]) & (g.op != NONE)
+    out[g.op[work]] = True
+    return out
 
 
 def _of_op(op: np.ndarray, mask: np.ndarray) -> np.ndarray:

@@ -15,19 +15,32 @@ def test_a_step_runs_from_the_previous_steps_last_work_to_its_own():
     begin = [50, 120, 150, 260, 5]
     end = [120, 140, 250, 290, 9]
     b, e = device_windows(launch, begin, end, [0, 100, 200], [100, 200, 300])
-    # step 0 from its first work (50) to its last work's end (140); step 1
-    # from there to 250, step 2 to 290; the row without a launch time
-    # belongs to no step
-    assert b.tolist() == [50, 140, 250] and e.tolist() == [140, 250, 290]
+    # step 0 from its host begin (0: what came before its first work, 50,
+    # is its own) to its last work's end (140); step 1 from there to 250,
+    # step 2 to 290; the row without a launch time belongs to no step
+    assert b.tolist() == [0, 140, 250] and e.tolist() == [140, 250, 290]
 
 
 def test_a_step_without_gpu_work_ends_with_its_host_window():
     b, e = device_windows([10, 210], [50, 260], [120, 290], [0, 100, 200],
                           [100, 200, 300])
-    assert b.tolist() == [50, 120, 200] and e.tolist() == [120, 200, 290]
+    assert b.tolist() == [0, 120, 200] and e.tolist() == [120, 200, 290]
     # never before the previous window ends: an empty window then
     b, e = device_windows([10], [150], [170], [0, 100], [100, 130])
-    assert b.tolist() == [150, 170] and e.tolist() == [170, 170]
+    assert b.tolist() == [0, 170] and e.tolist() == [170, 170]
+    # work queued before the first step began (launched earlier, outside
+    # every step) opens it no later than that work
+    b, e = device_windows([-20, 10], [-10, 20], [5, 30], [0], [100])
+    assert b.tolist() == [0] and e.tolist() == [30]
+
+
+def test_the_windows_tile_the_steps_from_the_first_ones_begin():
+    rows = [(0, 100 * k + 1, 100 * k + 50, 100 * k + 150) for k in range(4)]
+    tl = timeline(rows, steps=[(k, 100 * k, 100 * k + 100) for k in range(4)])
+    s = ctl.analyze(tl).steps
+    assert s["begin_ns"][0] == s["host_begin_ns"][0] == 0
+    np.testing.assert_array_equal(s["end_ns"][:-1], s["begin_ns"][1:])
+    assert s["duration_ns"].sum() == s["end_ns"][-1] - s["host_begin_ns"][0]
 
 
 def test_a_host_a_step_ahead_of_a_busy_gpu_reads_gpu_bound():
@@ -36,10 +49,10 @@ def test_a_host_a_step_ahead_of_a_busy_gpu_reads_gpu_bound():
     # idle; over its GPU work every step is busy throughout
     rows = [(0, 100 * k + 1, 100 * k + 50, 100 * k + 150) for k in range(4)]
     tl = timeline(rows, steps=[(k, 100 * k, 100 * k + 100) for k in range(4)])
-    s = ctl.analyze(tl).steps
+    s = ctl.analyze(tl).steps[1:]  # step 0 opens with the host's first launch
     assert set(s["verdict"]) == {"GPU-bound"} and (s["busy_frac"] == 1.0).all()
-    assert s["begin_ns"].tolist() == [50, 150, 250, 350]
-    assert s["host_begin_ns"].tolist() == [0, 100, 200, 300]
+    assert s["begin_ns"].tolist() == [150, 250, 350]
+    assert s["host_begin_ns"].tolist() == [100, 200, 300]
     np.testing.assert_array_equal(s["end_ns"][:-1], s["begin_ns"][1:])
 
 

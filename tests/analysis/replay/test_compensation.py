@@ -90,7 +90,7 @@ def test_cpu_only_steps_shrink_by_the_overhead():
     tl = timeline(ops=ops, steps=[(0, 100, 200)], meta={"overhead_ns_per_op": 3})
     rep = ctl.analyze(tl)
     assert rep.steps["predicted_ns"].tolist() == [100 - 30]
-    assert "predicted step 70 ns (recorded 100 ns)" in rep.summary()
+    assert "moved the step from 70 ns to 100 ns" in rep.summary()
 
 
 def test_launch_overhead_is_removed_from_launching_ops_only():

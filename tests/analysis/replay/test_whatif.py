@@ -1,9 +1,5 @@
-"""What-if replays: hand-worked edits, engine twins, the Report hook, the benchmark."""
+"""What-if replays: hand-worked edits, engine twins, the Report hook."""
 
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,7 +14,6 @@ from cutimeline.timeline.schema import SpanKind
 
 from handmade import random_timeline, timeline
 
-BENCH = Path(__file__).resolve().parents[3] / "benchmarks" / "bench_whatif.py"
 MS = 1_000_000
 
 
@@ -107,22 +102,12 @@ def test_host_only_timelines_predict_nothing():
         replayed(rep, "data")
 
 
-def test_the_summary_quotes_the_prediction_for_its_advice():
+def test_the_summary_leads_with_the_fix_and_its_prediction():
     text = ctl.analyze(fetch_bound()).summary().splitlines()[0]
-    assert "try num_workers > 0" in text and "— predicted −" in text
-    assert "another fix first" not in text  # the data fix is the top one here
-
-
-def test_fast_benchmark_pairs_meet_the_error_goals():
-    env = {**os.environ, "PYTHONHASHSEED": "0"}
-    env.pop("CUTIMELINE_DISABLE", None)
-    # medians of 3 rounds: SimGPU's host side runs on real time, which other
-    # work on the machine stretches in one round
-    done = subprocess.run([sys.executable, str(BENCH), "--fast", "--repeats", "3"],
-                          capture_output=True, text=True, timeout=300, env=env, check=False)
-    out = done.stdout + done.stderr[-2000:]
-    assert done.returncode == 0, out
-    assert out.count("| ") >= 4 and "median |error|" in out
+    assert text.startswith("Verdict: input-bound — batches ready when the step asks "
+                           "would save a predicted 70% of the step (10 ms → 3 ms)")
+    assert text.endswith("Change first: DataLoader(num_workers>=2, pin_memory=True): "
+                         "batches ready when the step asks.")
 
 
 def test_a_host_that_runs_ahead_stops_at_the_launch_queue():

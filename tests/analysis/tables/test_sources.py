@@ -115,8 +115,8 @@ def test_a_sync_bound_verdict_quotes_the_top_line_with_its_count():
     # step 0's device window begins with its first kernel: GPU-bound
     r = rep.ranges()
     assert [x["verdict"] for x in r] == ["GPU-bound", "sync-bound"]
-    assert f"(9 syncs, top aten::_local_scalar_dense; 3 syncs per step, 2 at " \
-           f"train.py:57 `{ACC}`)" in r[1]["advice"]
+    assert f"9 host syncs, top aten::_local_scalar_dense; 3 syncs per step, 2 at " \
+           f"train.py:57 `{ACC}`;" in r[1]["advice"]
     assert r[1]["sources"]["syncs"] == 9 and r[1]["sources"]["sync"]["count"].tolist() == [6, 3]
     lines = rep.summary().splitlines()
     assert f"syncs by source line: 8× train.py:57 `{ACC}` (1.06 ms); " \
@@ -211,15 +211,17 @@ def test_a_mixed_verdict_quotes_the_causes_it_names():
         "name": "aten::mm", "count": 3, "calls": 4, "file": "m.py", "line": 2,
         "function": "f", "code": "y = x @ w"}}
     r = {"verdict": "mixed", "offenders": off, "idle_total_ns": 100, "idle_ns": idle,
-         "first": 1, "last": 3, "steps": 3, "busy_frac": 0.5, "sources": w}
+         "first": 1, "last": 3, "steps": 3, "busy_frac": 0.5, "sources": w,
+         "fix": "graphs", "gain": 0.3, "runner_fix": "sync", "runner_gain": 0.25}
     text = advice(r, rep.steps[1:])
     assert text.startswith(
-        "steps 1–3: GPU busy 50%; no single cause: launch 60% (aten::mm: 3 of 4 calls at "
-        f"m.py:2 `y = x @ w`) and sync 40% (3 syncs per step, 2 at train.py:57 `{ACC}`) "
-        "of its idle time — for launch: ")
+        "steps 1–3: GPU busy 50%; no single fix: CUDA graphs, one launch per sync-free "
+        "piece of the step −30% and no host reads of GPU values inside the step −25%; "
+        "idle time launch 60% (aten::mm: 3 of 4 calls at m.py:2 `y = x @ w`), sync 40% "
+        f"(3 syncs per step, 2 at train.py:57 `{ACC}`) — CUDA graphs: ")
     r.pop("sources")
     off.pop("source")
-    assert "no single cause: launch 60% and sync 40% of its idle time" in advice(r, rep.steps[1:])
+    assert "; idle time launch 60%, sync 40% — " in advice(r, rep.steps[1:])
 
 
 def test_an_input_bound_verdict_quotes_the_loop_line():

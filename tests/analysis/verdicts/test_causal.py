@@ -27,8 +27,8 @@ def test_the_fix_that_gains_most_names_the_verdict_whatever_the_idle_shares_say(
     (0.97, 0.10, "GPU-bound"),     # busy, nothing saves 15 %
     (0.90, 0.20, "sync-bound"),    # busy, but a fix saves 20 % (it removes GPU work too)
     (0.60, 0.20, "sync-bound"),
-    (0.60, 0.005, "unknown"),      # idle 40 %, and no fix the replay knows gains
-    (0.90, 0.005, "GPU-bound"),
+    (0.60, 0.03, "unknown"),       # idle 40 %, and no fix the replay knows gains 5 %
+    (0.90, 0.03, "GPU-bound"),
 ])
 def test_gpu_bound_is_busy_with_no_fix_worth_it(busy, best, verdict):
     assert judge_window(busy, g(sync=best, host=best / 4)).verdict == verdict

@@ -67,24 +67,26 @@ def test_a_profiler_fetch_is_an_input_offender_and_no_host_one():
 
 def test_step_rows():
     # host steps [0,60) and [60,120) launch work at 10 and 110; the GPU runs
-    # it over [12,60) and [112,120): step 0's device window is its own work,
-    # [12,60): GPU-bound; step 1's runs end to end from there, [60,120),
-    # with the data fetch of its batch in its idle time
+    # it over [12,60) and [112,120): step 0's device window opens with its
+    # host window, [0,60); step 1's runs end to end from there, [60,120),
+    # with the data fetch of its batch in its idle time: without it the
+    # step's work would start 45 ns earlier, input-bound
     tl = timeline([(0, 10, 12, 60), (0, 110, 112, 120)],
                   spans=[(SpanKind.DATA, "next(DataLoader)", 60, 105)],
                   steps=[(0, 0, 60), (1, 60, 120)])
     s = ctl.analyze(tl).steps
     assert s["number"].tolist() == [0, 1]
-    assert s["begin_ns"].tolist() == [12, 60] and s["end_ns"].tolist() == [60, 120]
+    assert s["begin_ns"].tolist() == [0, 60] and s["end_ns"].tolist() == [60, 120]
     assert s["host_begin_ns"].tolist() == [0, 60] and s["host_end_ns"].tolist() == [60, 120]
-    assert s["verdict"].tolist() == ["GPU-bound", "input-bound"]
+    assert s["verdict"][1] == "input-bound" and s["fix"][1] == "data"
+    assert s["gain"][1] == pytest.approx(45 / 60)
     assert s["busy_ns"].tolist() == [48, 8]
     assert (s["busy_ns"] + s["idle_ns"] == s["duration_ns"]).all()
     assert s["data_ns"].tolist() == [0, 45] and s["host_data_ns"].tolist() == [0, 45]
     assert s["launches"].tolist() == [1, 1] and s["ops"].tolist() == [1, 1]
     assert s["lead_first_ns"].tolist() == [2, 2]
-    assert s["cause"].tolist() == ["", "data"] and s["share"][1] == 45 / 52
-    assert s["runner_up"].tolist() == ["", "launch"]
+    assert s["cause"][1] == "data" and s["share"][1] == 45 / 52
+    assert s["runner_up"][1] == "launch"
 
 
 @pytest.mark.parametrize("seed", range(4))

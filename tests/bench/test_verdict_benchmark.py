@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_verdicts.py"
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_verdicts.py"
 
 
 def _bench(*args: str, timeout: float) -> subprocess.CompletedProcess:
@@ -57,12 +57,3 @@ def test_every_scenario_names_known_verdicts_and_derives_them_in_its_docstring()
         assert steps and set(steps) <= set(VERDICTS), (name, expect)
         # the expectation is derived by arithmetic: the docstring shows numbers
         assert len(doc) > 120 and any(ch.isdigit() for ch in doc), name
-
-
-@pytest.mark.slow
-def test_every_fast_scenario_gets_its_verdict():
-    done = _bench("--fast", "--repeats", "1", timeout=600)
-    table = done.stdout + done.stderr[-2000:]
-    assert "Traceback" not in done.stderr, table
-    assert done.returncode == 0, f"scenarios missed their verdict:\n{table}"
-    assert " MISS" not in done.stdout, table
