@@ -20,16 +20,19 @@ the arithmetic in its docstring (``--list`` prints the one-line reasons).
 
 The table: the scenario, the expected verdict, what ``ctl.analyze`` said
 (the verdict of more than half the checked steps; steps that differ are
-named after it), the mean GPU busy fraction over those steps, the margin
-(the smallest ``share − runner_up_share`` over those of them that name a
-cause, where the step table has those columns), how many repeats agreed with the first ("~": they
+named after it), the mean GPU busy fraction over those steps (without the
+recorder's own cost, as the verdicts read it), the margin (the smallest
+``(gain − runner_gain) ÷ gain`` of the step's fix over the runner-up's,
+over those of them that name a fix), how many repeats agreed with the first ("~": they
 agreed, but some single step's verdict varied), and the seconds a run
 took (build, record and analyze; the median over repeats). A scenario is
 missed when the majority is not the expected verdict (with a per-step
 expectation: when any checked step differs), when repeats disagree, or
-when it raises (reported by its exception line); a scenario that cannot
-run here (``Skip``) is reported and is not a miss. Exit status 1 on any
-miss.
+when it raises (reported by its exception line), or when a surface
+(summary, repr, HTML repr, ``to_dict``, the figure's title) does not say
+the run's verdict and fix in the words of the others; a scenario that
+cannot run here (``Skip``) is reported and is not a miss. Exit status 1
+on any miss.
 
 ``--repeats N`` runs each scenario N times (SimGPU seeds 0..N-1: other
 device clocks, the same program); verdicts must match across repeats.
@@ -42,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import html
 import itertools
 import math
 import statistics
@@ -68,8 +72,9 @@ import cutimeline as ctl
 @dataclass
 class Outcome:
     verdicts: tuple[str, ...] | None  # every step's verdict; None when it raised or skipped
-    busy: float = math.nan            # mean busy fraction over the checked steps
-    margin: float = math.nan          # smallest share − runner-up share over them
+    busy: float = math.nan            # mean busy fraction over the checked steps (no recorder)
+    margin: float = math.nan          # smallest (gain − runner-up's) ÷ gain over them
+    surfaces: str = ""                # the first surface that disagrees with the verdict
     seconds: float = math.nan
     error: str = ""                   # the exception line, or the Skip reason
     skipped: bool = False
@@ -90,24 +95,45 @@ def run_once(sc: Scenario, seed: int) -> Outcome:
     t0 = time.perf_counter()
     try:
         tl = sc.run(seed)
-        steps = ctl.analyze(tl).steps
+        rep = ctl.analyze(tl)
+        steps = rep.steps
+        disagree = surfaces(rep)
     except Skip as e:
         return Outcome(None, error=str(e), skipped=True)
     except Exception as e:  # noqa: BLE001 -- a crash is a miss, reported by its line
         line = traceback.format_exception_only(type(e), e)[-1].strip().splitlines()[0]
         return Outcome(None, error=line, seconds=time.perf_counter() - t0)
     out = Outcome(tuple(str(v) for v in steps["verdict"]),
-                  seconds=time.perf_counter() - t0)
+                  seconds=time.perf_counter() - t0, surfaces=disagree)
     rows = checked(sc, len(steps))
     if rows:
-        out.busy = float(np.mean(steps["busy_frac"][rows]))
-        names = steps.dtype.names
-        if "share" in names and "runner_up_share" in names:
-            share = steps["share"][rows].astype(float)
-            m = share - steps["runner_up_share"][rows].astype(float)
-            m = m[share > 0]  # a step with no idle cause (GPU-bound) has no share
-            out.margin = float(np.nanmin(m)) if np.isfinite(m).any() else math.nan
+        busy = steps["predicted_busy_frac"][rows] if rep.compensation is not None \
+            else steps["busy_frac"][rows]
+        out.busy = float(np.mean(busy))
+        gain = steps["gain"][rows].astype(float)
+        named = steps["verdict"][rows] != "GPU-bound"  # GPU-bound names no fix
+        m = (gain - steps["runner_gain"][rows].astype(float)) / np.where(gain > 0, gain, 1)
+        m = m[named & (gain > 0)]
+        out.margin = float(np.nanmin(m)) if len(m) and np.isfinite(m).any() else math.nan
     return out
+
+
+def surfaces(rep: ctl.Report) -> str:
+    """"" when every surface gives the run's verdict and its fix in the
+    same words (summary's first line, repr, the HTML repr, to_dict, the
+    figure's title), else the first that does not."""
+    from cutimeline.analysis.headline import headline
+    from cutimeline.rendering.strip import verdict_line
+    h = headline(rep)
+    first = rep.summary().splitlines()[0]
+    d = rep.to_dict()
+    checks = {"summary": first.startswith(f"Verdict: {h['text']} ({h['steps']}). "),
+              "repr": repr(rep).endswith(f", {h['short']}>"),
+              "html": html.escape(first) in rep._repr_html_(),
+              "to_dict": d["overall"]["verdict"] == h["verdict"] == d["verdict"]["verdict"],
+              "figure": rep.lanes is None or
+              verdict_line(rep) == f"Verdict: {h['short']} ({h['steps']})"}
+    return next((k for k, ok in checks.items() if not ok), "")
 
 
 def majority(sc: Scenario, verdicts: tuple[str, ...]) -> str:
@@ -136,6 +162,8 @@ def misses(sc: Scenario, o: Outcome) -> list[str]:
         return []
     if o.verdicts is None:
         return [o.error]
+    if o.surfaces:
+        return [f"the {o.surfaces} disagrees with the run's verdict"]
     n = len(o.verdicts)
     if not isinstance(sc.expect, str):
         if n != len(sc.expect):
