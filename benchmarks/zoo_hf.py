@@ -212,8 +212,9 @@ class TokenSteps:
         self.rec.step()
         if self.limit is not None and self.calls > self.limit:
             raise RuntimeError(
-                f"generate() did not stop after {self.limit} tokens (max_new_tokens "
-                f"reached; its stop test reads unfinished_sequences.max() == 0)")
+                f"generate() decoded {self.limit} tokens without stopping, past "
+                f"max_new_tokens: its stop test bool(unfinished_sequences.max() == 0) "
+                f"never read True")
         return scores
 
 
