@@ -23,10 +23,23 @@ others.
 
 from __future__ import annotations
 
+import contextlib
+import io
+
 import zoo_examples
 import zoo_hf
 import zoo_vision
 from verdict_scenarios import scenario
+
+import cutimeline as ctl
+
+
+def quiet(entry, seed: int, mode: str, **kw) -> ctl.Timeline:
+    """Run a zoo entry with what its loop prints (log lines, progress)
+    written to a buffer instead of the benchmark's table: the printing
+    still costs what it costs."""
+    with contextlib.redirect_stdout(io.StringIO()):
+        return entry(seed, mode, **kw)
 
 
 @scenario("GPU-bound", "GPT-2 124M, 8 × 1024 tokens, fp32: 7.2 TFLOP ≈ 107 ms at "
@@ -42,7 +55,7 @@ def hf_gpt2_train(seed: int):
     LayerNorm, GELU and the 8,192 × 50,257 softmax (1.6 GB of logits).
     The host dispatches ≈ 2,000 ops per step (≈ 810 launching): ≤ 20 ms
     even at 10 µs each. The queue only grows: GPU-bound by ≥ 5×."""
-    return zoo_hf.hf_gpt2_train(seed, "train")
+    return quiet(zoo_hf.hf_gpt2_train, seed, "train")
 
 
 @scenario("GPU-bound", "TinyLlama shape, 8 layers, bf16, 8 × 1024 tokens: 22 TFLOP ≈ 22 ms "
@@ -60,7 +73,7 @@ def hf_llama_train(seed: int):
     (1 GB a pass, ≈ 6 passes) ≈ 4 ms; AdamW over 491 M bf16 parameters
     (7 × 2 B each) ≈ 2 ms: ≈ 75 ms of GPU work. The host dispatches ≈
     2,650 ops (≈ 1,270 launching), ≤ 27 ms at 10 µs each: GPU-bound by ≥ 2.5×."""
-    return zoo_hf.hf_llama_train(seed, "train")
+    return quiet(zoo_hf.hf_llama_train, seed, "train")
 
 
 @scenario("GPU-bound", "BERT-base fine-tuning, 32 × 128: 2.2 TFLOP ≈ 32 ms at 67 TFLOP/s + "
@@ -79,7 +92,7 @@ def hf_bert_finetune(seed: int):
     and ≈ 2,000 views and reshapes (× 2–4 µs): ≈ 10–15 ms, and even at
     10 µs for every op 27 ms. The batch (32 padded rows of 4 small CPU
     tensors, collated in 0.6 ms) is a minor cost: GPU-bound by ≥ 3×."""
-    return zoo_hf.hf_bert_finetune(seed, "train")
+    return quiet(zoo_hf.hf_bert_finetune, seed, "train")
 
 
 @scenario("GPU-bound", "BERT-base evaluation, 32 × 128 under no_grad: ≈ 13 ms of GPU work vs "
@@ -96,7 +109,7 @@ def hf_bert_eval(seed: int):
     and dispatches up to the first 4.8 GFLOP matmul (72 µs, longer than
     the host's ≈ 10 µs per op, so the queue grows again from there): ≈ 1–2
     ms idle per ≈ 14 ms batch, ≥ 85 % busy: GPU-bound by ≈ 3×."""
-    return zoo_hf.hf_bert_finetune(seed, "no_grad")
+    return quiet(zoo_hf.hf_bert_finetune, seed, "no_grad")
 
 
 @scenario("launch-bound", "GPT-2 124M generate(), batch 1, KV cache: ≈ 310 kernels of 2–4 µs "
@@ -118,7 +131,7 @@ def hf_gpt2_generate(seed: int):
     and ``torch.compile``) are the fix: launch-bound. (On SimGPU today the
     stop test never reads true and ``generate()`` decodes past
     max_new_tokens; a guard stops it after 40 tokens with an error.)"""
-    return zoo_hf.hf_gpt2_generate(seed, "no_grad", limit=40)
+    return quiet(zoo_hf.hf_gpt2_generate, seed, "no_grad", limit=40)
 
 
 @scenario("launch-bound", "Llama 8 × 1024 serving loop, batch 4, KV cache: ≈ 370 launches ≈ "
@@ -133,7 +146,7 @@ def hf_llama_serve(seed: int):
     but ≈ 370 launches at ≥ 2 µs: ≈ 0.9 ms. Host: ≈ 810 ops a token (≈
     370 launching × 5–10 µs, ≈ 440 views × 2–4 µs): ≈ 3–5 ms. The read
     drains a queue of a few small kernels (≤ 20 µs): launch-bound by ≥ 3×."""
-    return zoo_hf.hf_llama_serve(seed, "no_grad")
+    return quiet(zoo_hf.hf_llama_serve, seed, "no_grad")
 
 
 @scenario("input-bound", "timm ResNet-50, batch 128, num_workers=0: 340 ms of transforms "
@@ -149,7 +162,7 @@ def timm_resnet50_w0(seed: int):
     the published 1,753 images/s of an H100 SXM (TF32); ≈ 470 launches
     of host dispatch and one ``loss.item()`` a step. The GPU idles ≥ 265
     of ≥ 340 ms: input-bound by ≥ 4× (workers are the fix)."""
-    return zoo_vision.timm_resnet50_w0(seed, "train")
+    return quiet(zoo_vision.timm_resnet50_w0, seed, "train")
 
 
 @scenario("GPU-bound", "timm ViT-B/16, batch 64, 4 workers: 6.8 TFLOP ≈ 101 ms at 67 TFLOP/s "
@@ -165,7 +178,7 @@ def timm_vit_b16_w4(seed: int):
     step, ≤ 10 ms, and reads ``loss.item()`` once: GPU-bound by ≥ 2.5×.
     (On this 2-core VM the 4 workers share 2 cores with the training
     thread: ≈ 75 ms a batch, still ahead.)"""
-    return zoo_vision.timm_vit_b16_w4(seed, "train")
+    return quiet(zoo_vision.timm_vit_b16_w4, seed, "train")
 
 
 @scenario("host-bound", "64 images augmented per sample with transforms.v2 on CPU tensors in "
@@ -181,7 +194,7 @@ def tv_resnet50_cpu_aug(seed: int):
     SXM, TF32). The GPU idles ≥ 53 ms a step while the host computes on
     the CPU: host-bound by ≥ 2.4× (moving the augmentation to workers or
     the GPU is the fix; CUDA graphs would not help)."""
-    return zoo_vision.tv_resnet50_cpu_aug(seed, "train")
+    return quiet(zoo_vision.tv_resnet50_cpu_aug, seed, "train")
 
 
 @scenario("input-bound", "mnist/main.py, 1 worker: 6.5 ms of CPU per batch of 64 vs ≈ 0.9 ms "
@@ -197,7 +210,7 @@ def ex_mnist(seed: int):
     ops of host (≈ 0.5–0.9 ms). The one worker delivers a batch every
     ≥ 6.5 ms: the loop waits in the fetch ≥ 85 % of the time: input-bound
     by ≥ 7×."""
-    return zoo_examples.ex_mnist(seed, "train")
+    return quiet(zoo_examples.ex_mnist, seed, "train")
 
 
 @scenario("input-bound", "dcgan/main.py, 2 workers over FakeData 64²: 32 ms of CPU per batch "
@@ -215,4 +228,4 @@ def ex_dcgan(seed: int):
     (≈ 215 launching) ≈ 2–4 ms, and the five reads each drain a short
     queue. The loop waits ≈ 11–13 ms of each ≈ 16 ms for the next batch:
     input-bound by ≥ 3×."""
-    return zoo_examples.ex_dcgan(seed, "train")
+    return quiet(zoo_examples.ex_dcgan, seed, "train")
