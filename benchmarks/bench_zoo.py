@@ -62,21 +62,53 @@ def frames(tb) -> tuple[str, str]:
     if not stack:
         return "", ""
 
-    def show(f) -> str:
-        path = f.filename
-        for cut in ("site-packages/", "/wt/", "/work/"):
-            if cut in path:
-                path = path.split(cut, 1)[1]
-                break
-        return f"{path}:{f.lineno} in {f.name}: {(f.line or '').strip()}"
-
-    own = [f for f in stack if any(k in f.filename for k in (
-        "transformers/", "timm/", "torchvision/", "benchmarks/zoo"))]
-    return show(stack[-1]), show(own[-1]) if own else ""
+    own = [f for f in stack if is_own(f.filename)]
+    return (where(stack[-1].filename, stack[-1].lineno, stack[-1].name),
+            where(own[-1].filename, own[-1].lineno, own[-1].name) if own else "")
 
 
-def child(name: str, mode: str, seed: int) -> int:
-    """Run one entry and print its result as one JSON line after MARK."""
+def is_own(path: str) -> bool:
+    """A frame in the model's or the loop's code."""
+    return any(k in path for k in ("transformers/", "timm/", "torchvision/", "benchmarks/zoo"))
+
+
+def where(path: str, line: int, func: str) -> str:
+    """'pkg/module.py:123 in func: the source line', the path cut to its package."""
+    import linecache
+    text = linecache.getline(path, line).strip()
+    for root in ("site-packages/", "/cutimeline/", "/benchmarks/"):
+        if root in path:
+            path = path.rsplit(root, 1)[1] if root == "site-packages/" else \
+                root.strip("/") + "/" + path.rsplit(root, 1)[1]
+            break
+    return f"{path}:{line} in {func}: {text}"
+
+
+def stuck_at(text: str) -> tuple[str, str]:
+    """(innermost frame, the outermost frames in model or loop code) of the
+    main thread in a faulthandler dump (most recent call first)."""
+    import re
+    blocks = text.split("most recent call first):")[1:] if "Timeout (" in text else []
+    main = [b for b in blocks if " in child" in b]  # the thread running the entry
+    frames = re.findall(r'File "([^"]+)", line (\d+) in (\S+)', main[0] if main else "")
+    if not frames:
+        return "", ""
+    # the loop that does not end is in the outer frames: the library calls the
+    # entry made, outermost first, without decorators' wrappers (short form)
+    wrappers = ("wrapper", "wrapped_func", "decorate_context", "_wrapped_call_impl",
+                "_call_impl", "inner")
+    own = [where(p, int(n), f).split(": ", 1)[0] for p, n, f in reversed(frames)
+           if is_own(p) and "benchmarks/" not in p and f not in wrappers]
+    return (where(frames[0][0], int(frames[0][1]), frames[0][2]),
+            " → ".join(own[:4]) + (" → …" if len(own) > 4 else ""))
+
+
+def child(name: str, mode: str, seed: int, timeout: float) -> int:
+    """Run one entry and print its result as one JSON line after MARK;
+    shortly before the parent's timeout, dump the stacks and exit (so a
+    hang says where it hangs)."""
+    import faulthandler
+    faulthandler.dump_traceback_later(max(timeout - 5, 0.9 * timeout), exit=True)
     sys.path.insert(0, HERE)
     out: dict = {"name": name, "mode": mode, "seed": seed}
     t0 = time.perf_counter()
@@ -133,7 +165,8 @@ class Run:
 def run_child(name: str, mode: str, seed: int, timeout: float) -> Run:
     """One subprocess; a timeout kills its whole process group (the
     DataLoader workers with it) and is reported as a hang."""
-    cmd = [sys.executable, os.path.abspath(__file__), "--child", name, mode, str(seed)]
+    cmd = [sys.executable, os.path.abspath(__file__), "--child", name, mode, str(seed),
+           str(timeout)]
     t0 = time.perf_counter()
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                          start_new_session=True, cwd=HERE)
@@ -148,6 +181,11 @@ def run_child(name: str, mode: str, seed: int, timeout: float) -> Run:
     lines = text.splitlines()
     res = next((json.loads(ln[len(MARK):]) for ln in reversed(lines) if ln.startswith(MARK)),
                None)
+    if res is None and "Timeout (" in text:  # the child's own stack dump before the timeout
+        r = Run(name, mode, "hang", f"no result after {timeout:.0f} s",
+                time.perf_counter() - t0)
+        r.raised_at, r.own_at = stuck_at(text)
+        return r
     if res is None:
         return Run(name, mode, "crash", f"exit status {p.returncode}, no result",
                    time.perf_counter() - t0, tail=lines[-5:])
@@ -190,7 +228,8 @@ def table(rows: list[list[Run]]) -> str:
             continue
         text.append(f"\n{r.name} [{r.mode}]: {r.outcome}: {r.error}")
         if r.raised_at:
-            text.append(f"    raised at  {r.raised_at}")
+            text.append(f"    {'stuck at  ' if r.outcome == 'hang' else 'raised at '} "
+                        f"{r.raised_at}")
         if r.own_at:
             text.append(f"    model code {r.own_at}")
         text += [f"    | {ln}" for ln in r.tail]
@@ -200,7 +239,7 @@ def table(rows: list[list[Run]]) -> str:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--child"]:
-        return child(argv[1], argv[2], int(argv[3]))
+        return child(argv[1], argv[2], int(argv[3]), float(argv[4]))
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", default="", help="NAME[,NAME]: these entries only")
     ap.add_argument("--modes", default="train,no_grad,inference",
