@@ -89,7 +89,10 @@ def stuck_at(text: str) -> tuple[str, str]:
     main thread in a faulthandler dump (most recent call first)."""
     import re
     blocks = text.split("most recent call first):")[1:] if "Timeout (" in text else []
-    main = [b for b in blocks if " in child" in b]  # the thread running the entry
+    # the thread running the entry: the one in child(), or, where faulthandler
+    # cut a deep stack at 100 frames (transformers' are deeper), the longest
+    main = [b for b in blocks if " in child" in b] or sorted(blocks, key=lambda b: b.count(
+        'File "'))[-1:]
     frames = re.findall(r'File "([^"]+)", line (\d+) in (\S+)', main[0] if main else "")
     if not frames:
         return "", ""

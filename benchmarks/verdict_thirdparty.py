@@ -64,8 +64,9 @@ def hf_llama_train(seed: int):
     """transformers' ``LlamaForCausalLM`` with TinyLlama-1.1B's shape
     (2,048 wide, 5,632 MLP, 32 heads over 4 KV heads, 32k words) cut to 8
     of its 22 layers, weights in bf16, 8 × 1024 tokens, AdamW. FLOPs:
-    6 · (8 · 45 M + 65.5 M head) · 8,192 = 21 T plus attention 0.8 T:
-    22 TFLOP, 22 ms at bf16's 989 TFLOP/s (≈ 30 ms at a realistic 75 %).
+    6 · (8 · 45 M + 65.5 M head) · 8,192 = 21 T plus attention 8 · 3 · 4 ·
+    8 · 1,024² · 2,048 = 1.6 T: ≈ 22 TFLOP, 23 ms at bf16's 989 TFLOP/s
+    (≈ 30 ms at a realistic 75 %).
     Memory-bound work is larger: RMSNorm upcasts to fp32 (8,192 × 2,048 ×
     4 B = 67 MB per pass), rotary, SiLU·mul over 8,192 × 5,632, residual
     adds: ≈ 40 passes of 30–90 MB per layer forward, × 3 with backward, ≈
