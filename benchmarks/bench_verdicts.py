@@ -61,6 +61,7 @@ import verdict_loops  # noqa: F401 -- registers its scenarios after the first on
 import verdict_loops2  # noqa: F401 -- and its, after those
 import verdict_loops3  # noqa: F401 -- data-dependent shapes: masked loss, MoE routing
 import verdict_loops4  # noqa: F401 -- collectives: DDP all-reduce, synchronous vs overlapped
+import verdict_thirdparty  # noqa: F401 -- third-party model code (the zoo extra): HF, timm, torchvision, pytorch/examples
 # SlowBatches .. train_steps: bench_whatif.py takes these pieces from here
 from verdict_scenarios import (SCENARIOS, Scenario, Skip, SlowBatches, busy,  # noqa: F401
                                medium_mlp, meta_batches, mlp, train_steps)
