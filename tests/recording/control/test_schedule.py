@@ -223,7 +223,14 @@ def test_torch_profiler_schedule_and_simgpu():
     assert [tl.meta["steps"] for tl in got] == [[2, 3], [6, 7]]
     assert [step_numbers(tl) for tl in got] == [[2, 3], [6]]
     for tl in got:  # the device started and harvested again for each window
-        assert tl.aligned and len(tl.gpu) > 0 and (tl.gpu.op >= 0).all()
+        assert tl.aligned and len(tl.gpu) > 0
+        # every row is an op of the window's, but work the warm-up launched
+        # that the GPU still ran when the window opened (a loaded machine
+        # stretches the host between the last warm-up op and the window's
+        # start): the GPU was busy with it, no op of the window's made it
+        g = tl.gpu
+        assert ((g.op >= 0) | (g.launch_ns < tl.start_ns)).all()
+        assert (g.op >= 0).sum() >= len(g) - 1
 
 
 def test_a_later_global_optimizer_hook_is_safe():
