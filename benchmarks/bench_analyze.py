@@ -15,9 +15,13 @@ run per engine; "analyze" is the whole ``ctl.analyze`` (lanes, idle time
 by cause per window, queue depth and CPU lead, steps and verdicts,
 overhead replay); what a Report computes on first use — HTA's measures,
 the per-gap causes (the gap table), the verdicts' offenders — is part of
-"summary"; the op table is timed apart; "what-if" is ``rep.what_if()``
-on a fresh report (every edit that applies replayed and measured), the
-median of ``--reps`` after one warm-up, as is analyze. Goal: ≥ 20 M ops/s after warm-up.
+"summary"; the op table is timed apart; "verdicts" is the first
+``rep.steps`` of a fresh report: the causal verdicts, each fix replayed on
+the program without the recorder and measured step by step
+(``analysis/verdicts/causal.py``), which ``what_if()`` then returns
+without another replay; the median of ``--reps`` after one warm-up, as is
+analyze. "analyze + verdicts" is the throughput of both, what a user who
+reads a verdict waits for. Goal: ≥ 20 M ops/s after warm-up (analyze).
 "one pass" is the floor for scale: ``np.sum`` once over each column an
 analysis reads (ops: thread, name, shapes, grad_fn, flags, begin, end;
 gpu: op, device, stream, launch, begin, end), each read cold (a buffer
@@ -133,17 +137,18 @@ def timed(f, reps: int) -> float:
     return statistics.median(times)
 
 
-def what_if_s(tl: Timeline, engine: str, reps: int) -> float:
-    """Median seconds of ``what_if()`` on a fresh Report of ``tl``, after
-    one warm-up (its kernels loaded). What a report remembers of its
-    Timeline's columns (``facts.py``, the one-off calls) stays with the
-    Timeline, as it does for a user's second report."""
-    ctl.analyze(tl, engine=engine).what_if()
+def verdicts_s(tl: Timeline, engine: str, reps: int) -> float:
+    """Median seconds of the first ``steps`` on a fresh Report of ``tl``
+    (its verdicts: the fixes' replays), after one warm-up (its kernels
+    loaded). What a report remembers of its Timeline's columns
+    (``facts.py``, the one-off calls) stays with the Timeline, as it does
+    for a user's second report."""
+    ctl.analyze(tl, engine=engine).steps
     times = []
     for _ in range(reps):
         rep = ctl.analyze(tl, engine=engine)
         t0 = time.perf_counter()
-        rep.what_if()
+        rep.steps
         times.append(time.perf_counter() - t0)
     return statistics.median(times)
 
@@ -157,8 +162,8 @@ def main() -> None:
                     help="largest size also run with the NumPy twins")
     args = ap.parse_args()
     print("| ops | streams | engine | analyze s | M ops/s | one pass s | op table s | "
-          "summary s | what-if s | NumPy ÷ Numba |")
-    print("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|")
+          "summary s | verdicts s | analyze + verdicts M ops/s | NumPy ÷ Numba |")
+    print("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for size in args.sizes:
         n = int(size)
         tl = synthetic(n, streams=args.streams)
@@ -168,15 +173,16 @@ def main() -> None:
             if engine == "numpy" and n > args.numpy_max:
                 continue
             t = timed(lambda: ctl.analyze(tl, engine=engine), args.reps)
+            t_v = verdicts_s(tl, engine, args.reps)
             rep = ctl.analyze(tl, engine=engine)
+            rep.steps  # the verdicts, as the summary reads them: timed apart
             t_ops = timed(lambda: op_table(tl, engine=engine), 1)
             t_sum = timed(lambda: rep.summary(), 1)
-            t_wi = what_if_s(tl, engine, args.reps)
             ratio = "" if base is None else f"{t / base:.1f}"
             base = base or t
             print(f"| {n:,} | {args.streams} | {engine} | {t:.3f} | {n / t / 1e6:.1f} | "
-                  f"{floor:.4f} | {t_ops:.3f} | {t_sum:.3f} | {t_wi:.3f} | {ratio} |",
-                  flush=True)
+                  f"{floor:.4f} | {t_ops:.3f} | {t_sum:.3f} | {t_v:.3f} | "
+                  f"{n / (t + t_v) / 1e6:.1f} | {ratio} |", flush=True)
 
 
 if __name__ == "__main__":

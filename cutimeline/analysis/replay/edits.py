@@ -346,9 +346,15 @@ def combined(first: Changes | None, then: Changes | None) -> Changes | None:
     if len(then.cut_b) and len(t):
         i = np.searchsorted(then.cut_b, t, side="right") - 1
         keep = ~((i >= 0) & (t < then.cut_e[np.maximum(i, 0)]))
-    cost_t = np.concatenate([t[keep], then.cost_t]).astype(np.int64)
-    cost = np.concatenate([np.asarray(first.cost, np.int64)[keep], then.cost]).astype(np.int64)
-    order = np.argsort(cost_t, kind="stable")
+    if not len(then.cost_t):  # a fix of cuts alone: the first's points, still sorted
+        cost_t = t if keep.all() else t[keep]
+        cost = np.asarray(first.cost, np.int64)
+        cost = cost if keep.all() else cost[keep]
+        order = slice(None)
+    else:
+        cost_t = np.concatenate([t[keep], then.cost_t]).astype(np.int64)
+        cost = np.concatenate([np.asarray(first.cost, np.int64)[keep], then.cost]).astype(np.int64)
+        order = np.argsort(cost_t, kind="stable")
     cut_b, cut_e = (then.cut_b, then.cut_e) if not len(first.cut_b) else \
         iv.union(np.concatenate([first.cut_b, then.cut_b]),
                  np.concatenate([first.cut_e, then.cut_e]), "numpy")

@@ -31,6 +31,7 @@ import numpy as np
 
 from ...numeric import intervals as iv
 from ...timeline.schema import NONE
+from ..facts import column_facts
 from ..idle.steps import device_windows, step_windows
 from .edits import EDITS, FIXES, Changes, Edit, changes, combined, edit_named
 from .whatif import apply
@@ -97,20 +98,27 @@ class _Frame:
         self.pick = np.array([at.get(int(n), -1) for n in rows["number"]], np.int64)
         ln = rep.lanes
         self.device = int(ln.device_keys[rep.primary])
+        self.one_device = len(ln.device_keys) == 1
+        # the recorded launches in time order (a recording's are): a subset
+        # of them stays so, and the step kernel reads them in place
+        self.in_order = column_facts(tl.gpu, "launch_ns", rep.settings["engine"]).sorted
 
     def measure(self, tl2, keep_g: np.ndarray, move) -> tuple[np.ndarray, np.ndarray]:
         """(duration ns, busy fraction) of each of the report's steps in the
         replay ``tl2`` (its gpu rows: the recording's rows ``keep_g``;
         ``move``: its map of recorded host times, None for the recording)."""
         tl = self.rep.timeline
+        engine = self.rep.settings["engine"]
         g, g2 = tl.gpu, tl2.gpu
         b2, e2 = np.asarray(g2.begin_ns, np.int64), np.asarray(g2.end_ns, np.int64)
         e2 = np.maximum(e2, b2)
         if self.stepped:
             _, fb, fe = step_windows(tl2)  # the same spans, in the same order, moved
-            launch = np.asarray(g.launch_ns, np.int64)[keep_g]
+            launch = np.asarray(g.launch_ns, np.int64)
+            if not keep_g.all():
+                launch = launch[keep_g]
             w0, w1 = device_windows(launch, b2, e2, self.hb, self.he, fb, fe,
-                                    engine="numpy")
+                                    engine=engine, in_order=self.in_order)
         elif self.rep.settings.get("window") == "first to last device activity":
             w0 = np.array([b2.min() if len(b2) else 0], np.int64)
             w1 = np.array([e2.max() if len(e2) else 0], np.int64)
@@ -118,9 +126,12 @@ class _Frame:
             m0, m1 = (self.hb, self.he) if move is None else (move(self.hb), move(self.he))
             w0 = np.minimum(m0, b2.min()) if len(b2) else m0
             w1 = np.maximum(m1, e2.max()) if len(e2) else m1
-        mine = np.asarray(g2.device) == self.device
-        ub, ue = iv.union(b2[mine], e2[mine], "numpy")
-        busy = iv.coverage(ub, ue, w0, w1, "numpy")
+        if self.one_device:
+            ub, ue = iv.union(b2, e2, engine)
+        else:
+            mine = np.asarray(g2.device) == self.device
+            ub, ue = iv.union(b2[mine], e2[mine], engine)
+        busy = iv.coverage(ub, ue, w0, w1, engine)
         dur = np.maximum(w1 - w0, 0)
         pick = self.pick if self.stepped else np.zeros(len(self.rows), np.int64)
         return dur[pick], (busy / np.maximum(dur, 1))[pick]

@@ -76,9 +76,9 @@ def replayed(rep, edit: str | Edit, engine: str | None = None) -> Timeline:
 
 def apply(tl: Timeline, ln, ch: Changes, edit: Edit, engine: str, lean: bool = False):
     """The Timeline replayed under ``ch``. ``lean`` (``predictions``'):
-    its ops keep their recorded host times (moving both columns is most of
-    a replay's cost, and a prediction reads only its gpu rows and step
-    spans), and (Timeline, which of the recording's gpu rows it kept, the
+    only its gpu rows' begin and end and its spans move (moving the other
+    host columns is most of a replay's cost, and a prediction reads only
+    those), and (Timeline, which of the recording's gpu rows it kept, the
     replay's map of recorded host times) comes back."""
     o, g, y, s = tl.ops, tl.gpu, tl.syncs, tl.spans
     cost_t, cost = _costs(ch, engine)
@@ -132,15 +132,19 @@ def apply(tl: Timeline, ln, ch: Changes, edit: Edit, engine: str, lean: bool = F
         moved_g[at] = grp >= len(gi["lam"])
         end[at] = np.where(moved_g[at], b_r + (g_end - gi["g_begin"]), end[at])
         stream = np.where(moved_g, g.stream + int(g.stream.max()) + 1, g.stream)
-    g2 = g.replace(begin_ns=begin, end_ns=end, stream=stream,
-                   begin_event=_nones(g, "begin_event", engine),
-                   end_event=_nones(g, "end_event", engine),
-                   launch_ns=move(g.launch_ns, keep_none=True))
-    y2 = y.replace(host_begin_ns=move(y.host_begin_ns), host_end_ns=move(y.host_end_ns),
-                   last_event=_nones(y, "last_event", engine))
-    if lean:
-        ops = o
+    if lean:  # what a prediction reads: the rows' times and the step spans
+        # (no events: a row keeps no reference to the events the replay drops)
+        g2 = g.replace(begin_ns=begin, end_ns=end, stream=stream,
+                       begin_event=_nones(g, "begin_event", engine),
+                       end_event=_nones(g, "end_event", engine))
+        ops, y2 = o, y.replace(last_event=_nones(y, "last_event", engine))
     else:
+        g2 = g.replace(begin_ns=begin, end_ns=end, stream=stream,
+                       begin_event=_nones(g, "begin_event", engine),
+                       end_event=_nones(g, "end_event", engine),
+                       launch_ns=move(g.launch_ns, keep_none=True))
+        y2 = y.replace(host_begin_ns=move(y.host_begin_ns), host_end_ns=move(y.host_end_ns),
+                       last_event=_nones(y, "last_event", engine))
         ops = o.replace(host_begin_ns=move(o.host_begin_ns), host_end_ns=move(o.host_end_ns))
     out = tl.replace(
         ops=ops, gpu=g2, syncs=y2,
