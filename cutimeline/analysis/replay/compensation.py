@@ -11,9 +11,12 @@ cost from the host side and lets the GPU work follow:
   latency, and keeps its duration; a row that waited on something else
   as recorded (it began after both its stream's previous work and its
   launch + λ: another stream's work, an event) also starts no earlier
-  than its recorded begin shifted as its launch was, so the wait between
-  streams is kept (what it waited for was launched before it, and moved
-  at least as far);
+  than its recorded begin shifted as what it waited for was: the row of
+  another stream of its device that ended last before it began, within
+  ``replaying.WAIT_LATENCY_NS`` (``waited_on``), moved as that row's
+  launch did; else as its own launch. So the wait between streams is
+  kept: the work it waited for was launched earlier and moved no more
+  (moved as its own launch, a row could begin before that work ended);
 * a host-blocking sync waits for the replayed work it covers (its stream,
   or every stream of its device when device-wide): it returns at
   max(replayed begin, replayed completion) plus the wake-up latency it had
@@ -33,9 +36,10 @@ gpu rows in launch order with their streams, recorded times and launch
 latencies, which streams each sync waits for, and the launch queue depth
 (``launch_queue``); the engine itself (``replaying.py``) knows arrays only.
 
-Not modelled: a wait that the replay would shorten further (its source
-moved more than the waiting row's launch did), and a queue that fills with
-other commands than gpu rows (event records, memsets the Timeline lacks).
+Not modelled: a wait on something the Timeline does not show (an event
+the host recorded late, another rank) beyond its recorded begin moved as
+the row's own launch, and a queue that fills with other commands than gpu
+rows (event records, memsets the Timeline lacks).
 """
 
 from __future__ import annotations
@@ -51,9 +55,10 @@ from ...timeline.timeline import Timeline
 from ..facts import column_facts, facts_of
 from .costs import costs, merge2_nb, mix_scale
 from .hostmap import HostShift, shifted
-from .replaying import replay_args, replay_breaks, replay_nb
+from .replaying import held, replay_args, replay_breaks, replay_nb, waited_on
 
-__all__ = ["compensate", "Compensation", "engine_inputs", "launch_queue", "LAUNCH_QUEUE"]
+__all__ = ["compensate", "Compensation", "engine_inputs", "launch_queue", "LAUNCH_QUEUE",
+           "kept_waits"]
 
 LAUNCH_QUEUE = 1024  # pending launches per stream at which CUDA blocks the host
 
@@ -178,8 +183,10 @@ class _LazyShift:
     under a full queue) waits until someone maps another time; the NumPy
     twin makes it at once (``make``) and takes the replayed begins from it."""
 
-    def __init__(self, replay_in: tuple, depth: int, engine: str, more: tuple):
+    def __init__(self, replay_in: tuple, depth: int, engine: str, more: tuple,
+                 waits: tuple = (None, None)):
         self._in, self._depth, self._engine, self._more = replay_in, depth, engine, more
+        self._hold, self._dep = waits
         self._shift: HostShift | None = None
 
     def __call__(self) -> HostShift:
@@ -194,12 +201,27 @@ class _LazyShift:
         if xt is not None and len(xt):  # the costs priced apart, merged in
             cost_t, cost = merge2_nb(as_i64(cost_t), as_i64(cost), xt, xc)
             self._in = (cost_t, cost) + self._in[2:]
-        b_r, sync_t, jumps = replay_breaks(*self._in, self._engine, depth=self._depth)
+        b_r, sync_t, jumps = replay_breaks(*self._in, self._engine, depth=self._depth,
+                                           hold=self._hold, dep=self._dep)
         cum = np.zeros(len(cost) + 1, np.int64)  # one pass, no concatenated copy
         np.cumsum(cost, out=cum[1:])
         self._shift = HostShift(cost_t, cum, sync_t, jumps)
         self._in = None
         return b_r
+
+
+def kept_waits(ln, g: dict, engine: str = "numba"):
+    """(hold, dep) of the replay's gpu rows ``g`` (``engine_inputs``'):
+    the recorded waits between streams it keeps (``replaying.held``) and
+    the row each was for (``replaying.waited_on``); (None, None) on one
+    stream, where no row waits on another (the kernel finds the waits
+    itself then)."""
+    if ln is None or len(g["lam"]) < 2:
+        return None, None
+    hold = held(g["g_launch"], g["g_grp"], g["g_begin"], g["g_end"], g["lam"], engine)
+    dep = waited_on(hold, g["g_launch"], g["g_grp"], g["g_begin"], g["g_end"],
+                    ln.stream_device)
+    return hold, dep
 
 
 def compensate(tl: Timeline, ln=None, engine: str = "numba",
@@ -223,7 +245,8 @@ def compensate(tl: Timeline, ln=None, engine: str = "numba",
     replay_in = (cost_t, cost, sb, y.host_end_ns[sy], s_grp, g["g_launch"], g["g_grp"],
                  g["g_begin"], g["g_end"], g["lam"], covers)
     depth = launch_queue(tl)
-    lazy = _LazyShift(replay_in, depth, engine, (xt, xc))
+    hold, dep = kept_waits(ln, g, engine)
+    lazy = _LazyShift(replay_in, depth, engine, (xt, xc), (hold, dep))
     q = None if at is None else np.atleast_1d(np.asarray(at, np.int64))
     mapped = e_r = begin = end = None
     if engine == "numba":
@@ -231,7 +254,8 @@ def compensate(tl: Timeline, ln=None, engine: str = "numba",
         qo = None if q is None else np.argsort(q, kind="stable")
         qt = none if q is None else q[qo]
         b_r, _, _, e_r, q_jump, q_cost, total = replay_nb(
-            *replay_args(*replay_in, depth), none, none, depth, 1, qt, xt, xc)
+            *replay_args(*replay_in, depth), none if hold is None else hold, none, depth, 1,
+            qt, xt, xc, none if dep is None else dep)
         removed = int(total)
         if q is not None:
             mapped = np.empty(len(q), np.int64)

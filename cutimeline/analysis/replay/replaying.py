@@ -1,7 +1,8 @@
 """The replay's engine (the model: ``compensation.py``'s doc): ``replay``
 on plain arrays, a Numba kernel and its NumPy twin; ``held``, the recorded
-waits between streams it keeps; and ``breaks``, the host times at which
-its jump changes. It knows arrays only: ``compensation.py`` reads them off
+waits between streams it keeps, and ``waited_on``, which row on another
+stream each such wait most likely was for; and ``breaks``, the host times
+at which its jump changes. It knows arrays only: ``compensation.py`` reads them off
 a Timeline, prices the recorder's cost, asks the replay and maps host
 times with what it found; ``whatif.py`` asks it under each edit.
 """
@@ -14,7 +15,8 @@ from numba import njit
 from ...errors import CutimelineError
 from ...numeric.engines import I64_MAX, as_i64, empty_i64
 
-__all__ = ["replay", "replay_breaks", "breaks", "held", "replay_nb", "replay_args"]
+__all__ = ["replay", "replay_breaks", "breaks", "held", "waited_on", "replay_nb",
+           "replay_args", "WAIT_LATENCY_NS"]
 
 _FAR_PAST = -(2 ** 62)
 _FAR_FUTURE = I64_MAX
@@ -22,10 +24,12 @@ _FAR_FUTURE = I64_MAX
 
 @njit(cache=True)
 def replay_nb(cost_t, cost, sb, se, s_grp, g_launch, g_grp, g_begin, g_end, lam,
-               covers, hold, after, depth, mode, qt, xt, xc):
+               covers, hold, after, depth, mode, qt, xt, xc, dep):
     """``replay``; ``hold`` empty: made on the way (``held``'s rule, whose
     running end per stream is the replay's ``free_o``: a pass saved);
-    ``after`` empty: no row waits for another. ``mode`` 0: the jump after
+    ``after`` empty: no row waits for another; ``dep`` empty: each kept
+    wait moves as its own row's launch (else as row ``dep[j]``'s, where
+    ≥ 0: ``waited_on``). ``mode`` 0: the jump after
     each row (``row_j``, as the twin); 1 (fused): instead, each row's
     replayed end and, for the sorted host times ``qt``, the jump and the
     costs spent before each (``shifted``'s terms, taken as the merge passes
@@ -36,7 +40,8 @@ def replay_nb(cost_t, cost, sb, se, s_grp, g_launch, g_grp, g_begin, g_end, lam,
     q_cost, the costs' total)."""
     n_op, n_sy, n_g = len(cost_t), len(sb), len(g_launch)
     S = len(lam)
-    inline, waits = len(hold) == 0, len(after) > 0
+    inline, waits, deps = len(hold) == 0, len(after) > 0, len(dep) > 0
+    d_row = empty_i64(len(g_launch) if deps else 0)  # each row's Δ, for the waits on it
     free_r = np.full(S, _FAR_PAST, np.int64)
     free_o = np.full(S, _FAR_PAST, np.int64)
     # replayed ends of each stream's last ``depth`` rows, a ring per stream
@@ -107,7 +112,12 @@ def replay_nb(cost_t, cost, sb, se, s_grp, g_launch, g_grp, g_begin, g_end, lam,
                     h = g_begin[j] if g_begin[j] > max(fo, g_launch[j] + lm) else _FAR_PAST
                 else:
                     h = hold[j]
-                start = max(max(fr, g_launch[j] + d + lm), h + d)
+                dh = d
+                if deps:
+                    d_row[j] = d
+                    if dep[j] >= 0:  # the wait moves as what it waited for did
+                        dh = d_row[dep[j]]
+                start = max(max(fr, g_launch[j] + d + lm), h + dh)
                 if waits:
                     a = after[j]
                     if a >= 0:
@@ -156,7 +166,7 @@ def replay_nb(cost_t, cost, sb, se, s_grp, g_launch, g_grp, g_begin, g_end, lam,
 
 
 def _replay_np(cost_t, cost, sb, se, s_grp, g_launch, g_grp, g_begin, g_end, lam,
-               covers, hold, after, depth):
+               covers, hold, after, depth, dep):
     g_dur = g_end - g_begin
     n_g, S = len(g_launch), len(lam)
     removed = np.concatenate([[0], np.cumsum(cost)])
@@ -165,6 +175,8 @@ def _replay_np(cost_t, cost, sb, se, s_grp, g_launch, g_grp, g_begin, g_end, lam
     free_o = np.full(S, _FAR_PAST, np.int64)
     b_r = np.empty(n_g, np.int64)
     row_j = np.empty(n_g, np.int64)
+    d_all = np.zeros(n_g, np.int64)  # each row's Δ, for the waits on it
+    has_dep = dep >= 0
     jumps = np.zeros(len(sb) + 1, np.int64)  # J after sync k-1
     # the row whose end frees a full queue for each row: its stream's
     # depth-th earlier row. A run of ``depth`` rows never holds one.
@@ -190,10 +202,12 @@ def _replay_np(cost_t, cost, sb, se, s_grp, g_launch, g_grp, g_begin, g_end, lam
             np.full(len(rows), jump, np.int64)
         row_j[rows] = jr
         delta, grp = jr - gone_g[rows], g_grp[rows]
+        d_all[rows] = delta  # a row waits only on one launched before it
         for s in sorted(np.unique(grp), key=lambda s: waits[s]):
             m = grp == s
             r, d = rows[m], delta[m]
-            a = np.maximum(g_launch[r] + d + lam[s], hold[r] + d)
+            dh = np.where(has_dep[r], d_all[np.maximum(dep[r], 0)], d)
+            a = np.maximum(g_launch[r] + d + lam[s], hold[r] + dh)
             w = after[r]
             has = w >= 0
             a[has] = np.maximum(a[has], b_r[w[has]] + g_dur[w[has]])
@@ -247,6 +261,52 @@ def _held_nb(g_launch, g_grp, g_begin, g_end, lam):
     return hold
 
 
+#: a row that began this soon after a row of another stream ended may have
+#: waited for it: a cross-stream event wait resumes within a few µs on
+#: current GPUs; one that began later waited for something else (an event
+#: the host recorded late, another device)
+WAIT_LATENCY_NS = 20_000
+
+
+def waited_on(hold, g_launch, g_grp, g_begin, g_end, device_of_grp) -> np.ndarray | None:
+    """For each row that waited on something besides its stream and its
+    launch (``hold`` above the far past; rows sorted by launch), the row
+    (its position) it most likely waited for: on another stream of its
+    device, the one that ended last no later than it began, and no more
+    than ``WAIT_LATENCY_NS`` before; −1 where that row was launched after
+    it or there is none (the wait then moves as the row's own launch).
+    None when no row waited.
+
+    A kept wait moves as what it waited for moved, not as its own launch:
+    the replay moves a launch earlier by the host time removed before it,
+    and the row it waited for, launched earlier, by no more. Moved as its
+    own launch, a row could begin before the work it waited for ended."""
+    hold = np.asarray(hold)
+    mine = np.flatnonzero(hold > _FAR_PAST)
+    if not len(mine):
+        return None
+    grp, begin, end = (as_i64(a) for a in (g_grp, g_begin, g_end))
+    dev = as_i64(device_of_grp)[grp]
+    out = np.full(len(begin), -1, np.int64)
+    for d in np.unique(dev[mine]):
+        rows = np.flatnonzero(dev == d)
+        rows = rows[np.argsort(end[rows], kind="stable")]
+        st, ends = grp[rows], end[rows]
+        # for each position, the last earlier one on another stream than its
+        run = np.concatenate([[True], st[1:] != st[:-1]])
+        prev_other = np.maximum.accumulate(np.where(run, np.arange(len(st)), 0)) - 1
+        j = mine[dev[mine] == d]
+        i = np.searchsorted(ends, begin[j], side="right") - 1
+        same = (i >= 0) & (st[np.maximum(i, 0)] == grp[j])
+        i = np.where(same, prev_other[np.maximum(i, 0)], i)
+        ok = i >= 0
+        k = np.where(ok, rows[np.maximum(i, 0)], -1)
+        ok &= k < j  # launched before it (rows are in launch order)
+        ok &= begin[j] - end[np.maximum(k, 0)] <= WAIT_LATENCY_NS
+        out[j[ok]] = k[ok]
+    return out
+
+
 def held(g_launch, g_grp, g_begin, g_end, lam, engine: str = "numba") -> np.ndarray:
     """Recorded begin of each gpu row (sorted by launch) that waited on
     something besides its stream and its launch (it began after both its
@@ -267,7 +327,7 @@ def held(g_launch, g_grp, g_begin, g_end, lam, engine: str = "numba") -> np.ndar
 
 
 def replay(cost_t, cost, sb, se, s_grp, g_launch, g_grp, g_begin, g_end, lam, covers,
-           engine: str = "numba", *, depth: int = 0, after=None, hold=None):
+           engine: str = "numba", *, depth: int = 0, after=None, hold=None, dep=None):
     """The replay of the module doc on plain arrays (ns).
 
     ``cost_t``/``cost``: when the recorder spent host time (sorted) and
@@ -279,7 +339,10 @@ def replay(cost_t, cost, sb, se, s_grp, g_launch, g_grp, g_begin, g_end, lam, co
     launch queue of each stream (0: unbounded). ``after``: per gpu row the
     row (by position, earlier) whose replayed end it waits for, −1 none; a
     stream holding such rows must not be waited for so. ``hold``: the
-    recorded waits to keep (default ``held`` of these rows). Returns
+    recorded waits to keep (default ``held`` of these rows). ``dep``: per
+    gpu row the row (by position, earlier) its kept wait was for
+    (``waited_on``; −1 none): the wait moves as that row's launch did, not
+    as its own (default: its own). Returns
     (replayed begin of each gpu row, the jump J_k after each sync, the jump
     in force after each row's launch: see ``breaks`` and ``shifted``).
     """
@@ -292,10 +355,11 @@ def replay(cost_t, cost, sb, se, s_grp, g_launch, g_grp, g_begin, g_end, lam, co
     if engine != "numba":
         after = np.full(n_g, -1, np.int64) if after is None else after
         hold = held(*args[5:10], engine=engine) if hold is None else as_i64(hold)
-        return _replay_np(*args, hold, after, int(depth))
+        dep = np.full(n_g, -1, np.int64) if dep is None else as_i64(dep)
+        return _replay_np(*args, hold, after, int(depth), dep)
     hold = none if hold is None else as_i64(hold)  # empty: made in the kernel
     return replay_nb(*args, hold, none if after is None else after, int(depth),
-                      0, none, none, none)[:3]
+                      0, none, none, none, none if dep is None else as_i64(dep))[:3]
 
 
 def _checked_after(after, g_grp) -> np.ndarray:
@@ -311,7 +375,7 @@ def _checked_after(after, g_grp) -> np.ndarray:
 
 def replay_breaks(cost_t, cost, sb, se, s_grp, g_launch, g_grp, g_begin, g_end, lam,
                   covers, engine: str = "numba", *, depth: int = 0, after=None,
-                  hold=None):
+                  hold=None, dep=None):
     """``replay``'s replayed begins with ``breaks``' (sync_t, jumps) in
     place of the jumps it returns: with Numba the kernel writes the breaks
     as it meets them (in the order ``breaks`` sorts them into), so no row
@@ -319,14 +383,15 @@ def replay_breaks(cost_t, cost, sb, se, s_grp, g_launch, g_grp, g_begin, g_end, 
     if engine != "numba":
         b_r, jumps, row_j = replay(cost_t, cost, sb, se, s_grp, g_launch, g_grp, g_begin,
                                    g_end, lam, covers, engine, depth=depth, after=after,
-                                   hold=hold)
+                                   hold=hold, dep=dep)
         return (b_r,) + breaks(sb, jumps, g_launch, row_j)
     args = replay_args(cost_t, cost, sb, se, s_grp, g_launch, g_grp, g_begin, g_end,
                         lam, covers, depth)
     none = np.zeros(0, np.int64)
     after = none if after is None else _checked_after(after, args[6])
     hold = none if hold is None else as_i64(hold)
-    r = replay_nb(*args, hold, after, int(depth), 2, none, none, none)
+    r = replay_nb(*args, hold, after, int(depth), 2, none, none, none,
+                  none if dep is None else as_i64(dep))
     jumps = np.zeros(len(r[2]) + 1, np.int64)  # a break per launch into a full queue:
     jumps[1:] = r[2]                            # one copy, not two
     return r[0], r[3], jumps

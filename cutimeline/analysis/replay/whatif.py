@@ -35,7 +35,7 @@ from ...numeric.ordering import sort_order
 from ...timeline.schema import NONE
 from ...timeline.timeline import Timeline
 from ..facts import column_facts
-from .compensation import engine_inputs, launch_queue
+from .compensation import engine_inputs, kept_waits, launch_queue
 from .edits import EDITS, Changes, Edit, changes, combined, edit_named
 from .hostmap import NO_SHIFT, HostShift, moved, snapped
 from .replaying import held, replay_breaks
@@ -100,18 +100,23 @@ def apply(tl: Timeline, ln, ch: Changes, edit: Edit, engine: str, lean: bool = F
     rows, gi, s_grp, covers = engine_inputs(tl, ln, sy, keep=keep_g, launch=launch,
                                             engine=engine)
     lam, grp = gi["lam"], gi["g_grp"]
-    hold = held(gi["g_launch"], grp, gi["g_begin"], gi["g_end"], lam, engine)
+    hold, dep = kept_waits(ln, gi, engine)
+    if hold is None:  # one stream: the kernel would find these itself
+        hold = held(gi["g_launch"], grp, gi["g_begin"], gi["g_end"], lam, engine)
     after, g_end = None, gi["g_end"]
     at = slice(None) if rows is None else rows  # None: every row, in launch order
     if ch.side_ops is not None and len(g):
         side = (g.op[at] != NONE) & ch.side_ops[np.maximum(g.op[at], 0)]
         if side.any():
             grp, lam, covers, hold, after = _side_streams(side, grp, lam, covers, hold)
+            if dep is not None:  # the moved rows keep no wait: nor one on another row
+                dep = np.where(side, -1, dep)
             g_end = _device_part(o, g.op[at], side, gi["g_begin"], g_end)
     # the jumps' breaks as the replay meets them (no table of a row each, no sort)
     b_r, sync_t, jumps = replay_breaks(cost_t, cost, sb, se, s_grp, gi["g_launch"], grp,
                                        gi["g_begin"], g_end, lam, covers, engine,
-                                       depth=launch_queue(tl), after=after, hold=hold)
+                                       depth=launch_queue(tl), after=after, hold=hold,
+                                       dep=dep)
     cum = np.zeros(len(cost) + 1, np.int64)  # one pass, no concatenated copy
     np.cumsum(cost, out=cum[1:])
     shift = HostShift(cost_t, cum, sync_t, jumps)

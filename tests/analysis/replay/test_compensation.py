@@ -339,7 +339,7 @@ def test_the_fused_replay_maps_host_times_as_shifted_does(seed, depth):
     apart = rng.random(len(args[0])) < 0.1
     own = replay_args(args[0][~apart], args[1][~apart], *args[2:], depth)
     b_r, _, _, e_r, q_jump, q_cost, total = replay_nb(
-        *own, none, none, depth, 1, qt, args[0][apart], args[1][apart])
+        *own, none, none, depth, 1, qt, args[0][apart], args[1][apart], none)
     want_b, want_j, row_j = replay(*args, engine="numpy", depth=depth)
     sync_t, jumps = breaks(args[2], want_j, args[5], row_j)
     comp = HostShift(args[0], np.concatenate([[0], np.cumsum(args[1])]), sync_t, jumps)

@@ -177,3 +177,21 @@ def test_the_copies_edit_needs_copies():
     rep = ctl.analyze(fetch_bound())
     with pytest.raises(CutimelineError, match="'copies' does not apply"):
         rep.what_if("copies")
+
+
+def test_a_wait_on_another_stream_moves_as_what_it_waited_for():
+    # stream 0's kernel launched at 1 µs runs to 120 µs; 80 µs of the
+    # host's own Python later, stream 1's kernel is launched and waits for
+    # it (an event): it begins at 120. Without the Python it is launched
+    # 80 µs earlier, but the kernel it waits for ends no earlier: it still
+    # begins at 120 (moved as its own launch, it began at 40, before the
+    # work it waited for had ended)
+    us = 1_000
+    # (stream 1's first kernel, 1 µs after its launch, is its latency λ)
+    gpu = [(0, 1 * us, 5 * us, 120 * us), (1, 2 * us, 3 * us, 4 * us),
+           (1, 100 * us, 120 * us, 130 * us)]
+    tl = timeline(gpu, steps=[(0, 0, 200 * us)])
+    for engine in ("numba", "numpy"):
+        t2 = ctl.analyze(tl, host_gap_ns=20 * us, engine=engine).what_if("host")
+        assert t2.gpu.launch_ns[2] < 30 * us          # launched early now ...
+        assert t2.gpu.begin_ns[2] == 120 * us          # ... and waits as it did
