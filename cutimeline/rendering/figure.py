@@ -73,7 +73,8 @@ from typing import Any, Sequence
 from ..errors import CutimelineError
 from ..timeline.timeline import Timeline
 from . import pixels as px
-from .frame import check_options, check_path, lane_handles, legends, title_block
+from .frame import (check_options, check_path, lane_handles, legends, save_figure,
+                    title_block)
 from .lanes import Scene
 from .memory import draw_memory, has_memory
 from .panels import draw_lead, draw_queue
@@ -153,8 +154,7 @@ def plot(tl: Timeline, path: str | os.PathLike | None = None, *, window: Any = N
     if fmt:
         # into a given Axes the lane labels and the legend stick out of it:
         # a tight bounding box keeps them in the file
-        fig.savefig(os.fspath(path), format=fmt, dpi=fig.dpi,
-                    bbox_inches="tight" if ax is not None else None)
+        save_figure(fig, path, fmt, bbox_inches="tight" if ax is not None else None)
     return fig
 
 
@@ -202,7 +202,7 @@ def plot_compare(a: Timeline, b: Timeline, path: str | os.PathLike | None = None
             f"{window_text(scenes[0])}, each Timeline from the start of its own "
             f"window{SEP}queue depth and CPU lead: a solid, b dashed")
     if fmt:
-        fig.savefig(os.fspath(path), format=fmt, dpi=fig.dpi)
+        save_figure(fig, path, fmt)
     return fig
 
 

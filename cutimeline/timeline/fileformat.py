@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import os
-import uuid
 import zipfile
 import zlib
 from typing import TYPE_CHECKING, Any
@@ -31,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import CutimelineError
+from . import destination
 from .archive import check_names, json_member, member, npy_array
 from .columncodec import CodecError, pack, pack_bytes, unpack, unpack_bytes
 from .prediction import candidates, choose, decode, residual
@@ -48,8 +48,10 @@ _EPOCH = (1980, 1, 1, 0, 0, 0)  # zip entry times: the same Timeline, the same b
 
 
 def save(tl: Timeline, path: str | os.PathLike) -> None:
-    """Write ``tl`` to ``path`` atomically (a temporary file renamed)."""
+    """Write ``tl`` to ``path``, whole or not at all (``destination.py``:
+    what it may replace, and how)."""
     path = os.fspath(path)
+    destination.check(path)  # before the work
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         raise CutimelineError(f"Cannot save to {path}: the folder {folder} "
@@ -62,18 +64,9 @@ def save(tl: Timeline, path: str | os.PathLike) -> None:
         raise CutimelineError(f"The Timeline's meta cannot be saved as JSON "
                               f"({exc}); keep meta to str, numbers, lists and "
                               f"dicts.") from None
-    tmp = os.path.join(folder, f".ctl-{uuid.uuid4().hex[:12]}.tmp")
-    # 0o666 less the umask, as open() makes files (mkstemp's are 0o600)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
-    try:
-        with os.fdopen(fd, "wb") as f, zipfile.ZipFile(f, "w") as z:
-            z.writestr(zipfile.ZipInfo(HEAD, _EPOCH), head.encode(),
-                       zipfile.ZIP_DEFLATED, 6)
-            z.writestr(zipfile.ZipInfo(COLUMNS, _EPOCH), payload, zipfile.ZIP_STORED)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    with destination.replacing(path) as f, zipfile.ZipFile(f, "w") as z:
+        z.writestr(zipfile.ZipInfo(HEAD, _EPOCH), head.encode(), zipfile.ZIP_DEFLATED, 6)
+        z.writestr(zipfile.ZipInfo(COLUMNS, _EPOCH), payload, zipfile.ZIP_STORED)
 
 
 def _columns(tl: Timeline) -> tuple[dict[str, Any], bytes]:
