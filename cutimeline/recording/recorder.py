@@ -277,6 +277,7 @@ class Recorder:
         s, guard = self._session, self._guard
         if guard is not None:  # Ctrl-C or SIGTERM now waits for the file
             guard.hold()
+            guard.close_journal()  # its last rows, while they are there (flusher.py)
         s.off = True
         try:
             self._mode.__exit__(None, None, None)

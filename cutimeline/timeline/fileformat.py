@@ -16,7 +16,8 @@ Formats 1 and 2 (read) are ``.npz`` archives: ``<table>.<column>.npy``
 arrays in the schema's dtypes (columns of ``_NPZ_ENCODING`` stored as
 differences), ``strings.blob``/``strings.offsets`` and ``meta.json`` as
 uint8 arrays. ``save`` writes a Timeline; ``read`` returns its parts, which
-``timeline.load`` makes into one.
+``timeline.load`` makes into one; it reads a recording's journal
+(``journal.py``, what a killed process leaves) too.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import CutimelineError
-from . import destination
+from . import destination, journal
 from .archive import check_names, json_member, member, npy_array
 from .columncodec import CodecError, pack, pack_bytes, unpack, unpack_bytes
 from .prediction import candidates, choose, decode, residual
@@ -110,6 +111,8 @@ def read(path: str | os.PathLike) -> tuple[dict[str, Table], list[str], dict[str
     path = os.fspath(path)
     if not os.path.exists(path):
         raise CutimelineError(f"{path} does not exist.")
+    if journal.is_journal(path):  # a recording's journal, left by a killed process
+        return _read_journal(path)
     if not zipfile.is_zipfile(path):
         hint = (" It looks like a Chrome/torch.profiler trace: ctl.load "
                 "reads those.") if _looks_like_json(path) else ""
@@ -130,6 +133,23 @@ def read(path: str | os.PathLike) -> tuple[dict[str, Table], list[str], dict[str
         raise CutimelineError(f"{path} is damaged: {exc}") from None
     except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError, KeyError,
             UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise CutimelineError(f"{path} is damaged and cannot be read "
+                              f"({type(exc).__name__}: {exc}).") from None
+    return tables, strings, meta
+
+
+def _read_journal(path: str) -> tuple[dict[str, Table], list[str], dict[str, Any]]:
+    """A journal (``journal.py``), checked as a file's tables and meta are."""
+    try:
+        tables, strings, meta = journal.read(path)
+        _check_head(path, {"format": FORMAT, "format_version": FORMAT_VERSION, "meta": meta})
+        tables = {n: tables.get(n) or Table(n) for n in SCHEMA}
+        _check_ids(path, tables, len(strings))
+    except CutimelineError as exc:
+        if str(exc).startswith(path):
+            raise
+        raise CutimelineError(f"{path} is damaged: {exc}") from None
+    except (OSError, ValueError) as exc:
         raise CutimelineError(f"{path} is damaged and cannot be read "
                               f"({type(exc).__name__}: {exc}).") from None
     return tables, strings, meta
