@@ -202,3 +202,17 @@ def test_a_journal_that_cannot_be_written_warns_and_the_recording_goes_on(tmp_pa
             torch.ones(3).sum()
     assert any("cannot keep a journal" in str(w.message) for w in caught)
     assert len(ctl.load(tmp_path / "rank-0.ctl").ops) == len(rec.timeline.ops) == 2
+
+
+def test_a_merge_reads_a_killed_rank_s_journal(tmp_path, monkeypatch):
+    code, killed, _, _ = _run(tmp_path, delay=0.5)
+    assert code == -signal.SIGKILL
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with ctl.record(device="cpu", out_dir=tmp_path, measure=False) as rec:
+        torch.ones(3).sum()
+        rec.step()
+    tl = ctl.merge(tmp_path)
+    assert tl.meta["partial_ranks"] == [0] and tl.meta["missing_ranks"] == []
+    assert len(tl.ops) == len(killed.ops) + 2
+    assert "rank 0 partial (unknown cause at step" in ctl.analyze(tl).summary()
