@@ -282,7 +282,8 @@ def _parser() -> argparse.ArgumentParser:
     c = command("capture", help="ask process PID (armed by ctl.arm()) to record N steps")
     c.add_argument("pid", metavar="PID", type=int)
     c.add_argument("--steps", type=int, default=5)
-    c.add_argument("--out", help="the .ctl file (default ./cutimeline-<pid>-<time>.ctl)")
+    c.add_argument("--out", help="the .ctl file, under the folder the job armed with "
+                   "(default <that folder>/cutimeline-<pid>-<time>.ctl)")
     c.add_argument("--timeout", type=float, default=60.0, help="seconds to wait (0: don't)")
     c.set_defaults(run=_cmd_capture)
     return p
