@@ -9,9 +9,10 @@ variant runs ``--steps`` steps after one warm-up step, taking turns in an
 order that turns each round: nothing, a bare pass-through
 ``TorchDispatchMode`` (the floor of any dispatch-mode recorder),
 ``ctl.record(device="cpu")``, the same with ``out_dir`` (its journal,
-appended to every ``flusher.PERIOD_S``: the median step hides the steps
-a flush falls in, the tiny-op table's total ÷ ops does not), the same
-with the op stream's previous per-op path (``bench_record.Before``, to see a change side by side) and
+appended to every ``flusher.PERIOD_S``: the median step hides the
+steps a flush falls in, the tiny-op table's total ÷ ops does not), the
+same with the op stream's previous per-op path (``bench_record.Before``,
+to see a change side by side) and
 ``torch.profiler.profile(record_shapes=True)`` (CPU activity). The figure
 is each variant's median step ÷ the unrecorded median step, medians over
 rounds.

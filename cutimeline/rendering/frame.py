@@ -21,11 +21,13 @@ from ..analysis.idle.gaps import CAUSES
 from ..analysis.verdicts.margins import VERDICTS
 from ..errors import CutimelineError
 from ..timeline import destination
+from ..timeline.display import figure_text
 from .palette import (CAUSE_COLORS, CAUSE_LABELS, COMPILED_EDGE, COMPILED_HATCH, FLOW_COLOR,
                       PHASE_COLORS, PHASES, STEP_COLORS, USER_COLOR, VERDICT_COLORS)
 from .placement import FONT
 
-__all__ = ["FORMATS", "check_path", "save_figure", "check_options", "lane_handles", "legends", "title_block"]
+__all__ = ["FORMATS", "check_path", "save_figure", "check_options", "lane_handles", "legends",
+           "title_block"]
 
 FORMATS = {".png": "png", ".svg": "svg", ".pdf": "pdf"}
 
@@ -137,6 +139,9 @@ def title_block(fig, ax, title: str, subtitle: str, verdict: str | None = None,
     after a square of the run verdict's colour; the subtitle."""
     x = ax.get_position().x0
     h = fig.get_figheight()
+    # they hold names from the trace (timeline/display.py)
+    title, subtitle = figure_text(title), figure_text(subtitle)
+    verdict = None if verdict is None else figure_text(verdict)
     fig.text(x, 1 - 0.2 / h, title, ha="left", va="top", fontsize=FONT + 3,
              fontweight="bold")
     y = 0.47
