@@ -216,3 +216,13 @@ def test_a_merge_reads_a_killed_rank_s_journal(tmp_path, monkeypatch):
     assert tl.meta["partial_ranks"] == [0] and tl.meta["missing_ranks"] == []
     assert len(tl.ops) == len(killed.ops) + 2
     assert "rank 0 partial (unknown cause at step" in ctl.analyze(tl).summary()
+
+
+def test_a_rank_that_changed_since_start_leaves_no_stale_journal(tmp_path, monkeypatch):
+    monkeypatch.setenv("RANK", "3")
+    monkeypatch.setenv("WORLD_SIZE", "8")
+    with ctl.record(device="cpu", out_dir=tmp_path, measure=False):
+        assert journal.is_journal(tmp_path / "rank-3.ctl")
+        torch.ones(3).sum()
+        monkeypatch.setenv("RANK", "4")  # as if the process group said otherwise at stop
+    assert [p.name for p in tmp_path.iterdir()] == ["rank-4.ctl"]
