@@ -11,14 +11,14 @@ without the end chunk. A process that dies without a word leaves the
 journal, which ``ctl.load`` reads up to its last whole chunk, marked
 partial for an unknown cause.
 
-Cost to the recorded program: nothing per op (the writers' lists are
-read, never locked or copied by the op path); the thread's own work holds
-the GIL while it turns Python tuples into columns (about 0.3 µs a row), so
-it converts at most ``SLICE`` rows at a time and then lets the GIL go
-(``time.sleep(0)``): the recorded thread waits at most one slice (about a
-millisecond) at a time. Compression and writing let the GIL go by
-themselves. What a kill can take: the rows of the last ``PERIOD_S`` plus
-the time one flush takes (``benchmarks/RESULTS.md`` has the figures).
+Cost to the recorded program: nothing on the op path (the writers' lists
+are read, never locked or copied by it); the thread's own work holds the
+GIL while it turns Python tuples into columns, each row once, so it
+converts at most ``SLICE`` rows at a time and then lets the GIL go
+(``time.sleep(0)``): the recorded thread waits for one slice at most at a
+time. Compression and writing let the GIL go by themselves. What a kill
+can take: the rows of the last ``PERIOD_S`` plus the time one flush takes
+(``benchmarks/RESULTS.md`` has the measured figures).
 The journal survives the death of the process, not of the machine (no
 fsync: the kernel writes it out).
 
@@ -46,8 +46,9 @@ from ..assembly import ops_columns
 __all__ = ["Flusher", "PERIOD_S", "SLICE", "CHUNK_ROWS"]
 
 PERIOD_S = 0.25  # between flushes: the most a kill takes, plus one flush
-SLICE = 2048  # rows converted while holding the GIL (about 0.6 ms)
+SLICE = 2048  # rows converted while holding the GIL
 CHUNK_ROWS = 1 << 17  # rows of one table in one chunk at most
+CLOSE_WAIT_S = 10.0  # at stop, for a flush under way (a stalled disk: give up on it)
 _ON_DEVICE = int(OpFlag.LAUNCH | OpFlag.CAPTURED)
 
 
@@ -97,7 +98,9 @@ class Flusher:
         normally, append its last rows and the end chunk. Never raises;
         a second call does nothing."""
         self._stop.set()
-        self._done.wait()
+        if not self._done.wait(CLOSE_WAIT_S):  # still writing: leave it the file
+            self.error = self.error or TimeoutError("a flush did not end")
+            return
         if self.journal.closed:
             return
         try:

@@ -141,7 +141,14 @@ class RankGuard:
                           RuntimeWarning, 4)
             return None
         index = NONE if rec.device is None else rec.device.index
-        return Flusher(rec._session, index, journal).start()
+        try:
+            return Flusher(rec._session, index, journal).start()
+        except RuntimeError as exc:  # no thread to be had
+            journal.close()
+            warnings.warn(f"cutimeline cannot keep a journal at {path} ({exc}); the file "
+                          f"is written at stop, and a kill before that leaves one that "
+                          f"holds no rows.", RuntimeWarning, 4)
+            return None
 
     def close_journal(self, stopped: bool = True) -> None:
         """At stop: the journal's last rows (``stopped``: and its end), its
