@@ -111,20 +111,24 @@ def read(path: str | os.PathLike) -> tuple[dict[str, Table], list[str], dict[str
     path = os.fspath(path)
     if not os.path.exists(path):
         raise CutimelineError(f"{path} does not exist.")
-    if journal.is_journal(path):  # a recording's journal, left by a killed process
-        return _read_journal(path)
-    if not zipfile.is_zipfile(path):
+    kept = journal.is_journal(path)  # a recording's journal, left by a killed process
+    if not kept and not zipfile.is_zipfile(path):
         hint = (" It looks like a Chrome/torch.profiler trace: ctl.load "
                 "reads those.") if _looks_like_json(path) else ""
         raise CutimelineError(f"{path} is not a cutimeline file (not a zip "
                               f"archive, or truncated).{hint}")
     try:
-        with zipfile.ZipFile(path) as z:
-            names = check_names(path, z)
-            if HEAD + ".npy" in names:
-                tables, strings, meta = _read_npz(path, z, names)
-            else:
-                tables, strings, meta = _read_zip(path, z, names)
+        if kept:  # its meta checked as a file's is
+            tables, strings, meta = journal.read(path)
+            _check_head(path, {"format": FORMAT, "format_version": FORMAT_VERSION,
+                               "meta": meta})
+        else:
+            with zipfile.ZipFile(path) as z:
+                names = check_names(path, z)
+                if HEAD + ".npy" in names:
+                    tables, strings, meta = _read_npz(path, z, names)
+                else:
+                    tables, strings, meta = _read_zip(path, z, names)
         tables = {n: tables.get(n) or Table(n) for n in SCHEMA}  # newer: empty
         _check_ids(path, tables, len(strings))
     except CutimelineError as exc:
@@ -133,23 +137,6 @@ def read(path: str | os.PathLike) -> tuple[dict[str, Table], list[str], dict[str
         raise CutimelineError(f"{path} is damaged: {exc}") from None
     except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError, KeyError,
             UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise CutimelineError(f"{path} is damaged and cannot be read "
-                              f"({type(exc).__name__}: {exc}).") from None
-    return tables, strings, meta
-
-
-def _read_journal(path: str) -> tuple[dict[str, Table], list[str], dict[str, Any]]:
-    """A journal (``journal.py``), checked as a file's tables and meta are."""
-    try:
-        tables, strings, meta = journal.read(path)
-        _check_head(path, {"format": FORMAT, "format_version": FORMAT_VERSION, "meta": meta})
-        tables = {n: tables.get(n) or Table(n) for n in SCHEMA}
-        _check_ids(path, tables, len(strings))
-    except CutimelineError as exc:
-        if str(exc).startswith(path):
-            raise
-        raise CutimelineError(f"{path} is damaged: {exc}") from None
-    except (OSError, ValueError) as exc:
         raise CutimelineError(f"{path} is damaged and cannot be read "
                               f"({type(exc).__name__}: {exc}).") from None
     return tables, strings, meta
