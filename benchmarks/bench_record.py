@@ -7,9 +7,12 @@ Two workloads: a loop of tiny CPU ops (``add``, ``mul``, ``relu``, ``sum``
 on 16-element tensors; the ops where dispatch dominates) and a training
 step of a small MLP (three ``Linear`` layers, forward, ``backward``,
 ``Adam.step``: module hooks, autograd nodes, FLOPs of every matmul, the
-optimizer's many small ops; 107 ops per step). Five ways to run each:
+optimizer's many small ops; 107 ops per step). Six ways to run each:
 nothing; a bare pass-through TorchDispatchMode (this design's floor);
-cutimeline's recorder; the recorder with its previous per-op path
+cutimeline's recorder; the same with ``out_dir`` (its journal, which a
+background thread appends to every ``flusher.PERIOD_S``: give ``--ops``
+and ``--steps`` that make a round outlast that, e.g. ``--ops 50000
+--steps 300``, or no flush falls inside the timed part); the recorder with its previous per-op path
 (``Before``, to see a change side by side); torch.profiler with
 ``record_shapes=True``. The variants are interleaved round by round (a
 garbage collection before each, so that none pays for another's garbage;
@@ -22,12 +25,14 @@ per op while recording (tracemalloc).
 from __future__ import annotations
 
 import argparse
+import atexit
 import contextlib
 import gc
 import gzip
 import operator
 import os
 import platform
+import shutil
 import statistics
 import sys
 import tempfile
@@ -254,10 +259,16 @@ class _Count(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
+_JOURNALS = tempfile.mkdtemp(prefix="bench-record-")  # out_dir's files, removed at exit
+atexit.register(shutil.rmtree, _JOURNALS, True)
+
+
 def variants() -> dict:
     from torch.profiler import ProfilerActivity, profile
     return {"nothing": contextlib.nullcontext, "bare mode": Bare,
             "cutimeline": lambda: ctl.record(device="cpu", measure=False),
+            "cutimeline out_dir": lambda: ctl.record(device="cpu", measure=False,
+                                                     out_dir=_JOURNALS),
             "cutimeline before": record_before,
             "torch.profiler": lambda: profile(activities=[ProfilerActivity.CPU],
                                               record_shapes=True)}
@@ -371,13 +382,16 @@ def main() -> None:
     for k in modes:
         print(f"| {k} | " + " | ".join(f"{med[w, k]:.2f} ({low[w, k]:.2f})" for w in work)
               + " |")
-    for k in ("cutimeline", "cutimeline before"):
+    for k in ("cutimeline", "cutimeline out_dir", "cutimeline before"):
         print(f"| **{k} − bare mode** | " + " | ".join(
             f"**{med[w, k] - med[w, 'bare mode']:+.2f}** "
             f"({low[w, k] - low[w, 'bare mode']:+.2f})" for w in work) + " |")
     print("| cutimeline − bare, median of each round's difference | " + " | ".join(
         f"{statistics.median(r[w, 'cutimeline'] - r[w, 'bare mode'] for r in rounds):+.2f}"
         for w in work) + " |")
+    print("| cutimeline out_dir − cutimeline, median of each round's difference | " +
+          " | ".join(f"{statistics.median(r[w, k] - r[w, 'cutimeline'] for r in rounds):+.2f}"
+                     for w in work for k in ["cutimeline out_dir"]) + " |")
     print("| cutimeline / torch.profiler | " + " | ".join(
         f"{med[w, 'cutimeline'] / med[w, 'torch.profiler']:.2f}" for w in work) + " |")
     print("goals (cutimeline − bare mode): tiny ops ≤ +0.7, MLP ≤ +1.5 µs/op")

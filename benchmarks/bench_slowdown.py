@@ -8,15 +8,19 @@ batch 8 × 32 tokens) trained with AdamW, one thread; per round each
 variant runs ``--steps`` steps after one warm-up step, taking turns in an
 order that turns each round: nothing, a bare pass-through
 ``TorchDispatchMode`` (the floor of any dispatch-mode recorder),
-``ctl.record(device="cpu")``, the same with the op stream's previous
-per-op path (``bench_record.Before``, to see a change side by side) and
+``ctl.record(device="cpu")``, the same with ``out_dir`` (its journal,
+appended to every ``flusher.PERIOD_S``: the median step hides the
+steps a flush falls in, the tiny-op table's total ÷ ops does not), the
+same with the op stream's previous per-op path (``bench_record.Before``,
+to see a change side by side) and
 ``torch.profiler.profile(record_shapes=True)`` (CPU activity). The figure
 is each variant's median step ÷ the unrecorded median step, medians over
 rounds.
 
 *SimGPU tiny ops*: ``--ops`` adds of 16-element CPU tensors per round,
 nothing / bare mode / ``ctl.record(device="cpu")`` (the recorder's path
-for a host op: the floor under the simulator's) /
+for a host op: the floor under the simulator's) / the same with
+``out_dir`` (give ``--ops`` that outlast ``flusher.PERIOD_S``, e.g. 100000) /
 ``ctl.record(device=ctl.SimGPU(owns=("cpu",)))`` (the simulator runs the
 CPU tensors as its device's), µs per op and the ratio to the bare mode,
 rounds taking turns (odd ones in reverse). ``--base PATH`` adds the SimGPU
@@ -28,6 +32,7 @@ copy) to the same rounds: before/after under the same load.
 from __future__ import annotations
 
 import argparse
+import atexit
 import gc
 import importlib
 import pathlib
@@ -73,6 +78,8 @@ def _contexts(kind: str):
         return Bare()
     if kind == "cutimeline":
         return ctl.record(device="cpu")
+    if kind == "cutimeline out_dir":  # and its journal (recording/control/flusher.py)
+        return ctl.record(device="cpu", out_dir=_JOURNALS)
     if kind == "cutimeline before":
         from bench_record import record_before  # the previous per-op path
         return record_before(measure=True)
@@ -85,6 +92,10 @@ def _contexts(kind: str):
         base = importlib.import_module("ctl_base")
         return base.record(device=base.SimGPU("h100", owns=("cpu",)))
     raise ValueError(kind)
+
+
+_JOURNALS = tempfile.mkdtemp(prefix="bench-slowdown-")  # out_dir's files, removed at exit
+atexit.register(shutil.rmtree, _JOURNALS, True)
 
 
 def import_base(path: str) -> None:
@@ -147,7 +158,8 @@ def main(argv: list[str] | None = None) -> int:
     if a.only_tiny:
         return tiny_table(a)
     step = transformer()
-    kinds = ["nothing", "bare mode", "cutimeline", "cutimeline before", "torch.profiler"]
+    kinds = ["nothing", "bare mode", "cutimeline", "cutimeline out_dir", "cutimeline before",
+             "torch.profiler"]
     got = interleaved(kinds, a.rounds, lambda k: step_times(k, step, a.steps))
     base = statistics.median(got["nothing"])
     print(f"transformer step (2 layers, d 128, batch 8×32, AdamW), medians of "
@@ -157,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
         m = statistics.median(got[k])
         print(f"| {k} | {m * 1e3:.2f} | ×{m / base:.3f} |")
     bare = statistics.median(got["bare mode"])
-    for k in ("cutimeline", "cutimeline before"):
+    for k in ("cutimeline", "cutimeline out_dir", "cutimeline before"):
         d = statistics.median(got[k]) - bare
         print(f"| **{k} − bare mode** | {d * 1e3:+.2f} | {d / base:+.3f} |")
     print("goal: cutimeline ≤ the bare mode + 0.05")
@@ -177,7 +189,8 @@ def interleaved(kinds: list[str], rounds: int, measure) -> dict[str, list[float]
 
 def tiny_table(a: argparse.Namespace) -> int:
     """The SimGPU tiny-op table (module doc)."""
-    kinds = ["nothing", "bare mode", "cutimeline", "cutimeline, SimGPU owning cpu"]
+    kinds = ["nothing", "bare mode", "cutimeline", "cutimeline out_dir",
+             "cutimeline, SimGPU owning cpu"]
     if a.base:
         kinds.append("base tree, SimGPU owning cpu")
     got = interleaved(kinds, a.rounds, lambda k: tiny_ops(k, a.ops))

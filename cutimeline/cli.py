@@ -44,6 +44,7 @@ from .numeric.compiling import compile_notice
 from .numeric.engines import resolve_engine
 from .progress import Progress, bar as _bar, stage as _stage
 from .rendering.whatif import change_text
+from .timeline.display import terminal_text
 from .timeline.windows import parse_window as _parse_window
 
 __all__ = ["main", "parse_window", "Progress"]
@@ -294,7 +295,8 @@ def _parser() -> argparse.ArgumentParser:
     c = command("capture", help="ask process PID (armed by ctl.arm()) to record N steps")
     c.add_argument("pid", metavar="PID", type=int)
     c.add_argument("--steps", type=int, default=5)
-    c.add_argument("--out", help="the .ctl file (default ./cutimeline-<pid>-<time>.ctl)")
+    c.add_argument("--out", help="the .ctl file, under the folder the job armed with "
+                   "(default <that folder>/cutimeline-<pid>-<time>.ctl)")
     c.add_argument("--timeout", type=float, default=60.0, help="seconds to wait (0: don't)")
     c.set_defaults(run=_cmd_capture)
     return p
@@ -303,7 +305,37 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command: 0 on success, 2 on bad input or usage (one line on
     stderr), 3 on a bug in cutimeline (the traceback, then one line that
-    asks for a report), 130 on Ctrl-C."""
+    asks for a report), 130 on Ctrl-C. Everything it prints goes through
+    ``terminal_text``: names from a trace (ops, kernels, devices, files)
+    reach every output, its error messages among them, and their control
+    characters must not reach the terminal (``timeline/display.py``)."""
+    out, err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = _Escaped(out), _Escaped(err)
+    try:
+        return _main(argv)
+    finally:
+        sys.stdout, sys.stderr = out, err
+
+
+class _Escaped:
+    """A text stream that writes ``terminal_text`` of what it is given to
+    ``unescaped`` (a progress bar writes there: ``progress.py``)."""
+
+    def __init__(self, unescaped: Any):
+        self.unescaped = unescaped
+
+    def write(self, text: str) -> int:
+        return self.unescaped.write(terminal_text(text))
+
+    def writelines(self, lines: Any) -> None:
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name: str) -> Any:  # flush, isatty, fileno, encoding, ...
+        return getattr(self.unescaped, name)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args = _parser().parse_args(argv)
     args.quiet = getattr(args, "quiet", False)
     notice = compile_notice(sys.stderr, after_s=COMPILE_NOTICE_AFTER_S, enabled=not args.quiet)

@@ -1,7 +1,12 @@
 """Progress on stderr for the command line: a one-line bar (tqdm's when it
 is installed) for work that lasts over ``PROGRESS_AFTER_S``, only on a
 terminal and never with ``--quiet``; and ``stage``, a ticking "label… N s"
-line for work without a known fraction."""
+line for work without a known fraction.
+
+A bar redraws its line with ``\r``, which the command's escaping of what
+it prints (``cli.py``) would show as ``\x0d``: it writes to the stream
+under that escaping (``unescaped``) and escapes its label itself (the
+label may hold a file's name; ``timeline/display.py``)."""
 
 from __future__ import annotations
 
@@ -10,6 +15,8 @@ import threading
 import time
 from contextlib import contextmanager
 from typing import Iterator
+
+from .timeline.display import terminal_text
 
 __all__ = ["PROGRESS_AFTER_S", "Progress", "bar", "stage"]
 
@@ -23,7 +30,8 @@ class Progress:
 
     def __init__(self, label: str, *, stream=None, after_s: float | None = None,
                  width: int = 30, quiet: bool = False):
-        self.label, self.stream, self.width = label, stream or sys.stderr, width
+        self.label, self.width = terminal_text(label), width
+        self.stream = stream or unescaped(sys.stderr)
         self.after_s = PROGRESS_AFTER_S if after_s is None else after_s
         self.t0, self.shown = time.perf_counter(), False
         self.tty = not quiet and _tty(self.stream)
@@ -72,6 +80,11 @@ class _TqdmBar:
     done = clear
 
 
+def unescaped(stream):
+    """The stream under the command's escaping wrapper (``stream`` if none)."""
+    return getattr(stream, "unescaped", stream)
+
+
 def _tty(stream) -> bool:
     return hasattr(stream, "isatty") and stream.isatty()
 
@@ -86,7 +99,7 @@ def bar(label: str, quiet: bool):
         except ImportError:
             pass
         else:
-            return _TqdmBar(tqdm, label, sys.stderr)
+            return _TqdmBar(tqdm, terminal_text(label), unescaped(sys.stderr))
     return Progress(label, quiet=quiet)
 
 

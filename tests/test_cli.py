@@ -474,7 +474,8 @@ def test_capture_asks_an_armed_process_for_its_next_steps(tmp_path):
     job = tmp_path / "job.py"
     job.write_text(
         "import time, torch, cutimeline as ctl\n"
-        "ctl.arm(steps=2, signal=None, options={'device': 'cpu', 'measure': False})\n"
+        f"ctl.arm(steps=2, signal=None, options={{'device': 'cpu', 'measure': False}}, "
+        f"out_dir={str(tmp_path)!r})\n"
         "print('ready', flush=True)\n"
         "m = torch.nn.Linear(4, 2); opt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
         "x = torch.randn(3, 4); t = time.time()\n"

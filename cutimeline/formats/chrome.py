@@ -35,7 +35,6 @@ from __future__ import annotations
 import functools
 import json
 import os
-import tempfile
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -44,6 +43,7 @@ import numpy as np
 
 from .. import __version__
 from ..errors import CutimelineError
+from ..timeline import destination
 from ..timeline.schema import NONE
 from ..timeline.timeline import Timeline
 from . import chromeevents as ev
@@ -81,30 +81,12 @@ def export_chrome(tl: Timeline, path: str | os.PathLike, *, codec: str = AUTO) -
                               f"does not exist; create it first.")
     shift = _shift(tl)
     rows = len(tl.ops) + 3 * len(tl.gpu) + len(tl.syncs) + len(tl.spans) + len(tl.memory)
-    # A private temporary file (mkstemp: mode 0600) replaces the target
-    # only once whole, so a failed export leaves no half-written trace; it
-    # then gets the mode any file the user writes gets (their umask).
-    fd, tmp = tempfile.mkstemp(prefix=".export-", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as raw:
-            pool = rows >= POOL_ROWS
-            write_chunks(raw, _jobs(tl, shift, ahead=pool), gzip=path.endswith(".gz"),
-                         threads=None if pool else 1, codec=codec)
-        os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
-def _umask() -> int:
-    """The process's umask. os.umask can only be read by setting it, so set
-    it back at once (another thread creating a file in between would get
-    this same value, which is what it had)."""
-    old = os.umask(0o022)
-    os.umask(old)
-    return old
+    # the target is replaced only once whole, and only if it is a regular
+    # file (timeline/destination.py: the policy save and plot share)
+    with destination.replacing(path) as raw:
+        pool = rows >= POOL_ROWS
+        write_chunks(raw, _jobs(tl, shift, ahead=pool), gzip=path.endswith(".gz"),
+                     threads=None if pool else 1, codec=codec)
 
 
 def queue_depth(tl: Timeline) -> dict[tuple[int, int], tuple[np.ndarray, np.ndarray]]:

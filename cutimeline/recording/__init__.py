@@ -1,5 +1,6 @@
 """Collecting: ``record()`` / ``Recorder`` (``recorder.py``) and ``arm()``
-(``ondemand.py``); the private TorchDispatchMode that logs the op stream
+(``ondemand.py``, with the files it is asked through and whom they trust:
+``capturefiles.py``); the private TorchDispatchMode that logs the op stream
 (``opstream.py``, ``signatures.py``) into one recording's state
 (``session.py``); host spans and hooks (``hooks.py``, ``cudahooks.py``);
 torch.compile's graphs (``compiled.py``); the recorder's measurement of its
@@ -8,7 +9,7 @@ a rank's meta and file (``ranks.py``).
 
 Two sub-packages hold what changes apart from the op stream: ``control/``,
 when a recording starts and stops beyond ``start()``/``stop()`` (schedule
-windows, step boundaries, signals and exit, forks); ``measures/``, what the
+windows, step boundaries, signals, exit and kills, forks); ``measures/``, what the
 session measures beside each op row (source lines, FLOPs, device memory,
 collectives), one optional log each, read into its own Timeline table.
 """

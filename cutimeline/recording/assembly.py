@@ -31,7 +31,7 @@ from .ranks import rank_meta
 from .selfcost import priced
 from .session import Session
 
-__all__ = ["aligned", "assemble", "meta_at_stop"]
+__all__ = ["aligned", "assemble", "meta_at_stop", "ops_columns"]
 
 
 def aligned(tl: Timeline) -> Timeline:
@@ -170,6 +170,22 @@ def _measured(s: Session, seq: np.ndarray, counts: list[int],
     return out
 
 
+def ops_columns(ops: np.ndarray, thread: np.ndarray, sig: np.ndarray, ctx: np.ndarray,
+                index: int, stream: np.ndarray) -> dict[str, np.ndarray]:
+    """The ops table's columns of a writer's rows ``ops`` (seq, t0, t1,
+    sig, ctx, grad_fn, flags; ``Writer.ops``) recorded by ``thread``:
+    name, shapes and device from the session's ``sig`` table (the device
+    ``index`` for ops that launched on it), module and depth from its
+    ``ctx`` table; ``stream`` that of each op's launch (NONE: none)."""
+    sig_of, ctx_of, flags = ops[:, 3], ops[:, 4], ops[:, 6]
+    on_device = (flags & (OpFlag.LAUNCH | OpFlag.CAPTURED)) != 0
+    return {"seq": ops[:, 0], "thread": thread, "name": sig[sig_of, 0],
+            "shapes": sig[sig_of, 1], "module": ctx[ctx_of, 0], "depth": ctx[ctx_of, 1],
+            "grad_fn": ops[:, 5], "device": np.where(on_device, index, sig[sig_of, 2]),
+            "stream": stream, "flags": flags, "host_begin_ns": ops[:, 1],
+            "host_end_ns": ops[:, 2]}
+
+
 def assemble(s: Session, harvest: Harvest | None, meta: dict[str, Any]) -> Timeline:
     """The Timeline of a finished session: ops sorted by seq; events, syncs
     and gpu rows mapped from seq to ops rows; every thread's spans."""
@@ -179,7 +195,7 @@ def assemble(s: Session, harvest: Harvest | None, meta: dict[str, Any]) -> Timel
                        [len(w.ops) for w in ws])
     order = np.argsort(ops[:, 0], kind="stable")
     ops, thread = ops[order], thread[order]
-    seq, sig_of, ctx_of, flags = ops[:, 0], ops[:, 3], ops[:, 4], ops[:, 6]
+    seq, sig_of, flags = ops[:, 0], ops[:, 3], ops[:, 6]
     sig = np.array(s.sig_table, np.int64).reshape(-1, 3)
     meta = priced(s, ops, sig, meta)
     ctx = np.array(s.ctx_table, np.int64).reshape(-1, 2)
@@ -190,12 +206,7 @@ def assemble(s: Session, harvest: Harvest | None, meta: dict[str, Any]) -> Timel
     stream = np.full(len(ops), NONE, np.int64)
     stream[row] = launches[:, 1]
     names = sig[sig_of, 0]
-    on_device = (flags & (OpFlag.LAUNCH | OpFlag.CAPTURED)) != 0
-    tables: dict[str, Any] = {"ops": {
-        "seq": seq, "thread": thread, "name": names, "shapes": sig[sig_of, 1],
-        "module": ctx[ctx_of, 0], "depth": ctx[ctx_of, 1], "grad_fn": ops[:, 5],
-        "device": np.where(on_device, index, sig[sig_of, 2]), "stream": stream,
-        "flags": flags, "host_begin_ns": ops[:, 1], "host_end_ns": ops[:, 2]}}
+    tables: dict[str, Any] = {"ops": ops_columns(ops, thread, sig, ctx, index, stream)}
     span_lists = [list(w.spans) for w in ws]  # a late span from another thread
     spans = _rows(span_lists, 7)
     span_order = np.argsort(spans[:, 5], kind="stable")

@@ -5,8 +5,10 @@ writes ``DIR/rank-<r>.ctl`` at stop (atomically), also when the recorded
 block raises (``meta["error"]`` then says what; the file holds what was
 recorded up to there) and when the recording is interrupted: by Ctrl-C,
 SIGTERM or an exit while recording (``meta["partial"]`` says which and in
-which step, e.g. "SIGTERM at step 7"; ``lifecycle.py``). Each file's meta names ``rank``, ``world_size``,
-``local_rank``, ``backend``, ``host``, ``pid`` and the clock pair
+which step, e.g. "SIGTERM at step 7"; ``lifecycle.py``); from start to
+stop the file is the recording's journal, which a process killed without
+a word leaves (``flusher.py``). Each file's meta names ``rank``,
+``world_size``, ``local_rank``, ``backend``, ``host``, ``pid`` and the clock pair
 ``start_epoch_ns`` (``time.time_ns()``) / ``start_host_ns`` (host clock),
 read together at start. Without an initialised process group the rank is
 taken from the ``RANK``/``WORLD_SIZE`` environment (torchrun's), else 0 of 1.

@@ -129,7 +129,9 @@ def record(*, device: str | Device = "auto", max_ops: int = 10_000_000,
     CUDA records no device, so there it is moot). ``out_dir``: under
     torch.distributed, write this rank's Timeline to ``out_dir/rank-<r>.ctl``
     at stop, also when the recorded block raises, and marked partial on
-    Ctrl-C, SIGTERM or exit (``lifecycle.py``); ``ctl.merge(out_dir)``
+    Ctrl-C, SIGTERM or exit (``lifecycle.py``); until then the file is the
+    recording's journal, so a kill (SIGKILL, a crash) leaves all but its
+    last moments (``flusher.py``); ``ctl.merge(out_dir)``
     joins the ranks (see ``ranks.py``). ``stack``: the source line of every
     op, not only of syncs (``sources``). ``memory``: device memory per op.
     ``schedule``: ``ctl.schedule(...)`` (or torch.profiler's): record only
@@ -277,6 +279,7 @@ class Recorder:
         s, guard = self._session, self._guard
         if guard is not None:  # Ctrl-C or SIGTERM now waits for the file
             guard.hold()
+            guard.close_journal()  # its last rows, while they are there (flusher.py)
         s.off = True
         try:
             self._mode.__exit__(None, None, None)

@@ -71,9 +71,11 @@ import os
 from typing import Any, Sequence
 
 from ..errors import CutimelineError
+from ..timeline.display import figure_text
 from ..timeline.timeline import Timeline
 from . import pixels as px
-from .frame import check_options, check_path, lane_handles, legends, title_block
+from .frame import (check_options, check_path, lane_handles, legends, save_figure,
+                    title_block)
 from .lanes import Scene
 from .memory import draw_memory, has_memory
 from .panels import draw_lead, draw_queue
@@ -130,7 +132,7 @@ def plot(tl: Timeline, path: str | os.PathLike | None = None, *, window: Any = N
         dense = scene.dense(cols) if overview is None else overview
         used = scene.draw_lanes(ax, cols, flows, dense)
         _style(ax)
-        ax.set_title(f"{head}\n{verdict_line(scene.report)}", loc="left",
+        ax.set_title(figure_text(f"{head}\n{verdict_line(scene.report)}"), loc="left",
                      fontsize=FONT + 1)
         ax.set_xlabel(xlabel(scene), fontsize=FONT)
         ax.legend(handles=lane_handles(used), loc="upper left", fontsize=FONT - 1,
@@ -153,8 +155,7 @@ def plot(tl: Timeline, path: str | os.PathLike | None = None, *, window: Any = N
     if fmt:
         # into a given Axes the lane labels and the legend stick out of it:
         # a tight bounding box keeps them in the file
-        fig.savefig(os.fspath(path), format=fmt, dpi=fig.dpi,
-                    bbox_inches="tight" if ax is not None else None)
+        save_figure(fig, path, fmt, bbox_inches="tight" if ax is not None else None)
     return fig
 
 
@@ -191,7 +192,7 @@ def plot_compare(a: Timeline, b: Timeline, path: str | os.PathLike | None = None
         cols = px.Columns(scene.w0, scene.w0 + int(round(span * 1e6)), _px_width(ax))
         used.append(scene.draw_lanes(ax, cols, flows))
         ax.set_xlim(0, span)
-        ax.set_title(f"{'ab'[len(used) - 1]}: {label}", loc="left",
+        ax.set_title(figure_text(f"{'ab'[len(used) - 1]}: {label}"), loc="left",
                      fontsize=FONT + 0.5, pad=3)
     for i, scene in enumerate(scenes):
         cols = px.Columns(scene.w0, scene.w0 + int(round(span * 1e6)), _px_width(axes[2]))
@@ -202,7 +203,7 @@ def plot_compare(a: Timeline, b: Timeline, path: str | os.PathLike | None = None
             f"{window_text(scenes[0])}, each Timeline from the start of its own "
             f"window{SEP}queue depth and CPU lead: a solid, b dashed")
     if fmt:
-        fig.savefig(os.fspath(path), format=fmt, dpi=fig.dpi)
+        save_figure(fig, path, fmt)
     return fig
 
 

@@ -3,7 +3,8 @@ its title block.
 
 ``figure.py`` (``plot``, ``plot_compare``) and ``whatif.py``
 (``plot_what_if``) each lay out their own Axes; what surrounds them is
-the same, so it is said once here: a path's format from its extension,
+the same, so it is said once here: a path's format from its extension
+(and the file written as every cutimeline file is, ``save_figure``),
 the common options checked with a sentence naming the bad value, the
 lanes' legend (only what was drawn) beside the top Axes, and the title
 block (bold title, the verdict after a square of its colour, a subtitle).
@@ -19,11 +20,14 @@ import numpy as np
 from ..analysis.idle.gaps import CAUSES
 from ..analysis.verdicts.margins import VERDICTS
 from ..errors import CutimelineError
+from ..timeline import destination
+from ..timeline.display import figure_text
 from .palette import (CAUSE_COLORS, CAUSE_LABELS, COMPILED_EDGE, COMPILED_HATCH, FLOW_COLOR,
                       PHASE_COLORS, PHASES, STEP_COLORS, USER_COLOR, VERDICT_COLORS)
 from .placement import FONT
 
-__all__ = ["FORMATS", "check_path", "check_options", "lane_handles", "legends", "title_block"]
+__all__ = ["FORMATS", "check_path", "save_figure", "check_options", "lane_handles", "legends",
+           "title_block"]
 
 FORMATS = {".png": "png", ".svg": "svg", ".pdf": "pdf"}
 
@@ -45,7 +49,16 @@ def check_path(path: Any) -> str | None:
     if not os.path.isdir(folder):
         raise CutimelineError(f"The folder {folder!r} for {p!r} does not exist; "
                               f"create it first.")
+    destination.check(p)
     return FORMATS[ext]
+
+
+def save_figure(fig: Any, path: str | os.PathLike, fmt: str, **options: Any) -> None:
+    """``fig.savefig`` into ``path`` as ``Timeline.save`` writes a file
+    (``timeline/destination.py``): only a regular file or a symlink is
+    replaced, the link itself, and only once the figure is whole."""
+    with destination.replacing(path) as f:
+        fig.savefig(f, format=fmt, dpi=fig.dpi, **options)
 
 
 def check_options(width: Any, dpi: Any, flows: Any, title: Any, overview: Any = None) -> None:
@@ -126,6 +139,9 @@ def title_block(fig, ax, title: str, subtitle: str, verdict: str | None = None,
     after a square of the run verdict's colour; the subtitle."""
     x = ax.get_position().x0
     h = fig.get_figheight()
+    # they hold names from the trace (timeline/display.py)
+    title, subtitle = figure_text(title), figure_text(subtitle)
+    verdict = None if verdict is None else figure_text(verdict)
     fig.text(x, 1 - 0.2 / h, title, ha="left", va="top", fontsize=FONT + 3,
              fontweight="bold")
     y = 0.47

@@ -22,6 +22,7 @@ import numpy as np
 
 from ..analysis.headline import headline
 from ..analysis.words import fmt_ns, fmt_tflops, pct
+from ..timeline.display import figure_text
 from . import pixels as px
 from .artists import boxes
 from .palette import VERDICT_COLORS, text_color
@@ -133,7 +134,7 @@ def _label(ax, scene, cols, rows, b, e, colors, labels) -> None:
         if text is None:
             continue
         m0, m1 = (x0 - scene.w0) / 1e6, (x1 - scene.w0) / 1e6
-        t = ax.text((m0 + m1) / 2, 0, text, ha="center", va="center", fontsize=FONT,
+        t = ax.text((m0 + m1) / 2, 0, figure_text(text), ha="center", va="center", fontsize=FONT,
                     color=text_color(color), zorder=3, linespacing=1.0)
         t.set_clip_box(TransformedBbox(Bbox([[m0, -0.5], [m1, 0.5]]), ax.transData))
         t.set_clip_on(True)

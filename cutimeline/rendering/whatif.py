@@ -42,7 +42,7 @@ from ..analysis.replay.edits import EDITS, edit_named
 from ..analysis.words import fmt_ns, pct
 from ..errors import CutimelineError
 from . import pixels as px
-from .frame import check_options, check_path, legends, title_block
+from .frame import check_options, check_path, legends, save_figure, title_block
 from .lanes import Scene
 from .placement import FONT, layout, px_width
 from .strip import draw_strip, verdict_line
@@ -94,7 +94,7 @@ def plot_what_if(tl: Any, path: str | os.PathLike | None = None, *, what_if: Any
     fig.cutimeline_prediction = pred
     fig.cutimeline_overview = tuple(dense)
     if fmt:
-        fig.savefig(os.fspath(path), format=fmt, dpi=fig.dpi)
+        save_figure(fig, path, fmt)
     return fig
 
 

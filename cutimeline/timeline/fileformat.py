@@ -16,14 +16,14 @@ Formats 1 and 2 (read) are ``.npz`` archives: ``<table>.<column>.npy``
 arrays in the schema's dtypes (columns of ``_NPZ_ENCODING`` stored as
 differences), ``strings.blob``/``strings.offsets`` and ``meta.json`` as
 uint8 arrays. ``save`` writes a Timeline; ``read`` returns its parts, which
-``timeline.load`` makes into one.
+``timeline.load`` makes into one; it reads a recording's journal
+(``journal.py``, what a killed process leaves) too.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import uuid
 import zipfile
 import zlib
 from typing import TYPE_CHECKING, Any
@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import CutimelineError
+from . import destination, journal
 from .archive import check_names, json_member, member, npy_array
 from .columncodec import CodecError, pack, pack_bytes, unpack, unpack_bytes
 from .prediction import candidates, choose, decode, residual
@@ -48,8 +49,10 @@ _EPOCH = (1980, 1, 1, 0, 0, 0)  # zip entry times: the same Timeline, the same b
 
 
 def save(tl: Timeline, path: str | os.PathLike) -> None:
-    """Write ``tl`` to ``path`` atomically (a temporary file renamed)."""
+    """Write ``tl`` to ``path``, whole or not at all (``destination.py``:
+    what it may replace, and how)."""
     path = os.fspath(path)
+    destination.check(path)  # before the work
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         raise CutimelineError(f"Cannot save to {path}: the folder {folder} "
@@ -62,18 +65,9 @@ def save(tl: Timeline, path: str | os.PathLike) -> None:
         raise CutimelineError(f"The Timeline's meta cannot be saved as JSON "
                               f"({exc}); keep meta to str, numbers, lists and "
                               f"dicts.") from None
-    tmp = os.path.join(folder, f".ctl-{uuid.uuid4().hex[:12]}.tmp")
-    # 0o666 less the umask, as open() makes files (mkstemp's are 0o600)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
-    try:
-        with os.fdopen(fd, "wb") as f, zipfile.ZipFile(f, "w") as z:
-            z.writestr(zipfile.ZipInfo(HEAD, _EPOCH), head.encode(),
-                       zipfile.ZIP_DEFLATED, 6)
-            z.writestr(zipfile.ZipInfo(COLUMNS, _EPOCH), payload, zipfile.ZIP_STORED)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    with destination.replacing(path) as f, zipfile.ZipFile(f, "w") as z:
+        z.writestr(zipfile.ZipInfo(HEAD, _EPOCH), head.encode(), zipfile.ZIP_DEFLATED, 6)
+        z.writestr(zipfile.ZipInfo(COLUMNS, _EPOCH), payload, zipfile.ZIP_STORED)
 
 
 def _columns(tl: Timeline) -> tuple[dict[str, Any], bytes]:
@@ -117,18 +111,24 @@ def read(path: str | os.PathLike) -> tuple[dict[str, Table], list[str], dict[str
     path = os.fspath(path)
     if not os.path.exists(path):
         raise CutimelineError(f"{path} does not exist.")
-    if not zipfile.is_zipfile(path):
+    kept = journal.is_journal(path)  # a recording's journal, left by a killed process
+    if not kept and not zipfile.is_zipfile(path):
         hint = (" It looks like a Chrome/torch.profiler trace: ctl.load "
                 "reads those.") if _looks_like_json(path) else ""
         raise CutimelineError(f"{path} is not a cutimeline file (not a zip "
                               f"archive, or truncated).{hint}")
     try:
-        with zipfile.ZipFile(path) as z:
-            names = check_names(path, z)
-            if HEAD + ".npy" in names:
-                tables, strings, meta = _read_npz(path, z, names)
-            else:
-                tables, strings, meta = _read_zip(path, z, names)
+        if kept:  # its meta checked as a file's is
+            tables, strings, meta = journal.read(path)
+            _check_head(path, {"format": FORMAT, "format_version": FORMAT_VERSION,
+                               "meta": meta})
+        else:
+            with zipfile.ZipFile(path) as z:
+                names = check_names(path, z)
+                if HEAD + ".npy" in names:
+                    tables, strings, meta = _read_npz(path, z, names)
+                else:
+                    tables, strings, meta = _read_zip(path, z, names)
         tables = {n: tables.get(n) or Table(n) for n in SCHEMA}  # newer: empty
         _check_ids(path, tables, len(strings))
     except CutimelineError as exc:

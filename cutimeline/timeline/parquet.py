@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import json
 import os
-import uuid
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .. import __version__
 from ..errors import CutimelineError
+from . import destination
 from .schema import ENUM_COLUMNS, NONE, REFERENCES, SCHEMA, STRING_COLUMNS
 
 if TYPE_CHECKING:   # timeline.py imports this module
@@ -62,16 +62,19 @@ def write(tl: Timeline, folder: str | os.PathLike) -> None:
                               f"({exc}); keep meta to str, numbers, lists and "
                               f"dicts.") from None
     os.makedirs(folder, exist_ok=True)
-    strings = pa.array(tl.strings, pa.string())
     meta_path = os.path.join(folder, "meta.json")
+    for path in [meta_path, *(os.path.join(folder, f"{n}.parquet") for n in SCHEMA)]:
+        destination.check(path)  # all before any is touched
+    strings = pa.array(tl.strings, pa.string())
     if os.path.exists(meta_path):   # the folder is incomplete until the end
         os.unlink(meta_path)
     for name in SCHEMA:
         table = pa.table({col: _column(pa, tl, name, col, strings)
                           for col, _ in SCHEMA[name]})
-        _replace(os.path.join(folder, f"{name}.parquet"),
-                 lambda tmp, t=table: pq.write_table(t, tmp, compression=COMPRESSION))
-    _replace(meta_path, lambda tmp: _write_text(tmp, head))
+        with destination.replacing(os.path.join(folder, f"{name}.parquet")) as f:
+            pq.write_table(table, f, compression=COMPRESSION)
+    with destination.replacing(meta_path) as f:
+        f.write(head.encode("utf-8"))
 
 
 def _column(pa: Any, tl: Timeline, table: str, col: str, strings: Any) -> Any:
@@ -107,20 +110,3 @@ def _head(tl: Timeline) -> dict[str, Any]:
                        for name in SCHEMA},
             "none": "null in string, enum and row-reference columns; -1 in the others",
             "meta": tl.meta}
-
-
-def _replace(path: str, write_to: Any) -> None:
-    """Write through a temporary file beside ``path``, then rename it."""
-    tmp = os.path.join(os.path.dirname(path), f".{uuid.uuid4().hex[:12]}.tmp")
-    try:
-        write_to(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
-def _write_text(path: str, text: str) -> None:
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(text)

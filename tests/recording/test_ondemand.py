@@ -62,8 +62,11 @@ def test_signal_captures_the_next_n_steps(tmp_path):
 
 
 def test_request_file_without_signal(tmp_path):
-    trigger = ctl.arm(steps=1, signal=None, options={"device": "cpu", "measure": False})
-    assert json.load(open(trigger.marker)) == {"pid": os.getpid(), "signal": None}
+    trigger = ctl.arm(steps=1, signal=None, options={"device": "cpu", "measure": False},
+                      out_dir=tmp_path)
+    marker = json.load(open(trigger.marker))
+    assert {k: marker[k] for k in ("pid", "signal", "out_dir", "armed")} == \
+        {"pid": os.getpid(), "signal": None, "out_dir": str(tmp_path), "armed": True}
     out = tmp_path / "asked.ctl"
     with open(trigger.request, "w") as f:
         json.dump({"steps": 2, "out": str(out)}, f)
@@ -71,14 +74,9 @@ def test_request_file_without_signal(tmp_path):
     assert not os.path.exists(trigger.request)
     steps(3)
     assert ctl.load(out).meta["steps"] == [1, 2]
-    # a touched (empty) file: the armed defaults, written to ./cutimeline-<pid>-...
-    cwd = os.getcwd()
-    os.chdir(tmp_path)
-    try:
-        open(trigger.request, "w").close()
-        steps(3)
-    finally:
-        os.chdir(cwd)
+    # a touched (empty) file: the armed defaults, written to out_dir/cutimeline-<pid>-...
+    open(trigger.request, "w").close()
+    steps(3)
     (made,) = [p for p in os.listdir(tmp_path) if p.startswith(f"cutimeline-{os.getpid()}-")]
     assert trigger.captures[-1] == str(tmp_path / made)
     assert step_numbers(ctl.load(tmp_path / made)) == [5]
@@ -86,7 +84,7 @@ def test_request_file_without_signal(tmp_path):
 
 def test_send_capture_to_own_pid_and_rearm(tmp_path):
     trigger = ctl.arm(steps=1, signal=None, rearm=False,
-                      options={"device": "cpu", "measure": False})
+                      options={"device": "cpu", "measure": False}, out_dir=tmp_path)
     path = ondemand.send_capture(os.getpid(), steps=2, out=tmp_path / "a.ctl")
     assert path == str(tmp_path / "a.ctl") and not os.path.exists(path)
     modes = []
@@ -102,7 +100,7 @@ def test_send_capture_to_own_pid_and_rearm(tmp_path):
 
 @needs_sigusr2
 def test_send_capture_waits_for_the_file(tmp_path):
-    ctl.arm(steps=1, options={"device": "cpu", "measure": False})
+    ctl.arm(steps=1, options={"device": "cpu", "measure": False}, out_dir=tmp_path)
     done = threading.Event()
 
     def train():  # steps end on another thread while this one waits
@@ -122,7 +120,8 @@ def test_send_capture_waits_for_the_file(tmp_path):
 
 
 def test_send_capture_times_out_and_checks_out(tmp_path):
-    ctl.arm(steps=1, signal=None, options={"device": "cpu", "measure": False})
+    ctl.arm(steps=1, signal=None, options={"device": "cpu", "measure": False},
+            out_dir=tmp_path)
     with pytest.raises(CutimelineError, match="did not write"):
         ondemand.send_capture(os.getpid(), steps=1, out=tmp_path / "t.ctl", timeout=0.05)
     (tmp_path / "exists.ctl").write_text("x")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...timeline.display import figure_text
 from ..artists import HALF
 from ..palette import PHASE_COLORS, text_color
 
@@ -62,7 +63,7 @@ def draw_names(scene, ax, cols) -> int:
     pad = 3 * scene.span_ms / cols.width  # 3 px, in ms
     for i in range(len(rows)):
         color = text_color(PHASE_COLORS[scene.gpu_phase[rows[i]]])
-        t = ax.text(x0[i] + pad, y[i], short_name(str(texts[i])), ha="left",
+        t = ax.text(x0[i] + pad, y[i], figure_text(short_name(str(texts[i]))), ha="left",
                     va="center", fontsize=FONT, color=color, zorder=3)
         # clipped to its own bar, not to the Axes
         t.set_clip_box(TransformedBbox(Bbox([[x0[i], y[i] - HALF], [x1[i], y[i] + HALF]]),

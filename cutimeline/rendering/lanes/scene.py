@@ -32,6 +32,7 @@ from ...analysis.idle.overlap import device_idle_amounts
 from ...analysis.report import Report
 from ...errors import CutimelineError
 from ...numeric import intervals as iv
+from ...timeline.display import figure_text
 from ...timeline.schema import NONE, GpuKind, SpanKind
 from ...timeline.timeline import Timeline
 from ...timeline.windows import parse_window
@@ -105,7 +106,8 @@ class Scene:
         ln = self.lanes
         self.keys = ln.stream_keys if ln is not None else np.zeros((0, 2), np.int64)
         lay = lay_out(self.tl, self.keys)
-        self.layout, self.labels = lay, lay.labels
+        # thread and device names from the trace, as figure text (timeline/display.py)
+        self.layout, self.labels = lay, [figure_text(str(t)) for t in lay.labels]
         self.threads, self.thread_y, self.stream_y = lay.threads, lay.thread_y, lay.stream_y
         self.stream_order = np.argsort(self.stream_y, kind="stable")  # top to bottom
         self.n_lanes = len(self.labels)
@@ -335,7 +337,7 @@ class Scene:
             return
         free_from = -1.0
         for i in wide[np.argsort(c0[wide], kind="stable")]:
-            text = str(texts[i])
+            text = figure_text(str(texts[i]))
             need = 4.4 * len(text) + 8  # ~px of 7-pt text, and a margin
             mid = (c0[i] + c1[i]) / 2
             if need > c1[i] - c0[i] or mid - need / 2 < free_from:
