@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import CutimelineError
+from ..timeline.display import terminal_text
 from ..timeline.schema import NONE
 from ..timeline.timeline import Timeline
 from .advice import advice
@@ -388,8 +389,10 @@ class Report:
         return out
 
     def summary(self) -> str:
-        """A short text to read first (see the module docs for the terms)."""
-        return summary_text(self)
+        """A short text to read first (see the module docs for the terms);
+        names from the Timeline are data, not terminal commands: control
+        characters come escaped (``timeline/display.py``)."""
+        return terminal_text(summary_text(self))
 
     def to_dict(self) -> dict:
         """Everything but per-row arrays, as JSON-serialisable values."""
@@ -398,8 +401,8 @@ class Report:
     def __repr__(self) -> str:
         """The window, its steps and the run's verdict with its first fix,
         in the words of ``summary()``'s first line (``headline.py``)."""
-        return (f"<Report {fmt_ns(self.window[1] - self.window[0])}, "
-                f"{len(self.steps)} steps, {headline(self)['short']}>")
+        return terminal_text(f"<Report {fmt_ns(self.window[1] - self.window[0])}, "
+                             f"{len(self.steps)} steps, {headline(self)['short']}>")
 
     def _repr_html_(self) -> str:
         """Jupyter: the verdict line and the step table (``rendering/notebook.py``,
