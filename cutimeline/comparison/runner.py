@@ -131,7 +131,7 @@ def compare(fn: Callable[[], Any], *, steps: int = 20, warmup: int = 3,
                                          kineto if r == 0 else None, kept))
         theirs = import_chrome(kineto)
         recorded = kept["timeline"]
-        ours, match, rows = _match(recorded, theirs, warmup, steps)
+        ours, match, rows = _match(recorded, theirs, warmup, steps, sim is not None)
         ctl_path = os.path.join(folder, "cutimeline.ctl")
         ours.save(ctl_path)
         sizes = _sizes(ctl_path, kineto, len(match.theirs), len(ours.ops))
@@ -276,8 +276,10 @@ def profiler_left_on(torch: Any) -> list[str]:
     return left
 
 
-def _match(recorded: Timeline, theirs: Timeline, warmup: int, steps: int):
-    """Our op rows and the profiler's leaf ops, step by step, aligned.
+def _match(recorded: Timeline, theirs: Timeline, warmup: int, steps: int,
+           cuda_paths: bool = False):
+    """Our op rows and the profiler's leaf ops, step by step, aligned
+    (``cuda_paths``: ours recorded a SimGPU, ``OpMatch.cuda_paths``).
 
     Returns our Timeline of the compared steps, the OpMatch, and the ops
     rows behind its positions: (ours rows, theirs rows, profiler owner)."""
@@ -303,7 +305,7 @@ def _match(recorded: Timeline, theirs: Timeline, warmup: int, steps: int):
     match = match_ops(recorded.decode(o["name"][our_rows]).tolist(),
                       theirs.decode(p["name"][their_rows]).tolist(),
                       ours_step=np.concatenate(our_step),
-                      theirs_step=np.concatenate(their_step))
+                      theirs_step=np.concatenate(their_step), cuda_paths=cuda_paths)
     ours = recorded.slice_steps(warmup, warmup + steps - 1)
     # A step's span ends a few ns after the next one begins (both are read
     # at the boundary), so the slice holds the neighbours' STEP spans too.

@@ -263,6 +263,52 @@ def test_a_simulated_gpu_is_compared_with_the_profiler_on_the_cpu(device):
     assert f"Comparison {name}" in repr(cmp)
 
 
+def training_step_on_meta(kind: str):
+    """One training step on meta tensors: a transformer layer with AdamW
+    (fused attention, a foreach optimizer on CUDA) or a conv net with SGD
+    momentum, as scripts/compare_profiler.py's workloads."""
+    torch.manual_seed(0)
+    if kind == "transformer":
+        layer = torch.nn.TransformerEncoderLayer(d_model=32, nhead=2, dim_feedforward=64,
+                                                 batch_first=True)
+        net = torch.nn.TransformerEncoder(layer, 1, enable_nested_tensor=False).to("meta")
+        opt = torch.optim.AdamW(net.parameters(), lr=1e-3)
+        x = torch.randn(4, 8, 32, device="meta")
+
+        def loss():
+            return net(x).pow(2).mean()
+    else:
+        net = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.BatchNorm2d(8),
+                                  torch.nn.ReLU(), torch.nn.Flatten(),
+                                  torch.nn.Linear(8 * 6 * 6, 4)).to("meta")
+        opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
+        x = torch.randn(4, 3, 8, 8, device="meta")
+
+        def loss():
+            return net(x).sum()
+
+    def step():
+        opt.zero_grad()
+        loss().backward()
+        opt.step()
+    return step
+
+
+@pytest.mark.parametrize("kind", ["transformer", "convnet"])
+def test_a_simgpus_cuda_op_stream_differs_from_the_cpu_pass_only_where_explained(kind):
+    """The SimGPU dispatches CUDA's paths (foreach optimizers, fused
+    attention), the profiler's CPU pass the per-tensor ones: every row of
+    the difference is explained (paths.py), none UNEXPLAINED."""
+    cmp = compare(training_step_on_meta(kind), steps=2, warmup=1, device="sim")
+    m = cmp.match
+    assert m.cuda_paths and m.unexplained() == []
+    assert "UNEXPLAINED" not in cmp.table()
+    paths = {r["path"] for r in m.differences()} - {None}
+    assert paths == ({"foreach optimizer", "fused attention"} if kind == "transformer"
+                     else {"foreach optimizer"})
+    assert m.to_dict()["unexplained"] == [] and m.to_dict()["cuda_paths"]
+
+
 def test_the_cutimeline_pass_waits_for_the_simulated_gpu():
     gpu = ctl.SimGPU(seed=3, cost={"aten::mm": 20_000_000})  # 20 ms per matmul
     cmp = compare(meta_step(), steps=2, warmup=1, device=gpu)
