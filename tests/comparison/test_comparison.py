@@ -116,6 +116,7 @@ def _step_ms(tl, number):
 def test_plot_draws_both_timelines_of_the_first_compared_step(mlp, tmp_path):
     from matplotlib.colors import to_hex
     from matplotlib.image import imread
+    from matplotlib.patches import Rectangle
     cmp, _ = mlp
     fig = cmp.plot(tmp_path / "cmp.png")
     # lanes of a (ours) and b (the profiler's), then queue depth and CPU lead
@@ -159,12 +160,11 @@ def test_plot_draws_both_timelines_of_the_first_compared_step(mlp, tmp_path):
     assert title == "cutimeline comparison"
     assert subtitle.startswith("step 1, each Timeline from the start of its own window")
     assert subtitle.endswith("queue depth and CPU lead: a solid, b dashed")
-    # one legend for both: the phases drawn and the step
+    # one legend for both: the phases drawn, as one entry (steps are named in their row)
     legend = fig.legends[0]
-    assert [t.get_text() for t in legend.get_texts()] == \
-        ["forward / other", "backward", "optimizer", "step"]
-    assert [to_hex(h.get_facecolor()) for h in legend.legend_handles] == \
-        [forward, backward, optimizer, STEP_COLORS[0]]
+    assert [t.get_text() for t in legend.get_texts()] == ["forward · backward · optimizer"]
+    swatches = [to_hex(r.get_facecolor()) for r in legend._legend_handle_box.findobj(Rectangle)]
+    assert swatches == [forward, backward, optimizer]
     # the file is that figure: its size, with the phases' colours in it
     img = imread(tmp_path / "cmp.png")
     w, h = fig.get_size_inches() * fig.dpi
