@@ -23,10 +23,15 @@ for a host op: the floor under the simulator's) / the same with
 ``out_dir`` (give ``--ops`` that outlast ``flusher.PERIOD_S``, e.g. 100000) /
 ``ctl.record(device=ctl.SimGPU(owns=("cpu",)))`` (the simulator runs the
 CPU tensors as its device's), µs per op and the ratio to the bare mode,
-rounds taking turns (odd ones in reverse). ``--base PATH`` adds the SimGPU
-row of another checkout (its package imported as ``ctl_base`` from a
-copy) to the same rounds: before/after under the same load.
-``--only-tiny`` skips the transformer step.
+rounds taking turns (odd ones in reverse). ``--base PATH`` adds the
+``ctl.record(device="cpu")`` and SimGPU rows of another checkout (its
+package imported as ``ctl_base`` from a copy) to the same rounds:
+before/after under the same load. ``--only-tiny`` skips the transformer step.
+
+*record_function ranges* (``--ranges``): the same tiny adds, each inside a
+``torch.profiler.record_function`` range (the recorder makes a USER span of
+each, ``recording/ranges.py``), µs per range and op, under nothing / bare
+mode / ``ctl.record(device="cpu")`` (and the base tree's with ``--base``).
 """
 
 from __future__ import annotations
@@ -91,6 +96,8 @@ def _contexts(kind: str):
     if kind == "base tree, SimGPU owning cpu":
         base = importlib.import_module("ctl_base")
         return base.record(device=base.SimGPU("h100", owns=("cpu",)))
+    if kind == "base tree":
+        return importlib.import_module("ctl_base").record(device="cpu")
     raise ValueError(kind)
 
 
@@ -144,6 +151,22 @@ def tiny_ops(kind: str, n: int) -> float:
         return (time.perf_counter() - t) / n * 1e6
 
 
+def ranged_ops(kind: str, n: int) -> float:
+    """µs per tiny CPU add inside a record_function range of its own."""
+    a, b = torch.ones(16), torch.ones(16)
+    rf = torch.profiler.record_function
+    gc.collect()
+    with _contexts(kind):
+        for _ in range(50):
+            with rf("r"):
+                a.add(b)
+        t = time.perf_counter()
+        for _ in range(n):
+            with rf("r"):
+                a.add(b)
+        return (time.perf_counter() - t) / n * 1e6
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--steps", type=int, default=10)
@@ -151,6 +174,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--ops", type=int, default=2000)
     p.add_argument("--base", help="another checkout whose SimGPU row to add")
     p.add_argument("--only-tiny", action="store_true", help="skip the transformer step")
+    p.add_argument("--ranges", action="store_true",
+                   help="add the record_function table (module doc)")
     a = p.parse_args(argv)
     torch.set_num_threads(1)
     if a.base:
@@ -192,7 +217,7 @@ def tiny_table(a: argparse.Namespace) -> int:
     kinds = ["nothing", "bare mode", "cutimeline", "cutimeline out_dir",
              "cutimeline, SimGPU owning cpu"]
     if a.base:
-        kinds.append("base tree, SimGPU owning cpu")
+        kinds += ["base tree", "base tree, SimGPU owning cpu"]
     got = interleaved(kinds, a.rounds, lambda k: tiny_ops(k, a.ops))
     bare = statistics.median(got["bare mode"])
     print(f"\ntiny CPU ops ({a.ops} adds of 16 elements), medians of {a.rounds} rounds"
@@ -201,6 +226,16 @@ def tiny_table(a: argparse.Namespace) -> int:
     for k in kinds:
         m = statistics.median(got[k])
         print(f"| {k} | {m:.2f} | ×{m / bare:.2f} |")
+    if a.ranges:
+        kinds = ["nothing", "bare mode", "cutimeline"] + (["base tree"] if a.base else [])
+        got = interleaved(kinds, a.rounds, lambda k: ranged_ops(k, a.ops))
+        bare = statistics.median(got["bare mode"])
+        print(f"\nthe same adds, each in a record_function range, medians of "
+              f"{a.rounds} rounds")
+        print("| variant | µs/(range + op) | × bare mode |\n|---|---:|---:|")
+        for k in kinds:
+            m = statistics.median(got[k])
+            print(f"| {k} | {m:.2f} | ×{m / bare:.2f} |")
     return 0
 
 

@@ -2,20 +2,29 @@
 
     cutimeline --version
     cutimeline [--quiet] COMMAND ...   (--quiet: no progress bars or notices)
-    cutimeline demo [--out DIR] [--steps N] [--device auto|cuda|cuda:N|sim]
+    cutimeline demo [-o DIR] [--steps N] [--device auto|cuda|cuda:N|sim]
                     [--num-workers N] [--log-every N]
-    cutimeline plot FILE -o OUT.png [--window W]
+    cutimeline plot FILE -o OUT.png [--window W] [--overview|--no-overview]
+                    [--memory|--no-memory] [--what-if [EDIT]]
     cutimeline summary FILE [--window W] [--json]
-    cutimeline whatif FILE [--window W] [--json] [--plot OUT.png [--edit NAME]]
-    cutimeline export FILE -o OUT.json.gz
+    cutimeline whatif FILE [--window W] [--json] [-o OUT.png [--edit NAME]]
+    cutimeline export FILE -o OUT [--format chrome|parquet]
     cutimeline import TRACE -o OUT.ctl
     cutimeline merge DIR -o merged.ctl
-    cutimeline capture PID [--steps N] [--out F] [--timeout S]  (ctl.arm())
+    cutimeline compare SCRIPT.py [--device D] [--steps N] [--warmup N] [--rounds N]
+                    [--trace-dir DIR] [-o OUT.png] [--json] [ARG ...] [-- -ARG ...]
+    cutimeline capture PID [--steps N] [-o F] [--timeout S]  (ctl.arm())
 
-FILE is a ``.ctl`` file or a torch.profiler trace (``.json``/``.json.gz``).
-W is a step (``3``), a step range (``3-5``) or seconds from the start
+The commands and options are ``commands.py``'s, named as the Python
+keywords they set. FILE is a ``.ctl``
+file or a torch.profiler trace (``.json``/``.json.gz``), whose steps
+``--steps-from NAME`` takes from the ranges named NAME. W is a step
+(``3``), a step range (``3-5``) or seconds from the start
 (``0.5s-0.75s``), as ``window=`` takes them (``timeline/windows.py``);
-``--device`` the spellings of ``record(device=)`` that name a GPU. Errors print one line and exit with status 2; a bug in
+``--device`` the spellings of ``record(device=)`` that name a GPU.
+``compare`` runs a training script under cutimeline and torch.profiler
+(``ctl.compare("train.py")``: its optimizer steps are the steps). Errors
+print one line and exit with status 2; a bug in
 cutimeline prints its traceback and a line asking for a report (status 3).
 Work that lasts over ``progress.PROGRESS_AFTER_S`` shows a progress bar on stderr
 (tqdm's when installed: ``pip install cutimeline[progress]``), only on a
@@ -37,6 +46,7 @@ import cutimeline as ctl
 from . import __version__
 from .analysis.headline import headline
 from .analysis.replay.edits import edit_named
+from .commands import command_parser
 from .analysis.words import fmt_ns, pct
 from .dist.straggler import describe
 from .errors import CutimelineError
@@ -83,12 +93,12 @@ def _demo_device(text: str) -> str:
     return spec
 
 
-def _open(path: str, quiet: bool = False):
+def _open(path: str, quiet: bool = False, steps_from: str | None = None):
     """A Timeline from a .ctl file or a torch.profiler trace (``ctl.load``),
     with a progress bar while a trace imports."""
     bar = _bar(f"importing {os.path.basename(path)}", quiet)
     try:
-        tl = ctl.load(path, progress=bar)
+        tl = ctl.load(path, progress=bar, steps_from=steps_from)
     except BaseException:
         bar.clear()   # the error's line starts on a line of its own
         raise
@@ -104,11 +114,13 @@ def _analyze(tl, quiet: bool, window: Any = None):
         return ctl.analyze(tl, window=window, engine=engine)
 
 
-def _plot(tl, path: str, quiet: bool, window: Any = None, report: Any = None) -> None:
+def _plot(tl, path: str, quiet: bool, window: Any = None, report: Any = None,
+          **options: Any):
+    """``ctl.plot`` with a Report made first (``options``: plot's keywords)."""
     if report is None:
         report = _analyze(tl, quiet)  # of the whole Timeline, as plot's own
     with _stage("plotting", quiet):
-        ctl.plot(tl, path, window=window, report=report)
+        return ctl.plot(tl, path, window=window, report=report, **options)
 
 
 def _cmd_demo(a: argparse.Namespace) -> int:
@@ -138,15 +150,19 @@ def _cmd_demo(a: argparse.Namespace) -> int:
 
 
 def _cmd_plot(a: argparse.Namespace) -> int:
-    tl = _open(a.file, a.quiet)
+    if a.what_if not in (None, True):
+        edit_named(a.what_if)  # an unknown name: the error lists them
+    tl = _open(a.file, a.quiet, a.steps_from)
     window = parse_window(a.window) if a.window else None
-    _plot(tl, a.output, a.quiet, window)
-    print(f"wrote {a.output}")
+    fig = _plot(tl, a.out, a.quiet, window, overview=a.overview, memory=a.memory,
+                what_if=a.what_if)
+    change = getattr(fig, "cutimeline_prediction", None)
+    print(f"wrote {a.out}" + (f": {change_text(change)}" if change is not None else ""))
     return 0
 
 
 def _cmd_summary(a: argparse.Namespace) -> int:
-    tl = _open(a.file, a.quiet)
+    tl = _open(a.file, a.quiet, a.steps_from)
     rep = _analyze(tl, a.quiet, parse_window(a.window) if a.window else None)
     print(json.dumps(rep.to_dict(), indent=1) if a.json else rep.summary())
     return 0
@@ -155,10 +171,10 @@ def _cmd_summary(a: argparse.Namespace) -> int:
 def _cmd_whatif(a: argparse.Namespace) -> int:
     if a.edit:
         edit_named(a.edit)  # an unknown name: the error lists them
-        if not a.plot:
-            raise CutimelineError("--edit names the fix to draw with --plot OUT.png; "
-                                  "give --plot too, or leave --edit out.")
-    tl = _open(a.file, a.quiet)
+        if not a.out:
+            raise CutimelineError("--edit names the fix to draw with -o OUT.png; "
+                                  "give -o/--out too, or leave --edit out.")
+    tl = _open(a.file, a.quiet, a.steps_from)
     rep = _analyze(tl, a.quiet, parse_window(a.window) if a.window else None)
     with _stage("predicting", a.quiet):
         preds = rep.what_if()
@@ -187,30 +203,51 @@ def _cmd_whatif(a: argparse.Namespace) -> int:
 
 
 def _whatif_plot(a: argparse.Namespace, tl, rep) -> None:
-    """``--plot OUT``: the recording over its replay under ``--edit`` (default
+    """``-o OUT``: the recording over its replay under ``--edit`` (default
     the top fix), as ``ctl.plot(tl, OUT, what_if=...)`` draws them."""
-    if not a.plot:
+    if not a.out:
         return
 
     with _stage("plotting", a.quiet):
-        fig = ctl.plot(tl, a.plot, what_if=a.edit or True, report=rep,
+        fig = ctl.plot(tl, a.out, what_if=a.edit or True, report=rep,
                        window=parse_window(a.window) if a.window else None)
-    print(f"wrote {a.plot}: {change_text(fig.cutimeline_prediction)}",
+    print(f"wrote {a.out}: {change_text(fig.cutimeline_prediction)}",
           file=sys.stderr if a.json else sys.stdout)
 
 
+def export_format(out: str, given: str | None) -> str:
+    """``--format``, or the one ``out`` names: a ``.json``/``.json.gz``/``.gz``
+    file is Chrome trace JSON, a folder (existing, ending in ``/``, with no
+    extension, or ``.parquet``) is Parquet."""
+    if given is not None:
+        return given
+    low = out.lower()
+    if low.endswith((".json", ".json.gz", ".gz")):
+        return "chrome"
+    if low.endswith((os.sep, "/", ".parquet")) or os.path.isdir(out) or \
+            not os.path.splitext(out)[1]:
+        return "parquet"
+    raise CutimelineError(f"Cannot tell the format to write {out!r} in from its name; "
+                          f"end it in .json.gz (Chrome/Perfetto trace) or give a folder "
+                          f"(Parquet), or pass --format chrome|parquet.")
+
+
 def _cmd_export(a: argparse.Namespace) -> int:
-    tl = _open(a.file, a.quiet)
+    form = export_format(a.out, a.format)
+    tl = _open(a.file, a.quiet, a.steps_from)
     with _stage("exporting", a.quiet):
-        ctl.export_chrome(tl, a.output)
-    print(f"wrote {a.output}")
+        if form == "chrome":
+            ctl.export_chrome(tl, a.out)
+        else:
+            tl.to_parquet(a.out)
+    print(f"wrote {a.out}" + (" (Parquet: a file per table)" if form == "parquet" else ""))
     return 0
 
 
 def _cmd_import(a: argparse.Namespace) -> int:
-    tl = _open(a.trace, a.quiet)
-    tl.save(a.output)
-    print(f"wrote {a.output}: {tl!r}")
+    tl = _open(a.trace, a.quiet, a.steps_from)
+    tl.save(a.out)
+    print(f"wrote {a.out}: {tl!r}")
     for w in tl.meta.get("import_warnings", []):
         print(f"note: {w}")
     return 0
@@ -224,9 +261,22 @@ def _cmd_merge(a: argparse.Namespace) -> int:
         bar.clear()
         raise
     bar.done()
-    tl.save(a.output)
-    print(f"wrote {a.output}: {tl!r}")
+    tl.save(a.out)
+    print(f"wrote {a.out}: {tl!r}")
     print(describe(tl))
+    return 0
+
+
+def _cmd_compare(a: argparse.Namespace) -> int:
+    # torch (about 1 s to import) loads only for the commands that record
+    from .comparison.runner import compare
+    with _stage("comparing", a.quiet):
+        cmp = compare(a.script, argv=a.argv, device=a.device, steps=a.steps,
+                      warmup=a.warmup, rounds=a.rounds, trace_dir=a.trace_dir)
+    print(json.dumps(cmp.to_dict(), indent=1) if a.json else cmp.table())
+    if a.out:
+        cmp.plot(a.out)
+        print(f"wrote {a.out}", file=sys.stderr if a.json else sys.stdout)
     return 0
 
 
@@ -237,69 +287,11 @@ def _cmd_capture(a: argparse.Namespace) -> int:
     return 0
 
 
-def _parser() -> argparse.ArgumentParser:
-    # --quiet before or after the command: SUPPRESS keeps a subcommand's
-    # parser from resetting what the main parser read
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS,
-                        help="no progress bars and no notice that kernels compile")
-    p = argparse.ArgumentParser(
-        prog="cutimeline", description="What a PyTorch program does on both "
-        "sides of the CPU/GPU boundary.", parents=[common])
-    p.add_argument("--version", action="version", version=f"cutimeline {__version__}")
-    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    def command(name: str, **kw: Any) -> argparse.ArgumentParser:
-        return sub.add_parser(name, parents=[common], **kw)
-
-    d = command("demo", help="record a small training loop, plot and "
-                "summarise it (CUDA when present, else a simulated GPU)")
-    d.add_argument("--out", default="cutimeline-demo", help="output folder")
-    d.add_argument("--steps", type=int, default=8)
-    d.add_argument("--device", default="auto", help="auto (CUDA when present, else "
-                   "sim), cuda, cuda:N or sim (a simulated H100)")
-    d.add_argument("--num-workers", type=int, default=0, help="the loop's DataLoader "
-                   "workers (a fix: compare with `cutimeline whatif`)")
-    d.add_argument("--log-every", type=int, default=1, help="read the loss back every "
-                   "N steps, 0: never (the other fix)")
-    d.set_defaults(run=_cmd_demo)
-    for name, helptext, run in (
-            ("plot", "draw the timeline of FILE", _cmd_plot),
-            ("summary", "print the analysis of FILE", _cmd_summary),
-            ("whatif", "predict the step time of FILE under each fix, ranked",
-             _cmd_whatif),
-            ("export", "write FILE as a Chrome/Perfetto trace", _cmd_export)):
-        c = command(name, help=helptext)
-        c.add_argument("file", metavar="FILE", help=".ctl file or torch.profiler trace")
-        if name not in ("summary", "whatif"):
-            c.add_argument("-o", "--output", required=True)
-        if name in ("plot", "summary", "whatif"):
-            c.add_argument("--window", help="step (3), steps (3-5 or 3:5) or seconds "
-                           "(0.5s-0.75s)")
-        if name in ("summary", "whatif"):
-            c.add_argument("--json", action="store_true", help="the result as JSON")
-        if name == "whatif":
-            c.add_argument("--plot", metavar="OUT", help="draw the recording over its "
-                           "replay under the top fix (or --edit) to OUT (.png/.svg/.pdf)")
-            c.add_argument("--edit", metavar="NAME", help="the fix to draw with --plot: "
-                           "data, sync, host, graphs, launch, ... (default: the top one)")
-        c.set_defaults(run=run)
-    i = command("import", help="read a torch.profiler trace into a .ctl file")
-    i.add_argument("trace", metavar="TRACE")
-    i.add_argument("-o", "--output", required=True)
-    i.set_defaults(run=_cmd_import)
-    m = command("merge", help="merge the rank-<r>.ctl files of DIR")
-    m.add_argument("dir", metavar="DIR")
-    m.add_argument("-o", "--output", required=True)
-    m.set_defaults(run=_cmd_merge)
-    c = command("capture", help="ask process PID (armed by ctl.arm()) to record N steps")
-    c.add_argument("pid", metavar="PID", type=int)
-    c.add_argument("--steps", type=int, default=5)
-    c.add_argument("--out", help="the .ctl file, under the folder the job armed with "
-                   "(default <that folder>/cutimeline-<pid>-<time>.ctl)")
-    c.add_argument("--timeout", type=float, default=60.0, help="seconds to wait (0: don't)")
-    c.set_defaults(run=_cmd_capture)
-    return p
+# command -> the function that runs it (looked up when it runs)
+RUN = {"demo": "_cmd_demo", "plot": "_cmd_plot", "summary": "_cmd_summary",
+       "whatif": "_cmd_whatif", "what-if": "_cmd_whatif", "export": "_cmd_export",
+       "import": "_cmd_import", "merge": "_cmd_merge", "compare": "_cmd_compare",
+       "capture": "_cmd_capture"}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -336,12 +328,16 @@ class _Escaped:
 
 
 def _main(argv: Sequence[str] | None) -> int:
-    args = _parser().parse_args(argv)
+    parser = command_parser()
+    args = parser.parse_args(argv)
+    if getattr(args, "out_required", False) and args.out is None:
+        parser.error(f"{args.command}: the following arguments are required: -o/--out")
     args.quiet = getattr(args, "quiet", False)
+    run = globals()[RUN[args.command]]
     notice = compile_notice(sys.stderr, after_s=COMPILE_NOTICE_AFTER_S, enabled=not args.quiet)
     try:
         with notice:
-            return args.run(args)
+            return run(args)
     except CutimelineError as exc:
         print(f"cutimeline: error: {_one_line(exc)}", file=sys.stderr)
         return 2

@@ -2,12 +2,16 @@
 
     python scripts/compare_profiler.py                 # CPU here, ~1 min on 2 cores
     python scripts/compare_profiler.py --device cuda   # adds GPU-time agreement
+    python scripts/compare_profiler.py --device sim    # a SimGPU against the CPU pass
 
 Runs ``ctl.compare`` on an MLP, a ``torch.nn.TransformerEncoder`` and a
 small conv net (one optimizer step each) and writes
 ``benchmarks/compare_profiler.md`` — overhead, op-stream match, trace sizes
 and notes explaining every systematic difference of the match — and a
 side-by-side figure ``benchmarks/compare_profiler.png`` (of the transformer).
+With ``--device sim`` the workloads run on meta tensors, recorded on a
+SimGPU (the CUDA op stream) against the profiler's CPU pass, and the files
+are ``compare_profiler_sim.md``/``.png``.
 """
 
 from __future__ import annotations
@@ -22,7 +26,6 @@ from collections import defaultdict
 import torch
 
 from cutimeline.comparison.runner import compare
-from cutimeline.comparison.opmatch import EXPLAINED
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(os.path.dirname(HERE), "benchmarks")
@@ -102,7 +105,8 @@ def markdown(results: dict, args: argparse.Namespace, seconds: float) -> str:
            f"{', '.join(meta['activities'])}, `record_shapes=True`), {args.rounds} "
            f"rounds of the three (odd rounds in reverse order). Step time: "
            f"`perf_counter_ns` around one `fn()`"
-           + (" and `torch.cuda.synchronize()`" if meta["device"] != "cpu" else "")
+           + (" and `torch.cuda.synchronize()`" if meta["profiler_device"].startswith("cuda")
+              else "")
            + "; ms columns are medians over all rounds, × the median over rounds of "
            "each round's ratio of medians. The op match and sizes are of the first "
            "round's traces.", "",
@@ -173,37 +177,50 @@ def notes(results: dict) -> list[str]:
         "does not); autograd nodes and `evaluate_function` ranges are looked "
         "through. Names without overloads. The percentage is matched ÷ the "
         "profiler's leaf ops.",
-        "- Every difference below is caused by a `TorchDispatchMode` being active "
-        "at all (a bare pass-through mode shows the same), not by what cutimeline "
-        "records; the matcher keys each substitution pair alike so the alignment "
-        "is not broken by it, and counts it apart."]
+        "- Every difference below not under a CUDA path is caused by a "
+        "`TorchDispatchMode` being active at all (a bare pass-through mode shows "
+        "the same), not by what cutimeline records; the matcher keys each "
+        "substitution pair alike so the alignment is not broken by it, and counts "
+        "it apart."]
     seen: dict = defaultdict(dict)
     example: dict = {}
+    paths: dict = {}
     for name, c in results.items():
         mt = c.match
-        for (a, b), n in mt.substituted().items():
-            seen[("sub", a, b)][name] = n
-        for n_, n in mt.missing_names().items():
-            seen[("missing", n_)][name] = n
-            example.setdefault(("missing", n_), mt.example("theirs", n_))
-        for n_, n in mt.extra_names().items():
-            seen[("extra", n_)][name] = n
-            example.setdefault(("extra", n_), mt.example("ours", n_))
-    for key, counts in sorted(seen.items(), key=lambda kv: -sum(kv[1].values())):
-        where = ", ".join(f"{w} {n:,}" for w, n in counts.items())
-        if key[0] == "sub":
-            title, why = f"`{key[1]}` in ours for the profiler's `{key[2]}`", \
-                EXPLAINED.get((key[1], key[2]))
-        else:
-            title, why = f"{key[0]} `{key[1]}`", EXPLAINED.get(key[1])
-        line = f"- **{title}** ({where}): " + (why or "**UNEXPLAINED** — not a known "
-                                                "effect of the dispatch mode.")
+        for r in mt.differences():
+            key = (r["kind"], r["name"], r["theirs"], r["why"], r["path"])
+            seen[key][name] = r["count"]
+            if r["path"]:
+                paths[r["path"]] = r["why"]
+            if r["at"] is not None:
+                side = "ours" if r["kind"] == "extra" else "theirs"
+                example.setdefault(key, mt.example(side, r["name"], at=r["at"]))
+    ranked = sorted(seen.items(), key=lambda kv: -sum(kv[1].values()))
+    for key, counts in ranked:
+        kind, ours, theirs, why, path = key
+        if path:
+            continue
+        title = f"`{ours}` in ours for the profiler's `{theirs}`" if kind == "substituted" \
+            else f"{kind} `{ours}`"
+        line = f"- **{title}** ({_where(counts)}): " + (
+            why or "**UNEXPLAINED** — not a known effect of the dispatch mode.")
         if key in example:
             line += f" Example: `{example[key]}`."
         out.append(line)
+    for path, why in paths.items():   # a SimGPU's CUDA op stream against the CPU pass
+        out.append(f"- **CUDA path: {path}.** Explains the ops around each trigger: "
+                   f"{why}")
+        for key, counts in ranked:
+            if key[4] == path:
+                out.append(f"  - {key[0]} `{key[1]}` ({_where(counts)}). "
+                           f"Example: `{example[key]}`.")
     if not seen:
         out.append("- The streams are identical.")
     return out
+
+
+def _where(counts: dict) -> str:
+    return ", ".join(f"{w} {n:,}" for w, n in counts.items())
 
 
 def figure(result, path: str) -> str | None:
@@ -219,7 +236,7 @@ def figure(result, path: str) -> str | None:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto")
+    p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N, auto or sim")
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--rounds", type=int, default=3,
@@ -230,25 +247,28 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default=OUT, help="folder for compare_profiler.md/.png")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
-    device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available()
-                          else "cpu" if args.device == "auto" else args.device)
+    sim = args.device == "sim"
+    device = torch.device("meta" if sim else "cuda" if args.device == "auto" and
+                          torch.cuda.is_available() else
+                          "cpu" if args.device == "auto" else args.device)
     t0 = time.perf_counter()
     results = {}
     for name in args.workloads:
         torch.manual_seed(0)
         results[name] = compare(WORKLOADS[name](device), steps=args.steps,
                                 warmup=args.warmup, rounds=args.rounds,
-                                device=str(device))
+                                device="sim" if sim else str(device))
         print(f"{name}: {results[name]!r}", file=sys.stderr)
     seconds = time.perf_counter() - t0
     os.makedirs(args.out, exist_ok=True)
-    md = os.path.join(args.out, "compare_profiler.md")
+    stem = "compare_profiler_sim" if sim else "compare_profiler"
+    md = os.path.join(args.out, f"{stem}.md")
     with open(md, "w") as f:
         f.write(markdown(results, args, seconds))
     print(f"wrote {md}", file=sys.stderr)
     shown = results.get("transformer") or next(iter(results.values()))
-    why = figure(shown, os.path.join(args.out, "compare_profiler.png"))
-    print(why or f"wrote {os.path.join(args.out, 'compare_profiler.png')}", file=sys.stderr)
+    why = figure(shown, os.path.join(args.out, f"{stem}.png"))
+    print(why or f"wrote {os.path.join(args.out, stem + '.png')}", file=sys.stderr)
     return 0
 
 

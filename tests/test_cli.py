@@ -328,7 +328,7 @@ def test_whatif_plot_draws_the_top_fix_or_the_edit_named(tmp_path, capsys):
     out = capsys.readouterr()
     assert json.loads(out.out)[0]["edit"] == "data" and "per step" in out.err
     assert main(["whatif", str(path), "--edit", "data"]) == 2
-    assert "give --plot too" in capsys.readouterr().err
+    assert "give -o/--out too" in capsys.readouterr().err
     assert main(["whatif", str(path), "--plot", str(png), "--edit", "nope"]) == 2
     assert "the edits are data, " in capsys.readouterr().err
 

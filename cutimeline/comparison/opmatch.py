@@ -25,7 +25,9 @@ substitutions that a ``TorchDispatchMode`` causes by being active
 (``SUBSTITUTES``) keyed alike on both sides and counted apart when the
 names differ. Ops left over on the profiler's side are *missing* from
 ours, ops left over on ours are *extra*. ``EXPLAINED`` says why each known
-difference happens.
+difference happens; where our pass recorded a SimGPU (``cuda_paths``), the
+CUDA op stream's own paths (foreach and fused optimizers, fused attention)
+against the profiler's CPU pass explain the ops around them (``paths.py``).
 """
 
 from __future__ import annotations
@@ -36,12 +38,14 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
 from ..errors import CutimelineError
 from ..timeline.schema import NONE
 from ..timeline.timeline import Timeline
+from .paths import PATHS, explain
 
 __all__ = ["OpMatch", "match_ops", "common_subsequence", "recorded_ops",
            "profiler_leaves", "decomposes", "base_name", "SUBSTITUTES", "EXPLAINED"]
@@ -164,13 +168,16 @@ class OpMatch:
     ``ours``/``theirs``: the names compared (overloads stripped), all steps
     one after another; ``ours_step``/``theirs_step``: each one's step
     (0-based within the comparison); ``pairs``: (n, 2) positions
-    (ours, theirs) of the matched ops, in order."""
+    (ours, theirs) of the matched ops, in order; ``cuda_paths``: our pass
+    dispatched the CUDA op stream (a SimGPU) against the profiler's CPU
+    pass, whose systematic differences ``paths.PATHS`` explain."""
 
     ours: tuple[str, ...]
     theirs: tuple[str, ...]
     ours_step: np.ndarray
     theirs_step: np.ndarray
     pairs: np.ndarray
+    cuda_paths: bool = False
 
     @property
     def matched(self) -> int:
@@ -204,44 +211,81 @@ class OpMatch:
     def extra_names(self) -> Counter:
         return Counter(self.ours[i] for i in self.extra.tolist())
 
-    def unexplained(self) -> list[str]:
-        """The differences ``EXPLAINED`` has no reason for."""
-        out = [f"{a} for {b}" for a, b in self.substituted() if (a, b) not in EXPLAINED]
-        out += [f"missing {n}" for n in self.missing_names() if n not in EXPLAINED]
-        out += [f"extra {n}" for n in self.extra_names() if n not in EXPLAINED]
-        return out
+    @cached_property
+    def _paths(self) -> tuple[dict[int, str], dict[int, str]]:
+        """Positions (ours, theirs) a CUDA path explains: its name."""
+        if not self.cuda_paths:
+            return {}, {}
+        return explain(self.ours, self.theirs, self.ours_step, self.theirs_step,
+                       self.pairs, lambda n: n in EXPLAINED)
 
-    def example(self, side: str, name: str, context: int = 2) -> str:
+    def differences(self) -> list[dict]:
+        """Every difference, one row per kind, name and reason, most
+        counted first within substituted, missing and extra: ``kind``,
+        ``name`` (ours for a substitution), ``theirs`` (a substitution's),
+        ``count``, ``why`` ("" when unexplained), ``path`` (the
+        ``paths.PATHS`` name that explains it, or None), ``at`` (the first
+        position, in its side's stream, for ``example``)."""
+        paths = {p.name: p.why for p in PATHS}
+        rows = [{"kind": "substituted", "name": a, "theirs": b, "count": c,
+                 "why": EXPLAINED.get((a, b), ""), "path": None, "at": None}
+                for (a, b), c in self.substituted().most_common()]
+        ours_why, theirs_why = self._paths
+        for kind, names, free, why in (("missing", self.theirs, self.missing, theirs_why),
+                                       ("extra", self.ours, self.extra, ours_why)):
+            groups: dict[tuple, list[int]] = {}
+            for p in free.tolist():
+                groups.setdefault((names[p], why.get(p)), []).append(p)
+            rows += sorted(({"kind": kind, "name": n, "theirs": None, "count": len(at),
+                             "why": paths[path] if path else EXPLAINED.get(n, ""),
+                             "path": path, "at": at[0]}
+                            for (n, path), at in groups.items()),
+                           key=lambda r: -r["count"])
+        return rows
+
+    def unexplained(self) -> list[str]:
+        """The differences no reason explains (``EXPLAINED``; with
+        ``cuda_paths``, ``paths.PATHS`` too)."""
+        return [f"{r['name']} for {r['theirs']}" if r["kind"] == "substituted" else
+                f"{r['kind']} {r['name']}" for r in self.differences() if not r["why"]]
+
+    def example(self, side: str, name: str, context: int = 2, at: int | None = None) -> str:
         """One place where ``name`` is extra (side "ours") or missing (side
-        "theirs"), bracketed among its neighbours: "step 0: a, [b], c"."""
+        "theirs") — the first, or position ``at`` — bracketed among its
+        neighbours: "step 0: a, [b], c"."""
         names, steps, free = (self.ours, self.ours_step, self.extra) if side == "ours" \
             else (self.theirs, self.theirs_step, self.missing)
-        at = next(p for p in free.tolist() if names[p] == name)
+        if at is None:
+            at = next(p for p in free.tolist() if names[p] == name)
         lo, hi = max(0, at - context), min(len(names), at + context + 1)
         near = [f"[{names[p]}]" if p == at else names[p] for p in range(lo, hi)]
         return f"step {int(steps[at])}: " + ", ".join(near)
 
     def to_dict(self, examples: int = 5) -> dict:
-        def top(counter: Counter, side: str) -> list[dict]:
-            return [{"name": n, "count": c, "example": self.example(side, n),
-                     "why": EXPLAINED.get(n, "")}
-                    for n, c in counter.most_common(examples)]
+        rows = self.differences()
+
+        def top(kind: str, side: str) -> list[dict]:
+            return [{"name": r["name"], "count": r["count"],
+                     "example": self.example(side, r["name"], at=r["at"]), "why": r["why"]}
+                    for r in rows if r["kind"] == kind][:examples]
         return {"ours": len(self.ours), "theirs": len(self.theirs),
                 "matched": self.matched, "fraction": self.fraction,
-                "substituted": [{"ours": a, "theirs": b, "count": c,
-                                 "why": EXPLAINED.get((a, b), "")}
-                                for (a, b), c in self.substituted().most_common()],
-                "missing": top(self.missing_names(), "theirs"),
-                "extra": top(self.extra_names(), "ours"),
+                "cuda_paths": self.cuda_paths,
+                "substituted": [{"ours": r["name"], "theirs": r["theirs"], "count": r["count"],
+                                 "why": r["why"]} for r in rows if r["kind"] == "substituted"],
+                "missing": top("missing", "theirs"),
+                "extra": top("extra", "ours"),
                 "unexplained": self.unexplained()}
 
 
 def match_ops(ours: Sequence[str], theirs: Sequence[str], *,
               ours_step: Sequence[int] | None = None,
-              theirs_step: Sequence[int] | None = None) -> OpMatch:
+              theirs_step: Sequence[int] | None = None,
+              cuda_paths: bool = False) -> OpMatch:
     """Align two op-name streams (see the module doc). With steps given,
     each step is aligned on its own; a step only one side has is all
-    extra or all missing."""
+    extra or all missing. ``cuda_paths``: ours is the CUDA op stream (a
+    SimGPU's) and theirs the CPU one (``OpMatch.cuda_paths``)."""
     ours = tuple(base_name(n) for n in ours)
     theirs = tuple(base_name(n) for n in theirs)
     so = np.zeros(len(ours), np.int64) if ours_step is None else \
@@ -259,7 +303,8 @@ def match_ops(ours: Sequence[str], theirs: Sequence[str], *,
         io, it = np.flatnonzero(so == step), np.flatnonzero(st == step)
         found = common_subsequence([ours_keys[i] for i in io], [keys[j] for j in it])
         pairs.extend((int(io[a]), int(it[b])) for a, b in found)
-    return OpMatch(ours, theirs, so, st, np.array(pairs, np.int64).reshape(-1, 2))
+    return OpMatch(ours, theirs, so, st, np.array(pairs, np.int64).reshape(-1, 2),
+                   cuda_paths)
 
 
 def common_subsequence(a: Sequence[str], b: Sequence[str], *,

@@ -14,7 +14,7 @@ import numpy as np
 
 from ..rendering.figure import plot_compare
 from ..timeline.timeline import Timeline
-from .opmatch import EXPLAINED, OpMatch
+from .opmatch import OpMatch
 
 __all__ = ["Comparison", "GpuAgreement", "PASSES"]
 
@@ -122,12 +122,11 @@ class Comparison:
         lines += ["", f"Op stream: {mt.matched:,} of {len(mt.theirs):,} profiler leaf "
                       f"aten ops matched ({100 * mt.fraction:.2f} %); cutimeline "
                       f"saw {len(mt.ours):,}.", ""]
-        diffs = [(f"{a} for {b}", c, "", EXPLAINED.get((a, b), "UNEXPLAINED"))
-                 for (a, b), c in mt.substituted().most_common()]
-        diffs += [(f"missing {n}", c, mt.example("theirs", n), EXPLAINED.get(n, "UNEXPLAINED"))
-                  for n, c in mt.missing_names().most_common()]
-        diffs += [(f"extra {n}", c, mt.example("ours", n), EXPLAINED.get(n, "UNEXPLAINED"))
-                  for n, c in mt.extra_names().most_common()]
+        diffs = [(f"{r['name']} for {r['theirs']}" if r["kind"] == "substituted"
+                  else f"{r['kind']} {r['name']}", r["count"],
+                  "" if r["at"] is None else
+                  mt.example("ours" if r["kind"] == "extra" else "theirs", r["name"], at=r["at"]),
+                  r["why"] or "UNEXPLAINED") for r in mt.differences()]
         if diffs:
             lines += ["| difference | count | example | why |", "|---|---:|---|---|"]
             lines += [f"| {d} | {c:,} | {e} | {w} |" for d, c, e, w in diffs]

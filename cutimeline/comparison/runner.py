@@ -4,6 +4,7 @@ torch.profiler, and the runs compared.
     cmp = ctl.compare(train_step, steps=20, warmup=3)
     print(cmp)                       # markdown tables
     cmp.plot("comparison.png")     # both Timelines, one above the other
+    ctl.compare("train.py")          # a training script: its optimizer steps (script.py)
 
 ``compare`` calls ``fn`` (one training step) ``warmup + steps`` times in
 each of three passes, one after the other: uninstrumented, under
@@ -41,7 +42,7 @@ import contextlib
 import gzip
 import os
 import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from time import perf_counter_ns as _now
 from typing import Any
 
@@ -59,6 +60,7 @@ from ..timeline.schema import GpuKind, SpanKind
 from ..timeline.timeline import Timeline
 from .opmatch import OpMatch, match_ops, profiler_leaves, recorded_ops
 from .result import PASSES, Comparison, GpuAgreement
+from .script import Script
 
 __all__ = ["compare"]
 
@@ -66,15 +68,19 @@ __all__ = ["compare"]
 PROFILER_ENV = ("TEARDOWN_CUPTI", "DISABLE_CUPTI_LAZY_REINIT")
 
 
-def compare(fn: Callable[[], Any], *, steps: int = 20, warmup: int = 3,
+def compare(fn: Callable[[], Any] | str | os.PathLike, *, steps: int = 20, warmup: int = 3,
             device: Any = "auto", profiler_activities: Iterable[Any] | None = None,
             record_shapes: bool = True, rounds: int = 1,
-            trace_dir: str | os.PathLike | None = None) -> Comparison:
+            trace_dir: str | os.PathLike | None = None,
+            argv: Sequence[str] = ()) -> Comparison:
     """Run ``fn`` uninstrumented, under cutimeline and under torch.profiler
     (see the module doc) and compare.
 
     ``fn``: one training step, called with no arguments ``warmup + steps``
-    times per pass (3 passes), so it must be repeatable. ``steps``: timed,
+    times per pass (3 passes), so it must be repeatable; or the path of a
+    training script (.py), run once per pass with ``argv`` as its
+    arguments, whose optimizer steps are the steps (``script.py``: stopped
+    after ``warmup + steps`` of them). ``steps``: timed,
     compared steps per pass (≥ 1). ``warmup``: untimed steps before them
     (≥ 0). ``device``: "auto" (CUDA when available), "cpu", "cuda",
     "cuda:N" or a ``torch.device`` — what ``ctl.record`` records and what
@@ -92,9 +98,19 @@ def compare(fn: Callable[[], Any], *, steps: int = 20, warmup: int = 3,
     temporary folder and removed. An exception from ``fn`` propagates
     unchanged.
     """
-    if not callable(fn):
+    if isinstance(fn, (str, os.PathLike)):
+        timed = Script(fn, argv).timed
+    elif not callable(fn):
         raise CutimelineError(f"compare(fn={fn!r}) needs a callable that runs one "
-                              f"training step with no arguments.")
+                              f"training step with no arguments, or the path of a "
+                              f"training script (.py).")
+    elif argv:
+        raise CutimelineError(f"compare(argv={argv!r}) gives a script its arguments; "
+                              f"fn is a function, which takes none.")
+    else:
+        def timed(warmup: int, steps: int, sync: Callable[[], None],
+                  boundary: Callable[[], Any] | None = None) -> np.ndarray:
+            return _timed(fn, warmup, steps, sync, boundary)
     for name, value, least in (("steps", steps, 1), ("warmup", warmup, 0),
                                ("rounds", rounds, 1)):
         if isinstance(value, bool) or not isinstance(value, int) or value < least:
@@ -125,13 +141,13 @@ def compare(fn: Callable[[], Any], *, steps: int = 20, warmup: int = 3,
         for r in range(rounds):
             # odd rounds run backwards, so no pass always comes first
             for name in PASSES if r % 2 == 0 else PASSES[::-1]:
-                times[name].append(_pass(name, fn, warmup, steps, syncs[name],
+                times[name].append(_pass(name, timed, warmup, steps, syncs[name],
                                          str(dev) if sim is None else sim,
                                          activities, record_shapes,
                                          kineto if r == 0 else None, kept))
         theirs = import_chrome(kineto)
         recorded = kept["timeline"]
-        ours, match, rows = _match(recorded, theirs, warmup, steps)
+        ours, match, rows = _match(recorded, theirs, warmup, steps, sim is not None)
         ctl_path = os.path.join(folder, "cutimeline.ctl")
         ours.save(ctl_path)
         sizes = _sizes(ctl_path, kineto, len(match.theirs), len(ours.ops))
@@ -211,18 +227,20 @@ def _timed(fn: Callable[[], Any], warmup: int, steps: int, sync: Callable[[], No
     return out
 
 
-def _pass(name: str, fn: Callable[[], Any], warmup: int, steps: int,
+def _pass(name: str, timed: Callable[..., np.ndarray], warmup: int, steps: int,
           sync: Callable[[], None], dev: Any, activities: list[Any],
           record_shapes: bool, kineto: str | None, kept: dict[str, Any]) -> np.ndarray:
-    """One pass; its step times (ns). The cutimeline pass records ``dev``
+    """One pass; its step times (ns), from ``timed(warmup, steps, sync,
+    boundary)`` (``_timed`` of a function, or ``Script.timed``). The
+    cutimeline pass records ``dev``
     (a device spelling or a SimGPU) and keeps its first
     Timeline in ``kept``; the profiler pass exports its trace to ``kineto``
     when given."""
     if name == "none":
-        return _timed(fn, warmup, steps, sync)
+        return timed(warmup, steps, sync)
     if name == "cutimeline":
         with record(device=dev, steps="manual") as rec:
-            times = _timed(fn, warmup, steps, sync, rec.step)
+            times = timed(warmup, steps, sync, rec.step)
         kept.setdefault("timeline", rec.timeline)
         return times
     ready = None if kineto is None else (lambda p: p.export_chrome_trace(kineto))
@@ -230,7 +248,7 @@ def _pass(name: str, fn: Callable[[], Any], warmup: int, steps: int,
             profile(activities=activities, record_shapes=record_shapes,
                     schedule=schedule(wait=0, warmup=warmup, active=steps, repeat=1),
                     on_trace_ready=ready) as prof:
-        times = _timed(fn, warmup, steps, sync, prof.step)
+        times = timed(warmup, steps, sync, prof.step)
     if kineto is not None and not os.path.exists(kineto):
         raise CutimelineError("torch.profiler wrote no trace for the compared steps, "
                               "so there is nothing to compare against; check that "
@@ -276,8 +294,10 @@ def profiler_left_on(torch: Any) -> list[str]:
     return left
 
 
-def _match(recorded: Timeline, theirs: Timeline, warmup: int, steps: int):
-    """Our op rows and the profiler's leaf ops, step by step, aligned.
+def _match(recorded: Timeline, theirs: Timeline, warmup: int, steps: int,
+           cuda_paths: bool = False):
+    """Our op rows and the profiler's leaf ops, step by step, aligned
+    (``cuda_paths``: ours recorded a SimGPU, ``OpMatch.cuda_paths``).
 
     Returns our Timeline of the compared steps, the OpMatch, and the ops
     rows behind its positions: (ours rows, theirs rows, profiler owner)."""
@@ -303,7 +323,7 @@ def _match(recorded: Timeline, theirs: Timeline, warmup: int, steps: int):
     match = match_ops(recorded.decode(o["name"][our_rows]).tolist(),
                       theirs.decode(p["name"][their_rows]).tolist(),
                       ours_step=np.concatenate(our_step),
-                      theirs_step=np.concatenate(their_step))
+                      theirs_step=np.concatenate(their_step), cuda_paths=cuda_paths)
     ours = recorded.slice_steps(warmup, warmup + steps - 1)
     # A step's span ends a few ns after the next one begins (both are read
     # at the boundary), so the slice holds the neighbours' STEP spans too.

@@ -19,10 +19,16 @@ __all__ = ["load"]
 
 
 def load(path: str | os.PathLike, *,
-         progress: Callable[[str, float], None] | None = None) -> Timeline:
+         progress: Callable[[str, float], None] | None = None,
+         steps_from: str | None = None) -> Timeline:
     """A Timeline from a ``.ctl`` file or a torch.profiler trace (``.json``,
     ``.json.gz``); anything else raises ``CutimelineError`` naming the file
-    and what it is not. ``progress`` is ``import_chrome``'s, for a trace."""
+    and what it is not. ``progress`` and ``steps_from`` are
+    ``import_chrome``'s, for a trace: ``steps_from`` names the ranges that
+    end each step (``"Optimizer.step"``, ``"train_step"``) where the trace
+    has no ``ProfilerStep#N`` or they should not rule
+    (``formats/kineto/steps.py``); a ``.ctl`` file keeps the steps it was
+    recorded with."""
     path = os.fspath(path)
     if not os.path.exists(path):
         raise CutimelineError(f"{path} does not exist.")
@@ -32,5 +38,10 @@ def load(path: str | os.PathLike, *,
     with open(path, "rb") as f:
         head = f.read(64)
     if head[:2] == b"\x1f\x8b" or head.lstrip()[:1] in (b"{", b"["):
-        return import_chrome(path, progress=progress)
+        return import_chrome(path, progress=progress, steps_from=steps_from)
+    if steps_from is not None and head[:2] == b"PK":
+        raise CutimelineError(
+            f"steps_from={steps_from!r} picks the ranges a torch.profiler trace's "
+            f"steps are made from; {os.path.basename(path)} is a cutimeline file, "
+            f"whose steps were recorded with it. Leave steps_from out.")
     return load_ctl(path)

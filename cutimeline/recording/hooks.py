@@ -33,6 +33,9 @@ Where the spans come from:
   ``__next__``; they only time the call and mark the thread as fetching
   (threads started meanwhile, such as the pin-memory thread, fetch for
   good).
+* USER — the user's named ranges: ``ctl.span``, ``record_function``
+  (whose ops the op stream sees) and NVTX's ``range_push``/``range_pop``,
+  wrapped here (``ranges.py``).
 * SYNC (CUDA), graph replays and the event pool's pauses — wrappers
   around the CUDA calls that are not aten ops, in ``cudahooks.py``; the op
   stream adds SYNC spans for host-blocking ops.
@@ -55,6 +58,7 @@ from typing import Any, Callable
 from ..timeline.schema import NONE, SpanKind
 
 from . import compiled, cudahooks
+from .ranges import patch_nvtx
 
 try:  # torch.compile traces into global hooks; they must do nothing there
     from torch.compiler import is_compiling
@@ -97,6 +101,7 @@ class Hooks:
             self._patch(torch.autograd, "_engine_run_backward", self._backward)
             if self.threads:
                 self._patch(threading.Thread, "start", self._start)
+            patch_nvtx(self.s, torch.cuda.nvtx, self._patch, is_compiling)
             if getattr(self.s.device, "kind", "") == "cuda":
                 cudahooks.install(torch, self.s, self._patch)
             if not self._install_compiled():

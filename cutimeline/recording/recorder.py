@@ -11,7 +11,8 @@ autograd and below the ``CompositeImplicitAutograd`` decompositions
 ops that kernels call inside. Against torch.profiler (``record_shapes=True``,
 run separately): the ops seen are the profiler's aten events that do not
 decompose at CompositeImplicitAutograd and have no such event above them,
-plus ``profiler::_record_function_*`` ops for its named ranges; an active
+plus ``profiler::_record_function_*`` ops for its named ranges (which are
+also USER spans, ``ranges.py``); an active
 mode itself makes autograd save op outputs as ``aten::detach`` aliases (one
 more detach at unpacking), and makes composite code pick out-of-place
 variants (``aten::add`` for ``add_``, ``aten::view`` for ``_reshape_alias``);
@@ -70,7 +71,6 @@ import torch
 
 from ..devices.device import Device
 from ..errors import CutimelineError
-from ..timeline.schema import NONE, SpanKind
 from ..timeline.timeline import Timeline
 from .assembly import aligned, assemble, meta_at_stop
 from .control.forks import step_aside
@@ -79,6 +79,7 @@ from .control.schedule import ScheduledRecorder
 from .devicespec import recording_device
 from .hooks import Hooks, is_compiling
 from .options import checked, checked_schedule
+from .ranges import close_range, open_range
 from .ranks import rank_meta
 from .selfcost import calibrator, measure, refine
 from .session import Session
@@ -87,7 +88,6 @@ __all__ = ["record", "Recorder", "span"]
 
 # -- the public surface ------------------------------------------------------------
 
-_USER, _SYNC_SPAN = int(SpanKind.USER), int(SpanKind.SYNC)
 _ACTIVE: Session | None = None  # the recording in progress, for span()
 _RECORDER: Recorder | None = None  # its Recorder, for _forked
 _ACTIVE_LOCK = threading.Lock()
@@ -375,18 +375,14 @@ class span:
 
     def __enter__(self) -> "span":
         s = _ACTIVE
-        if s is not None and not is_compiling():  # cut at max_ops: no new name
-            s.writer().users.append((s, NONE if s.off else s.intern(self.name), _now()))
+        if s is not None and not is_compiling():  # ranges.py: among record_function's
+            open_range(s, s.writer(), self.name, None)
         return self
 
     def __exit__(self, *exc: Any) -> bool:
         s = _ACTIVE
         if s is not None and not is_compiling():
-            w = s.writer()
-            if w.users:
-                owner, name, t0 = w.users.pop()
-                if owner is s and name != NONE:
-                    s.span(w, _USER, name, len(w.users), t0)
+            close_range(s, s.writer(), None)
         return False
 
     def __call__(self, fn: Callable) -> Callable:

@@ -40,6 +40,7 @@ from .measures.flops import FlopCounter
 from .measures.memory import MemoryLog
 from .measures.sources import SourceFinder, StackCount
 from .opstream import Mode
+from .ranges import range_call
 from .signatures import (ALLOCS, DIST_NAMESPACES, NO_WORK, RULE_ALLOC, RULE_COLL, RULE_FLOPS,
                          RULE_WAIT, RULES, Named, arg_kinds, blocking, leading_tensors,
                          shapes_text)
@@ -185,9 +186,10 @@ class Session:
                                        self.strings.intern(shapes), col))
                 self.funcs.append(func)  # keeps id(func) in the key unique
                 self.sig_args.append(kinds)
-                # func._op: the OpOverload's C++ callable, one Python frame less
+                # func._op: the OpOverload's C++ callable, one Python frame less;
+                # record_function's ops open and close a USER span (ranges.py)
                 sig = self.sigs[key] = (len(self.sig_table) - 1, flags, rule,
-                                        getattr(func, "_op", func))
+                                        range_call(self, base, getattr(func, "_op", func)))
         return sig
 
     # -- steps ------------------------------------------------------------------
@@ -437,7 +439,7 @@ class Writer:
         self.ctx = 0                     # context id of the innermost module
         self.stack: list[tuple] = []     # open modules: (module, path id, begin_ns, ctx before)
         self.data = 0                    # > 0 inside a DataLoader fetch
-        self.users: list[tuple] = []     # open user spans: (session, name id, begin_ns)
+        self.users: list[tuple] = []     # open user ranges: (session, name id, begin_ns, key)
         self.optimizers: list[int] = []  # begin_ns of open optimizer steps
 
 

@@ -74,7 +74,7 @@ from ..errors import CutimelineError
 from ..timeline.display import figure_text
 from ..timeline.timeline import Timeline
 from . import pixels as px
-from .frame import (check_options, check_path, lane_handles, legends, save_figure,
+from .frame import (check_options, check_path, lane_legend, legends, save_figure,
                     title_block)
 from .lanes import Scene
 from .memory import draw_memory, has_memory
@@ -135,8 +135,8 @@ def plot(tl: Timeline, path: str | os.PathLike | None = None, *, window: Any = N
         ax.set_title(figure_text(f"{head}\n{verdict_line(scene.report)}"), loc="left",
                      fontsize=FONT + 1)
         ax.set_xlabel(xlabel(scene), fontsize=FONT)
-        ax.legend(handles=lane_handles(used), loc="upper left", fontsize=FONT - 1,
-                  bbox_to_anchor=(1.005, 1.0), borderaxespad=0, frameon=False)
+        lane_legend(ax, used, loc="upper left", fontsize=FONT - 1,
+                    bbox_to_anchor=(1.005, 1.0), borderaxespad=0, frameon=False)
     else:
         fig, axes = _layout([scene.labels], width, dpi, panels=True, strip=True,
                             memory=show_memory)

@@ -17,16 +17,15 @@ from typing import Any
 
 import numpy as np
 
-from ..analysis.idle.gaps import CAUSES
-from ..analysis.verdicts.margins import VERDICTS
 from ..errors import CutimelineError
 from ..timeline import destination
 from ..timeline.display import figure_text
-from .palette import (CAUSE_COLORS, CAUSE_LABELS, COMPILED_EDGE, COMPILED_HATCH, FLOW_COLOR,
-                      PHASE_COLORS, PHASES, STEP_COLORS, USER_COLOR, VERDICT_COLORS)
+from .palette import (COMPILED_EDGE, COMPILED_HATCH, FLOW_COLOR, MEANINGS,
+                      PHASE_COLORS, PHASES, USER_COLOR, VERDICT_COLORS)
 from .placement import FONT
 
-__all__ = ["FORMATS", "check_path", "save_figure", "check_options", "lane_handles", "legends",
+__all__ = ["FORMATS", "check_path", "save_figure", "check_options", "lane_handles",
+           "lane_legend", "legends",
            "title_block"]
 
 FORMATS = {".png": "png", ".svg": "svg", ".pdf": "pdf"}
@@ -86,28 +85,80 @@ def check_options(width: Any, dpi: Any, flows: Any, title: Any, overview: Any = 
                               f"to draw bar by bar).")
 
 
-def lane_handles(used: dict) -> list:
+# the verdicts of no cause: the strip's only
+VERDICT_ONLY = {"communication-bound": "communication-bound",
+                "mixed": "mixed (two fixes alike)", "host-only": "host only (no GPU)"}
+WRAP = 30   # characters per legend line (the legend's margin is LEGEND_IN wide)
+
+
+def _wrapped(parts: list[str]) -> str:
+    """Parts joined by " · ", a new line before a part that would pass WRAP."""
+    lines = [parts[0]]
+    for part in parts[1:]:
+        if len(lines[-1]) + 3 + len(part) > WRAP:
+            lines.append(part)
+        else:
+            lines[-1] += " · " + part
+    return "\n".join(lines)
+
+
+def lane_handles(used: dict) -> tuple[list, list[str]]:
+    """The legend of what was drawn (``used``, from ``Scene.draw_lanes`` and
+    ``draw_strip``): handles and labels, one entry per meaning. The model's
+    work is one entry of its phases' swatches; a cause's colour is one
+    entry naming the host side, the GPU's idle time and the verdict of that
+    colour, as far as each was drawn; steps are named in their row."""
     # matplotlib loads on the first draw (see rendering/__init__.py)
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
-    hs = [Patch(color=VERDICT_COLORS[v], label=f"step: {v}") for v in VERDICTS
-          if v in used.get("verdicts", ())]
-    hs += [Patch(color=c, label=p) for p, c in zip(PHASES, PHASE_COLORS)
-           if p in used["phases"]]
-    hs += [Patch(color=CAUSE_COLORS[c], label=f"GPU idle: {CAUSE_LABELS[c]}")
-           for c in CAUSES if c in used["causes"]]
-    if used["flows"]:
-        hs.append(Line2D([], [], color=FLOW_COLOR, lw=1.2,
-                         label="launch → start of GPU work"))
+    phases, causes, spans = used["phases"], used["causes"], used["spans"]
+    verdicts = used.get("verdicts", ())
+    hs: list = []
+    labels: list[str] = []
+
+    def entry(handle, label: str) -> None:
+        hs.append(handle)
+        labels.append(label)
+    # a GPU-bound step is the forward blue: its GPU work bounds it
+    work = [p for p in PHASES[:3] if p in phases or p == PHASES[0] and "GPU-bound" in verdicts]
+    if work:
+        entry(tuple(Patch(color=PHASE_COLORS[PHASES.index(p)]) for p in work),
+              _wrapped([p.replace(" / other", "") for p in work] +
+                       ["GPU-bound"] * ("GPU-bound" in verdicts)))
+    if "copy" in phases:
+        entry(Patch(color=PHASE_COLORS[PHASES.index("copy")]), "copy (memcpy, memset)")
+    for meaning, (color, host, cause, idle, verdict) in MEANINGS.items():
+        parts = []
+        if host and (meaning in phases or meaning in spans):
+            parts.append(host)
+        if cause in causes:
+            parts.append(idle)
+        if verdict in verdicts:
+            parts.append(verdict if verdict != "unknown" else "verdict unknown")
+        if parts:
+            entry(Patch(color=color), _wrapped(parts))
+    for v in ("communication-bound", "mixed", "host-only"):
+        if v in verdicts:
+            entry(Patch(color=VERDICT_COLORS[v]), VERDICT_ONLY[v])
+    if "no op" in phases:
+        entry(Patch(color=PHASE_COLORS[PHASES.index("no op")]), "GPU work, op unknown")
+    if "user" in spans:
+        entry(Patch(color=USER_COLOR), "user span")
     if used.get("compiled"):
-        hs.append(Patch(facecolor="#9a9a9a", edgecolor=COMPILED_EDGE, hatch=COMPILED_HATCH,
-                        lw=0, label="torch.compile region"))
-    spans = {"step": Patch(color=STEP_COLORS[0], label="step"),
-             "data": Patch(color=PHASE_COLORS[3], label="DataLoader fetch"),
-             "user": Patch(color=USER_COLOR, label="user span")}
-    hs += [spans[k] for k in ("step", "data", "user") if k in used["spans"]
-           and not (k == "data" and "data" in used["phases"])]
-    return hs
+        entry(Patch(facecolor="#9a9a9a", edgecolor=COMPILED_EDGE, hatch=COMPILED_HATCH,
+                    lw=0), "torch.compile region")
+    if used["flows"]:
+        entry(Line2D([], [], color=FLOW_COLOR, lw=1.2), "launch → start of GPU work")
+    return hs, labels
+
+
+def lane_legend(target, used: dict, **kw):
+    """``target.legend`` (a Figure or an Axes) of ``lane_handles(used)``."""
+    # matplotlib loads on the first draw (see rendering/__init__.py)
+    from matplotlib.legend_handler import HandlerTuple
+    hs, labels = lane_handles(used)
+    return target.legend(hs, labels, handler_map={tuple: HandlerTuple(ndivide=None, pad=0)},
+                         **kw)
 
 
 def legends(fig, axes, used: list[dict], scenes, lanes_axes: int = 1) -> None:
@@ -118,9 +169,9 @@ def legends(fig, axes, used: list[dict], scenes, lanes_axes: int = 1) -> None:
     # from the top of the strip, when there is one (the last Axes)
     top = axes[-1] if merged["verdicts"] else axes[0]
     x = axes[0].get_position().x1 + 0.12 / fig.get_figwidth()
-    fig.legend(handles=lane_handles(merged), loc="upper left", fontsize=FONT - 0.5,
-               bbox_to_anchor=(x, top.get_position().y1), frameon=False,
-               borderaxespad=0, handlelength=1.6)
+    lane_legend(fig, merged, loc="upper left", fontsize=FONT - 0.5,
+                bbox_to_anchor=(x, top.get_position().y1), frameon=False,
+                borderaxespad=0, handlelength=2.0)
     q = axes[lanes_axes]
     handles, names = q.get_legend_handles_labels()
     if handles:

@@ -7,13 +7,15 @@ order and dtype, and ``meta.json`` (the Timeline's meta, row counts and how
 columns are spelled), written last: a folder with meta.json is whole.
 
 Columns are as in the Timeline, except that those a reader could not use
-without it are decoded: string ids become dictionary-encoded strings and
-enum codes their lower-case names (as ``to_pandas`` gives them), and NONE
-becomes null in those and in row references (``gpu.op``: the ``ops`` row,
-counted from 0, as DuckDB's ``file_row_number``). Other integer columns
-keep NONE as -1 (a CPU op's ``device``, a ``launch_ns`` not measured).
+without it are decoded, as ``Timeline.to_arrow`` gives them (``arrow.py``):
+string ids become dictionary-encoded strings and enum codes their
+lower-case names (as ``to_pandas`` gives them), and NONE becomes null in
+those and in row references (``gpu.op``: the ``ops`` row, counted from 0,
+as DuckDB's ``file_row_number``). Other integer columns keep NONE as -1 (a
+CPU op's ``device``, a ``launch_ns`` not measured).
 
-pyarrow is imported here only: ``pip install 'cutimeline[parquet]'``.
+pyarrow is imported only when a Timeline is written: ``pip install
+'cutimeline[parquet]'``.
 """
 
 from __future__ import annotations
@@ -22,12 +24,11 @@ import json
 import os
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from .. import __version__
 from ..errors import CutimelineError
 from . import destination
-from .schema import ENUM_COLUMNS, NONE, REFERENCES, SCHEMA, STRING_COLUMNS
+from .arrow import arrow_tables, pyarrow
+from .schema import SCHEMA
 
 if TYPE_CHECKING:   # timeline.py imports this module
     from .timeline import Timeline
@@ -45,12 +46,8 @@ COMPRESSION = "zstd"
 def write(tl: Timeline, folder: str | os.PathLike) -> None:
     """Write ``tl`` as ``folder``/<table>.parquet and ``folder``/meta.json,
     making the folder if need be; files of an earlier write are replaced."""
-    try:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-    except ImportError:
-        raise CutimelineError("Timeline.to_parquet needs pyarrow: "
-                              "pip install 'cutimeline[parquet]'.") from None
+    pyarrow("Timeline.to_parquet")
+    import pyarrow.parquet as pq   # pyarrow is there: arrow.pyarrow said so
     folder = os.fspath(folder)
     if os.path.exists(folder) and not os.path.isdir(folder):
         raise CutimelineError(f"Cannot write Parquet to {folder}: it is a file; "
@@ -65,42 +62,13 @@ def write(tl: Timeline, folder: str | os.PathLike) -> None:
     meta_path = os.path.join(folder, "meta.json")
     for path in [meta_path, *(os.path.join(folder, f"{n}.parquet") for n in SCHEMA)]:
         destination.check(path)  # all before any is touched
-    strings = pa.array(tl.strings, pa.string())
     if os.path.exists(meta_path):   # the folder is incomplete until the end
         os.unlink(meta_path)
-    for name in SCHEMA:
-        table = pa.table({col: _column(pa, tl, name, col, strings)
-                          for col, _ in SCHEMA[name]})
+    for name, table in arrow_tables(tl, what="Timeline.to_parquet").items():
         with destination.replacing(os.path.join(folder, f"{name}.parquet")) as f:
             pq.write_table(table, f, compression=COMPRESSION)
     with destination.replacing(meta_path) as f:
         f.write(head.encode("utf-8"))
-
-
-def _column(pa: Any, tl: Timeline, table: str, col: str, strings: Any) -> Any:
-    a = tl.table(table)[col]
-    if (table, col) in STRING_COLUMNS:
-        return _dictionary(pa, a, strings)
-    if (table, col) in ENUM_COLUMNS:
-        codes = np.unique(a)
-        names = {int(k): k.name.lower() for k in ENUM_COLUMNS[table, col]}
-        labels = pa.array([names.get(int(c), str(int(c))) for c in codes], pa.string())
-        return _dictionary(pa, np.searchsorted(codes, a), labels)
-    if (table, col) in REFERENCES:
-        return pa.array(a, mask=a == NONE)
-    return pa.array(a)
-
-
-def _dictionary(pa: Any, ids: np.ndarray, values: Any) -> Any:
-    """Ids into ``values`` (NONE: null) as a dictionary array of just the
-    values in use: a column refers to few of the strings, and each column
-    chunk of the file stores its dictionary."""
-    used = np.zeros(len(values) + 1, bool)
-    used[ids + 1] = True   # slot 0: NONE
-    keep = np.flatnonzero(used[1:])
-    renumber = (np.cumsum(used) - 1 - used[0]).astype(np.int32)
-    index = pa.array(renumber[ids + 1], mask=ids == NONE)
-    return pa.DictionaryArray.from_arrays(index, values.take(pa.array(keep)))
 
 
 def _head(tl: Timeline) -> dict[str, Any]:

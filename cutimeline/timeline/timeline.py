@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import CutimelineError
-from . import fileformat, parquet
+from . import arrow, fileformat, parquet
 from .schema import ENUM_COLUMNS, NONE, REFERENCES, SCHEMA, STRING_COLUMNS, SpanKind
 from .table import Strings, Table
 from .windows import parse_window
@@ -239,6 +239,21 @@ class Timeline:
             else:
                 data[col] = arr
         return pd.DataFrame(data)
+
+    def to_arrow(self, table: str | None = None):
+        """The tables as ``pyarrow.Table``: a dict {name: table} of every
+        table of ``SCHEMA``, or the one named ``table``. Strings and enum
+        codes decoded, NONE as null where it means "none" (``arrow.py``:
+        the columns the Parquet files hold); needs pyarrow."""
+        tables = arrow.arrow_tables(self, table)
+        return tables if table is None else tables[table]
+
+    def to_polars(self, table: str | None = None):
+        """The tables as ``polars.DataFrame``, spelled as ``to_arrow``'s: a
+        dict {name: frame} of every table, or the one named ``table``;
+        needs polars and pyarrow."""
+        frames = arrow.polars_frames(self, table)
+        return frames if table is None else frames[table]
 
     def save(self, path: str | os.PathLike) -> None:
         """Write the Timeline to a ``.ctl`` file (``fileformat``; no pickle)."""

@@ -116,6 +116,7 @@ def _step_ms(tl, number):
 def test_plot_draws_both_timelines_of_the_first_compared_step(mlp, tmp_path):
     from matplotlib.colors import to_hex
     from matplotlib.image import imread
+    from matplotlib.patches import Rectangle
     cmp, _ = mlp
     fig = cmp.plot(tmp_path / "cmp.png")
     # lanes of a (ours) and b (the profiler's), then queue depth and CPU lead
@@ -159,12 +160,11 @@ def test_plot_draws_both_timelines_of_the_first_compared_step(mlp, tmp_path):
     assert title == "cutimeline comparison"
     assert subtitle.startswith("step 1, each Timeline from the start of its own window")
     assert subtitle.endswith("queue depth and CPU lead: a solid, b dashed")
-    # one legend for both: the phases drawn and the step
+    # one legend for both: the phases drawn, as one entry (steps are named in their row)
     legend = fig.legends[0]
-    assert [t.get_text() for t in legend.get_texts()] == \
-        ["forward / other", "backward", "optimizer", "step"]
-    assert [to_hex(h.get_facecolor()) for h in legend.legend_handles] == \
-        [forward, backward, optimizer, STEP_COLORS[0]]
+    assert [t.get_text() for t in legend.get_texts()] == ["forward · backward · optimizer"]
+    swatches = [to_hex(r.get_facecolor()) for r in legend._legend_handle_box.findobj(Rectangle)]
+    assert swatches == [forward, backward, optimizer]
     # the file is that figure: its size, with the phases' colours in it
     img = imread(tmp_path / "cmp.png")
     w, h = fig.get_size_inches() * fig.dpi
@@ -261,6 +261,52 @@ def test_a_simulated_gpu_is_compared_with_the_profiler_on_the_cpu(device):
     assert "torch.profiler cannot see a simulated GPU" in text
     assert "ran the same ops on the CPU side only" in text and "\n\n\n" not in text
     assert f"Comparison {name}" in repr(cmp)
+
+
+def training_step_on_meta(kind: str):
+    """One training step on meta tensors: a transformer layer with AdamW
+    (fused attention, a foreach optimizer on CUDA) or a conv net with SGD
+    momentum, as scripts/compare_profiler.py's workloads."""
+    torch.manual_seed(0)
+    if kind == "transformer":
+        layer = torch.nn.TransformerEncoderLayer(d_model=32, nhead=2, dim_feedforward=64,
+                                                 batch_first=True)
+        net = torch.nn.TransformerEncoder(layer, 1, enable_nested_tensor=False).to("meta")
+        opt = torch.optim.AdamW(net.parameters(), lr=1e-3)
+        x = torch.randn(4, 8, 32, device="meta")
+
+        def loss():
+            return net(x).pow(2).mean()
+    else:
+        net = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.BatchNorm2d(8),
+                                  torch.nn.ReLU(), torch.nn.Flatten(),
+                                  torch.nn.Linear(8 * 6 * 6, 4)).to("meta")
+        opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
+        x = torch.randn(4, 3, 8, 8, device="meta")
+
+        def loss():
+            return net(x).sum()
+
+    def step():
+        opt.zero_grad()
+        loss().backward()
+        opt.step()
+    return step
+
+
+@pytest.mark.parametrize("kind", ["transformer", "convnet"])
+def test_a_simgpus_cuda_op_stream_differs_from_the_cpu_pass_only_where_explained(kind):
+    """The SimGPU dispatches CUDA's paths (foreach optimizers, fused
+    attention), the profiler's CPU pass the per-tensor ones: every row of
+    the difference is explained (paths.py), none UNEXPLAINED."""
+    cmp = compare(training_step_on_meta(kind), steps=2, warmup=1, device="sim")
+    m = cmp.match
+    assert m.cuda_paths and m.unexplained() == []
+    assert "UNEXPLAINED" not in cmp.table()
+    paths = {r["path"] for r in m.differences()} - {None}
+    assert paths == ({"foreach optimizer", "fused attention"} if kind == "transformer"
+                     else {"foreach optimizer"})
+    assert m.to_dict()["unexplained"] == [] and m.to_dict()["cuda_paths"]
 
 
 def test_the_cutimeline_pass_waits_for_the_simulated_gpu():

@@ -17,7 +17,8 @@ from ...timeline.table import Strings
 from .schema import BACKWARD_PREFIX, KIND_ARG, STEP_RE, TIME_LIMIT_NS, arg_keys, int_arg
 from .tracefile import to_ns, usable_id
 
-__all__ = ["thread_index", "launch_probes", "nest", "read_ops", "read_spans", "link_explicitly"]
+__all__ = ["thread_index", "launch_probes", "nest", "read_ops", "span_kind", "read_spans",
+           "link_explicitly"]
 
 
 def thread_index(threads: list[dict], probes: dict, names: dict):
@@ -186,8 +187,11 @@ def _flow_ns(f: dict, shift: int) -> int:
     return int(to_ns(np.array([us]))[0]) + shift
 
 
-def _span_kind(name: str, args: dict) -> tuple[int, int]:
-    """(SpanKind, step number or NONE) of a record_function range."""
+def span_kind(name: str, args: dict) -> tuple[int, int]:
+    """(SpanKind, step number or NONE) of a record_function range by its
+    name: ``ProfilerStep#N`` a step, torch's DataLoader and optimizer
+    ranges data and optimizer, any other a user span (export_chrome's
+    files name the kind)."""
     m = STEP_RE.match(name)
     if m:
         return SpanKind.STEP, int(m.group(1))
@@ -202,9 +206,11 @@ def _span_kind(name: str, args: dict) -> tuple[int, int]:
     return SpanKind.USER, NONE
 
 
-def read_spans(span_ev: dict, thread: np.ndarray, strings: Strings, ours: bool) -> dict:
+def read_spans(span_ev: dict, thread: np.ndarray, strings: Strings, ours: bool,
+               kind_number: list[tuple[int, int]]) -> dict:
+    """The spans table (time order; export_chrome's files keep theirs):
+    ``kind_number`` is each event's (SpanKind, step number)."""
     n = len(span_ev["name"])
-    kind_number = [_span_kind(s, a) for s, a in zip(span_ev["name"], span_ev["args"])]
     # export_chrome keeps a span's own name beside its Kineto one.
     names = [a.get("name") if isinstance(a.get("name"), str) and KIND_ARG in a else s
              for s, a in zip(span_ev["name"], span_ev["args"])]

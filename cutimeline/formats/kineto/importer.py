@@ -10,8 +10,11 @@ XPU and PrivateUse1 backends write their launch calls in categories of
 their own and their work as ``kernel`` rows, read the same; device work in
 categories not read (MTIA, Gaudi) is refused, never dropped silently. The
 first traces (torch 1.8-1.10) name the categories ``Operator``,
-``Runtime``, ``Kernel``, ``Memcpy`` and ``Memset`` and put GPU rows on tid
-"stream <n>", which read the same. The host side (threads, ops linked to
+``Runtime``, ``Kernel``, ``Memcpy`` and ``Memset``, put GPU rows on tid
+"stream <n>" and write record_function ranges (ProfilerStep, the
+DataLoader's fetches, the optimizer's steps) as ``Operator`` events, which
+read the same. Which ranges make the steps (``ProfilerStep#N``, else the
+optimizer's, else ``steps_from``) is ``steps``'s to say. The host side (threads, ops linked to
 the launch calls inside them, spans) is read by ``host``, the device
 side (GPU rows, syncs and the op flags they imply) by ``device``;
 FLOPs (``with_flops``), ``[memory]`` events (``profile_memory``) and call
@@ -43,10 +46,11 @@ from ...timeline.table import Strings
 from ...timeline.timeline import Timeline
 from .device import flag_ops, read_gpu, read_syncs, runtime_syncs
 from .extra import read_flops, read_memory, read_sources
-from .host import launch_probes, link_explicitly, read_ops, read_spans, thread_index
+from .host import launch_probes, link_explicitly, read_ops, read_spans, span_kind, thread_index
 from .schema import (DEVICES, EXPORTER, GPU_CATEGORIES, INT64, LAUNCH_CATEGORIES, MEMORY_EVENT,
-                     OLD_CATEGORIES, READ_CATEGORIES, READ_INSTANTS, SHIFT_KEY, STEP_RE, STREAMS,
+                     OLD_CATEGORIES, READ_CATEGORIES, READ_INSTANTS, SHIFT_KEY, STREAMS,
                      TIME_LIMIT_NS, UNREAD_DEVICE_CATEGORIES, arg_keys, int_arg)
+from .steps import derive_steps, is_range
 from .tracefile import bucket_events, columns, concat, read_trace, take
 
 __all__ = ["import_chrome"]
@@ -56,14 +60,18 @@ RANKS = (0, 2**24)
 
 
 def import_chrome(path: str | os.PathLike, *,
-                  progress: Callable[[str, float], None] | None = None) -> Timeline:
+                  progress: Callable[[str, float], None] | None = None,
+                  steps_from: str | None = None) -> Timeline:
     """Read a torch.profiler (Kineto) trace, ``.json`` or ``.json.gz``.
 
     Returns an aligned Timeline (all times integer ns on the trace's host
     clock). What could not be read is listed in ``meta["import_warnings"]``;
     a file that is not a trace raises ``CutimelineError``.
     ``progress(stage, fraction)`` is called as the import goes (the CLI
-    draws a bar with it).
+    draws a bar with it). Steps come from ``ProfilerStep#N`` ranges, else
+    from the optimizer's ``Optimizer.step#...`` annotations; ``steps_from``
+    names the ranges that end each step instead (``steps.py``);
+    ``meta["steps_from"]`` says which marker made them.
     """
     # Parsing makes ~10^5 small dicts and lists, none of them cyclic; the
     # cyclic collector would rescan them again and again (a third of the
@@ -71,13 +79,15 @@ def import_chrome(path: str | os.PathLike, *,
     collecting = gc.isenabled()
     gc.disable()
     try:
-        return _import(os.fspath(path), progress or (lambda stage, fraction: None))
+        return _import(os.fspath(path), progress or (lambda stage, fraction: None),
+                       steps_from)
     finally:
         if collecting:
             gc.enable()
 
 
-def _import(path: str, progress: Callable[[str, float], None]) -> Timeline:
+def _import(path: str, progress: Callable[[str, float], None],
+            steps_from: str | None = None) -> Timeline:
     name = os.path.basename(path)
     warnings: list[str] = []
     doc = read_trace(path, progress, warnings)
@@ -105,11 +115,15 @@ def _import(path: str, progress: Callable[[str, float], None]) -> Timeline:
         warnings.append(f"{name} holds no cpu_op events (recorded without "
                         f"ProfilerActivity.CPU?): its GPU rows have no ops, so the host "
                         f"side of GPU idle time (launching or not) cannot be told apart.")
-    # ProfilerStep ranges are steps, never ops (older torch wrote cpu_op).
-    is_step_op = np.array([STEP_RE.match(n) is not None for n in ev["cpu_op"]["name"]],
-                          bool)
-    span_ev = concat(ev["user_annotation"], take(ev["cpu_op"], is_step_op))
-    op_ev = take(ev["cpu_op"], ~is_step_op)
+    # record_function ranges are spans, never ops: the first traces wrote
+    # ProfilerStep, DataLoader and optimizer ranges as cpu_op (Operator)
+    ranges = is_range(ev["cpu_op"]["name"], steps_from)
+    span_ev = concat(ev["user_annotation"], take(ev["cpu_op"], ranges))
+    op_ev = take(ev["cpu_op"], ~ranges)
+    kinds = [span_kind(s, a) for s, a in zip(span_ev["name"], span_ev["args"])]
+    firsts = [e["begin"].min() for e in (op_ev, span_ev) if len(e["begin"])]
+    span_ev, kinds, steps_meta = derive_steps(span_ev, kinds, int(min(firsts, default=0)),
+                                              steps_from, name)
     launch_ev = concat(*(ev[c] for c in LAUNCH_CATEGORIES))
     gpu_ev = concat(*(ev[c] for c in GPU_CATEGORIES))
     for cols in (launch_ev, gpu_ev, ev["cuda_sync"]):
@@ -139,7 +153,7 @@ def _import(path: str, progress: Callable[[str, float], None]) -> Timeline:
                                NONE) if len(op_thread) else np.full(len(syncs["op"]), NONE)
     if not ours:
         flag_ops(ops, gpu, syncs, strings)
-    spans = read_spans(span_ev, span_thread, strings, ours)
+    spans = read_spans(span_ev, span_thread, strings, ours, kinds)
     # format 4's tables: with_flops, profile_memory and with_stack
     extra = {"flops": read_flops(op_ev, rank),
              "memory": read_memory(ev[MEMORY_EVENT], ops, threads, by_ext, warnings, name),
@@ -148,6 +162,7 @@ def _import(path: str, progress: Callable[[str, float], None]) -> Timeline:
     progress("building", 0.95)
 
     meta = _meta(doc, name, threads, ev["Trace"], shift)
+    meta.update(steps_meta)
     meta["import_counts"] = {c: len(cats[c]) for c in (*READ_CATEGORIES, *READ_INSTANTS)
                              if cats[c]}
     meta["import_skipped"] = dict(skipped)

@@ -43,7 +43,7 @@ from ..palette import (CAUSE_COLORS, CAUSE_LABELS, COMPILED_EDGE, COMPILED_HATCH
 from .layout import lay_out
 from .names import draw_names
 from .overview import ROWS_PER_PX, draw_overview
-from .phases import DATA, SYNC, gpu_phases, op_phases
+from .phases import DATA, SYNC, gpu_phases, op_phases, with_syncs
 
 __all__ = ["PHASES", "PHASE_COLORS", "CAUSE_COLORS", "CAUSE_LABELS", "FLOW_COLOR",
            "STEP_COLORS", "STREAM_COLORS", "USER_COLOR", "COMPILED_EDGE",
@@ -97,8 +97,9 @@ class Scene:
         self.window, self.w0, self.w1 = window, int(w0), int(w1)
         self.span_ms = (self.w1 - self.w0) / 1e6
         self._layout()
-        self.phase = op_phases(tl, self.act)
-        self.gpu_phase = gpu_phases(tl, self.phase)
+        work = op_phases(tl, self.act, sync=False)
+        self.phase = with_syncs(tl, work)
+        self.gpu_phase = gpu_phases(tl, work)
         self.side = self._side_streams()
 
     # -- lanes -------------------------------------------------------------

@@ -236,8 +236,17 @@ def test_nested_steps_are_step_windows_and_a_trace_without_any_is_one_window(tmp
     assert np.all(tl.spans.depth[steps] == 0) and np.all(tl.spans.depth[~steps] == 1)
     assert np.all(tl.spans.kind[~steps] == SpanKind.OPTIMIZER)
     assert len(ctl.analyze(tl).steps) == 3
+    # without ProfilerStep ranges the optimizer's annotations end the steps
     plain = [e for e in evs if not e["name"].startswith("ProfilerStep#")]
-    text = summary(import_chrome(write_trace(tmp_path / "p.json", plain)))
+    by_opt = import_chrome(write_trace(tmp_path / "o.json", plain))
+    assert by_opt.meta["steps_from"] == "Optimizer.step#SGD.step"
+    assert list(by_opt.spans.end_ns[by_opt.spans.kind == SpanKind.STEP]) == \
+        [1_600_000, 2_600_000, 3_600_000]
+    # with neither, none
+    bare = [e for e in plain if not e["name"].startswith("Optimizer.")]
+    tl = import_chrome(write_trace(tmp_path / "p.json", bare))
+    assert "steps_from" not in tl.meta
+    text = summary(tl)
     assert "0 steps" in text and "no steps" in text
 
 

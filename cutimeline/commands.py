@@ -1,0 +1,141 @@
+"""The command line's vocabulary: every ``cutimeline`` command and option
+(an argparse parser), each option named as the Python keyword it sets.
+
+``--window`` is ``window=``, ``--what-if [EDIT]`` ``ctl.plot(what_if=)``,
+``--overview``/``--memory`` ``ctl.plot``'s, ``--steps-from NAME``
+``ctl.load(steps_from=)``, ``--device``/``--steps``/``--warmup``/
+``--rounds``/``--trace-dir`` ``ctl.compare``'s, ``--edit``
+``Report.what_if(edit=)``; ``-o/--out`` is the file or folder a command
+writes (the path argument of ``ctl.plot``, ``ctl.export_chrome``,
+``Timeline.save``, ``Timeline.to_parquet``, ``Comparison.plot``; ``out=`` of
+``send_capture``). The old spellings still parse, unlisted: ``--output``
+everywhere, whatif's ``--plot``. ``tests/test_cli.py`` walks this parser and
+finds each option's Python twin. ``cli.py`` runs the commands.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from . import __version__
+
+__all__ = ["command_parser", "WINDOW_HELP"]
+
+WINDOW_HELP = "step (3), steps (3-5 or 3:5) or seconds (0.5s-0.75s)"
+
+
+def _out(c: argparse.ArgumentParser, what: str, required: bool = True,
+         default: str | None = None, old: tuple[str, ...] = ("--output",)) -> None:
+    """``-o/--out``, with the old spellings ``old`` accepted but not shown
+    (argparse checks no requirement across spellings: ``main`` does)."""
+    c.add_argument("-o", "--out", default=default, metavar="OUT",
+                   help=what + (" (required)" if required else ""))
+    for spelling in old:
+        c.add_argument(spelling, dest="out", help=argparse.SUPPRESS)
+    c.set_defaults(out_required=required)
+
+
+def _steps_from(c: argparse.ArgumentParser) -> None:
+    c.add_argument("--steps-from", metavar="NAME",
+                   help="for a torch.profiler trace: the ranges that end each step "
+                   "(e.g. Optimizer.step), where ProfilerStep#N should not make them")
+
+
+def command_parser() -> argparse.ArgumentParser:
+    """The parser of every command (``cli.main`` runs what it parses)."""
+    # --quiet before or after the command: SUPPRESS keeps a subcommand's
+    # parser from resetting what the main parser read
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS,
+                        help="no progress bars and no notice that kernels compile")
+    p = argparse.ArgumentParser(
+        prog="cutimeline", description="What a PyTorch program does on both "
+        "sides of the CPU/GPU boundary.", parents=[common])
+    p.add_argument("--version", action="version", version=f"cutimeline {__version__}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, **kw: Any) -> argparse.ArgumentParser:
+        return sub.add_parser(name, parents=[common], **kw)
+
+    def opens(c: argparse.ArgumentParser, dest: str = "file",
+              metavar: str = "FILE") -> None:
+        c.add_argument(dest, metavar=metavar, help=".ctl file or torch.profiler trace")
+        _steps_from(c)
+
+    d = command("demo", help="record a small training loop, plot and "
+                "summarise it (CUDA when present, else a simulated GPU)")
+    _out(d, "output folder", required=False, default="cutimeline-demo")
+    d.add_argument("--steps", type=int, default=8)
+    d.add_argument("--device", default="auto", help="auto (CUDA when present, else "
+                   "sim), cuda, cuda:N or sim (a simulated H100)")
+    d.add_argument("--num-workers", type=int, default=0, help="the loop's DataLoader "
+                   "workers (a fix: compare with `cutimeline whatif`)")
+    d.add_argument("--log-every", type=int, default=1, help="read the loss back every "
+                   "N steps, 0: never (the other fix)")
+
+    c = command("plot", help="draw the timeline of FILE (ctl.plot)")
+    opens(c)
+    _out(c, "the figure: .png, .svg or .pdf")
+    c.add_argument("--window", help=WINDOW_HELP)
+    c.add_argument("--overview", action=argparse.BooleanOptionalAction, default=None,
+                   help="force (or forbid) the overview of a dense window; default: "
+                   "by density")
+    c.add_argument("--memory", action=argparse.BooleanOptionalAction, default=None,
+                   help="the device-memory panel; default: when FILE has memory readings")
+    c.add_argument("--what-if", nargs="?", const=True, metavar="EDIT",
+                   help="the recording over its replay under a fix: data, sync, host, "
+                   "graphs, launch, ... (no EDIT: the one predicted to gain most)")
+
+    c = command("summary", help="print the analysis of FILE")
+    opens(c)
+    c.add_argument("--window", help=WINDOW_HELP)
+    c.add_argument("--json", action="store_true", help="the result as JSON")
+
+    c = command("whatif", aliases=["what-if"],
+                help="predict the step time of FILE under each fix, ranked")
+    opens(c)
+    c.add_argument("--window", help=WINDOW_HELP)
+    c.add_argument("--json", action="store_true", help="the result as JSON")
+    _out(c, "also draw the recording over its replay under the top fix (or --edit) "
+         "to OUT (.png/.svg/.pdf)", required=False, old=("--output", "--plot"))
+    c.add_argument("--edit", metavar="NAME", help="the fix to draw with -o: data, "
+                   "sync, host, graphs, launch, ... (default: the top one)")
+
+    c = command("export", help="write FILE as a Chrome/Perfetto trace "
+                "or as Parquet files")
+    opens(c)
+    _out(c, "the trace (.json.gz) or the Parquet folder")
+    c.add_argument("--format", choices=("chrome", "parquet"),
+                   help="default: by OUT (.json/.json.gz: chrome; a folder: parquet)")
+
+    c = command("import", help="read a torch.profiler trace into a .ctl file")
+    opens(c, "trace", "TRACE")
+    _out(c, "the .ctl file")
+
+    c = command("merge", help="merge the rank-<r>.ctl files of DIR")
+    c.add_argument("dir", metavar="DIR")
+    _out(c, "the merged .ctl file")
+
+    c = command("compare", help="run a training script under cutimeline "
+                "and under torch.profiler and compare them (ctl.compare)")
+    c.add_argument("script", metavar="SCRIPT.py", help="a training script; its "
+                   "optimizer steps are the steps compared")
+    c.add_argument("argv", nargs="*", metavar="ARG",
+                   help="the script's own arguments (those that begin with - after --)")
+    c.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N or sim")
+    c.add_argument("--steps", type=int, default=20, help="steps timed and compared")
+    c.add_argument("--warmup", type=int, default=3, help="steps run before them")
+    c.add_argument("--rounds", type=int, default=1, help="times the three passes run")
+    c.add_argument("--trace-dir", metavar="DIR", help="keep both traces in DIR")
+    c.add_argument("--json", action="store_true", help="the result as JSON")
+    _out(c, "also draw both Timelines, one above the other (.png/.svg/.pdf)",
+         required=False)
+
+    c = command("capture", help="ask process PID (armed by ctl.arm()) to record N steps")
+    c.add_argument("pid", metavar="PID", type=int)
+    c.add_argument("--steps", type=int, default=5)
+    _out(c, "the .ctl file, under the folder the job armed with (default "
+         "<that folder>/cutimeline-<pid>-<time>.ctl)", required=False)
+    c.add_argument("--timeout", type=float, default=60.0, help="seconds to wait (0: don't)")
+    return p

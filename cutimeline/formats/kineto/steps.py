@@ -1,0 +1,129 @@
+"""Which ranges of a Kineto trace make its steps, in every trace generation.
+
+torch.profiler marks each step with a ``ProfilerStep#N`` range when the
+loop calls ``prof.step()``; those are the steps wherever they are. A trace
+without them may still mark its steps otherwise, so the import falls back,
+in this order, on:
+
+1. a user's ``steps_from=NAME`` (``ctl.load``; ``--steps-from`` on the
+   command line): the ranges named NAME, or NAME#... (``"Optimizer.step"``
+   takes ``Optimizer.step#AdamW.step``). Given, it rules, over
+   ``ProfilerStep#N`` too (those become user spans): the user chose it.
+2. ``ProfilerStep#N`` ranges, as they are.
+3. the optimizer's own annotation, ``Optimizer.step#<class>.step``, which
+   torch writes around every ``optimizer.step()``: the outermost ones (an
+   optimizer wrapping another writes two, nested), of one name: where a
+   loop steps optimizers of several classes one after another (Shampoo,
+   then an EMA), the last of those stepped as often as the most stepped
+   one, so that a step ends after its last optimizer.
+
+A marker range ends a step: step k runs from the end of marker k-1 (the
+first from the trace's first host event) to the end of marker k, so every
+moment up to the last marker belongs to one step, as it does in a
+recording whose steps end at ``optimizer.step()``. Made steps are numbered
+from 0, named "step", and sit on their marker's thread.
+
+The import records what made the steps in meta: ``steps_from`` (the marker
+as named in the trace: "ProfilerStep#N", "Optimizer.step#AdamW.step", or
+the user's NAME) and ``steps_rule`` ("ProfilerStep", "optimizer" or
+"steps_from"); neither is there when the trace has no steps.
+
+The first traces (torch 1.8-1.10) write record_function ranges, the
+DataLoader's ``enumerate(DataLoader)#...__next__`` and the optimizer's
+among them, as ``Operator`` (``cpu_op``) events; ``is_range`` tells those
+apart from ops by name, so they become spans here as in later traces.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+import numpy as np
+
+from ...errors import CutimelineError
+from ...timeline.schema import NONE, SpanKind
+from .schema import STEP_RE
+
+__all__ = ["RANGE_PREFIXES", "OPTIMIZER_STEP", "is_range", "derive_steps"]
+
+# record_function ranges torch itself writes, which older traces file as
+# ops: the DataLoader's fetches and the optimizer's step and zero_grad.
+RANGE_PREFIXES = ("enumerate(DataLoader)", "Optimizer.")
+OPTIMIZER_STEP = re.compile(r"Optimizer\.step#.+\.step$")
+
+
+def _named(name: str, marker: str) -> bool:
+    return name == marker or name.startswith(marker + "#")
+
+
+def is_range(names: list[str], steps_from: str | None = None) -> np.ndarray:
+    """Mask over ``cpu_op`` event names: the record_function ranges among
+    them (step markers, torch's own ranges, ranges named ``steps_from``)."""
+    return np.array([STEP_RE.match(n) is not None or n.startswith(RANGE_PREFIXES)
+                     or (steps_from is not None and _named(n, steps_from))
+                     for n in names], bool)
+
+
+def _outermost(rows: np.ndarray, ev: dict) -> np.ndarray:
+    """The rows not inside another of ``rows`` on the same thread, by time."""
+    rows = rows[np.lexsort((-(ev["end"][rows] - ev["begin"][rows]), ev["begin"][rows]))]
+    keep, open_end = [], {}
+    for r in rows.tolist():
+        key = (ev["pid"][r], ev["tid"][r])
+        if key in open_end and ev["end"][r] <= open_end[key]:
+            continue   # nested in a kept one
+        keep.append(r)
+        open_end[key] = int(ev["end"][r])
+    return np.array(keep, np.int64)
+
+
+def derive_steps(span_ev: dict, kinds: list[tuple[int, int]], start_ns: int,
+                 steps_from: str | None, file: str) -> tuple[dict, list, dict]:
+    """Steps by the rule of the module doc. ``span_ev``: the range events
+    (columns of ``tracefile.columns``); ``kinds``: each one's (SpanKind,
+    step number); ``start_ns``: the trace's first host event. Returns the
+    events and kinds with the made steps appended (ProfilerStep ranges
+    demoted to user spans when ``steps_from`` rules) and the meta entries."""
+    names = span_ev["name"]
+    step = np.array([k == SpanKind.STEP for k, _ in kinds], bool)
+    if steps_from is None:
+        if step.any():
+            return span_ev, kinds, {"steps_from": "ProfilerStep#N",
+                                    "steps_rule": "ProfilerStep"}
+        marks = np.flatnonzero([OPTIMIZER_STEP.match(n) is not None for n in names])
+        if not len(marks):
+            return span_ev, kinds, {}
+        marks = _outermost(marks, span_ev)
+        counts = Counter(names[r] for r in marks.tolist())   # in order of first use
+        most = max(counts.values())
+        last = [n for n, c in counts.items() if c == most][-1]
+        marks = marks[[names[r] == last for r in marks.tolist()]]
+        meta = {"steps_from": last, "steps_rule": "optimizer"}
+    else:
+        if not isinstance(steps_from, str) or not steps_from:
+            raise CutimelineError(f"steps_from={steps_from!r} must name the ranges "
+                                  f"that end each step, e.g. 'Optimizer.step' or "
+                                  f"'train_step'.")
+        marks = np.flatnonzero([_named(n, steps_from) for n in names])
+        if not len(marks):
+            common = Counter(n for n, (k, _) in zip(names, kinds) if k != SpanKind.STEP)
+            have = ", ".join(repr(n) for n, _ in common.most_common(8)) or "none"
+            raise CutimelineError(
+                f"{file} has no range named {steps_from!r} (or {steps_from}#...) to "
+                f"make steps from; its most common ranges are: {have}. Give one of "
+                f"those as steps_from, or leave it out.")
+        marks = _outermost(marks, span_ev)
+        kinds = [(int(SpanKind.USER), NONE) if s else k for k, s in zip(kinds, step)]
+        meta = {"steps_from": steps_from, "steps_rule": "steps_from"}
+    marks = marks[np.argsort(span_ev["end"][marks], kind="stable")]
+    end = span_ev["end"][marks]
+    begin = np.minimum(np.concatenate([[start_ns], end[:-1]]), end)
+    n = len(marks)
+    idx = marks.tolist()
+    made = {"name": ["step"] * n, "cat": ["user_annotation"] * n, "args": [{} for _ in idx],
+            "pid": [span_ev["pid"][r] for r in idx], "tid": [span_ev["tid"][r] for r in idx],
+            "begin": begin.astype(np.int64), "end": end.astype(np.int64)}
+    out = {k: (np.concatenate([span_ev[k], made[k]]) if k in ("begin", "end")
+               else list(span_ev[k]) + made[k]) for k in span_ev}
+    return out, list(kinds) + [(int(SpanKind.STEP), k) for k in range(n)], meta
