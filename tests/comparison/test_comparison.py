@@ -6,7 +6,6 @@ import dataclasses
 import json
 import os
 import re
-import time
 
 import numpy as np
 import pytest
@@ -400,45 +399,19 @@ def test_gpu_time_is_compared_on_matched_ops_with_nested_kernels():
 
 # -- what the profiler pass leaves behind: nothing ---------------------------------------
 
-def recorder_ns_per_op(n=1500, runs=7):
-    """What recording costs per op here: the least over ``runs`` recordings
-    of a loop of ``n`` small adds, timed inside the recording (a loaded
-    machine only ever adds time, so the least is the steadiest figure)."""
-    x, per_op = torch.ones(16), []
-    for _ in range(runs):
-        with ctl.record(device="cpu", measure=False, modules=False):
-            t0 = time.perf_counter_ns()
-            for _ in range(n):
-                x = x + 1
-            per_op.append((time.perf_counter_ns() - t0) / n)
-    return float(min(per_op))
-
-
-def test_a_recording_after_compare_costs_what_one_before_did(monkeypatch):
+def test_compare_leaves_the_profiler_off_and_the_environment_as_it_was(monkeypatch):
+    # (what a recording costs after compare(): tests/bench, it times real work)
     monkeypatch.delenv("TEARDOWN_CUPTI", raising=False)
     monkeypatch.setenv("DISABLE_CUPTI_LAZY_REINIT", "user's")
     seen = []
     enter = torch.profiler.profile.__enter__
     monkeypatch.setattr(torch.profiler.profile, "__enter__",
                         lambda self: seen.append(os.environ.get("TEARDOWN_CUPTI")) or enter(self))
-    recorder_ns_per_op(runs=2)  # warm up
-    before = recorder_ns_per_op()
     compare(mlp_step(), steps=2, warmup=1, device="cpu")
     assert seen == ["1"]  # Kineto was told to detach CUPTI at the end of its trace
     assert profiler_left_on(torch) == []
     assert "TEARDOWN_CUPTI" not in os.environ  # and the environment is as it was
     assert os.environ["DISABLE_CUPTI_LAZY_REINIT"] == "user's"
-    # the same within 1.5x, on a machine that may be loaded: a cost left
-    # behind stays, a burst of load passes, so the after is measured up to
-    # three times
-    afters = []
-    for _ in range(3):
-        afters.append(recorder_ns_per_op())
-        if before / 1.5 < afters[-1] < 1.5 * before:
-            break
-    else:
-        pytest.fail(f"a recording cost {before:.0f} ns/op before compare() and "
-                    f"{', '.join(f'{a:.0f}' for a in afters)} ns/op after it")
 
 
 def test_the_users_own_cupti_teardown_setting_is_kept(monkeypatch):
