@@ -57,6 +57,9 @@ def member(path: str, z: zipfile.ZipFile, name: str) -> bytes:
         raise CutimelineError(f"{path} is damaged: its member {name} claims compression "
                               f"method {info.compress_type}, but cutimeline writes only "
                               f"stored (0) or deflated (8) members.")
+    if info.flag_bits & 0x41:  # bit 0: encrypted, bit 6: strong encryption
+        raise CutimelineError(f"{path} is damaged: its member {name} is flagged "
+                              f"encrypted, which cutimeline never writes.")
     packed = info.compress_size
     most = packed if method == "stored" else MAX_RATIO * packed + 64
     if packed > os.path.getsize(path) or info.file_size > most:

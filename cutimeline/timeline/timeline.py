@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import CutimelineError
-from . import fileformat, parquet
+from . import fileformat, invariants, parquet
 from .schema import ENUM_COLUMNS, NONE, REFERENCES, SCHEMA, STRING_COLUMNS, SpanKind
 from .table import Strings, Table
 from .windows import parse_window
@@ -270,18 +270,18 @@ class Timeline:
 
     # -- integrity -------------------------------------------------------------
     def _check(self) -> None:
-        n_str = len(self.strings)
-        for table, col in STRING_COLUMNS:
-            a = self._tables[table][col]
-            if len(a) and (a.min() < NONE or a.max() >= n_str):
-                raise CutimelineError(f"Column {table}.{col} refers to string "
-                                      f"ids outside the string table (0..{n_str - 1}).")
-        for (table, col), target in REFERENCES.items():
-            a = self._tables[table][col]
-            n = len(self._tables[target])
-            if len(a) and (a.min() < NONE or a.max() >= n):
-                raise CutimelineError(f"Column {table}.{col} refers to rows "
-                                      f"outside table {target!r} (0..{n - 1}).")
+        """References in range: what every Timeline made here must hold (a
+        Timeline read from outside is checked for all of ``invariants``)."""
+        invariants.check_references(self._tables, len(self.strings))
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """Sentences on how the Timeline was read or made that a reader of
+        its results should know (an import's "30 of 40 kernel events have
+        no numeric 'ts'; they are left out."): kept in its meta
+        (``meta["import_warnings"]``, ``meta["warnings"]``), saved and
+        loaded with it; empty when there is nothing to say."""
+        return invariants.warnings_of(self.meta)
 
     def _repr_png_(self) -> bytes | None:
         """Jupyter: the figure as PNG (``rendering/notebook.py``, loaded by
@@ -291,6 +291,10 @@ class Timeline:
 
 
 def load(path: str | os.PathLike) -> Timeline:
-    """Read a Timeline written by ``Timeline.save``."""
+    """Read a Timeline written by ``Timeline.save``, checked against
+    ``invariants`` (a damaged file raises CutimelineError naming the file,
+    table, column and row)."""
+    path = os.fspath(path)
     tables, strings, meta = fileformat.read(path)
+    invariants.check(tables, strings, meta, f"{path} is damaged")
     return Timeline(tables, strings, meta)
