@@ -9,7 +9,7 @@
     cutimeline whatif FILE [--window W] [--json] [--plot OUT.png [--edit NAME]]
     cutimeline export FILE -o OUT.json.gz
     cutimeline import TRACE -o OUT.ctl
-    cutimeline merge DIR -o merged.ctl
+    cutimeline merge DIR -o merged.ctl [--force]
     cutimeline capture PID [--steps N] [--out F] [--timeout S]  (ctl.arm())
 
 FILE is a ``.ctl`` file or a torch.profiler trace (``.json``/``.json.gz``).
@@ -206,7 +206,7 @@ def _cmd_import(a: argparse.Namespace) -> int:
 def _cmd_merge(a: argparse.Namespace) -> int:
     bar = _bar(f"merging {os.path.basename(os.path.normpath(a.dir))}", a.quiet)
     try:
-        tl = ctl.merge(a.dir, progress=bar)
+        tl = ctl.merge(a.dir, progress=bar, force=a.force)
     except BaseException:
         bar.clear()
         raise
@@ -278,6 +278,8 @@ def _parser() -> argparse.ArgumentParser:
     m = command("merge", help="merge the rank-<r>.ctl files of DIR")
     m.add_argument("dir", metavar="DIR")
     m.add_argument("-o", "--output", required=True)
+    m.add_argument("--force", action="store_true", help="merge recordings that do not look "
+                   "like the ranks of one run (different run ids, world sizes or times)")
     m.set_defaults(run=_cmd_merge)
     c = command("capture", help="ask process PID (armed by ctl.arm()) to record N steps")
     c.add_argument("pid", metavar="PID", type=int)
@@ -307,6 +309,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         where = f": {exc.filename}" if exc.filename else ""
         print(f"cutimeline: error: {exc.strerror or exc}{where}", file=sys.stderr)
         return 2
+    except MemoryError:
+        print(f"cutimeline: error: {_out_of_memory(args)}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("cutimeline: interrupted", file=sys.stderr)
         return 130
@@ -316,6 +321,19 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"this is a bug in cutimeline {__version__}; please report it with the "
               f"traceback above and the command that caused it.", file=sys.stderr)
         return 3
+
+
+def _out_of_memory(args: argparse.Namespace) -> str:
+    """The sentence for a MemoryError: the input and the size it has."""
+    path = getattr(args, "file", None) or getattr(args, "trace", None) or \
+        getattr(args, "dir", None)
+    try:
+        size = f" ({os.path.getsize(path):,} bytes)" if path and os.path.isfile(path) else ""
+    except OSError:
+        size = ""
+    what = f"{path}{size}" if path else f"the {args.command} command"
+    return (f"{what} needs more memory than this process could get (MemoryError); "
+            f"run on a machine with more memory, or look at a window of it (--window).")
 
 
 def _one_line(exc: BaseException) -> str:

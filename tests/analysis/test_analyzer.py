@@ -359,7 +359,7 @@ def test_window_and_tables():
 
 def test_misuse_is_reported_with_the_fix():
     tl = timeline([(0, 5, 10, 20)])
-    with pytest.raises(CutimelineError, match="not str"):
+    with pytest.raises(CutimelineError, match="got a str: load it first with ctl.load"):
         ctl.analyze("run.ctl")
     unaligned = tl.replace(meta={**tl.meta, "aligned": False})
     with pytest.raises(CutimelineError, match=r"call cutimeline.alignment.align\(tl\) first"):

@@ -33,7 +33,7 @@ from ...analysis.report import Report
 from ...errors import CutimelineError
 from ...numeric import intervals as iv
 from ...timeline.schema import NONE, GpuKind, SpanKind
-from ...timeline.timeline import Timeline
+from ...timeline.timeline import as_timeline
 from ...timeline.windows import parse_window
 from .. import pixels as px
 from ..artists import GAP_HALF, HALF, boxes as _boxes
@@ -58,9 +58,7 @@ class Scene:
 
     def __init__(self, tl: Any, window: Any = None, *, what: str = "plot",
                  report: Any = None):
-        if not isinstance(tl, Timeline):
-            raise CutimelineError(f"{what} needs a Timeline (from ctl.record or "
-                                  f"ctl.load), not {type(tl).__name__}.")
+        tl = as_timeline(tl, what)
         if not (len(tl.ops) or len(tl.gpu) or len(tl.spans)):
             raise CutimelineError("The Timeline is empty (no ops, gpu rows or "
                                   "spans), so there is nothing to plot; was "
