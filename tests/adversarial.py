@@ -299,9 +299,10 @@ def trace_nan(kernels: int = 40, nan: int = 30) -> bytes:
     return json.dumps(trace_events(kernels, nan)).encode()
 
 
-def trace_gzip_bomb(inflated: int = 128 << 20) -> bytes:
+def trace_gzip_bomb(inflated: int = 128 << 20, honest: bool = True) -> bytes:
     """A valid trace followed by ``inflated`` bytes of spaces, gzipped (a 6
-    MB .json.gz inflating to 6 GB, at a smaller scale)."""
+    MB .json.gz inflating to 6 GB, at a smaller scale); ``honest=False``:
+    its trailer claims 100 bytes."""
     text = json.dumps(trace_events(4)).encode()
     d = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
     chunk = b" " * (1 << 20)
@@ -309,7 +310,8 @@ def trace_gzip_bomb(inflated: int = 128 << 20) -> bytes:
     for _ in range(inflated >> 20):
         parts.append(d.compress(chunk))
     parts.append(d.flush())
-    return b"".join(parts)
+    data = b"".join(parts)
+    return data if honest else data[:-4] + struct.pack("<I", 100)
 
 
 def trace_plain() -> bytes:

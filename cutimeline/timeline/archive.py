@@ -66,7 +66,14 @@ def member(path: str, z: zipfile.ZipFile, name: str) -> bytes:
         raise CutimelineError(f"{path} is damaged: its member {name} claims "
                               f"{info.file_size} bytes, which its {packed} {method} bytes "
                               f"cannot make.")
-    return z.read(info)
+    # read as many bytes as claimed, no more: zipfile's read() would inflate
+    # whatever the stream holds before cutting it to the claimed size
+    with z.open(info) as fp:
+        data = fp.read(info.file_size)
+        if len(data) != info.file_size or fp.read(1):
+            raise CutimelineError(f"{path} is damaged: its member {name} holds other than "
+                                  f"the {info.file_size} bytes it claims.")
+    return data
 
 
 def json_member(path: str, text: bytes, name: str) -> Any:

@@ -99,28 +99,25 @@ def read_trace(path: str, progress=None, notes: list[str] | None = None) -> dict
     return doc
 
 
-def _gunzip(data: bytes, name: str) -> bytes:
+def _gunzip(data: bytes, name: str) -> bytearray:
     """The text of gzip ``data`` (every member, as gzip does), inflated as a
-    stream up to ``budgets.text_budget`` bytes: a file that would inflate
-    past it is refused before the memory is taken."""
+    stream a few MB at a time up to ``budgets.text_budget`` bytes: a file
+    that would inflate past it is refused as the stream passes the budget
+    (its trailer's size cannot be trusted: a truncated file has none)."""
     most = text_budget(len(data))
-    out: list[bytes] = []
-    total, rest = 0, data
+    out = bytearray()
+    rest = data
     try:
         while rest:
             d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-            piece = d.decompress(rest, most - total + 1)
+            piece = d.decompress(rest, min(most - len(out) + 1, _STEP))
             while True:
-                total += len(piece)
-                out.append(piece)
-                if total > most:
-                    raise CutimelineError(
-                        f"{name} inflates past {most:,} bytes from {len(data):,} gzipped "
-                        f"bytes (a torch.profiler trace compresses some 10-30×, never "
-                        f"{budgets.TEXT_PER_GZIP_BYTE}×): the file is damaged or crafted.")
+                out += piece
+                if len(out) > most:
+                    _too_big(name, most, len(data))
                 if d.eof or not d.unconsumed_tail:
                     break
-                piece = d.decompress(d.unconsumed_tail, most - total + 1)
+                piece = d.decompress(d.unconsumed_tail, min(most - len(out) + 1, _STEP))
             if not d.eof:
                 raise EOFError("the compressed stream ends early")
             rest = d.unused_data.lstrip(b"\x00")  # members follow; gzip pads with zeros
@@ -128,9 +125,19 @@ def _gunzip(data: bytes, name: str) -> bytes:
         raise CutimelineError(f"{name} is a damaged or truncated gzip file "
                               f"({exc}); copy or record the trace again.") from None
     except MemoryError:
-        raise out_of_memory(name, f"{total:,}+ bytes of JSON inflated so far from "
+        raise out_of_memory(name, f"{len(out):,}+ bytes of JSON inflated so far from "
                             f"{len(data):,} gzipped") from None
-    return b"".join(out)
+    return out
+
+
+_STEP = 1 << 22   # bytes inflated per call
+
+
+def _too_big(name: str, most: int, packed: int) -> None:
+    raise CutimelineError(
+        f"{name} inflates past {most:,} bytes from {packed:,} gzipped bytes (a "
+        f"torch.profiler trace compresses some 10-30×, never "
+        f"{budgets.TEXT_PER_GZIP_BYTE}×): the file is damaged or crafted.")
 
 
 def _truncated(data: bytes | str, pos: int, name: str) -> None:
