@@ -55,6 +55,7 @@ from typing import Any, Callable
 from ..timeline.schema import NONE, SpanKind
 
 from . import compiled, cudahooks
+from .opstream import skip_dynamo
 
 try:  # torch.compile traces into global hooks; they must do nothing there
     from torch.compiler import is_compiling
@@ -231,6 +232,7 @@ class Hooks:
         Inductor; False while it has not (retried at every step boundary)."""
         if self.s.off or self._removed:
             return True
+        skip_dynamo()   # a first torch.compile may have loaded dynamo since
         cls = compiled.graph_class()
         if cls is None:
             return False
