@@ -91,7 +91,8 @@ def test_budgets_leave_real_files_alone(tmp_path):
     data = pathlib.Path(__file__).parents[1] / "data"
     for path in [*sorted((data / "ctl").glob("*.ctl")),
                  *sorted((data / "kineto").rglob("*.json.gz"))[:6]]:
-        ctl.load(path)
+        tl = ctl.load(path)
+        assert len(tl.ops) + len(tl.gpu) > 0, path
 
 
 def test_running_out_of_memory_is_a_sentence_naming_the_file(tmp_path, monkeypatch):
