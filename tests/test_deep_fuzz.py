@@ -40,8 +40,8 @@ import adversarial
 from fuzzsweep import Timeout, sweep as run_sweep, work
 
 TESTS = pathlib.Path(__file__).resolve().parent
-N = int(os.environ.get("CUTIMELINE_FUZZ_N", 200))
-PLOT_EVERY = int(os.environ.get("CUTIMELINE_FUZZ_PLOT_EVERY", 6))
+N = int(os.environ.get("CUTIMELINE_FUZZ_N", 160))
+PLOT_EVERY = int(os.environ.get("CUTIMELINE_FUZZ_PLOT_EVERY", 8))
 SEED = int(os.environ.get("FUZZ_SEED", 20250115))
 MEMORY_CAP = 1 << 30     # bytes of address space the worker may add after its imports
 TIME_LIMIT_S = 30        # per mutant
@@ -215,15 +215,20 @@ def test_full_sweep(tmp_path):
     assert not crashes, f"{numbers}\n{_explain(crashes)}"
 
 
-@pytest.mark.parametrize("name", ["/dev/zero", "/dev/urandom", "/dev/null", "FIFO", "folder"])
-def test_a_path_that_is_no_regular_file_is_refused_without_waiting(tmp_path, name):
+@pytest.mark.parametrize("name", ["/dev/zero", "/dev/urandom", "/dev/null", "folder"])
+def test_a_path_that_is_no_regular_file_is_one_line_and_exit_2(tmp_path, name):
     path = adversarial.special_paths(str(tmp_path))[name]
+    rc, err = _cli(path)
+    assert rc == 2 and err.count("\n") == 1 and "Traceback" not in err, err
+    assert path in err and ("regular files only" in err or "is a folder" in err)
+
+
+def test_a_fifo_is_refused_without_waiting_for_a_writer(tmp_path):
+    path = adversarial.special_paths(str(tmp_path))["FIFO"]
     proc = subprocess.run([sys.executable, "-m", "cutimeline", "summary", path],
                           capture_output=True, text=True, timeout=30, cwd=TESTS.parent)
-    assert proc.returncode == 2, proc.stderr
-    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
-    assert path in proc.stderr and ("regular files only" in proc.stderr
-                                    or "is a folder" in proc.stderr)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert f"{path} is a FIFO (named pipe); cutimeline reads regular files only" in proc.stderr
 
 
 if __name__ == "__main__" and sys.argv[1:2] == ["--worker"]:

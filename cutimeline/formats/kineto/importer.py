@@ -107,8 +107,11 @@ def _import(path: str, progress: Callable[[str, float], None]) -> Timeline:
     shift = _shift(doc, name)
     ev = {c: columns(c, cats[c], shift, warnings, TIME_LIMIT_NS)
           for c in (*READ_CATEGORIES, *READ_INSTANTS)}
-    if not ours and not any(ev[c]["name"] for c in ("cpu_op", *GPU_CATEGORIES)):
-        raise CutimelineError(    # never an empty Timeline for a damaged file
+    # never an empty Timeline for a damaged file; an export of an empty
+    # Timeline has none of these events to read, a damaged one has some
+    work = ("cpu_op", *GPU_CATEGORIES)
+    if not any(ev[c]["name"] for c in work) and (not ours or any(cats[c] for c in work)):
+        raise CutimelineError(
             f"{name}: none of its cpu_op, kernel, memcpy or memset events can be "
             f"read ({'; '.join(w.rstrip('.') for w in warnings[:3])}); the file "
             f"is damaged.")
