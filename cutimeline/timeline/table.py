@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import CutimelineError
-from .schema import NONE, SCHEMA
+from .schema import DEFAULTS, NONE, SCHEMA
 
 __all__ = ["Table", "Strings"]
 
@@ -46,8 +46,8 @@ class Table:
                 if arr.dtype != dtype:
                     arr = _cast(name, col, arr, dtype)
             else:
-                arr = np.full(n, NONE, dtype) if dtype.kind == "i" else \
-                    np.zeros(n, dtype)
+                arr = np.full(n, DEFAULTS.get((name, col), NONE), dtype) if dtype.kind == "i" \
+                    else np.zeros(n, dtype)
             if arr.flags.writeable:
                 arr = arr.view()
                 arr.flags.writeable = False
