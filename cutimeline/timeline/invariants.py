@@ -191,7 +191,7 @@ def _refuse(source: str | None, name: str, col: str, a: np.ndarray, bad: np.ndar
             what: str) -> None:
     i = int(np.flatnonzero(bad)[0])
     n = int(np.count_nonzero(bad))
-    more = f" (and {n - 1:,} more rows)" if n > 1 else ""
+    more = f" (and {n - 1:,} more row{'s' * (n > 2)})" if n > 1 else ""
     raise CutimelineError(f"{source or 'The Timeline'}: {name}.{col} of row {i} is "
                           f"{a[i]}{more}, where it must be {what}.")
 
@@ -255,7 +255,8 @@ def _times(tables: Mapping[str, Any], aligned: bool, source: str) -> None:
             n = int(np.count_nonzero(back))
             raise CutimelineError(
                 f"{source}: {name} row {i} ends before it begins ({e} {end[i]} < {b} "
-                f"{begin[i]}" + (f"; {n - 1:,} more rows do too" if n > 1 else "") + ").")
+                f"{begin[i]}" + (f"; {n - 1:,} more row{'s do' * (n > 2) or ' does'} too"
+                                  if n > 1 else "") + ").")
     lo = hi = None
     where: list[tuple[int, str, int]] = []
     for name, col in _HOST_TIMES + (_GPU_TIMES if aligned else ()):
