@@ -10,7 +10,7 @@
     cutimeline whatif FILE [--window W] [--json] [-o OUT.png [--edit NAME]]
     cutimeline export FILE -o OUT [--format chrome|parquet]
     cutimeline import TRACE -o OUT.ctl
-    cutimeline merge DIR -o merged.ctl
+    cutimeline merge DIR -o merged.ctl [--force]
     cutimeline compare SCRIPT.py [--device D] [--steps N] [--warmup N] [--rounds N]
                     [--trace-dir DIR] [-o OUT.png] [--json] [ARG ...] [-- -ARG ...]
     cutimeline capture PID [--steps N] [-o F] [--timeout S]  (ctl.arm())
@@ -256,7 +256,7 @@ def _cmd_import(a: argparse.Namespace) -> int:
 def _cmd_merge(a: argparse.Namespace) -> int:
     bar = _bar(f"merging {os.path.basename(os.path.normpath(a.dir))}", a.quiet)
     try:
-        tl = ctl.merge(a.dir, progress=bar)
+        tl = ctl.merge(a.dir, progress=bar, force=a.force)
     except BaseException:
         bar.clear()
         raise
@@ -347,6 +347,9 @@ def _main(argv: Sequence[str] | None) -> int:
         where = f": {exc.filename}" if exc.filename else ""
         print(f"cutimeline: error: {exc.strerror or exc}{where}", file=sys.stderr)
         return 2
+    except MemoryError:
+        print(f"cutimeline: error: {_out_of_memory(args)}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("cutimeline: interrupted", file=sys.stderr)
         return 130
@@ -356,6 +359,19 @@ def _main(argv: Sequence[str] | None) -> int:
               f"this is a bug in cutimeline {__version__}; please report it with the "
               f"traceback above and the command that caused it.", file=sys.stderr)
         return 3
+
+
+def _out_of_memory(args: argparse.Namespace) -> str:
+    """The sentence for a MemoryError: the input and the size it has."""
+    path = getattr(args, "file", None) or getattr(args, "trace", None) or \
+        getattr(args, "dir", None)
+    try:
+        size = f" ({os.path.getsize(path):,} bytes)" if path and os.path.isfile(path) else ""
+    except OSError:
+        size = ""
+    what = f"{path}{size}" if path else f"the {args.command} command"
+    return (f"{what} needs more memory than this process could get (MemoryError); "
+            f"run on a machine with more memory, or look at a window of it (--window).")
 
 
 def _one_line(exc: BaseException) -> str:

@@ -116,6 +116,8 @@ def command_parser() -> argparse.ArgumentParser:
     c = command("merge", help="merge the rank-<r>.ctl files of DIR")
     c.add_argument("dir", metavar="DIR")
     _out(c, "the merged .ctl file")
+    c.add_argument("--force", action="store_true", help="merge recordings that do not look "
+                   "like the ranks of one run (different run ids, world sizes or times)")
 
     c = command("compare", help="run a training script under cutimeline "
                 "and under torch.profiler and compare them (ctl.compare)")

@@ -499,3 +499,24 @@ def test_capture_asks_an_armed_process_for_its_next_steps(tmp_path):
 def test_capture_of_a_process_that_is_not_armed_is_an_error(capsys):
     assert main(["capture", str(os.getpid()), "--steps", "1", "--timeout", "0"]) == 2
     assert "not armed" in capsys.readouterr().err
+
+
+def test_running_out_of_memory_is_one_line_naming_the_file_exit_2(imported, monkeypatch,
+                                                                   capsys):
+    def starved(*a, **k):
+        raise MemoryError
+    monkeypatch.setattr(ctl, "analyze", starved)
+    assert main(["-q", "summary", str(imported)]) == 2
+    err = capsys.readouterr().err
+    size = os.path.getsize(imported)
+    assert err == (f"cutimeline: error: {imported} ({size:,} bytes) needs more memory than "
+                   f"this process could get (MemoryError); run on a machine with more memory, "
+                   f"or look at a window of it (--window).\n")
+
+
+def test_a_window_past_the_end_is_one_line_exit_2(four_steps, tmp_path, capsys):
+    four_steps.save(tmp_path / "r.ctl")
+    assert main(["-q", "summary", str(tmp_path / "r.ctl"), "--window", "9s-10s"]) == 2
+    err = capsys.readouterr().err
+    assert "Window 9–10 s lies outside the Timeline's work and selects nothing" in err
+    assert err.count("\n") == 1

@@ -21,7 +21,8 @@ import numpy as np
 from ..errors import CutimelineError
 from ..numeric.engines import resolve_engine
 from ..timeline.schema import NON_BLOCKING_SYNC_KINDS, NONE, SpanKind
-from ..timeline.timeline import Timeline
+from ..timeline.arguments import need_int
+from ..timeline.timeline import Timeline, as_timeline
 from ..timeline.windows import parse_window
 from .facts import column_facts, extent
 from .idle.activity import HOST_GAP_NS, SYNC_SLACK_NS, host_activity
@@ -90,9 +91,13 @@ def analyze(tl: Timeline, *, window: Any = None, engine: str = "auto",
     Steps are measured over their device windows (``steps.py``). A
     Timeline without gpu rows gives a host-side report.
     """
-    if not isinstance(tl, Timeline):
-        raise CutimelineError(f"analyze needs a Timeline (from ctl.record or "
-                              f"ctl.load), not {type(tl).__name__}.")
+    tl = as_timeline(tl, "analyze")
+    if not (len(tl.ops) or len(tl.gpu) or len(tl.spans)):   # no verdict of nothing
+        raise CutimelineError("The Timeline is empty (no ops, gpu rows or spans), so there "
+                              "is nothing to analyse; was recording disabled "
+                              "(CUTIMELINE_DISABLE), or did the block run no torch ops?")
+    need_int(sync_slack_ns, "sync_slack_ns", "analyze", lo=0)
+    need_int(top, "top (offenders listed per verdict)", "analyze", lo=0)
     engine = resolve_engine(engine, len(tl.ops) + len(tl.gpu))
     if not (isinstance(gpu_bound_at, (int, float)) and 0 < gpu_bound_at <= 1):
         raise CutimelineError(f"gpu_bound_at={gpu_bound_at!r} must be a busy "

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from ..timeline.timeline import Timeline
-from .words import fmt_ns
+from .words import fmt_ns, fmt_runs
 
 __all__ = ["run_notes"]
 
@@ -71,7 +71,8 @@ def _ranks(meta: dict, ranks: list[dict]) -> str:
     world = world if _whole(world) and world >= len(present) else len(present)
     parts = [f"ranks: {len(present)} of {world} present"]
     missing = [r for r in _list(meta.get("missing_ranks")) if _whole(r)]
-    parts += [f"rank {r} missing" for r in missing]
+    if missing:
+        parts.append(f"rank{'s' * (len(missing) > 1)} {fmt_runs(sorted(missing))} missing")
     parts += [f"rank {r.get('rank')} partial ({r['partial']})" for r in ranks
               if _text(r.get("partial"))]
     parts += [f"rank {r.get('rank')} raised {r['error']}" for r in ranks

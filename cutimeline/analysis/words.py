@@ -1,9 +1,9 @@
-"""How numbers read in a report's text: durations, percentages, bytes and
-FLOP rates."""
+"""How numbers read in a report's text: durations, percentages, bytes,
+FLOP rates and runs of ranks."""
 
 from __future__ import annotations
 
-__all__ = ["fmt_ns", "pct", "fmt_bytes", "fmt_tflops"]
+__all__ = ["fmt_ns", "pct", "fmt_bytes", "fmt_tflops", "fmt_runs"]
 
 
 def fmt_ns(ns: float) -> str:
@@ -36,3 +36,15 @@ def fmt_tflops(flop_per_s: float, digits: int = 3) -> str:
     "989.5 TFLOP/s" (a datasheet peak, ``digits=4``); whole from 10**digits."""
     t = float(flop_per_s) / 1e12
     return f"{t:.0f} TFLOP/s" if abs(t) >= 10 ** digits else f"{t:.{digits}g} TFLOP/s"
+
+
+def fmt_runs(numbers: list[int]) -> str:
+    """Sorted whole numbers as runs: [1, 2, 3, 7] → "1–3, 7" (a world of
+    10^6 ranks with two files lists one run, not 10^6 lines)."""
+    runs: list[list[int]] = []
+    for n in numbers:
+        if runs and n == runs[-1][1] + 1:
+            runs[-1][1] = n
+        else:
+            runs.append([n, n])
+    return ", ".join(f"{a}" if a == b else f"{a}–{b}" for a, b in runs)

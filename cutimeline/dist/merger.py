@@ -18,17 +18,25 @@ from ..alignment.aligner import align
 from ..errors import CutimelineError
 from ..recording.measures.collectives import COLUMNS
 from ..timeline.ranks import HOST_COLUMNS, apply
+from ..timeline.arguments import need_callable, need_flag
+from ..timeline.invariants import check
 from ..timeline.schema import NONE, REFERENCES, SCHEMA, STRING_COLUMNS
 from ..timeline.table import Strings
 from ..timeline.timeline import Timeline, load
 from .rankclock import fit_rank_clocks
 from .straggler import slowest
 
-__all__ = ["merge"]
+__all__ = ["merge", "APART_NS"]
+
+#: ranks of one run record at the same time: wall-clock spans further apart
+#: than this (hosts' clocks agree to well under a second under NTP) are
+#: recordings of different runs
+APART_NS = 60 * 10 ** 9
 
 
 def merge(dir_or_paths: str | os.PathLike | Iterable[Any], *,
-          progress: Callable[[str, float], None] | None = None) -> Timeline:
+          progress: Callable[[str, float], None] | None = None,
+          force: bool = False) -> Timeline:
     """One Timeline of all ranks, on the host clock of the lowest rank.
 
     ``dir_or_paths``: a folder of ``rank-<r>.ctl`` files (what
@@ -74,15 +82,35 @@ def merge(dir_or_paths: str | os.PathLike | Iterable[Any], *,
     ``progress``: called as ``progress(stage, fraction)`` (fraction of the
     work done, 0 to 1) as the ranks load and the merge goes on (the
     command's progress bar).
+
+    Only ranks of one run merge: recordings that name different run ids
+    (``meta["run_id"]``, torchrun's) or world sizes, or whose wall-clock
+    spans lie more than ``APART_NS`` apart, are refused with the reason;
+    ``force=True`` merges them anyway and says so in ``Timeline.warnings``.
+    Each rank's own warnings carry over, prefixed "rank r: ".
     """
+    need_callable(progress, "progress", "merge")
+    need_flag(force, "force", "merge")
     say = progress or (lambda stage, fraction: None)
     parts = _inputs(dir_or_paths, say)
+    apart = _not_one_run(parts)
+    if apart and not force:
+        raise CutimelineError(f"merge: these recordings are not the ranks of one run: "
+                              f"{'; '.join(apart)}. Give the rank files of one run, or "
+                              f"merge them anyway with force=True (cutimeline merge "
+                              f"--force).")
+    carried = [f"rank {r}: {w}" for r, t, _ in parts for w in t.warnings]
     say("clocks", 0.7)
     clocks = fit_rank_clocks([(r, tl) for r, tl, _ in parts])
     say("tables", 0.8)
     tl = _concat(parts, clocks)
     say("stragglers", 0.9)
     tl.meta["stragglers"] = slowest(tl)  # for analyze's summary, which cannot import dist
+    if apart:
+        carried.append(f"Merged with force=True although these recordings are not the "
+                       f"ranks of one run: {'; '.join(apart)}.")
+    if carried:
+        tl.meta["warnings"] = carried
     say("done", 1.0)
     return tl
 
@@ -123,6 +151,9 @@ def _inputs(src: Any, say: Callable[[str, float], None]
         if not isinstance(rank, int) or rank < 0:
             raise CutimelineError(f"{label or f'Timeline {i}'} names rank {rank!r}; a "
                                   f"rank is a whole number ≥ 0.")
+        if label is None:   # a file was checked as it loaded
+            check({n: tl.table(n) for n in SCHEMA}, tl.strings, tl.meta,
+                  f"merge's Timeline {i} is not one cutimeline can merge")
         if rank in seen:
             raise CutimelineError(f"Rank {rank} appears twice ({seen[rank]} and "
                                   f"{label or f'Timeline {i}'}); give each rank once.")
@@ -137,6 +168,41 @@ def _inputs(src: Any, say: Callable[[str, float], None]
         parts.append((rank, tl, label))
         say(f"rank {rank}", 0.7 * (i + 1) / len(items))  # loading: most of the work
     return sorted(parts, key=lambda p: p[0])
+
+
+def _not_one_run(parts: list[tuple[int, Timeline, str | None]]) -> list[str]:
+    """Why ``parts`` are not the ranks of one run: different run ids or
+    world sizes, or wall-clock spans apart; [] when nothing says so."""
+    why = []
+    for key, what in (("run_id", "run ids"), ("world_size", "world sizes")):
+        named = {r: tl.meta[key] for r, tl, _ in parts
+                 if isinstance(tl.meta.get(key), (str, int)) and not isinstance(
+                     tl.meta.get(key), bool)}
+        if len(set(named.values())) > 1:
+            why.append(f"they name different {what} (" + ", ".join(
+                f"rank {r}: {v!r}" for r, v in sorted(named.items())[:4]) + ")")
+    spans = []
+    for r, tl, _ in parts:
+        off = _wall_offset(tl.meta)
+        if off is not None and (len(tl.ops) or len(tl.spans) or len(tl.gpu)):
+            spans.append((tl.start_ns + off, tl.end_ns + off, r))
+    if len(spans) > 1:
+        first_end = min(spans, key=lambda x: x[1])
+        last_begin = max(spans, key=lambda x: x[0])
+        if last_begin[0] - first_end[1] > APART_NS:
+            why.append(f"they were recorded at different times (rank {first_end[2]}'s "
+                       f"recording ended {(last_begin[0] - first_end[1]) / 1e9:,.0f} s "
+                       f"before rank {last_begin[2]}'s began, by their wall clocks)")
+    return why
+
+
+def _wall_offset(meta: dict) -> int | None:
+    """wall-clock − host-clock ns of a rank's file, if it stores them."""
+    e, h = meta.get("start_epoch_ns"), meta.get("start_host_ns")
+    if isinstance(e, int) and isinstance(h, int):
+        return e - h
+    off = meta.get("epoch_offset_ns")
+    return off if isinstance(off, int) and off != 0 else None
 
 
 def _rank_in_name(path: str) -> int:

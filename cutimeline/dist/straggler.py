@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ..analysis.words import fmt_ns
+from ..analysis.words import fmt_ns, fmt_runs
 from ..errors import CutimelineError
 from ..recording.measures.collectives import KINDS
 from ..timeline.ranks import rank_of_device, rank_of_thread
@@ -222,8 +222,10 @@ def describe(tl: Timeline) -> str:
                                                          else " (bound unknown)")
                      + (f"; raised {r['error']}" if r.get("error") else "")
                      + (f"; partial ({r['partial']})" if r.get("partial") else ""))
-    lines += [f"rank {r}: missing (no file; the world size is {tl.meta.get('world_size')})"
-              for r in tl.meta.get("missing_ranks") or []]
+    missing = sorted(tl.meta.get("missing_ranks") or [])
+    if missing:
+        lines.append(f"rank{'s' * (len(missing) > 1)} {fmt_runs(missing)}: missing (no file; "
+                     f"the world size is {tl.meta.get('world_size')})")
     s = stragglers(tl)
     whole = s[s["step"] == NONE]
     if len(whole) and whole["held_ns"][0] > 0:

@@ -44,8 +44,9 @@ import numpy as np
 from .. import __version__
 from ..errors import CutimelineError
 from ..timeline import destination
+from ..timeline.arguments import need_path
 from ..timeline.schema import NONE
-from ..timeline.timeline import Timeline
+from ..timeline.timeline import Timeline, as_timeline
 from . import chromeevents as ev
 from .chromeevents import HOST_PID, LAUNCH_TID, SYNC_TID
 from .chunkwriter import write_chunks
@@ -68,7 +69,8 @@ def export_chrome(tl: Timeline, path: str | os.PathLike, *, codec: str = AUTO) -
     .gz path: "auto" (ISA-L's igzip when the ``isal`` package is installed,
     else zlib), "isal" or "zlib"; the file gunzips to the same bytes
     whichever deflated it."""
-    path = os.fspath(path)
+    tl = as_timeline(tl, "export_chrome")
+    path = need_path(path, "path", "export_chrome")
     find_codec(codec)   # a bad or missing codec fails before any work
     if len(tl.gpu) and not tl.aligned:
         raise CutimelineError(

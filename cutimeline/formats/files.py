@@ -12,6 +12,7 @@ import os
 from typing import Callable
 
 from ..errors import CutimelineError
+from ..timeline.budgets import input_file
 from ..timeline.timeline import Timeline, load as load_ctl
 from .kineto import import_chrome
 
@@ -29,14 +30,27 @@ def load(path: str | os.PathLike, *,
     has no ``ProfilerStep#N`` or they should not rule
     (``formats/kineto/steps.py``); a ``.ctl`` file keeps the steps it was
     recorded with."""
+
+    if not isinstance(path, (str, os.PathLike)):
+        raise CutimelineError(f"load wants the path of a .ctl file or a torch.profiler "
+                              f"trace (a str or os.PathLike); got {type(path).__name__}.")
     path = os.fspath(path)
+    if not isinstance(path, str):
+        raise CutimelineError(f"load wants a path as text; got {type(path).__name__} "
+                              f"{path!r:.40}: decode it first.")
+    if progress is not None and not callable(progress):
+        raise CutimelineError(f"load's progress wants a function (stage, fraction); got "
+                              f"{type(progress).__name__}.")
     if not os.path.exists(path):
         raise CutimelineError(f"{path} does not exist.")
     if os.path.isdir(path):
         raise CutimelineError(f"{path} is a folder; give a .ctl file or a "
                               f"torch.profiler trace (.json, .json.gz).")
-    with open(path, "rb") as f:
-        head = f.read(64)
+    try:
+        with input_file(path) as f:
+            head = f.read(64)
+    except OSError as exc:
+        raise CutimelineError(f"Cannot read {path}: {exc.strerror or exc}.") from None
     if head[:2] == b"\x1f\x8b" or head.lstrip()[:1] in (b"{", b"["):
         return import_chrome(path, progress=progress, steps_from=steps_from)
     if steps_from is not None and head[:2] == b"PK":

@@ -43,6 +43,9 @@ class Codec:
 def codec(name: str = AUTO) -> Codec:
     """The codec called ``name``: "auto" (isal when it imports, else zlib),
     "isal" or "zlib"."""
+    if not isinstance(name, str):
+        raise CutimelineError(f"codec wants a name ('auto', 'isal' or 'zlib'); got "
+                              f"{type(name).__name__}.")
     if name == AUTO:
         for each in CODECS:
             found = _load(each)

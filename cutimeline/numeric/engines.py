@@ -81,7 +81,7 @@ def empty_bool(n):
 
 
 def check_engine(engine: str) -> str:
-    if engine not in ENGINES and engine != AUTO:
+    if not isinstance(engine, str) or engine not in ENGINES and engine != AUTO:
         raise CutimelineError(f"engine={engine!r} is not known; use 'auto' (by "
                               f"size), 'numba' (compiled) or 'numpy' (its "
                               f"reference twin).")
@@ -93,7 +93,7 @@ def resolve_engine(engine: str, rows: int) -> str:
     "auto": "numba" from ``AUTO_NUMBA_ROWS`` rows, or from
     ``WARM_NUMBA_ROWS`` when the kernels are warm, else "numpy". Both give
     equal results, so the choice changes only the time taken."""
-    if engine == AUTO:
+    if isinstance(engine, str) and engine == AUTO:
         big = rows >= AUTO_NUMBA_ROWS or (rows >= WARM_NUMBA_ROWS and kernels_warm())
         return "numba" if big else "numpy"
     return check_engine(engine)

@@ -59,6 +59,7 @@ from ..timeline.schema import NONE, SpanKind
 
 from . import compiled, cudahooks
 from .ranges import patch_nvtx
+from .opstream import skip_dynamo
 
 try:  # torch.compile traces into global hooks; they must do nothing there
     from torch.compiler import is_compiling
@@ -236,6 +237,7 @@ class Hooks:
         Inductor; False while it has not (retried at every step boundary)."""
         if self.s.off or self._removed:
             return True
+        skip_dynamo()   # a first torch.compile may have loaded dynamo since
         cls = compiled.graph_class()
         if cls is None:
             return False

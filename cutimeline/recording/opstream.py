@@ -29,6 +29,7 @@ overhead); ``selfcost.py`` measures what all this costs a recording.
 
 from __future__ import annotations
 
+import sys
 import threading
 from time import perf_counter_ns as _now
 from typing import TYPE_CHECKING, Any
@@ -42,7 +43,7 @@ from .signatures import RULE_COLL, RULE_WAIT, ragged_key
 if TYPE_CHECKING:
     from .session import Session, Writer
 
-__all__ = ["Mode"]
+__all__ = ["Mode", "skip_dynamo"]
 
 _VIEW, _TRUNCATED = int(OpFlag.VIEW), int(OpFlag.TRUNCATED)
 _Tensor = torch.Tensor
@@ -89,12 +90,23 @@ class Mode(TorchDispatchMode):
         self.max_ops, self.host_only = session.max_ops, session.device is None
         # a CPU scalar first (torch.tensor(2.) / x) runs where the others are
         self.scalar_first = getattr(session.device, "kind", None) in ("cuda", "sim")
+        skip_dynamo()
 
     @classmethod
     def ignore_compile_internals(cls) -> bool:
         return True  # let torch.compile compile; see the module docstring
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # torch would wrap __torch_dispatch__ in torch._disable_dynamo, whose
+        # first call imports torch._dynamo: it sets TORCHINDUCTOR_CACHE_DIR
+        # and a SymPy warnings filter (and takes ~1 s) in a program that may
+        # never compile. ``skip_dynamo`` wraps it once the program has loaded
+        # dynamo itself, which is when torch.compile could trace into it.
+        return False
+
+    def dispatch(self, func, types, args=(), kwargs=None):
+        """``__torch_dispatch__`` (``skip_dynamo`` may wrap it): one op."""
         s = self.s
         if s.off:
             return func(*args, **(kwargs or _NO_KWARGS))
@@ -204,3 +216,15 @@ class Mode(TorchDispatchMode):
             raise
         w.ops.append((seq, t0, _now(), sid, w.ctx, gid, flags))
         return out
+
+    __torch_dispatch__ = dispatch
+
+
+def skip_dynamo() -> None:
+    """Keep torch.compile out of the recorder's dispatch (what torch's own
+    ``_disable_dynamo`` wrapper does), once the program has loaded
+    ``torch._dynamo``: before that nothing can trace it, and loading it
+    for the recorder would change the program (``Mode._should_skip_dynamo``).
+    Called as modes are made and at each step boundary."""
+    if Mode.__dict__["__torch_dispatch__"] is Mode.dispatch and "torch._dynamo" in sys.modules:
+        Mode.__torch_dispatch__ = torch._disable_dynamo(Mode.dispatch, recursive=True)

@@ -26,10 +26,10 @@ def checked(options: dict[str, Any], *, disabled: bool) -> dict[str, Any]:
     for name in _FLAGS:
         if not isinstance(options[name], bool):
             raise CutimelineError(f"record({name}={options[name]!r}) must be True or False.")
-    if options["steps"] not in STEPS:
+    if not isinstance(options["steps"], str) or options["steps"] not in STEPS:
         raise CutimelineError(f"record(steps={options['steps']!r}) is not understood; "
                               f"give one of {', '.join(map(repr, STEPS))}.")
-    if options["timing"] not in TIMINGS:
+    if not isinstance(options["timing"], str) or options["timing"] not in TIMINGS:
         raise CutimelineError(f"record(timing={options['timing']!r}) is not understood; "
                               f"give one of {', '.join(map(repr, TIMINGS))}.")
     out_dir = options["out_dir"]
@@ -38,8 +38,16 @@ def checked(options: dict[str, Any], *, disabled: bool) -> dict[str, Any]:
             raise CutimelineError(f"record(out_dir={out_dir!r}) must name a folder "
                                   f"(a str or path).")
         out_dir = os.fspath(out_dir)
+        if not isinstance(out_dir, str) or (os.path.exists(out_dir)
+                                            and not os.path.isdir(out_dir)):
+            raise CutimelineError(f"record(out_dir={out_dir!r}) must name a folder; "
+                                  f"that is a file, or not a path as text.")
         if not disabled:
-            os.makedirs(out_dir, exist_ok=True)
+            try:
+                os.makedirs(out_dir, exist_ok=True)
+            except OSError as exc:
+                raise CutimelineError(f"record(out_dir={out_dir!r}): the folder cannot "
+                                      f"be made ({exc.strerror or exc}).") from None
     return {**options, "out_dir": out_dir}
 
 

@@ -8,7 +8,9 @@ SIGTERM or an exit while recording (``meta["partial"]`` says which and in
 which step, e.g. "SIGTERM at step 7"; ``lifecycle.py``); from start to
 stop the file is the recording's journal, which a process killed without
 a word leaves (``flusher.py``). Each file's meta names ``rank``,
-``world_size``, ``local_rank``, ``backend``, ``host``, ``pid`` and the clock pair
+``world_size``, ``local_rank``, ``backend``, ``host``, ``pid``, ``run_id``
+(torchrun's ``TORCHELASTIC_RUN_ID``, when set: ``merge`` refuses ranks of
+different runs) and the clock pair
 ``start_epoch_ns`` (``time.time_ns()``) / ``start_host_ns`` (host clock),
 read together at start. Without an initialised process group the rank is
 taken from the ``RANK``/``WORLD_SIZE`` environment (torchrun's), else 0 of 1.
@@ -57,6 +59,9 @@ def rank_meta(at_start: dict[str, Any] | None = None) -> dict[str, Any]:
         meta.update(rank=_int_env("RANK", 0), world_size=_int_env("WORLD_SIZE", 1),
                     backend=None)
     meta["local_rank"] = _int_env("LOCAL_RANK", meta["rank"])
+    run = os.environ.get("TORCHELASTIC_RUN_ID", "").strip()  # torchrun's, for merge
+    if run:
+        meta["run_id"] = run
     return meta
 
 

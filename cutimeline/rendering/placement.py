@@ -15,7 +15,7 @@ import math
 
 from ..errors import CutimelineError
 
-__all__ = ["FONT", "LANE_IN", "PANEL_IN", "MEMORY_IN", "LEGEND_IN", "MIN_MAIN_IN",
+__all__ = ["FONT", "LANE_IN", "LANES_MAX_IN", "PANEL_IN", "MEMORY_IN", "LEGEND_IN", "MIN_MAIN_IN",
            "STRIP_IN", "TITLE_IN", "layout", "px_width", "style"]
 
 FONT = 8.5
@@ -26,6 +26,10 @@ LEGEND_IN = 2.35      # right margin that holds the legends
 MIN_MAIN_IN = 2.6     # the lanes' legend must fit beside the lanes
 STRIP_IN = 0.3        # inches of the verdict strip
 TITLE_IN = 0.95       # inches above the strip: three lines of title
+# the lanes of one Timeline take at most this many inches (lanes thin
+# beyond ~240 of them: a merge of many ranks); with layout.py's lane
+# budget per rank, a figure stays some 10,000 px tall at most at dpi 100
+LANES_MAX_IN = 100.0
 
 
 def layout(lane_labels: list[list[str]], width: float, dpi: float, panels: bool,
@@ -41,7 +45,8 @@ def layout(lane_labels: list[list[str]], width: float, dpi: float, panels: bool,
     left = 0.3 + 0.062 * chars
     bottom, gap, title_gap = 0.5, 0.14, 0.32
     n = len(lane_labels)
-    mains = [max(LANE_IN * len(labels), MIN_MAIN_IN / n, 0.8) for labels in lane_labels]
+    mains = [max(min(LANE_IN * len(labels), LANES_MAX_IN), MIN_MAIN_IN / n, 0.8)
+             for labels in lane_labels]
     heights = mains + ([PANEL_IN, PANEL_IN] if panels else [])
     # a later Timeline's title, then its strip, sit between it and the one above
     above = title_gap + (STRIP_IN + 0.06 if strip else 0)

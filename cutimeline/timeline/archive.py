@@ -57,13 +57,23 @@ def member(path: str, z: zipfile.ZipFile, name: str) -> bytes:
         raise CutimelineError(f"{path} is damaged: its member {name} claims compression "
                               f"method {info.compress_type}, but cutimeline writes only "
                               f"stored (0) or deflated (8) members.")
+    if info.flag_bits & 0x41:  # bit 0: encrypted, bit 6: strong encryption
+        raise CutimelineError(f"{path} is damaged: its member {name} is flagged "
+                              f"encrypted, which cutimeline never writes.")
     packed = info.compress_size
     most = packed if method == "stored" else MAX_RATIO * packed + 64
     if packed > os.path.getsize(path) or info.file_size > most:
         raise CutimelineError(f"{path} is damaged: its member {name} claims "
                               f"{info.file_size} bytes, which its {packed} {method} bytes "
                               f"cannot make.")
-    return z.read(info)
+    # read as many bytes as claimed, no more: zipfile's read() would inflate
+    # whatever the stream holds before cutting it to the claimed size
+    with z.open(info) as fp:
+        data = fp.read(info.file_size)
+        if len(data) != info.file_size or fp.read(1):
+            raise CutimelineError(f"{path} is damaged: its member {name} holds other than "
+                                  f"the {info.file_size} bytes it claims.")
+    return data
 
 
 def json_member(path: str, text: bytes, name: str) -> Any:

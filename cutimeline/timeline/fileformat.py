@@ -33,10 +33,10 @@ import numpy as np
 from ..errors import CutimelineError
 from . import destination, journal
 from .archive import check_names, json_member, member, npy_array
+from .budgets import input_file, meta_budget, out_of_memory, row_budget
 from .columncodec import CodecError, pack, pack_bytes, unpack, unpack_bytes
 from .prediction import candidates, choose, decode, residual
-from .schema import (ENUM_COLUMNS, FORMAT, FORMAT_VERSION, REFERENCES, SCHEMA, STRING_COLUMNS,
-                     TABLE_ADDED, OpFlag)
+from .schema import FORMAT, FORMAT_VERSION, SCHEMA, TABLE_ADDED
 from .table import Table
 
 if TYPE_CHECKING:
@@ -107,47 +107,67 @@ def _columns(tl: Timeline) -> tuple[dict[str, Any], bytes]:
 
 def read(path: str | os.PathLike) -> tuple[dict[str, Table], list[str], dict[str, Any]]:
     """The tables, strings and meta of a ``.ctl`` file; a damaged, foreign or
-    newer file raises CutimelineError naming the file and the problem."""
+    newer file raises CutimelineError naming the file and the problem. What
+    it claims is held to ``budgets``, and what it holds to ``invariants``
+    (``timeline.load`` checks the latter)."""
     path = os.fspath(path)
-    if not os.path.exists(path):
-        raise CutimelineError(f"{path} does not exist.")
-    kept = journal.is_journal(path)  # a recording's journal, left by a killed process
-    if not kept and not zipfile.is_zipfile(path):
-        hint = (" It looks like a Chrome/torch.profiler trace: ctl.load "
-                "reads those.") if _looks_like_json(path) else ""
-        raise CutimelineError(f"{path} is not a cutimeline file (not a zip "
-                              f"archive, or truncated).{hint}")
     try:
-        if kept:  # its meta checked as a file's is
-            tables, strings, meta = journal.read(path)
-            _check_head(path, {"format": FORMAT, "format_version": FORMAT_VERSION,
-                               "meta": meta})
-        else:
-            with zipfile.ZipFile(path) as z:
-                names = check_names(path, z)
-                if HEAD + ".npy" in names:
-                    tables, strings, meta = _read_npz(path, z, names)
-                else:
-                    tables, strings, meta = _read_zip(path, z, names)
-        tables = {n: tables.get(n) or Table(n) for n in SCHEMA}  # newer: empty
-        _check_ids(path, tables, len(strings))
-    except CutimelineError as exc:
-        if str(exc).startswith(path):
-            raise
-        raise CutimelineError(f"{path} is damaged: {exc}") from None
-    except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError, KeyError,
-            UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise CutimelineError(f"{path} is damaged and cannot be read "
-                              f"({type(exc).__name__}: {exc}).") from None
+        opened = input_file(path)
+    except FileNotFoundError:
+        raise CutimelineError(f"{path} does not exist.") from None
+    except OSError as exc:
+        raise CutimelineError(f"Cannot read {path}: {exc.strerror or exc}.") from None
+    with opened as fh:
+        size = os.fstat(fh.fileno()).st_size
+        kept = journal.is_journal(path)  # a recording's journal, left by a killed process
+        if not kept and not zipfile.is_zipfile(fh):
+            hint = (" It looks like a Chrome/torch.profiler trace: ctl.load "
+                    "reads those.") if _looks_like_json(fh) else ""
+            raise CutimelineError(f"{path} is not a cutimeline file (not a zip "
+                                  f"archive, or truncated).{hint}")
+        claimed: list[int] = []   # rows, once the manifest is read
+        try:
+            if kept:  # its meta checked as a file's is
+                tables, strings, meta = journal.read(path)
+                _check_head(path, {"format": FORMAT, "format_version": FORMAT_VERSION,
+                                   "meta": meta})
+            else:
+                with zipfile.ZipFile(fh) as z:
+                    names = check_names(path, z)
+                    if HEAD + ".npy" in names:
+                        tables, strings, meta = _read_npz(path, z, names, size)
+                    else:
+                        tables, strings, meta = _read_zip(path, z, names, size, claimed)
+            tables = {n: tables.get(n) or Table(n) for n in SCHEMA}  # newer: empty
+        except CutimelineError as exc:
+            if str(exc).startswith(path):
+                raise
+            raise CutimelineError(f"{path} is damaged: {exc}") from None
+        except MemoryError:
+            rows = f"{claimed[0]:,} rows" if claimed else f"{size:,} bytes of columns"
+            raise out_of_memory(path, rows) from None
+        except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError, KeyError,
+                UnicodeDecodeError, json.JSONDecodeError, RuntimeError,
+                NotImplementedError) as exc:
+            # RuntimeError: a member flagged encrypted; NotImplementedError: a
+            # zip feature (another method, multiple disks) zipfile lacks
+            raise CutimelineError(f"{path} is damaged and cannot be read "
+                                  f"({type(exc).__name__}: {_one_line(exc)}).") from None
     return tables, strings, meta
 
 
-def _read_zip(path: str, z: zipfile.ZipFile, names: set[str]
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())[:200]
+
+
+def _read_zip(path: str, z: zipfile.ZipFile, names: set[str], size: int, claimed: list[int]
               ) -> tuple[dict[str, Table], list[str], dict[str, Any]]:
     """Format 3 on."""
     if HEAD not in names:
         raise CutimelineError(f"{path} is a zip archive but not a "
                               f"cutimeline file (it has no meta.json).")
+    if COLUMNS in names:
+        meta_budget(path, z.getinfo(HEAD).file_size, z.getinfo(COLUMNS).compress_size)
     head = json_member(path, member(path, z, HEAD), HEAD)
     _check_head(path, head)
     if head["format_version"] < 3:
@@ -159,6 +179,8 @@ def _read_zip(path: str, z: zipfile.ZipFile, names: set[str]
     if not isinstance(manifest, dict):
         raise CutimelineError(f"{path} is damaged: its meta.json has no manifest.")
     rows = _rows(path, manifest, head["format_version"])
+    claimed.append(sum(rows.values()) + manifest["strings"])
+    row_budget(path, claimed[0], size)
     tables, strings = _decode(path, manifest, rows, member(path, z, COLUMNS))
     return tables, strings, head["meta"]
 
@@ -274,8 +296,10 @@ _NPZ_ENCODING = {
 _ADDED = {("syncs", "thread"): 2}
 
 
-def _read_npz(path: str, z: zipfile.ZipFile, names: set[str]
+def _read_npz(path: str, z: zipfile.ZipFile, names: set[str], size: int
               ) -> tuple[dict[str, Table], list[str], dict[str, Any]]:
+    meta_budget(path, z.getinfo(HEAD + ".npy").file_size,
+                sum(i.compress_size for i in z.infolist() if i.filename != HEAD + ".npy"))
     head = json_member(path, npy_array(path, z, HEAD + ".npy", np.dtype(np.uint8)).tobytes(),
                        HEAD)
     _check_head(path, head)
@@ -301,8 +325,9 @@ def _read_npz(path: str, z: zipfile.ZipFile, names: set[str]
                     cols[col] = np.cumsum(cols[col], dtype=cols[col].dtype) \
                         if kind == "delta" else cols[col] + cols[enc[1]]
         tables[name] = Table(name, cols)
-    strings = _strings(path, npy_array(path, z, "strings.blob.npy", np.dtype(np.uint8)),
-                       npy_array(path, z, "strings.offsets.npy", np.dtype(np.int64)))
+    offsets = npy_array(path, z, "strings.offsets.npy", np.dtype(np.int64))
+    row_budget(path, sum(map(len, tables.values())) + len(offsets), size)
+    strings = _strings(path, npy_array(path, z, "strings.blob.npy", np.dtype(np.uint8)), offsets)
     return tables, strings, head["meta"]
 
 
@@ -321,40 +346,6 @@ def _check_head(path: str, head: object) -> None:
             f"cutimeline to read it.")
     if not isinstance(head.get("meta"), dict):
         raise CutimelineError(f"{path} is damaged: its meta is not a JSON object.")
-    for key, (fits, what) in _META.items():
-        value = head["meta"].get(key)
-        if value is not None and not fits(value):
-            raise CutimelineError(f"{path} is damaged: its meta[{key!r}] is "
-                                  f"{json.dumps(value)[:40]}, not {what}.")
-
-
-def _ns(x: object) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and 0 <= x < 2 ** 62
-
-
-def _int64s(x: object, n: int | None = None) -> bool:
-    return isinstance(x, list) and (n is None or len(x) == n) and all(
-        isinstance(v, int) and not isinstance(v, bool) and -2 ** 63 <= v < 2 ** 63 for v in x)
-
-
-#: the fields of meta that later stages compute with: what each must be
-#: when present (None is as absent)
-_META = {
-    "source": (lambda x: isinstance(x, str), "a str"),
-    "overhead_ns_per_op": (_ns, "a number of ns"),
-    "overhead_ns_per_launch": (_ns, "a number of ns"),
-    "overhead_model": (lambda x: isinstance(x, dict) and all(map(_ns, x.values())),
-                       "an object of numbers of ns"),
-    "clock_resolution_ns": (lambda x: isinstance(x, dict) and all(map(_ns, x.values())),
-                            "an object of numbers of ns by device"),
-    "overhead_calibrations": (lambda x: isinstance(x, list) and all(_int64s(c, 3) for c in x),
-                              "a list of [begin_ns, end_ns, ratio] integer triples"),
-    "overhead_ns_by_signature": (
-        lambda x: isinstance(x, dict) and all(_int64s(x.get(k)) for k in ("name", "shapes"))
-        and isinstance(x.get("ns"), list) and all(map(_ns, x["ns"]))
-        and len(x["name"]) == len(x["shapes"]) == len(x["ns"]),
-        'an object of equally long "name", "shapes" (string ids) and "ns" lists'),
-}
 
 
 def _strings(path: str, blob: np.ndarray, offsets: np.ndarray) -> list[str]:
@@ -369,32 +360,7 @@ def _strings(path: str, blob: np.ndarray, offsets: np.ndarray) -> list[str]:
             for a, b in zip(bounds[:-1], bounds[1:])]
 
 
-def _check_ids(path: str, tables: dict[str, Table], n_strings: int) -> None:
-    """Row and string ids, enum codes and flag bits in range, checked here so
-    that the error names the file."""
-    for (name, col), target in [*REFERENCES.items(),
-                                *((key, "strings") for key in STRING_COLUMNS)]:
-        a = tables[name][col]
-        n = n_strings if target == "strings" else len(tables[target])
-        if len(a) and (a.min() < -1 or a.max() >= n):
-            raise CutimelineError(f"{path} is damaged: column {name}.{col} refers "
-                                  f"to {target} outside 0..{n - 1}.")
-    for (name, col), codes in [*ENUM_COLUMNS.items(), (("ops", "flags"), OpFlag)]:
-        a = tables[name][col]
-        known = [int(c) for c in codes]
-        if codes is OpFlag:  # bits: any of them
-            mask = int(np.bitwise_or.reduce(known))
-            bad = a[(a | mask) != mask]
-        else:
-            bad = a[~np.isin(a, known)]
-        if len(bad):
-            raise CutimelineError(f"{path} is damaged or newer than this cutimeline: column "
-                                  f"{name}.{col} holds codes it does not know (such as "
-                                  f"{int(bad[0])}); upgrade cutimeline if a newer one "
-                                  f"wrote the file.")
-
-
-def _looks_like_json(path: str) -> bool:
-    with open(path, "rb") as f:
-        head = f.read(2)
+def _looks_like_json(fh: Any) -> bool:
+    fh.seek(0)
+    head = fh.read(2)
     return head[:1] in (b"{", b"[") or head == b"\x1f\x8b"

@@ -18,7 +18,7 @@ import numpy as np
 __all__ = [
     "NONE", "SCHEMA", "FORMAT", "FORMAT_VERSION", "OpFlag", "SpanKind", "GpuKind",
     "EventKind", "STRING_COLUMNS", "ENUM_COLUMNS", "REFERENCES", "ENCODING",
-    "COMPILED_PREFIX", "TABLE_ADDED", "NON_BLOCKING_SYNC_KINDS",
+    "COMPILED_PREFIX", "TABLE_ADDED", "NON_BLOCKING_SYNC_KINDS", "DEFAULTS",
 ]
 
 NONE = -1
@@ -120,6 +120,11 @@ SCHEMA: dict[str, tuple[tuple[str, np.dtype], ...]] = {
     # Floating-point operations of an op's device work (torch's formulas).
     "flops": (("op", i64), ("flops", f64)),
 }
+
+#: what a column left out of a new Table holds where that is not NONE (or 0
+#: for floats): every op and span runs on some thread, so a Timeline built
+#: without saying which has one, thread 0 (a NONE thread indexes no lane)
+DEFAULTS = {("ops", "thread"): 0, ("spans", "thread"): 0}
 
 #: the format version that added each table after version 3
 TABLE_ADDED = {"sources": 4, "memory": 4, "flops": 4}

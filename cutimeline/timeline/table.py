@@ -10,15 +10,19 @@ from typing import Any
 import numpy as np
 
 from ..errors import CutimelineError
-from .schema import NONE, SCHEMA
+from .schema import DEFAULTS, NONE, SCHEMA
 
 __all__ = ["Table", "Strings"]
 
 
 class Table:
-    """Equal-length, read-only numpy columns; ``t["col"]`` or ``t.col``."""
+    """Equal-length, read-only numpy columns; ``t["col"]`` or ``t.col``.
 
-    __slots__ = ("name", "_cols", "_len", "_memo")
+    ``table_name`` is the table's name in ``SCHEMA``; every other attribute
+    that is not a method is a column (``tl.ops.name`` is the name column),
+    so no attribute of a Table shares a column's name."""
+
+    __slots__ = ("table_name", "_cols", "_len", "_memo")
 
     def __init__(self, name: str, columns: Mapping[str, Any] | None = None):
         if name not in SCHEMA:
@@ -42,13 +46,13 @@ class Table:
                 if arr.dtype != dtype:
                     arr = _cast(name, col, arr, dtype)
             else:
-                arr = np.full(n, NONE, dtype) if dtype.kind == "i" else \
-                    np.zeros(n, dtype)
+                arr = np.full(n, DEFAULTS.get((name, col), NONE), dtype) if dtype.kind == "i" \
+                    else np.zeros(n, dtype)
             if arr.flags.writeable:
                 arr = arr.view()
                 arr.flags.writeable = False
             cols[col] = arr
-        self.name, self._cols, self._len = name, cols, n
+        self.table_name, self._cols, self._len = name, cols, n
         self._memo: dict = {}
 
     def remember(self, col: str, what: str, compute: Callable[[np.ndarray], Any]) -> Any:
@@ -71,7 +75,7 @@ class Table:
             return self._cols[col]
         except KeyError:
             raise CutimelineError(
-                f"Table {self.name!r} has no column {col!r}; its columns "
+                f"Table {self.table_name!r} has no column {col!r}; its columns "
                 f"are {', '.join(self._cols)}.") from None
 
     def __getattr__(self, col: str) -> np.ndarray:
@@ -88,14 +92,14 @@ class Table:
 
     def take(self, index: np.ndarray) -> Table:
         """The rows at ``index`` (integer indices or a boolean mask)."""
-        return Table(self.name, {c: a[index] for c, a in self._cols.items()})
+        return Table(self.table_name, {c: a[index] for c, a in self._cols.items()})
 
     def replace(self, **columns: Any) -> Table:
         """A copy with some columns replaced (same length required)."""
-        return Table(self.name, {**self._cols, **columns})
+        return Table(self.table_name, {**self._cols, **columns})
 
     def __repr__(self) -> str:
-        return f"<Table {self.name}: {self._len:,} rows × {len(self._cols)} columns>"
+        return f"<Table {self.table_name}: {self._len:,} rows × {len(self._cols)} columns>"
 
 
 def _cast(table: str, col: str, arr: np.ndarray, dtype: np.dtype) -> np.ndarray:

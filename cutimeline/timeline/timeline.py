@@ -16,12 +16,13 @@ from typing import Any
 import numpy as np
 
 from ..errors import CutimelineError
-from . import arrow, fileformat, parquet
+from . import arrow, fileformat, invariants, parquet
+from .arguments import need_int, need_path, need_text, what
 from .schema import ENUM_COLUMNS, NONE, REFERENCES, SCHEMA, STRING_COLUMNS, SpanKind
 from .table import Strings, Table
 from .windows import parse_window
 
-__all__ = ["Timeline", "load"]
+__all__ = ["Timeline", "load", "as_timeline"]
 
 
 class Timeline:
@@ -29,6 +30,14 @@ class Timeline:
 
     def __init__(self, tables: Mapping[str, Table | Mapping[str, Any]] | None = None,
                  strings: Iterable[str] | Strings = (), meta: Mapping[str, Any] | None = None):
+        if tables is not None and not isinstance(tables, Mapping):
+            raise CutimelineError(f"Timeline wants tables as a dict of table name → Table "
+                                  f"or columns; got {what(tables)}.")
+        if meta is not None and not isinstance(meta, Mapping):
+            raise CutimelineError(f"Timeline wants meta as a dict; got {what(meta)}.")
+        if isinstance(strings, (str, bytes)) or not isinstance(strings, (Iterable, Strings)):
+            raise CutimelineError(f"Timeline wants strings as a list of str; got "
+                                  f"{what(strings)}.")
         tables = dict(tables or {})
         unknown = set(tables) - set(SCHEMA)
         if unknown:
@@ -40,6 +49,10 @@ class Timeline:
             self._tables[name] = t if isinstance(t, Table) else Table(name, t)
         values = strings.values if isinstance(strings, Strings) else strings
         self.strings: tuple[str, ...] = tuple(values)
+        if not all(type(v) is str for v in self.strings):
+            bad = next(v for v in self.strings if type(v) is not str)
+            raise CutimelineError(f"Timeline wants strings as a list of str; one is "
+                                  f"{what(bad)}.")
         self.meta: dict[str, Any] = dict(meta or {})
         self._check()
 
@@ -56,6 +69,7 @@ class Timeline:
     flops = property(lambda self: self._tables["flops"])
 
     def table(self, name: str) -> Table:
+        need_text(name, "the table's name", "Timeline.table")
         if name not in self._tables:
             raise CutimelineError(f"There is no table {name!r}; the tables "
                                   f"are {', '.join(SCHEMA)}.")
@@ -63,12 +77,22 @@ class Timeline:
 
     def string(self, i: int) -> str:
         """The string with id ``i`` ("" for NONE)."""
+        i = need_int(i, "a string id", "Timeline.string", lo=NONE)
+        if i >= len(self.strings):
+            raise CutimelineError(f"The Timeline has {len(self.strings)} strings; there "
+                                  f"is no string {i}.")
         return "" if i == NONE else self.strings[i]
 
     def decode(self, ids: np.ndarray) -> np.ndarray:
         """String ids → an object array of str ("" for NONE)."""
         lut = np.array(list(self.strings) + [""], dtype=object)
         ids = np.asarray(ids)
+        if ids.dtype.kind not in "iu" or (ids.size and (ids.min() < NONE
+                                                         or ids.max() >= len(self.strings))):
+            raise CutimelineError(f"Timeline.decode wants string ids (integers from -1 to "
+                                  f"{len(self.strings) - 1}); got {what(ids)} of "
+                                  f"{ids.dtype}" + (f" from {ids.min()} to {ids.max()}"
+                                                    if ids.dtype.kind in "iu" else "") + ".")
         return lut[np.where(ids == NONE, len(self.strings), ids)]
 
     def string_id(self, s: str) -> int:
@@ -121,7 +145,9 @@ class Timeline:
 
     def step_bounds(self, first: int, last: int | None = None) -> tuple[int, int]:
         """Host-clock (begin_ns, end_ns) of steps first..last (inclusive)."""
-        last = first if last is None else last
+        first = need_int(first, "first (a step number)", "step_bounds")
+        last = first if last is None else need_int(last, "last (a step number)",
+                                                   "step_bounds")
         s = self.spans
         step = (s.kind == SpanKind.STEP) & (s.number >= first) & (s.number <= last)
         if not step.any():
@@ -143,12 +169,32 @@ class Timeline:
         a, b = w
         if isinstance(a, int):
             return self.step_bounds(a, b)
-        t0 = self.start_ns
-        return t0 + int(round(a * 1e9)), t0 + int(round(b * 1e9))
+        t0, t1 = self.start_ns, self.end_ns
+        w0, w1 = t0 + int(round(min(a, 1e9) * 1e9)), t0 + int(round(min(b, 1e9) * 1e9))
+        if not self._active(w0, w1):
+            span = f"{(t1 - t0) / 1e9:.6g} s"
+            where = "past its end" if w0 >= t1 else "where it holds no ops, gpu rows, " \
+                "syncs or spans"
+            raise CutimelineError(
+                f"Window {a:g}–{b:g} s lies outside the Timeline's work and selects "
+                f"nothing: the Timeline spans 0–{span} from its start, and the window "
+                f"lies {where}; choose seconds within 0–{span}, or steps.")
+        return w0, w1
+
+    def _active(self, w0: int, w1: int) -> bool:
+        """Whether some row of ops, gpu (aligned), syncs or spans overlaps [w0, w1)."""
+        o, y, s = self.ops, self.syncs, self.spans
+        pairs = [(o.host_begin_ns, o.host_end_ns), (y.host_begin_ns, y.host_end_ns),
+                 (s.begin_ns, s.end_ns)]
+        if self.aligned:
+            pairs.append((self.gpu.begin_ns, self.gpu.end_ns))
+        return any(bool(((b < w1) & (e >= w0)).any()) for b, e in pairs if len(b))
 
     def slice_time(self, begin_ns: int, end_ns: int) -> Timeline:
         """The rows that overlap [begin_ns, end_ns) on the host clock;
         references between tables are renumbered; clocks are kept."""
+        begin_ns = need_int(begin_ns, "begin_ns (host-clock ns)", "slice_time")
+        end_ns = need_int(end_ns, "end_ns (host-clock ns)", "slice_time")
         if end_ns <= begin_ns:
             raise CutimelineError(f"The window's end ({end_ns} ns) must lie "
                                   f"after its begin ({begin_ns} ns).")
@@ -257,12 +303,12 @@ class Timeline:
 
     def save(self, path: str | os.PathLike) -> None:
         """Write the Timeline to a ``.ctl`` file (``fileformat``; no pickle)."""
-        fileformat.save(self, path)
+        fileformat.save(self, need_path(path, "path", "Timeline.save"))
 
     def to_parquet(self, folder: str | os.PathLike) -> None:
         """Write each table as ``folder``/<table>.parquet, strings decoded,
         with meta.json (``parquet``; needs pyarrow)."""
-        parquet.write(self, folder)
+        parquet.write(self, need_path(folder, "folder", "Timeline.to_parquet"))
 
     def __repr__(self) -> str:
         o, g = self.ops, self.gpu
@@ -285,18 +331,18 @@ class Timeline:
 
     # -- integrity -------------------------------------------------------------
     def _check(self) -> None:
-        n_str = len(self.strings)
-        for table, col in STRING_COLUMNS:
-            a = self._tables[table][col]
-            if len(a) and (a.min() < NONE or a.max() >= n_str):
-                raise CutimelineError(f"Column {table}.{col} refers to string "
-                                      f"ids outside the string table (0..{n_str - 1}).")
-        for (table, col), target in REFERENCES.items():
-            a = self._tables[table][col]
-            n = len(self._tables[target])
-            if len(a) and (a.min() < NONE or a.max() >= n):
-                raise CutimelineError(f"Column {table}.{col} refers to rows "
-                                      f"outside table {target!r} (0..{n - 1}).")
+        """References in range: what every Timeline made here must hold (a
+        Timeline read from outside is checked for all of ``invariants``)."""
+        invariants.check_references(self._tables, len(self.strings))
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """Sentences on how the Timeline was read or made that a reader of
+        its results should know (an import's "30 of 40 kernel events have
+        no numeric 'ts'; they are left out."): kept in its meta
+        (``meta["import_warnings"]``, ``meta["warnings"]``), saved and
+        loaded with it; empty when there is nothing to say."""
+        return invariants.warnings_of(self.meta)
 
     def _repr_png_(self) -> bytes | None:
         """Jupyter: the figure as PNG (``rendering/notebook.py``, loaded by
@@ -305,7 +351,31 @@ class Timeline:
         return importlib.import_module("cutimeline.rendering.notebook").timeline_png(self)
 
 
+def as_timeline(value: Any, who: str) -> Timeline:
+    """``value`` when it is a Timeline; for what is often passed instead,
+    an error that says what to pass ("export_chrome needs a Timeline (...);
+    got a Report: pass report.source")."""
+    if isinstance(value, Timeline):
+        return value
+    name = type(value).__name__
+    hint = {"Report": "pass report.source (the Timeline it analysed)",
+            "Recorder": "pass rec.timeline, after the with-block",
+            "ScheduledRecorder": "pass rec.timeline or one of rec.timelines_ready",
+            "Comparison": "pass comparison.ours or comparison.theirs"}.get(name)
+    if isinstance(value, (str, os.PathLike)):
+        hint = "load it first with ctl.load(path)"
+    elif isinstance(value, (list, tuple)) and value and all(isinstance(v, Timeline)
+                                                             for v in value):
+        hint = "give one, or merge ranks first with ctl.merge(timelines)"
+    raise CutimelineError(f"{who} needs a Timeline (from ctl.record or ctl.load); got "
+                          f"{what(value)}" + (f": {hint}." if hint else "."))
+
+
 def load(path: str | os.PathLike) -> Timeline:
-    """Read a Timeline written by ``Timeline.save``."""
+    """Read a Timeline written by ``Timeline.save``, checked against
+    ``invariants`` (a damaged file raises CutimelineError naming the file,
+    table, column and row)."""
+    path = os.fspath(path)
     tables, strings, meta = fileformat.read(path)
+    invariants.check(tables, strings, meta, f"{path} is damaged")
     return Timeline(tables, strings, meta)

@@ -364,7 +364,7 @@ def test_window_and_tables():
 
 def test_misuse_is_reported_with_the_fix():
     tl = timeline([(0, 5, 10, 20)])
-    with pytest.raises(CutimelineError, match="not str"):
+    with pytest.raises(CutimelineError, match="got a str: load it first with ctl.load"):
         ctl.analyze("run.ctl")
     unaligned = tl.replace(meta={**tl.meta, "aligned": False})
     with pytest.raises(CutimelineError, match=r"call cutimeline.alignment.align\(tl\) first"):
@@ -459,3 +459,20 @@ def test_extent_twins_agree(seed):
         assert _extent(t, "numba") == _extent(t, "numpy")
     assert _extent(tl, "numba") == (tl.start_ns, tl.end_ns, False)
     assert _extent(tl.replace(gpu=g.replace(begin_ns=begin)), "numba")[2]
+
+
+def test_an_empty_timeline_is_no_verdict():
+    from cutimeline.timeline.timeline import Timeline
+    with pytest.raises(CutimelineError, match="The Timeline is empty .* nothing to analyse"):
+        ctl.analyze(Timeline())
+
+
+def test_a_seconds_window_that_selects_nothing_names_the_span():
+    tl = timeline([(0, 5, 10, 20), (0, 400_000_000, 400_000_010, 500_000_000)])
+    with pytest.raises(CutimelineError, match=r"Window 9–10 s .* selects nothing: the "
+                                              r"Timeline spans 0–0.5 s .* past its end"):
+        ctl.analyze(tl, window="9s-10s")
+    with pytest.raises(CutimelineError, match=r"where it holds no ops, gpu rows, syncs or "
+                                              r"spans"):
+        ctl.analyze(tl, window=(0.1, 0.2))
+    assert ctl.analyze(tl, window=(0.3, 0.45)).window[1] > 0   # a window with work

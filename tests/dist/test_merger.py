@@ -167,3 +167,49 @@ def test_bad_rank_numbers_and_unalignable_gpu_rows_are_refused():
                               "begin_event": [0], "end_event": [1]})
     with pytest.raises(CutimelineError, match="Rank 1 .* cannot be aligned"):
         ctl.merge([tls[0], gpu])
+
+
+def _meta(tl: Timeline, **fields) -> Timeline:
+    return tl.replace(meta={**tl.meta, **fields})
+
+
+@pytest.mark.parametrize("change, words", [
+    (lambda tls: [_meta(tls[0], run_id="a"), _meta(tls[1], run_id="b")],
+     "they name different run ids (rank 0: 'a', rank 1: 'b')"),
+    (lambda tls: [tls[0], _meta(tls[1], world_size=4)],
+     "they name different world sizes (rank 0: 2, rank 1: 4)"),
+    (lambda tls: [tls[0], _meta(tls[1], start_epoch_ns=tls[1].meta["start_epoch_ns"]
+                                + 3600 * 10 ** 9)],
+     "they were recorded at different times (rank 0's recording ended 3,600 s before "
+     "rank 1's began"),
+])
+def test_recordings_of_different_runs_are_refused_unless_forced(tmp_path, change, words):
+    tls = change(fake_ranks(3, 2, n=6))
+    with pytest.raises(CutimelineError, match="not the ranks of one run") as info:
+        ctl.merge(tls)
+    assert words in str(info.value) and "force=True" in str(info.value)
+    tl = ctl.merge(tls, force=True)
+    assert any("Merged with force=True" in w and words in w for w in tl.warnings)
+    tl.save(tmp_path / "m.ctl")
+    assert ctl.load(tmp_path / "m.ctl").warnings == tl.warnings
+
+
+def test_merge_checks_a_timeline_it_is_handed_and_carries_its_warnings():
+    tls = fake_ranks(3, 2, n=6)
+    bad = tls[1].replace(ops=tls[1].ops.replace(thread=np.full(len(tls[1].ops), -5)))
+    with pytest.raises(CutimelineError, match=r"merge's Timeline 1 .*ops.thread of row 0 "
+                                              r"is -5"):
+        ctl.merge([tls[0], bad])
+    noted = _meta(tls[1], import_warnings=["3 kernel events have no numeric 'ts'."])
+    tl = ctl.merge([tls[0], noted])
+    assert tl.warnings == ("rank 1: 3 kernel events have no numeric 'ts'.",)
+
+
+def test_the_command_merges_different_runs_only_with_force(tmp_path):
+    from cutimeline.cli import main
+    tls = fake_ranks(3, 2, n=6)
+    _meta(tls[0], run_id="a").save(tmp_path / "rank-0.ctl")
+    _meta(tls[1], run_id="b").save(tmp_path / "rank-1.ctl")
+    assert main(["-q", "merge", str(tmp_path), "-o", str(tmp_path / "m.ctl")]) == 2
+    assert main(["-q", "merge", str(tmp_path), "-o", str(tmp_path / "m.ctl"),
+                 "--force"]) == 0

@@ -108,11 +108,23 @@ def test_meta_of_the_wrong_type_reads_as_absent(junk):
     assert all(isinstance(n, str) for n in run_notes(_with(tl, ranks=ranks)))
 
 
-def test_an_unbelievable_world_size_is_not_taken():
+def test_an_unbelievable_world_size_is_refused():
+    # it would list 10^12 missing ranks; the door refuses it (invariants.META)
     rs = fake_ranks(7, world=2, n=4)
     rs[1] = _with(rs[1], world_size=10 ** 12)
+    with pytest.raises(ctl.CutimelineError, match=r"Timeline 1 .*meta\['world_size'\] is "
+                       r"1000000000000, not a world size from 1 to 1048576"):
+        ctl.merge(rs)
+
+
+def test_many_missing_ranks_read_as_runs():
+    from cutimeline.dist.straggler import describe
+    rs = fake_ranks(7, world=2, n=4)
+    rs = [_with(r, world_size=4096) for r in rs]
     tl = ctl.merge(rs)
-    assert tl.meta["world_size"] == 2 and tl.meta["missing_ranks"] == []
+    assert len(tl.meta["missing_ranks"]) == 4094
+    assert "ranks 2–4095: missing (no file; the world size is 4096)" in describe(tl)
+    assert "ranks: 2 of 4096 present; ranks 2–4095 missing" in ctl.analyze(tl).summary()
 
 
 def test_the_cli_description_names_partial_and_missing_ranks_too():

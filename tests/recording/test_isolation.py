@@ -20,8 +20,12 @@ the recorder must give what a bare mode gives.
 torch imports ``torch._dynamo`` the first time any dispatch mode is entered
 (``torch._disable_dynamo``), which sets ``TORCHINDUCTOR_CACHE_DIR`` and a
 SymPy warnings filter: the module's first fixture enters a bare mode, so
-that what is compared is the recorder's doing; a subprocess checks that a
-first recording changes no more than that bare mode does.
+that what is compared in this process is the recorder's doing. The
+recorder's own mode does not import it (``opstream.skip_dynamo``): a fresh
+subprocess checks that a first recording, empty or of CPU ops, leaves the
+environment, the warnings filters and the modules that change behaviour
+(``torch._dynamo``, ``torch._inductor``, ``sympy``) as the same program run
+unrecorded does.
 """
 
 from __future__ import annotations
@@ -136,30 +140,36 @@ def test_recording_a_training_step_changes_nothing(device):
         assert torch.equal(plain, recorded)
 
 
-def test_a_first_recording_changes_no_more_than_a_bare_dispatch_mode(tmp_path):
-    # in a fresh process: what entering a mode first changes (torch's lazy import)
+@pytest.mark.parametrize("work", ["empty", "cpu ops"])
+def test_a_first_recording_leaves_the_process_as_it_found_it(tmp_path, work):
+    # in a fresh process: the same program with and without ctl.record()
     script = textwrap.dedent("""
         import os, sys, warnings, torch
-        from torch.utils._python_dispatch import TorchDispatchMode
-        env, filters = dict(os.environ), list(warnings.filters)
-        class Bare(TorchDispatchMode):
-            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-                return func(*args, **(kwargs or {}))
-        if sys.argv[1] == "mode":
-            with Bare():
-                torch.zeros(1)
+        import cutimeline as ctl
+        env, filters, mods = dict(os.environ), list(warnings.filters), set(sys.modules)
+
+        def work():
+            if sys.argv[2] == "cpu ops":
+                a = torch.ones(8, 8, requires_grad=True)
+                (a @ a).relu().sum().backward()
+                a.sum().item()
+
+        if sys.argv[1] == "record":
+            with ctl.record(device="cpu"):
+                work()
         else:
-            import cutimeline as ctl
-            with ctl.record():
-                pass
-        print(sorted(k for k in os.environ if os.environ[k] != env.get(k)),
-              sorted(repr(f) for f in warnings.filters if f not in filters))
+            work()
+        heavy = ("torch._dynamo", "torch._inductor", "sympy")
+        print(sorted(k for k in set(os.environ) | set(env) if os.environ.get(k) != env.get(k)),
+              sorted(repr(f) for f in warnings.filters if f not in filters),
+              len(warnings.filters) - len(filters),
+              sorted(m for m in set(sys.modules) - mods if m.startswith(heavy)))
     """)
     (tmp_path / "first.py").write_text(script)
-    out = [subprocess.run([sys.executable, str(tmp_path / "first.py"), arg], check=True,
-                          capture_output=True, text=True, timeout=120).stdout
-           for arg in ("mode", "record")]
-    assert out[0] == out[1], out
+    out = [subprocess.run([sys.executable, str(tmp_path / "first.py"), arg, work],
+                          check=True, capture_output=True, text=True, timeout=120).stdout
+           for arg in ("plain", "record")]
+    assert out[0] == out[1] == "[] [] 0 []\n", out
 
 
 @pytest.mark.parametrize("device", ["cpu", "sim"])

@@ -31,7 +31,11 @@ from .attribution import gap_amounts_nb, segments, sync_budget_nb
 from .gaps import classify
 from .lanes import Lanes
 
-__all__ = ["device_idle_amounts", "stream_window"]
+__all__ = ["device_idle_amounts", "stream_window", "PIECES_PER_BATCH"]
+
+#: pieces (a stream gap cut at the device's gaps) the NumPy twin classifies
+#: at once: ~40 arrays of this many int64s, ~80 MB, whatever the count
+PIECES_PER_BATCH = 1 << 18
 
 
 def device_idle_amounts(ln: Lanes, act: HostActivity, k, qa=None, qb=None,
@@ -61,13 +65,24 @@ def device_idle_amounts(ln: Lanes, act: HostActivity, k, qa=None, qb=None,
         lo[m] = s + np.searchsorted(dv.ge[s:e], qa[m], side="right")
         hi[m] = s + np.searchsorted(dv.gb[s:e], qb[m], side="left")
     cnt = np.maximum(hi - lo, 0)
-    rep = np.repeat(np.arange(n), cnt)
-    piece = np.repeat(lo - np.cumsum(cnt) + cnt, cnt) + np.arange(int(cnt.sum()))
-    pa = np.maximum(dv.gb[piece], qa[rep])
-    pb = np.minimum(dv.ge[piece], qb[rep])
-    am = classify(*(x[rep] for x in args), act, pa, pb, engine,
-                  after_sync=st.after[k][rep])
-    out = _sums(am, cnt)
+    out = np.zeros((n, 6), np.int64)
+    # a gap spans as many device gaps as the other streams' work cuts it
+    # into: with many sparse streams pieces grow as streams × rows, so they
+    # are classified a batch of PIECES_PER_BATCH at a time (memory linear)
+    cum = np.cumsum(cnt)
+    a = 0
+    while a < n:
+        done = int(cum[a - 1]) if a else 0
+        b = max(int(np.searchsorted(cum, done + PIECES_PER_BATCH, side="right")), a + 1)
+        c = cnt[a:b]
+        rep = a + np.repeat(np.arange(b - a), c)
+        piece = np.repeat(lo[a:b] - np.cumsum(c) + c, c) + np.arange(int(c.sum()))
+        pa = np.maximum(dv.gb[piece], qa[rep])
+        pb = np.minimum(dv.ge[piece], qb[rep])
+        am = classify(*(x[rep] for x in args), act, pa, pb, engine,
+                      after_sync=st.after[k][rep])
+        out[a:b] = _sums(am, c)
+        a = b
     return out, (qb - qa) - out.sum(axis=1)
 
 

@@ -115,8 +115,8 @@ def edit_named(name: str) -> Edit:
     """The edit called ``name``, or a CutimelineError listing them."""
     if isinstance(name, Edit):
         return name
-    if name not in EDITS:
-        raise CutimelineError(f"There is no what-if edit {name!r}; the edits are "
+    if not isinstance(name, str) or name not in EDITS:
+        raise CutimelineError(f"There is no what-if edit {name!r:.60}; the edits are "
                               f"{', '.join(EDITS)}.")
     return EDITS[name]
 

@@ -41,7 +41,9 @@ from typing import Any, Callable
 import numpy as np
 
 from ...errors import CutimelineError
-from ...timeline.schema import NONE
+from ...timeline.budgets import out_of_memory
+from ...timeline.invariants import check
+from ...timeline.schema import NONE, SCHEMA
 from ...timeline.table import Strings
 from ...timeline.timeline import Timeline
 from .device import flag_ops, read_gpu, read_syncs, runtime_syncs
@@ -76,11 +78,20 @@ def import_chrome(path: str | os.PathLike, *,
     # Parsing makes ~10^5 small dicts and lists, none of them cyclic; the
     # cyclic collector would rescan them again and again (a third of the
     # time), so it pauses while the trace is read.
+    if not isinstance(path, (str, os.PathLike)) or not isinstance(os.fspath(path), str):
+        raise CutimelineError(f"import_chrome wants the path of a torch.profiler trace "
+                              f"(a str or os.PathLike); got {type(path).__name__}.")
+    if progress is not None and not callable(progress):
+        raise CutimelineError(f"import_chrome's progress wants a function (stage, "
+                              f"fraction); got {type(progress).__name__}.")
     collecting = gc.isenabled()
     gc.disable()
     try:
         return _import(os.fspath(path), progress or (lambda stage, fraction: None),
                        steps_from)
+    except MemoryError:
+        raise out_of_memory(os.fspath(path), f"{os.path.getsize(path):,} bytes of trace "
+                            f"on disk") from None
     finally:
         if collecting:
             gc.enable()
@@ -106,8 +117,11 @@ def _import(path: str, progress: Callable[[str, float], None],
     shift = _shift(doc, name)
     ev = {c: columns(c, cats[c], shift, warnings, TIME_LIMIT_NS)
           for c in (*READ_CATEGORIES, *READ_INSTANTS)}
-    if not ours and not any(ev[c]["name"] for c in ("cpu_op", *GPU_CATEGORIES)):
-        raise CutimelineError(    # never an empty Timeline for a damaged file
+    # never an empty Timeline for a damaged file; an export of an empty
+    # Timeline has none of these events to read, a damaged one has some
+    work = ("cpu_op", *GPU_CATEGORIES)
+    if not any(ev[c]["name"] for c in work) and (not ours or any(cats[c] for c in work)):
+        raise CutimelineError(
             f"{name}: none of its cpu_op, kernel, memcpy or memset events can be "
             f"read ({'; '.join(w.rstrip('.') for w in warnings[:3])}); the file "
             f"is damaged.")
@@ -175,10 +189,12 @@ def _import(path: str, progress: Callable[[str, float], None],
                         f"ops and device work).")
     meta["import_warnings"] = warnings
     try:
-        return Timeline({"ops": ops, "gpu": gpu, "syncs": syncs, "spans": spans, **extra},
-                        strings, meta)
+        tl = Timeline({"ops": ops, "gpu": gpu, "syncs": syncs, "spans": spans, **extra},
+                      strings, meta)
     except CutimelineError as exc:   # a value the checks above let through
         raise CutimelineError(f"{name} cannot be read: {exc}") from None
+    check({n: tl.table(n) for n in SCHEMA}, tl.strings, tl.meta, f"{name} cannot be read")
+    return tl
 
 
 def _unread_devices(skipped: dict, has_gpu: bool, name: str, warnings: list[str]) -> None:

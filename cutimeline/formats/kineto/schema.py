@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ...timeline.invariants import TIME_LIMIT_NS as INVARIANT_TIME_LIMIT_NS
 from ...timeline.schema import NON_BLOCKING_SYNC_KINDS, NONE, GpuKind
 
 __all__ = ["GPU_CATEGORIES", "LAUNCH_CATEGORIES", "RUNTIME_SYNCS", "UNREAD_DEVICE_CATEGORIES",
@@ -83,7 +84,7 @@ EXPORTER = "cutimeline"
 # The ranges read: times within ±2^62 ns (±146 years), so that sums and
 # differences of two stay inside int64; devices fit ops.device (int16);
 # streams are CUDA's (unsigned) handles or NONE.
-TIME_LIMIT_NS = 2**62
+TIME_LIMIT_NS = INVARIANT_TIME_LIMIT_NS   # the Timeline's own (``timeline/invariants.py``)
 DEVICES = (0, 2**15 - 1)
 STREAMS = (NONE, 2**63 - 1)
 INT64 = (-2**63, 2**63 - 1)

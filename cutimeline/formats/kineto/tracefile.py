@@ -9,7 +9,6 @@ HTA's ``int(ts)`` drops the sub-µs part altogether.
 
 from __future__ import annotations
 
-import gzip
 import json
 import operator
 import os
@@ -21,6 +20,8 @@ from typing import Any
 import numpy as np
 
 from ...errors import CutimelineError
+from ...timeline import budgets
+from ...timeline.budgets import input_file, out_of_memory, text_budget
 
 __all__ = ["read_trace", "bucket_events", "to_ns", "columns", "take", "concat", "usable_id",
            "floats"]
@@ -34,7 +35,7 @@ def read_trace(path: str, progress=None, notes: list[str] | None = None) -> dict
     name = os.path.basename(path)
     report = progress or (lambda stage, fraction: None)
     try:
-        with open(path, "rb") as fh:
+        with input_file(path) as fh:
             size = max(os.fstat(fh.fileno()).st_size, 1)
             chunks = []
             while chunk := fh.read(1 << 22):
@@ -48,11 +49,7 @@ def read_trace(path: str, progress=None, notes: list[str] | None = None) -> dict
         raise CutimelineError(f"{name} is a zip archive (a cutimeline .ctl file?), "
                               f"not a Chrome trace; open .ctl files with ctl.load.")
     if data[:2] == b"\x1f\x8b":
-        try:
-            data = gzip.decompress(data)
-        except (EOFError, OSError, zlib.error) as exc:
-            raise CutimelineError(f"{name} is a damaged or truncated gzip file "
-                                  f"({exc}); copy or record the trace again.") from None
+        data = _gunzip(data, name)
     report("parsing", 0.15)
     try:
         try:
@@ -88,6 +85,8 @@ def read_trace(path: str, progress=None, notes: list[str] | None = None) -> dict
     except ValueError as exc:   # e.g. an integer of more than 4300 digits
         raise CutimelineError(f"{name} holds JSON Python cannot read ({exc}); "
                               f"the file is damaged or not a trace.") from None
+    except MemoryError:
+        raise out_of_memory(name, f"{len(data):,} bytes of JSON") from None
     if isinstance(doc, list):
         doc = {"traceEvents": doc}
     if not isinstance(doc, dict) or "traceEvents" not in doc:
@@ -98,6 +97,47 @@ def read_trace(path: str, progress=None, notes: list[str] | None = None) -> dict
                               f"{type(doc['traceEvents']).__name__}, not a list of "
                               f"events; the file is not a Chrome trace.")
     return doc
+
+
+def _gunzip(data: bytes, name: str) -> bytearray:
+    """The text of gzip ``data`` (every member, as gzip does), inflated as a
+    stream a few MB at a time up to ``budgets.text_budget`` bytes: a file
+    that would inflate past it is refused as the stream passes the budget
+    (its trailer's size cannot be trusted: a truncated file has none)."""
+    most = text_budget(len(data))
+    out = bytearray()
+    rest = data
+    try:
+        while rest:
+            d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            piece = d.decompress(rest, min(most - len(out) + 1, _STEP))
+            while True:
+                out += piece
+                if len(out) > most:
+                    _too_big(name, most, len(data))
+                if d.eof or not d.unconsumed_tail:
+                    break
+                piece = d.decompress(d.unconsumed_tail, min(most - len(out) + 1, _STEP))
+            if not d.eof:
+                raise EOFError("the compressed stream ends early")
+            rest = d.unused_data.lstrip(b"\x00")  # members follow; gzip pads with zeros
+    except (EOFError, zlib.error) as exc:
+        raise CutimelineError(f"{name} is a damaged or truncated gzip file "
+                              f"({exc}); copy or record the trace again.") from None
+    except MemoryError:
+        raise out_of_memory(name, f"{len(out):,}+ bytes of JSON inflated so far from "
+                            f"{len(data):,} gzipped") from None
+    return out
+
+
+_STEP = 1 << 22   # bytes inflated per call
+
+
+def _too_big(name: str, most: int, packed: int) -> None:
+    raise CutimelineError(
+        f"{name} inflates past {most:,} bytes from {packed:,} gzipped bytes (a "
+        f"torch.profiler trace compresses some 10-30×, never "
+        f"{budgets.TEXT_PER_GZIP_BYTE}×): the file is damaged or crafted.")
 
 
 def _truncated(data: bytes | str, pos: int, name: str) -> None:

@@ -50,7 +50,8 @@ def draw_names(scene, ax, cols) -> int:
     b = np.maximum(ln.begin, scene.w0)
     e = np.minimum(ln.end, scene.w1)
     px_wide = (e - b) * (cols.width / max(scene.w1 - scene.w0, 1))
-    rows = np.flatnonzero((px_wide >= MIN_PX) & (g["name"] >= 0))
+    rows = np.flatnonzero((px_wide >= MIN_PX) & (g["name"] >= 0)
+                          & ~scene.folded[ln.streams.of_row])  # a shared lane: no names
     if len(rows) == 0:
         return 0
     if len(rows) > MOST:

@@ -33,15 +33,16 @@ ROWS_PER_PX = 4  # above this many GPU rows per pixel column: the overview
 
 
 def column_shares(scene, cols: px.Columns) -> tuple[np.ndarray, np.ndarray]:
-    """(busy, idle): per stream group, the share of each pixel column busy
-    by phase, (streams, phases, width), and idle by cause, (streams,
-    causes, width); side streams' causes but dependency are 0."""
+    """(busy, idle): per stream lane (``scene.slot_y``), the share of each
+    pixel column busy by phase, (lanes, phases, width), and idle by cause,
+    (lanes, causes, width); side streams' causes but dependency are 0, and
+    a lane of folded streams shows their busy share only."""
     ln, w = scene.lanes, cols.width
-    n, p = len(scene.stream_y), len(PHASES)
-    busy = px.coverage(ln.streams.of_row * p + scene.gpu_phase, ln.begin, ln.end,
-                       n * p, cols).reshape(n, p, w)
+    n, p = len(scene.slot_y), len(PHASES)
+    busy = px.coverage(scene.stream_slot[ln.streams.of_row] * p + scene.gpu_phase, ln.begin,
+                       ln.end, n * p, cols).reshape(n, p, w)
     grp = ln.streams
-    sel = np.flatnonzero((grp.ge > scene.w0) & (grp.gb < scene.w1))
+    sel = np.flatnonzero((grp.ge > scene.w0) & (grp.gb < scene.w1) & ~scene.folded[grp.gg])
     b = np.maximum(grp.gb[sel], scene.w0)
     e = np.minimum(grp.ge[sel], scene.w1)
     c0 = np.clip(cols.floor(b), 0, w - 1)
@@ -53,7 +54,7 @@ def column_shares(scene, cols: px.Columns) -> tuple[np.ndarray, np.ndarray]:
                                      cols.time(col + 1))
     amounts = scene.unblamed(amounts, grp.gg[r])
     k = len(CAUSES)
-    flat = (grp.gg[r][:, None] * k + np.arange(k)) * w + col[:, None]
+    flat = (scene.stream_slot[grp.gg[r]][:, None] * k + np.arange(k)) * w + col[:, None]
     idle = np.bincount(flat.ravel(), weights=amounts.ravel().astype(np.float64),
                        minlength=n * k * w).reshape(n, k, w)
     width_ns = (cols.time(np.arange(1, w + 1)) - cols.time(np.arange(w))).astype(np.float64)
@@ -72,8 +73,8 @@ def draw_overview(scene, ax, cols: px.Columns, used: dict) -> None:
     bottom = np.concatenate([np.zeros_like(top[:, :1]), top[:, :-1]], axis=1)
     edges = cols.ms(np.arange(cols.width + 1))
     polys, fills = [], []
-    for k in range(len(scene.stream_y)):
-        base = scene.stream_y[k] + GAP_HALF  # the lane's bottom (y grows down)
+    for k in range(len(scene.slot_y)):
+        base = scene.slot_y[k] + GAP_HALF  # the lane's bottom (y grows down)
         for j in range(layers.shape[1]):
             if not (top[k, j] > bottom[k, j]).any():
                 continue

@@ -34,7 +34,7 @@ from ...errors import CutimelineError
 from ...numeric import intervals as iv
 from ...timeline.display import figure_text
 from ...timeline.schema import NONE, GpuKind, SpanKind
-from ...timeline.timeline import Timeline
+from ...timeline.timeline import as_timeline
 from ...timeline.windows import parse_window
 from .. import pixels as px
 from ..artists import GAP_HALF, HALF, boxes as _boxes
@@ -59,9 +59,7 @@ class Scene:
 
     def __init__(self, tl: Any, window: Any = None, *, what: str = "plot",
                  report: Any = None):
-        if not isinstance(tl, Timeline):
-            raise CutimelineError(f"{what} needs a Timeline (from ctl.record or "
-                                  f"ctl.load), not {type(tl).__name__}.")
+        tl = as_timeline(tl, what)
         if not (len(tl.ops) or len(tl.gpu) or len(tl.spans)):
             raise CutimelineError("The Timeline is empty (no ops, gpu rows or "
                                   "spans), so there is nothing to plot; was "
@@ -106,11 +104,16 @@ class Scene:
     def _layout(self) -> None:
         ln = self.lanes
         self.keys = ln.stream_keys if ln is not None else np.zeros((0, 2), np.int64)
-        lay = lay_out(self.tl, self.keys)
+        lay = lay_out(self.tl, self.keys, ln.streams.of_row if ln is not None else None)
         # thread and device names from the trace, as figure text (timeline/display.py)
         self.layout, self.labels = lay, [figure_text(str(t)) for t in lay.labels]
         self.threads, self.thread_y, self.stream_y = lay.threads, lay.thread_y, lay.stream_y
-        self.stream_order = np.argsort(self.stream_y, kind="stable")  # top to bottom
+        self.folded = lay.folded  # streams on a shared "more streams" lane
+        order = np.argsort(self.stream_y, kind="stable")  # top to bottom
+        self.stream_order = order[~self.folded[order]]
+        # the stream lanes (a shared lane once) and each group's among them
+        self.slot_y = np.unique(self.stream_y)
+        self.stream_slot = np.searchsorted(self.slot_y, self.stream_y)
         self.n_lanes = len(self.labels)
 
     def stream_label(self, k: int) -> str:
@@ -161,7 +164,7 @@ class Scene:
             self._gaps(ax, cols, used)
         self._spans(ax, cols, used)
         o, y = self.tl.ops, self.tl.syncs
-        lane = np.searchsorted(self.threads, o.thread)
+        lane = self.thread_y[np.searchsorted(self.threads, o.thread)]
         begin, end, phase = o.host_begin_ns, o.host_end_ns, self.phase
         # host waits that no op made (torch.cuda.synchronize, SimGPU's), on
         # the lane of the thread that waited; of an unknown thread (older
@@ -172,12 +175,12 @@ class Scene:
         known = np.isin(th, self.threads)
         free &= known | ((th == NONE) & (len(self.threads) == 1))
         if free.any():
-            at = np.where(known[free], np.searchsorted(self.threads, th[free]), 0)
+            at = self.thread_y[np.where(known[free], np.searchsorted(self.threads, th[free]), 0)]
             lane = np.concatenate([lane, at])
             begin = np.concatenate([begin, y.host_begin_ns[free]])
             end = np.concatenate([end, y.host_end_ns[free]])
             phase = np.concatenate([phase, np.full(int(free.sum()), SYNC)])
-        self._work(ax, cols, lane, self.thread_y, begin, end, phase, used)
+        self._work(ax, cols, lane, begin, end, phase, used)
         ln = self.lanes
         if ln is None:
             return used
@@ -185,7 +188,7 @@ class Scene:
             draw_overview(self, ax, cols, used)
             flows = min(flows, cols.width // OVERVIEW_FLOW_PX)
         else:
-            self._work(ax, cols, ln.streams.of_row, self.stream_y, ln.begin,
+            self._work(ax, cols, self.stream_y[ln.streams.of_row], ln.begin,
                        ln.end, self.gpu_phase, used)
             self._compiled(ax, cols, self.tl.gpu.kind == GpuKind.COMPILED, used)
             draw_names(self, ax, cols)
@@ -201,17 +204,16 @@ class Scene:
         for _, b in lay.groups[:-1]:   # between ranks
             ax.axhline(b - 0.5, color="#333333", lw=1.2, zorder=0.5)
 
-    def _work(self, ax, cols, lane, lane_y, begin, end, phase, used) -> None:
-        """Boxes of work, one colour per phase, merged at pixel resolution;
-        later phases are drawn over earlier ones."""
+    def _work(self, ax, cols, lane, begin, end, phase, used) -> None:
+        """Boxes of work on lanes ``lane`` (y), one colour per phase, merged at
+        pixel resolution; later phases are drawn over earlier ones."""
         if len(lane) == 0:
             return
-        n = len(lane_y)
         group = np.asarray(lane, np.int64) * len(PHASES) + phase
-        g, c0, c1 = px.runs(group, begin, end, n * len(PHASES), cols)
+        g, c0, c1 = px.runs(group, begin, end, self.n_lanes * len(PHASES), cols)
         ph = g % len(PHASES)
         order = np.argsort(ph, kind="stable")
-        y = lane_y[g // len(PHASES)]
+        y = g // len(PHASES)
         _boxes(ax, cols.ms(c0[order]), cols.ms(c1[order]), y[order] - HALF,
                y[order] + HALF, np.array(PHASE_COLORS)[ph[order]], zorder=2)
         used["phases"].update(PHASES[p] for p in np.unique(ph))
@@ -246,7 +248,7 @@ class Scene:
             return
         grp = ln.streams
         gb, ge = grp.gb, grp.ge
-        sel = np.flatnonzero((ge > self.w0) & (gb < self.w1))
+        sel = np.flatnonzero((ge > self.w0) & (gb < self.w1) & ~self.folded[grp.gg])
         c0 = np.clip(cols.ceil(np.maximum(gb[sel], self.w0)), 0, cols.width)
         c1 = np.clip(cols.floor(np.minimum(ge[sel], self.w1)), 0, cols.width)
         ok = c1 > c0

@@ -131,8 +131,10 @@ def test_the_host_waits_for_queued_work_and_the_count_kernel():
     gpu = SimGPU("h100", seed=0, cost=lambda *_: 5_000_000)
     x = torch.randn(1 << 24, device=META)  # 64 MB: a count pass of ≈ 24 µs
     mask = torch.ones(1 << 24, dtype=torch.bool, device=META)
-    count = count_ns(gpu, (x, [mask]))
-    assert count > 20_000
+    # the count kernel, by hand: the H100's least kernel time and one pass
+    # over x (64 MiB) and the mask (16 MiB) at its 3.35 TB/s
+    count = 2_000 + round((4 + 1) * 2 ** 24 / 3.35e12 * 1e9)
+    assert count_ns(gpu, (x, [mask])) == count == 27_041
     with ctl.record(device=gpu) as rec:
         z = x * 2
         queued = gpu.drained_at(0)
@@ -168,10 +170,14 @@ def test_by_hand_the_wait_ends_after_the_count_kernel_exactly():
     out = gpu.run(aten.nonzero.default, (x,), {})
     gpu.wait(0)
     assert out.shape == (1 << 19, 1)
-    assert gpu.drained_at(0) == busy + count_ns(gpu, (x,))
-    assert clock.now() >= busy + count_ns(gpu, (x,))
+    # the count kernel, by hand: the H100's least kernel time and one pass
+    # over x (4 MiB) at its 3.35 TB/s
+    count = 2_000 + round(4 * 2 ** 20 / 3.35e12 * 1e9)
+    assert count == 3_252
+    assert gpu.drained_at(0) == busy + count
+    assert clock.now() >= busy + count
     gpu.end(0, 1, aten.nonzero.default, (x,), {}, out)
-    assert gpu.drained_at(0) >= busy + count_ns(gpu, (x,)) + 1_000_000  # the rest follows
+    assert gpu.drained_at(0) >= busy + count + 1_000_000  # the rest follows
     gpu.harvest()
 
 

@@ -412,3 +412,29 @@ def test_the_first_trace_generation_reads_as_todays(tmp_path):
             else:
                 got = a.table(table)[col]
             np.testing.assert_array_equal(got, want, err_msg=f"{table}.{col}")
+
+
+def test_import_warnings_travel_with_the_timeline(tmp_path):
+    from adversarial import trace_nan
+    (tmp_path / "t.json").write_bytes(trace_nan(40, 30))
+    tl = ctl.load(tmp_path / "t.json")
+    assert tl.warnings == ("30 kernel events have no numeric 'ts' (NaN and Infinity are "
+                           "none); they are left out.",)
+    assert len(tl.gpu) == 10
+    tl.save(tmp_path / "t.ctl")
+    assert ctl.load(tmp_path / "t.ctl").warnings == tl.warnings
+    assert tl.slice_time(tl.start_ns, tl.end_ns).warnings == tl.warnings
+
+
+def test_a_damaged_file_claiming_our_export_is_no_empty_timeline(tmp_path):
+    # the empty-Timeline guard used to skip files exportedBy cutimeline
+    from adversarial import base
+    ctl.export_chrome(base(n=10), tmp_path / "e.json")
+    doc = json.loads((tmp_path / "e.json").read_text())
+    for e in doc["traceEvents"]:
+        if e.get("cat") in ("cpu_op", "kernel"):
+            e["ts"] = "x"
+    (tmp_path / "e.json").write_text(json.dumps(doc))
+    with pytest.raises(CutimelineError, match="none of its cpu_op, kernel, memcpy or memset "
+                                              "events can be read"):
+        ctl.load(tmp_path / "e.json")

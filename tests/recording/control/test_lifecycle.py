@@ -118,9 +118,11 @@ def test_a_signal_during_stop_waits_for_the_whole_file(tmp_path, sig):
     assert tl.step_numbers().tolist() == list(range(7))
 
 
-def test_a_merge_names_the_signalled_rank(tmp_path):
+def test_a_merge_names_the_signalled_rank(tmp_path, monkeypatch):
     code, _ = _signal_a_rank(tmp_path, signal.SIGTERM)
     assert code == -signal.SIGTERM
+    monkeypatch.setenv("RANK", "0")   # rank 0 of the same world (merge refuses others)
+    monkeypatch.setenv("WORLD_SIZE", "2")
     with ctl.record(device="cpu", out_dir=tmp_path, measure=False) as rec:  # rank 0
         torch.ones(3).sum()
         rec.step()

@@ -55,7 +55,8 @@ def test_launching_ops_count_new_storages_only():
     tl = rec.timeline
     assert rows(tl) == [("aten::mul.Tensor", 1024, 0, 1024),
                         ("aten::sort", 3072, 0, 4096), ("aten::sum", 4, 1024, 3076)]
-    assert s and z is not None
+    # alive to the end (their storages were counted, not freed)
+    assert (s.values.dtype, s.indices.dtype, z.shape) == (torch.float32, torch.int64, ())
 
 
 def test_the_meter_keeps_no_tensor_alive_and_changes_no_result():

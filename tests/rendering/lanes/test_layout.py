@@ -71,3 +71,23 @@ def test_each_ranks_span_row_draws_its_own_steps(merged):
                 assert inside.mean() > 0.9, (rank, r)
             else:  # the other rank's steps lie elsewhere in time
                 assert inside.mean() < 0.1, (rank, r)
+
+
+def test_lanes_past_the_budget_share_one_lane_and_the_figure_stays_small():
+    # 3,000 host threads drew a 1400 x 126,509 px figure; 300 streams 12,800 px
+    from adversarial import many_streams, many_threads
+    from cutimeline.rendering.lanes.layout import STREAM_LANES, THREAD_LANES
+    threads = many_threads(300)
+    lay = lay_out(threads, np.zeros((0, 2), np.int64))
+    assert len(lay.labels) == THREAD_LANES
+    assert lay.labels[-1] == f"CPU: {300 - THREAD_LANES + 1} more threads"
+    assert (lay.thread_y[THREAD_LANES - 1:] == THREAD_LANES - 1).all()
+    fig = plot(threads, width=8, dpi=50)
+    assert fig.get_size_inches()[1] < 14
+    streams = many_streams(300)
+    fig = plot(streams, width=8, dpi=50)
+    labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
+    assert len(labels) == 1 + STREAM_LANES and labels[-1] == "GPU: 269 more streams"
+    assert fig.get_size_inches()[1] < 22
+    overview = plot(streams, width=8, dpi=50, overview=True)
+    assert overview.get_size_inches()[1] == fig.get_size_inches()[1]

@@ -1,0 +1,335 @@
+"""What every stage after loading may assume of a Timeline, checked once at the door.
+
+A Timeline that comes from outside the process (a ``.ctl`` file, a
+torch.profiler trace, the ranks handed to ``merge``) is checked here before
+any stage sees it; alignment, analysis, plotting and export then trust it
+and check nothing of their own. What holds:
+
+* **references** — a column naming a row of another table
+  (``schema.REFERENCES``) holds a row of it or NONE; a column naming a
+  string (``schema.STRING_COLUMNS``) an id of the string table or NONE;
+  enum columns (``schema.ENUM_COLUMNS``) codes of their enum, ``ops.flags``
+  only ``OpFlag`` bits.
+* **threads and devices** — thread ids count the host threads from 0 and
+  index per-thread arrays (lanes, rank lookups), so they lie in
+  ``[0, threads)``, where a file has at most as many threads as it names
+  (``meta["threads"]``) or has host rows; ``syncs.thread`` may be NONE.
+  Devices are 0 or more where work runs (gpu, events, clocks), NONE or
+  more where the CPU is allowed (ops, syncs, memory); streams NONE or more.
+  A merged Timeline's ``meta["thread_rank"]``/``meta["device_rank"]`` name
+  the rank of every thread and device id its tables use.
+* **times** — every time column lies within ±``TIME_LIMIT_NS`` (so a sum
+  or difference of two stays inside int64), every interval ends at or
+  after its begin, and all of a Timeline's host-clock times lie within
+  ``MAX_SPAN_NS`` of each other (pixel columns, bins and step windows are
+  computed in int64 from the first time: a file whose times run over
+  centuries is damage, not a recording).
+* **numbers** — counts and sizes are not negative; floats are finite.
+* **meta** — the fields later stages compute with have the types they
+  expect (``META``), ranks and world sizes are below ``MAX_RANKS``.
+
+A violation raises ``CutimelineError`` naming the source (a file, or
+"Timeline 2" of a list), the table, column and row, the value, and what it
+should be.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..errors import CutimelineError
+from .schema import ENUM_COLUMNS, NONE, REFERENCES, SCHEMA, STRING_COLUMNS, OpFlag
+
+__all__ = ["TIME_LIMIT_NS", "MAX_SPAN_NS", "MAX_RANKS", "TIME_COLUMNS", "INTERVALS",
+           "META", "check", "check_references", "check_meta", "warnings_of"]
+
+#: times lie within ±2^62 ns (±146 years): a sum or difference of two stays
+#: inside int64, where every stage computes
+TIME_LIMIT_NS = 2 ** 62
+#: all host-clock times of one Timeline lie within 2^50 ns (13 days) of
+#: each other: the plot's pixel columns are (t − t0)·width in int64, exact
+#: for 2^50 ns at any width below 8192 columns; no recording or profiler
+#: trace runs that long (a step loop recorded for days is many files)
+MAX_SPAN_NS = 2 ** 50
+#: ranks and world sizes: a job of 2^20 processes is past any run today;
+#: merge lists the ranks of its world, so a larger one is damage
+MAX_RANKS = 2 ** 20
+
+#: (table, column) → whether NONE (-1) is allowed there, for every time column
+TIME_COLUMNS = {
+    ("ops", "host_begin_ns"): False, ("ops", "host_end_ns"): False,
+    ("events", "raw_ns"): False, ("events", "host_record_ns"): False,
+    ("gpu", "launch_ns"): True, ("gpu", "begin_ns"): True, ("gpu", "end_ns"): True,
+    ("syncs", "host_begin_ns"): False, ("syncs", "host_end_ns"): False,
+    ("spans", "begin_ns"): False, ("spans", "end_ns"): False,
+    ("clocks", "ref_raw_ns"): False, ("clocks", "offset_ns"): False,
+    ("clocks", "ping_offset_ns"): True,
+    ("truth", "host_ns"): False, ("memory", "host_ns"): False}
+#: (table, begin, end): intervals that must not end before they begin
+INTERVALS = (("ops", "host_begin_ns", "host_end_ns"), ("gpu", "begin_ns", "end_ns"),
+             ("syncs", "host_begin_ns", "host_end_ns"), ("spans", "begin_ns", "end_ns"))
+#: host-clock times (gpu rows' only once aligned), which span MAX_SPAN_NS at most
+_HOST_TIMES = (("ops", "host_begin_ns"), ("ops", "host_end_ns"), ("syncs", "host_begin_ns"),
+               ("syncs", "host_end_ns"), ("spans", "begin_ns"), ("spans", "end_ns"),
+               ("memory", "host_ns"))
+_GPU_TIMES = (("gpu", "launch_ns"), ("gpu", "begin_ns"), ("gpu", "end_ns"))
+#: (table, column) → (lowest allowed value, what it is) for ids and counts
+_LOWEST = {
+    ("ops", "device"): (NONE, "a device index or -1 (the CPU)"),
+    ("ops", "stream"): (NONE, "a stream id or -1"),
+    ("ops", "depth"): (NONE, "a nesting depth or -1"),
+    ("events", "device"): (0, "a device index"),
+    ("events", "stream"): (NONE, "a stream id or -1"),
+    ("gpu", "device"): (0, "a device index"),
+    ("gpu", "stream"): (NONE, "a stream id or -1"),
+    ("syncs", "device"): (NONE, "a device index or -1"),
+    ("syncs", "stream"): (NONE, "a stream id or -1 (device-wide)"),
+    ("spans", "depth"): (NONE, "a nesting depth or -1"),
+    ("spans", "number"): (NONE, "a step number or -1"),
+    ("clocks", "device"): (0, "a device index"),
+    ("clocks", "n_lower"): (0, "a count"), ("clocks", "n_upper"): (0, "a count"),
+    ("sources", "line"): (NONE, "a line number or -1"),
+    ("memory", "device"): (NONE, "a device index or -1"),
+    ("memory", "allocated"): (0, "a number of bytes"),
+    ("memory", "freed"): (0, "a number of bytes"),
+    ("memory", "in_use"): (0, "a number of bytes"),
+}
+#: (table, column) of threads: whether NONE is allowed
+_THREADS = {("ops", "thread"): False, ("spans", "thread"): False, ("syncs", "thread"): True}
+
+
+def check(tables: Mapping[str, Any], strings: Sequence[str], meta: Mapping[str, Any],
+          source: str) -> None:
+    """Every invariant of the module doc, for the tables (name → ``Table``),
+    strings and meta of one Timeline from ``source`` (a file or a label,
+    the start of each message)."""
+    check_meta(meta, source)
+    check_references(tables, len(strings), source)
+    for (name, col), codes in [*ENUM_COLUMNS.items(), (("ops", "flags"), OpFlag)]:
+        a = tables[name][col]
+        known = [int(c) for c in codes]
+        if codes is OpFlag:  # bits: any of them
+            mask = int(np.bitwise_or.reduce(known))
+            bad = np.flatnonzero((a | mask) != mask)
+        else:
+            bad = np.flatnonzero(~np.isin(a, known))
+        if len(bad):
+            i = int(bad[0])
+            raise CutimelineError(
+                f"{source}: column {name}.{col} holds codes it does not know (such as "
+                f"{int(a[i])}) from row {i} on; it knows {_known(codes)}. If a newer "
+                f"cutimeline wrote the file, upgrade cutimeline.")
+    for (name, col), (lowest, what) in _LOWEST.items():
+        _at_least(tables, name, col, lowest, what, source)
+    _threads(tables, meta, source)
+    _times(tables, bool(meta.get("aligned", len(tables["gpu"]) == 0)), source)
+    for name, cols in SCHEMA.items():
+        for col, dtype in cols:
+            a = tables[name][col]
+            if dtype.kind == "f" and len(a) and not np.isfinite(a).all():
+                i = int(np.flatnonzero(~np.isfinite(a))[0])
+                raise CutimelineError(f"{source}: {name}.{col} of row {i} is {a[i]}, not a "
+                                      f"finite number.")
+    flops = tables["flops"]["flops"]
+    if len(flops) and flops.min() < 0:
+        _refuse(source, "flops", "flops", flops, flops < 0, "a number of operations ≥ 0")
+
+
+def check_references(tables: Mapping[str, Any], n_strings: int, source: str | None = None
+                     ) -> None:
+    """String ids and row references in range (``Timeline()`` checks this
+    much of every Timeline it makes; ``check`` all of the module doc)."""
+    for (name, col), target in [*REFERENCES.items(),
+                                *((key, "strings") for key in STRING_COLUMNS)]:
+        a = tables[name][col]
+        n = n_strings if target == "strings" else len(tables[target])
+        if len(a) and (a.min() < NONE or a.max() >= n):
+            i = int(np.flatnonzero((a < NONE) | (a >= n))[0])
+            if target == "strings":
+                what = (f"strings by ids the string table lacks (string ids outside "
+                        f"0..{n - 1})")
+            else:
+                what = f"rows outside table {target!r} (0..{n - 1})"
+            raise CutimelineError(
+                f"{source or 'The Timeline'}: column {name}.{col} refers to {what}: row "
+                f"{i} holds {int(a[i])}, where each must be one of them or -1.")
+
+
+def check_meta(meta: Mapping[str, Any], source: str) -> None:
+    """The fields of ``META`` have the types the stages compute with."""
+    for key, (fits, what) in META.items():
+        value = meta.get(key)
+        if value is not None and not fits(value):
+            text = json.dumps(value, default=lambda v: type(v).__name__)
+            raise CutimelineError(f"{source}: its meta[{key!r}] is "
+                                  f"{text[:40]}, not {what}.")
+    rank, world = meta.get("rank"), meta.get("world_size")
+    if isinstance(rank, int) and isinstance(world, int) and rank >= world:
+        raise CutimelineError(f"{source}: its meta names rank {rank} of a world of "
+                              f"{world}; a rank lies below the world size.")
+
+
+def warnings_of(meta: Mapping[str, Any]) -> tuple[str, ...]:
+    """The sentences a Timeline carries about how it was read or made
+    (``meta["import_warnings"]``, then ``meta["warnings"]``), see
+    ``Timeline.warnings``."""
+    out: list[str] = []
+    for key in ("import_warnings", "warnings"):
+        v = meta.get(key)
+        if isinstance(v, list):
+            out += [w for w in v if isinstance(w, str)]
+    return tuple(out)
+
+
+# -- the parts ---------------------------------------------------------------------
+
+def _refuse(source: str | None, name: str, col: str, a: np.ndarray, bad: np.ndarray,
+            what: str) -> None:
+    i = int(np.flatnonzero(bad)[0])
+    n = int(np.count_nonzero(bad))
+    more = f" (and {n - 1:,} more row{'s' * (n > 2)})" if n > 1 else ""
+    raise CutimelineError(f"{source or 'The Timeline'}: {name}.{col} of row {i} is "
+                          f"{a[i]}{more}, where it must be {what}.")
+
+
+def _at_least(tables: Mapping[str, Any], name: str, col: str, lowest: int, what: str,
+              source: str) -> None:
+    a = tables[name][col]
+    if len(a) and a.min() < lowest:
+        _refuse(source, name, col, a, a < lowest, what)
+
+
+def _known(codes: Any) -> str:
+    return ", ".join(f"{int(c)} {c.name.lower()}" for c in codes)
+
+
+def _threads(tables: Mapping[str, Any], meta: Mapping[str, Any], source: str) -> None:
+    """Thread ids in [0, threads): as many as the file names, or has host rows."""
+    named = meta.get("threads")
+    rows = sum(len(tables[name]) for name, _ in _THREADS)
+    n = max(len(named) if isinstance(named, list) else 0, rows)
+    lut = meta.get("thread_rank")
+    if isinstance(lut, list):
+        n = min(n, len(lut))
+    for (name, col), none_ok in _THREADS.items():
+        a = tables[name][col]
+        lowest = NONE if none_ok else 0
+        if len(a) and (a.min() < lowest or a.max() >= n):
+            why = (f"a thread id from 0 to {n - 1}" + (" or -1" if none_ok else "") +
+                   (" (meta['thread_rank'] names that many threads)"
+                    if isinstance(lut, list) else " (ids count the host threads from 0, "
+                    "and the file names or has rows for no more)"))
+            _refuse(source, name, col, a, (a < lowest) | (a >= n), why)
+    lut = meta.get("device_rank")
+    if isinstance(lut, list):
+        for name in ("ops", "gpu", "events", "syncs", "clocks", "memory"):
+            a = tables[name]["device"]
+            if len(a) and a.max() >= len(lut):
+                _refuse(source, name, "device", a, a >= len(lut),
+                        f"a device index below {len(lut)} (meta['device_rank'] names "
+                        f"that many devices)")
+
+
+def _times(tables: Mapping[str, Any], aligned: bool, source: str) -> None:
+    for (name, col), none_ok in TIME_COLUMNS.items():
+        a = tables[name][col]
+        if not len(a):
+            continue
+        far = (a < -TIME_LIMIT_NS) | (a > TIME_LIMIT_NS)
+        if far.any():
+            _refuse(source, name, col, a, far, f"a time within ±2^62 ns (±146 years)")
+    for name, b, e in INTERVALS:
+        t = tables[name]
+        if not len(t):
+            continue
+        begin, end = t[b], t[e]
+        back = end < begin
+        if name == "gpu":  # rows not yet aligned may lack a time (NONE)
+            back &= (begin != NONE) & (end != NONE)
+        if back.any():
+            i = int(np.flatnonzero(back)[0])
+            n = int(np.count_nonzero(back))
+            raise CutimelineError(
+                f"{source}: {name} row {i} ends before it begins ({e} {end[i]} < {b} "
+                f"{begin[i]}" + (f"; {n - 1:,} more row{'s do' * (n > 2) or ' does'} too"
+                                  if n > 1 else "") + ").")
+    lo = hi = None
+    where: list[tuple[int, str, int]] = []
+    for name, col in _HOST_TIMES + (_GPU_TIMES if aligned else ()):
+        a = tables[name][col]
+        if name == "gpu":
+            a = a[a != NONE]
+        if not len(a):
+            continue
+        i, j = int(np.argmin(a)), int(np.argmax(a))
+        where += [(int(a[i]), f"{name}.{col}", i), (int(a[j]), f"{name}.{col}", j)]
+    if where:
+        (lo, at_lo, i), (hi, at_hi, j) = min(where), max(where)
+        if hi - lo > MAX_SPAN_NS:
+            raise CutimelineError(
+                f"{source}: its times run over {(hi - lo) / 86400e9:,.0f} days, from "
+                f"{at_lo} (row {i}, {lo} ns) to {at_hi} (row {j}, {hi} ns); a recording "
+                f"spans at most {MAX_SPAN_NS / 86400e9:.0f} days (times in mixed units or "
+                f"clocks?).")
+
+
+# -- meta ---------------------------------------------------------------------------
+
+def _ns(x: object) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and 0 <= x < 2 ** 62
+
+
+def _int(x: object, lo: int, hi: int) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool) and lo <= x <= hi
+
+
+def _int64s(x: object, n: int | None = None) -> bool:
+    return isinstance(x, list) and (n is None or len(x) == n) and all(
+        _int(v, -2 ** 63, 2 ** 63 - 1) for v in x)
+
+
+def _ranks(x: object) -> bool:
+    return isinstance(x, list) and all(_int(v, 0, MAX_RANKS - 1) for v in x)
+
+
+def _texts(x: object) -> bool:
+    return isinstance(x, list) and all(isinstance(v, str) for v in x)
+
+
+#: the fields of meta that later stages compute with: what each must be
+#: when present (None is as absent)
+META: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "source": (lambda x: isinstance(x, str), "a str"),
+    "overhead_ns_per_op": (_ns, "a number of ns"),
+    "overhead_ns_per_launch": (_ns, "a number of ns"),
+    "overhead_model": (lambda x: isinstance(x, dict) and all(map(_ns, x.values())),
+                       "an object of numbers of ns"),
+    "clock_resolution_ns": (lambda x: isinstance(x, dict) and all(map(_ns, x.values())),
+                            "an object of numbers of ns by device"),
+    "overhead_calibrations": (lambda x: isinstance(x, list) and all(_int64s(c, 3) for c in x),
+                              "a list of [begin_ns, end_ns, ratio] integer triples"),
+    "overhead_ns_by_signature": (
+        lambda x: isinstance(x, dict) and all(_int64s(x.get(k)) for k in ("name", "shapes"))
+        and isinstance(x.get("ns"), list) and all(map(_ns, x["ns"]))
+        and len(x["name"]) == len(x["shapes"]) == len(x["ns"]),
+        'an object of equally long "name", "shapes" (string ids) and "ns" lists'),
+    "rank": (lambda x: _int(x, 0, MAX_RANKS - 1), f"a rank from 0 to {MAX_RANKS - 1}"),
+    "world_size": (lambda x: _int(x, 1, MAX_RANKS), f"a world size from 1 to {MAX_RANKS}"),
+    "threads": (lambda x: isinstance(x, list) and all(isinstance(v, (str, dict)) for v in x),
+                "a list of thread names"),
+    "thread_rank": (_ranks, "a list of ranks, one per thread"),
+    "device_rank": (_ranks, "a list of ranks, one per device"),
+    "devices": (lambda x: isinstance(x, list) and all(isinstance(v, dict) for v in x),
+                "a list of objects describing devices"),
+    "import_warnings": (_texts, "a list of sentences"),
+    "warnings": (_texts, "a list of sentences"),
+    "start_epoch_ns": (lambda x: _int(x, -TIME_LIMIT_NS, TIME_LIMIT_NS), "a time in ns"),
+    "start_host_ns": (lambda x: _int(x, -TIME_LIMIT_NS, TIME_LIMIT_NS), "a time in ns"),
+    "epoch_offset_ns": (lambda x: _int(x, -TIME_LIMIT_NS, TIME_LIMIT_NS), "a time in ns"),
+    # the replay's launch queue per stream (0: unbounded); CUDA's is 1,024
+    "launch_queue": (lambda x: _int(x, 0, 2 ** 20), "a queue depth from 0 to 2^20"),
+}
