@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import CutimelineError
+from ..timeline.arguments import need_flag, need_int, need_text
 from ..timeline.display import terminal_text
 from ..timeline.schema import NONE
 from ..timeline.timeline import Timeline
@@ -158,6 +159,8 @@ class Report:
         getters = {"streams": lambda: self.streams, "devices": lambda: self.devices,
                    "steps": lambda: self.steps, "gaps": self.gap_table,
                    "ops": self.op_table, "sources": self.source_table}
+        need_text(name, "the table's name", "Report.table")
+        pandas = need_flag(pandas, "pandas", "Report.table")
         if name not in getters:
             raise CutimelineError(f"The report has no table {name!r}; its tables "
                                   f"are {', '.join(getters)}.")
@@ -179,6 +182,7 @@ class Report:
     def op_table(self, *, shapes: bool = False) -> np.ndarray:
         """Per op name (or name and shape): count, CPU and GPU time, launch
         delay (see ``optable.py``), over the report's window."""
+        shapes = need_flag(shapes, "shapes", "Report.op_table")
         if shapes not in self._ops:
             self._ops[shapes] = op_table(self.timeline, shapes=shapes,
                                          engine=self.settings["engine"],
@@ -192,7 +196,7 @@ class Report:
         causes cover only the time its device was idle too; the rest, when
         another stream of the device ran, is ``overlapped_ns`` (its cause
         reads "overlapped" where that is the largest part)."""
-        if level not in ("device", "stream"):
+        if not isinstance(level, str) or level not in ("device", "stream"):
             raise CutimelineError(f"gap_table(level={level!r}): give 'device' "
                                   f"or 'stream'.")
         ln = self.lanes
@@ -285,6 +289,8 @@ class Report:
         """(t_ns, depth): the queue depth step function of a stream (or of
         a whole device, summed over its streams; default the primary
         device). Depth counts work launched and not yet finished."""
+        device = need_int(device, "device", "Report.queue_depth", none=True)
+        stream = need_int(stream, "stream", "Report.queue_depth", none=True)
         ln = self.lanes
         if ln is None:
             raise CutimelineError("queue_depth needs gpu rows; this Timeline "
@@ -306,6 +312,8 @@ class Report:
         """Top ops, modules and spans behind the verdict of steps
         first..last (the verdict of ``first``; of its top cause when
         "mixed")."""
+        first = need_int(first, "first", "Report.offenders")
+        last = need_int(last, "last", "Report.offenders", none=True)
         s = self.steps
         last = first if last is None else last
         sel = np.flatnonzero((s["number"] >= first) & (s["number"] <= last))

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import CutimelineError
+from .arguments import need_text
 from .schema import ENUM_COLUMNS, NONE, REFERENCES, SCHEMA, STRING_COLUMNS
 
 if TYPE_CHECKING:   # timeline.py imports this module
@@ -41,6 +42,7 @@ def pyarrow(what: str) -> Any:
 def _names(tl: Timeline, table: str | None, what: str) -> list[str]:
     if table is None:
         return list(SCHEMA)
+    need_text(table, "the table's name", what)
     if table not in SCHEMA:
         raise CutimelineError(f"{what}({table!r}): there is no such table; the tables "
                               f"are {', '.join(SCHEMA)}.")

@@ -241,7 +241,7 @@ def _times(tables: Mapping[str, Any], aligned: bool, source: str) -> None:
             continue
         far = (a < -TIME_LIMIT_NS) | (a > TIME_LIMIT_NS)
         if far.any():
-            _refuse(source, name, col, a, far, f"a time within ±2^62 ns (±146 years)")
+            _refuse(source, name, col, a, far, "a time within ±2^62 ns (±146 years)")
     for name, b, e in INTERVALS:
         t = tables[name]
         if not len(t):

@@ -205,10 +205,11 @@ def test_a_journal_that_cannot_be_written_warns_and_the_recording_goes_on(tmp_pa
 
 
 def test_a_merge_reads_a_killed_rank_s_journal(tmp_path, monkeypatch):
+    monkeypatch.setenv("RANK", "0")   # the forked rank's world: merge checks they agree
+    monkeypatch.setenv("WORLD_SIZE", "2")
     code, killed, _, _ = _run(tmp_path, delay=0.5)
     assert code == -signal.SIGKILL
     monkeypatch.setenv("RANK", "1")
-    monkeypatch.setenv("WORLD_SIZE", "2")
     with ctl.record(device="cpu", out_dir=tmp_path, measure=False) as rec:
         torch.ones(3).sum()
         rec.step()
