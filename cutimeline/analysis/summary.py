@@ -30,7 +30,7 @@ from .tables.flops import compute_text
 from .tables.memory import memory_text
 from .tables.oneoff import one_off_text
 from .tables.sources import quote
-from .words import fmt_ns, pct as _pct
+from .words import fmt_ns, pct as _pct, steps_from_text, warnings_text
 
 if TYPE_CHECKING:
     from .report import Report
@@ -135,10 +135,13 @@ def summary_text(rep: Report) -> str:
     head = [f"cutimeline report — {source_words(tl.meta)}"]
     if tl.meta.get("device_name"):
         head.append(str(tl.meta["device_name"]))
-    head.append(f"{len(rep.steps)} steps, {fmt_ns(w1 - w0)} {_over(rep)}")
+    n = len(rep.steps)
+    head.append(f"{n} step{'s' * (n != 1)}{steps_from_text(tl.meta)}, {fmt_ns(w1 - w0)} "
+                f"{_over(rep)}")
     if tl.meta.get("simulated"):
         head.append("SIMULATED")
     lines = [first, ", ".join(head), *run_notes(tl),  # cut, partial, ranks, straggler
+             *([warnings_text(tl.warnings, first=True)] if tl.warnings else []),
              *_outside(rep)]
     if rep.lanes is None:
         lines += _host_only(rep) + _work(rep)
@@ -317,6 +320,7 @@ def report_dict(rep: Report) -> dict:
            "biggest_gaps": biggest_gaps(rep) if rep.lanes is not None else [],
            "hta": rep.hta, "compensation": comp, "settings": rep.settings,
            "outside_steps": rep.outside,
+           "steps_from": tl.meta.get("steps_from"), "warnings": list(tl.warnings),
            "primary_device": None if rep.lanes is None else
            int(rep.lanes.device_keys[rep.primary])}
     if len(tl.sources):  # only with the tables: a Timeline without keeps its dict

@@ -1,9 +1,12 @@
 """How numbers read in a report's text: durations, percentages, bytes,
-FLOP rates and runs of ranks."""
+FLOP rates and runs of ranks; and the two notes every surface (summary,
+figure, dict) gives on how a Timeline was read: what made its steps and
+the warnings it carries."""
 
 from __future__ import annotations
 
-__all__ = ["fmt_ns", "pct", "fmt_bytes", "fmt_tflops", "fmt_runs"]
+__all__ = ["fmt_ns", "pct", "fmt_bytes", "fmt_tflops", "fmt_runs", "steps_from_text",
+           "warnings_text"]
 
 
 def fmt_ns(ns: float) -> str:
@@ -48,3 +51,18 @@ def fmt_runs(numbers: list[int]) -> str:
         else:
             runs.append([n, n])
     return ", ".join(f"{a}" if a == b else f"{a}–{b}" for a, b in runs)
+
+
+def steps_from_text(meta: dict) -> str:
+    """" (ends of ProfilerStep#N)": which marker made an imported trace's
+    steps (``formats/kineto/steps.py``); "" when the Timeline does not say."""
+    marker = meta.get("steps_from")
+    return f" (ends of {marker})" if isinstance(marker, str) and marker else ""
+
+
+def warnings_text(warnings: tuple[str, ...], first: bool = False) -> str:
+    """"3 warnings on how it was read (Timeline.warnings)", with the first
+    of them after a colon when ``first``."""
+    n = len(warnings)
+    head = f"{n} warning{'s' * (n != 1)} on how it was read (Timeline.warnings)"
+    return f"{head}: {warnings[0]}" + (" …" if n > 1 else "") if first else head

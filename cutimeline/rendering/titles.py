@@ -11,6 +11,8 @@ import os
 
 import numpy as np
 
+from ..analysis.words import steps_from_text, warnings_text
+
 __all__ = ["source_name", "window_text", "counts_text", "xlabel"]
 
 SEP = "   ·   "
@@ -53,7 +55,10 @@ def counts_text(scene, overview: bool = False) -> str:
     tl = scene.tl
     n_steps = len(tl.step_numbers())
     parts = [f"{scene.span_ms:,.3f} ms shown", f"{len(tl.ops):,} ops",
-             f"{len(tl.gpu):,} GPU rows", f"{n_steps} step{'s' * (n_steps != 1)}"]
+             f"{len(tl.gpu):,} GPU rows", f"{n_steps} step{'s' * (n_steps != 1)}"
+             + steps_from_text(tl.meta)]
+    if tl.warnings:
+        parts.append(warnings_text(tl.warnings))
     if overview:
         parts.append("overview: GPU lanes show per pixel column the share busy "
                      "(from the bottom) and idle by cause")

@@ -30,6 +30,32 @@ def test_the_header_names_the_window_and_run_notes_follow():
     assert ctl.analyze(tl, window=1).summary().splitlines()[1].endswith(" over step 1")
 
 
+def test_every_surface_says_what_made_the_steps_and_how_many_warnings():
+    """An imported trace's step marker and the Timeline's warnings reach
+    the summary's header, to_dict and the figure's subtitle alike."""
+    from cutimeline.rendering.lanes.scene import Scene
+    from cutimeline.rendering.titles import counts_text
+    tl = timeline([(0, 5, 10, 20), (0, 105, 110, 120)], steps=[(0, 0, 100), (1, 100, 200)],
+                  meta={"steps_from": "Optimizer.step#AdamW.step",
+                        "import_warnings": ["12 kernels have no launch: drawn unlinked.",
+                                            "3 events end before they begin: skipped."]})
+    rep = ctl.analyze(tl)
+    lines = rep.summary().splitlines()
+    assert lines[1] == ("cutimeline report — handmade, 2 steps (ends of "
+                        "Optimizer.step#AdamW.step), 200 ns over the whole recording")
+    assert lines[2] == ("2 warnings on how it was read (Timeline.warnings): 12 kernels "
+                        "have no launch: drawn unlinked. …")
+    d = rep.to_dict()
+    assert d["steps_from"] == "Optimizer.step#AdamW.step"
+    assert d["warnings"] == list(tl.warnings) and len(d["warnings"]) == 2
+    sub = counts_text(Scene(tl, None, report=rep))
+    assert "2 steps (ends of Optimizer.step#AdamW.step)" in sub
+    assert "2 warnings on how it was read (Timeline.warnings)" in sub
+    plain = ctl.analyze(timeline([(0, 5, 10, 20)], steps=[(0, 0, 100)]))
+    assert plain.to_dict()["warnings"] == [] and plain.to_dict()["steps_from"] is None
+    assert plain.summary().splitlines()[1].endswith("1 step, 100 ns over the whole recording")
+
+
 def test_a_trace_without_gpu_rows_keeps_its_whole_window():
     # nothing on the device: no device window to narrow to, a host-side report
     rep = ctl.analyze(timeline(ops=[("aten::add", 0, 5, 0)], meta={"source": "kineto"}))
