@@ -180,11 +180,13 @@ def swept(tmp_path_factory):
     return sweep(folder, mutants())
 
 
+@pytest.mark.slow
 def test_no_mutant_crashes_or_allocates_past_1_gib(swept):
     crashes = _crashes(swept)
     assert not crashes, f"{len(crashes)} of {len(swept)}: {tally(swept)}\n{_explain(crashes)}"
 
 
+@pytest.mark.slow
 def test_the_sweep_reaches_every_stage(swept):
     n = collections.Counter(r["outcome"] for r in swept)
     assert n["ok"] >= len(swept) // 5 and n["CutimelineError"] >= len(swept) // 5, n
@@ -195,6 +197,7 @@ def test_the_sweep_reaches_every_stage(swept):
     assert len(cases) == len(adversarial.CASES)
 
 
+@pytest.mark.slow
 def test_figures_stay_bounded(swept):
     # 3,000 host threads drew 1400 x 126,509 px; lanes fold past a budget now
     # (the fuzz plots 8 in wide at 30 dpi; lanes take 100 in at most)

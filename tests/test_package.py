@@ -207,6 +207,7 @@ def test_no_test_imports_a_benchmark():
     assert found == [], "\n".join(found)
 
 
+@pytest.mark.slow
 def test_every_stage_folder_of_tests_is_collected():
     # pytest skips folders named dist/ or build/ unless told otherwise
     out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q",

@@ -313,6 +313,7 @@ def picked():
     return _picked()
 
 
+@pytest.mark.slow
 def test_opinfo_results_are_bit_identical_under_the_recorder(picked):
     assert len(picked) == OPS
     bad = [d for op in picked for d in [_identical(op)] if d]
@@ -327,6 +328,7 @@ def test_noncontiguous_and_complex_inputs_too(picked):
     assert not bad, bad[:5]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("device", ["sim", "sim owning cpu"])
 def test_opinfo_results_are_bit_identical_on_a_simgpu(device):
     """Other OpInfos than the CPU's sweep (halfway between its picks), CPU

@@ -241,6 +241,7 @@ def test_mutants_are_deterministic():
     assert mutants(30) == mutants(30) != mutants(30, seed=SEED + 1)
 
 
+@pytest.mark.slow
 def test_no_mutant_crashes(swept):
     crashes = [r for r in swept[1] if r["outcome"] not in ("ok", "CutimelineError")]
     detail = "\n\n".join(f"{r['label']}: {r['outcome']} in {r['stage']}: {r['message']}\n"
@@ -249,6 +250,7 @@ def test_no_mutant_crashes(swept):
     assert not crashes, f"{len(crashes)} crashes {dict(table)}:\n{detail}"
 
 
+@pytest.mark.slow
 def test_the_sweep_meets_both_outcomes(swept):
     # A sweep where nothing imports (or nothing fails) tests too little.
     n = collections.Counter(r["outcome"] for r in swept[1])
@@ -258,6 +260,7 @@ def test_the_sweep_meets_both_outcomes(swept):
     assert all(r["rows"] > 0 for r in swept[1] if r["outcome"] == "ok")
 
 
+@pytest.mark.slow
 def test_errors_are_one_line_naming_the_file(swept):
     for r in swept[1]:
         if r["outcome"] == "CutimelineError":
@@ -265,6 +268,7 @@ def test_errors_are_one_line_naming_the_file(swept):
             assert "\n" not in r["message"], (r["label"], r["message"])
 
 
+@pytest.mark.slow
 def test_cli_summary_of_a_damaged_trace_is_one_line_and_exit_2(swept):
     folder, results = swept
     failing = [r for r in results if r["outcome"] == "CutimelineError"]

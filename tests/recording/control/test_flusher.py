@@ -125,6 +125,7 @@ def _check_journal(tl, ran: int, sent: int | None) -> tuple[float, int]:
     return lost_s, ran - len(seq)
 
 
+@pytest.mark.slow
 def test_a_rank_killed_at_any_moment_leaves_a_journal_that_loads(tmp_path):
     """SIGKILL at 20 random moments of the first 0.8 s: 20/20 journals load."""
     rng = random.Random(38)
