@@ -30,8 +30,9 @@ aligner can be scored. Everything is labelled a simulation.
 ``SimGPU`` is made of parts with declared state, which share the host
 clock, one lock and the per-thread state (``local.py``) it hands them: the
 virtual host clock (``SimHost``), the streams and the recording's log
-(``SimStreams``), the op stream (``SimOps``), the collectives (``SimComm``)
-and the data-dependent ops (``DataDependent``). Its per-op methods do their
+(``SimStreams``), the op stream (``SimOps``), the collectives (``SimComm``),
+the data-dependent ops (``DataDependent``) and what reads of simulated
+tensors return (``SimValues``). Its per-op methods do their
 work in line on the parts' fields: a Python call layer costs ~0.1 µs an op.
 """
 
@@ -58,6 +59,7 @@ from .ops import SimOps
 from .options import checked
 from .roofline import GpuProfile, OpModel
 from .streams import SimEvent, SimStreams, check_stream
+from .values import SimValues
 
 _BEGIN, _END = int(EventKind.BEGIN), int(EventKind.END)
 
@@ -86,7 +88,9 @@ class SimGPU(Device):
     ``nonzero_fraction`` / ``unique_fraction`` (0.5: the share of elements
     that ``x[mask]``, ``nonzero``, ``masked_select`` / ``unique`` keep; meta
     tensors have no values, so such counts are modelled: ``datadep.py``),
-    ``world_size`` (ranks a collective's time assumes; None: its group's).
+    ``world_size`` (ranks a collective's time assumes; None: its group's),
+    ``read_limit`` and ``values`` (what host reads of simulated tensors
+    return, and the bound on modelled reads that steer a loop: ``values.py``).
 
     ``bracket="cuda"`` (the default): events behave as CUDA events do; a
     BEGIN executes when its stream reaches it, which on an idle stream is
@@ -118,14 +122,16 @@ class SimGPU(Device):
                  anchor_interval_ns: int = 1_000_000_000, pings: int = 3,
                  clock: Any = None, bracket: str = "cuda", host_cost: Any = None,
                  launch_queue: int | None = 1024, nonzero_fraction: float = 0.5,
-                 unique_fraction: float = 0.5, world_size: int | None = None):
+                 unique_fraction: float = 0.5, world_size: int | None = None,
+                 read_limit: int = 1000, values: Callable | None = None):
         o = self.options = checked(
             profile, offset_ns=offset_ns, drift_ppm=drift_ppm, quantum_ns=quantum_ns,
             launch_latency_ns=launch_latency_ns, event_latency_ns=event_latency_ns,
             cost=cost, jitter=jitter, seed=seed, tf32=tf32, owns=owns, index=index,
             anchor_interval_ns=anchor_interval_ns, pings=pings, clock=clock, bracket=bracket,
             host_cost=host_cost, launch_queue=launch_queue, nonzero_fraction=nonzero_fraction,
-            unique_fraction=unique_fraction, world_size=world_size)
+            unique_fraction=unique_fraction, world_size=world_size, read_limit=read_limit,
+            values=values)
         self.profile, self.seed, self.index, self.bracket = o.profile, o.seed, o.index, o.bracket
         self.offset_ns, self.drift_ppm, self.quantum_ns = o.offset_ns, o.drift_ppm, o.quantum_ns
         self.launch_latency_ns, self.event_latency_ns = o.launch_latency_ns, o.event_latency_ns
@@ -144,8 +150,9 @@ class SimGPU(Device):
                                   o.event_latency_ns, o.pings)
         self.comm = SimComm(o.profile, lock, loc, self.streams, o.world_size)
         self.datadep = DataDependent(o.profile, loc, o.nonzero_fraction, o.unique_fraction)
+        self.values = SimValues(o.seed, o.read_limit, o.values)
         self.ops = SimOps(loc, host, self.streams, self.comm, self.datadep, o.owns, o.cost,
-                          OpModel(o.profile, o.tf32))
+                          OpModel(o.profile, o.tf32), self.values)
         # the op stream's run, bound: the recorder calls it for every op, and
         # a method here calling it would add a call layer (module doc)
         self.run = self.ops.run
@@ -171,6 +178,11 @@ class SimGPU(Device):
     def current_stream(self) -> int:
         return self._local.stream
 
+    def on_step(self) -> None:
+        """The recorder ended a step: the bound on modelled reads that
+        steer a loop counts from here (``values.py``)."""
+        self.values.step()
+
     def mark_dispatch(self, t0: int) -> None:
         """The recorder took op's dispatch in hand at ``t0`` (real host
         time), before its BEGIN: the dispatch is charged from there."""
@@ -184,6 +196,7 @@ class SimGPU(Device):
             self.streams.start()
             self._start_ns = now = self._clock.now()
             self.virtual_host.start(now)
+            self.values.reset()
             self.streams.anchor(0, now, now)
             self.ops.as_cuda(True)
         self.streams.ping()

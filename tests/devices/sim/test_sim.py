@@ -1,6 +1,7 @@
 """SimGPU: streams, latencies, waits, the device clock as CUDA reads it, the
 roofline cost model, truth, validation; and end to end under the recorder."""
 
+import math
 import threading
 
 import numpy as np
@@ -597,7 +598,7 @@ def test_item_on_the_loss_blocks_the_host_for_queued_simulated_work():
     with record(device=gpu) as rec:
         loss = _mlp_step("meta")
         queued = gpu.drained_at(None)
-        assert loss.item() == 0.0  # a meta tensor has no value: zero, after the wait
+        assert math.isfinite(loss.item())  # a modelled value (values.py), after the wait
     tl = rec.timeline
     names = list(tl.decode(tl.ops["name"]))
     item = [i for i, n in enumerate(names) if "_local_scalar_dense" in n]
