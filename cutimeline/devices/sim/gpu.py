@@ -8,8 +8,14 @@ would cost, on a virtual host clock (``host.py``), and the simulator
 enqueues its roofline cost (see ``roofline.py``) on a virtual stream that
 keeps its own ``free_at`` on that clock (``streams.py``):
 
-* an op launched (its END call) at host time h starts at
-  ``max(free_at, h + launch_latency)`` and lasts ``cost(op)``;
+* an op whose dispatch began (its BEGIN) at host time d and whose launch
+  returned (its END call) at h starts at ``max(free_at, h, d +
+  launch_latency)`` and lasts ``cost(op)``: the launch latency runs from
+  the dispatch's start (the launch's setup, the driver, the GPU's front
+  end), and a kernel starts no earlier than its launch returned; with the
+  profiles' latencies no longer than the modelled dispatch, an op on an
+  idle stream starts at its launch's return, so its row (from the return,
+  ``alignment/aligner.py``) is its work alone;
 * a BEGIN event recorded at h executes at ``max(free_at, h + event_latency)``,
   an END event at ``max(op end, h + event_latency)``;
 * a sync makes the host really wait until its stream (or all) has drained;
@@ -214,6 +220,7 @@ class SimGPU(Device):
             t0, loc.t0 = loc.t0, None
             if host.host_cost == "measured":
                 v = now - host.skew
+                loc.mark = (now, v)
             else:
                 if t0 is not None and t0 < now:
                     now = t0
@@ -285,7 +292,11 @@ class SimGPU(Device):
             if self.jitter and cost:
                 cost = int(round(cost * math.exp(
                     self.jitter * self._rng.standard_normal())))
-            start = v + self.launch_latency_ns
+            # the kernel starts launch_latency after its dispatch began, not
+            # before the launch returned: on an idle stream, at the return
+            # (no mark: a region's END, its dispatch's start unknown here)
+            start = v + self.launch_latency_ns if m is None else \
+                max(v, m[1] + self.launch_latency_ns)
             free_at = st.free_at
             free = free_at.get(stream, 0)
             if free > start:

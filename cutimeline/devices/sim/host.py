@@ -232,6 +232,12 @@ class SimHost:
                     self.kr.append(now)
                     self.kv.append(v)
                     self.skew = now - v
+            if not measured:  # this bookkeeping took no host time: flat
+                now = self.clock.now()
+                if now > self.kr[-1]:
+                    self.kr.append(now)
+                    self.kv.append(self.kv[-1])
+                    self.skew = now - self.kv[-1]
             real_target = target + self.skew
         self.clock.wait_until(real_target)
         if measured:
@@ -246,6 +252,14 @@ class SimHost:
                 self.kr.append(end)
                 self.kv.append(ve)
                 self.skew = end - ve
+            # this bookkeeping (the schedstat read: µs) took no host time
+            # either, so the host's next reading (a ping's upper bound) is
+            # as close to the wait's end as a real host's would be
+            real = self.clock.now()
+            if real > end and real > self.kr[-1]:
+                self.kr.append(real)
+                self.kv.append(self.kv[-1])
+                self.skew = real - self.kv[-1]
 
     def close(self, real: int, name: str, args: tuple, kwargs: dict) -> None:
         """End this thread's dispatch at ``real``: on the virtual clock it

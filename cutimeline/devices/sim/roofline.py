@@ -46,7 +46,10 @@ class GpuProfile:
     at: a typical measured rate for pinned memory (CUDA's bandwidthTest).
     ``nvlink_bandwidth`` and ``collective_latency_ns``: a collective's bus
     bandwidth and fixed cost (``comm.py``). Latencies are typical
-    measurements of a launch on an idle GPU, not datasheet figures."""
+    measurements of a launch on an idle GPU, not datasheet figures:
+    ``launch_latency_ns`` from the start of an op's dispatch to its
+    kernel's start (a kernel starts no earlier than its launch returns,
+    ``gpu.py``)."""
     name: str
     peak_flops: dict[str, float]
     bandwidth: float

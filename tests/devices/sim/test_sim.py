@@ -48,18 +48,29 @@ def truth(h):
 
 # -- streams and latencies ---------------------------------------------------
 
-def test_idle_stream_op_starts_after_launch_latency():
+def test_idle_stream_op_starts_launch_latency_after_its_dispatch_began():
     gpu, clock = make({"k": 10_000})
     gpu.start()
     h0 = clock.now()
     b, e = launch(gpu, clock, "k", 0, dispatch_ns=1_000)
-    assert gpu.drained_at(0) == h0 + 1_000 + LAT + 10_000
+    assert gpu.drained_at(0) == h0 + LAT + 10_000
     h = gpu.harvest()
     t = truth(h)
     assert t[b] == h0 + EV                      # BEGIN: idle stream, event latency
-    assert t[e] == h0 + 1_000 + LAT + 10_000    # END: after the op's work
+    assert t[e] == h0 + LAT + 10_000            # END: after the op's work
     assert h.events["host_record_ns"][b] == h0
     assert h.events["host_record_ns"][e] == h0 + 1_000
+
+
+def test_idle_stream_op_starts_no_earlier_than_its_launch_returned():
+    # a dispatch longer than the launch latency: the kernel starts at the
+    # return, so the row (from the return, aligner) is its work alone
+    gpu, clock = make({"k": 10_000})
+    gpu.start()
+    h0 = clock.now()
+    b, e = launch(gpu, clock, "k", 0, dispatch_ns=6_000)
+    t = truth(gpu.harvest())
+    assert t[e] == h0 + 6_000 + 10_000
 
 
 def test_kernel_bracket_begins_at_the_work_not_at_the_record():
@@ -69,8 +80,8 @@ def test_kernel_bracket_begins_at_the_work_not_at_the_record():
     b, e = launch(gpu, clock, "k", 0, dispatch_ns=50_000)   # slow CPU-side op
     b2, e2 = launch(gpu, clock, "k", 1, dispatch_ns=1_000)
     t = truth(gpu.harvest())
-    assert t[b] == h0 + 50_000 + LAT             # right before its work
-    assert t[e] == h0 + 50_000 + LAT + 10_000    # the row is the work alone
+    assert t[b] == h0 + 50_000                   # right before its work, at the return
+    assert t[e] == h0 + 50_000 + 10_000          # the row is the work alone
     assert t[b2] == t[e]                          # queued behind the first op
     assert t[e2] == t[b2] + 10_000
 
@@ -105,7 +116,7 @@ def test_kernel_bracket_region_begins_at_its_first_work_on_its_stream():
     clock.advance(1_000)
     gpu.end(1, 1, "side", (), {}, None)
     t = truth(gpu.harvest())
-    assert t[region] == t[b] == h0 + 20_000 + 1_000 + LAT
+    assert t[region] == t[b] == h0 + 20_000 + LAT
     assert t[e] == t[b] + 10_000 and t[end] == t[e] + 3_000
     assert t[side] == h0 + 20_000 + 2_000 + LAT   # settled by its own stream's work
 
@@ -117,7 +128,7 @@ def test_ops_queue_in_stream_order():
     b1, e1 = launch(gpu, clock, "long", 0)
     b2, e2 = launch(gpu, clock, "short", 1)
     t = truth(gpu.harvest())
-    end1 = h0 + 1_000 + LAT + 100_000
+    end1 = h0 + LAT + 100_000
     assert t[e1] == end1
     assert t[b2] == end1                 # the BEGIN waits behind the long op
     assert t[e2] == end1 + 1_000         # the op starts when the stream frees
@@ -140,7 +151,7 @@ def test_streams_run_independently():
     b, e = launch(gpu, clock, "short", 1, stream=1)
     t = truth(gpu.harvest())
     assert t[b] == h0 + 1_000 + EV
-    assert t[e] == h0 + 2_000 + LAT + 1_000
+    assert t[e] == h0 + 1_000 + LAT + 1_000
 
 
 def test_wait_stream_orders_work_across_streams():
@@ -636,9 +647,9 @@ def test_a_full_launch_queue_holds_the_host_until_the_oldest_launch_finishes():
     h, t0, ends = _queued_launches(2)
     launched = h.events["host_record_ns"][ends] - t0
     done = truth(h)[ends] - t0
-    assert done.tolist() == [15_000, 25_000, 35_000, 45_000, 55_000]
+    assert done.tolist() == [14_000, 24_000, 34_000, 44_000, 54_000]
     # the third launch waits for the first to finish, and so on
-    assert launched.tolist() == [1_000, 2_000, 15_000, 25_000, 35_000]
+    assert launched.tolist() == [1_000, 2_000, 14_000, 24_000, 34_000]
     assert h.meta["launch_queue"] == 2
     h, t0, ends = _queued_launches(0)  # unbounded: the host runs ahead
     assert (h.events["host_record_ns"][ends] - t0).tolist() == [1_000, 2_000, 3_000,

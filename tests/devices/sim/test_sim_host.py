@@ -81,8 +81,9 @@ def test_an_op_dispatch_lasts_its_modelled_cost_on_the_virtual_clock():
     gpu.begin(0, 0)
     clock.advance(1_000_000)             # the op took 1 ms here, on meta
     gpu.end(0, 0, "k", (), {}, None)
-    # on CUDA its dispatch would have taken 3 µs: the work starts 3 µs + latency in
-    assert gpu.drained_at(0) == h0 + 3_000 + 4_000 + 10_000
+    # on CUDA its dispatch would have taken 3 µs: the work starts the launch
+    # latency (4 µs) after the dispatch began, the launch having returned by then
+    assert gpu.drained_at(0) == h0 + 4_000 + 10_000
     clock.advance(50_000)                # the user's Python: real time stays
     gpu.begin(0, 1)
     gpu.end(0, 1, "k", (), {}, None)     # took no time here: still 3 µs
