@@ -32,7 +32,10 @@ Where the spans come from:
 * DATA — wrappers around ``DataLoader.__iter__`` and the iterators'
   ``__next__``; they only time the call and mark the thread as fetching
   (threads started meanwhile, such as the pin-memory thread, fetch for
-  good).
+  good). Single-process fetches that launch nothing run off the dispatch
+  stack after the first; on a device with a simulated host clock, worker
+  processes' batches are timed in the workers and the fetch's wait
+  modelled (``fetches.py``).
 * SYNC (CUDA), graph replays and the event pool's pauses — wrappers
   around the CUDA calls that are not aten ops, in ``cudahooks.py``; the op
   stream adds SYNC spans for host-blocking ops.
@@ -54,7 +57,7 @@ from typing import Any, Callable
 
 from ..timeline.schema import NONE, SpanKind
 
-from . import compiled, cudahooks
+from . import compiled, cudahooks, fetches
 
 try:  # torch.compile traces into global hooks; they must do nothing there
     from torch.compiler import is_compiling
@@ -99,6 +102,7 @@ class Hooks:
                 self._patch(threading.Thread, "start", self._start)
             if getattr(self.s.device, "kind", "") == "cuda":
                 cudahooks.install(torch, self.s, self._patch)
+            fetches.install(self.s, self._patch)  # DataLoader fetches (fetches.py)
             if not self._install_compiled():
                 self.s.at_boundary.append(self._install_compiled)
         except BaseException:

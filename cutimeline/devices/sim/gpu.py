@@ -416,6 +416,17 @@ class SimGPU(Device):
         """(real, virtual) knots of the host-time map of the recording."""
         return self.virtual_host.host_map()
 
+    def host_now(self) -> int:
+        """The virtual host time now (ns; the real one when not recording)."""
+        with self._lock:
+            return self.virtual_host.virtual(self._clock.now())
+
+    def fetched(self, begin: int, end_virtual: int) -> None:
+        """A DataLoader fetch that began at real host time ``begin`` returns
+        now, at virtual time ``end_virtual`` as its workers are modelled
+        (``recording/workers.py``; ``SimHost.jump``)."""
+        self.virtual_host.jump(begin, end_virtual)
+
     # -- internals ----------------------------------------------------------------
     def _require(self, what: str) -> None:
         if not self.streams.recording:

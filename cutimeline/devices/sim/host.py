@@ -261,6 +261,25 @@ class SimHost:
                 self.kv.append(self.kv[-1])
                 self.skew = real - self.kv[-1]
 
+    def jump(self, begin: int, end_virtual: int) -> None:
+        """The host's time from real ``begin`` to now, modelled whole: on
+        the virtual clock it ends at ``end_virtual`` (no earlier than it
+        began, nor than the map's last knot). A fetch from DataLoader
+        workers whose wait is modelled (``recording/workers.py``)."""
+        if self.real_only():
+            return
+        with self.lock:
+            now = self.clock.now()
+            v = self.virtual(begin)
+            if self.kr[-1] < begin < now:
+                self.kr.append(begin)
+                self.kv.append(v)
+            if now > self.kr[-1]:
+                self.kr.append(now)
+                self.kv.append(max(end_virtual, v, self.kv[-1]))
+                self.skew = now - self.kv[-1]
+            self.local.rq = self.runqueue_ns()
+
     def close(self, real: int, name: str, args: tuple, kwargs: dict) -> None:
         """End this thread's dispatch at ``real``: on the virtual clock it
         lasted the modelled cost (lock held). ``SimGPU.end`` does the same
