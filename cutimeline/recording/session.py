@@ -100,6 +100,8 @@ class Session:
         self.local = _Local(weakref.ref(self))
         self.step_number, self.step_begin, self.manual = 0, _now(), False
         self.collectives = None  # collectives.CollectiveLog, made at the first collective
+        # sentences on what this recording could not show, for meta["warnings"]
+        self.warnings: list[str] = []
         self.graphs = 0  # Inductor graphs seen (their ops are named by this order)
         # called at every step boundary until each returns True (hooks.py:
         # patches that wait for a module torch imports on first use)
