@@ -77,8 +77,8 @@ def meta_at_stop(s: Session, harvest: Harvest | None, meta: dict[str, Any],
         "truncated": s.cut_ns is not None})
     if s.collectives is not None:
         meta.update(s.collectives.meta())
-    if s.warnings:  # what the recording could not show, in sentences
-        meta["warnings"] = list(s.warnings)
+    if s.warnings:  # what the recording could not show, in sentences (the device's too)
+        meta["warnings"] = [*meta.get("warnings", []), *s.warnings]
     if options.get("out_dir"):
         meta.update(rank_meta(started))
     return meta

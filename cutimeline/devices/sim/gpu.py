@@ -349,7 +349,11 @@ class SimGPU(Device):
             self.streams.recording = False
             self.ops.as_cuda(False)
             try:
-                return self.streams.harvest(self.options, self.name, self._start_ns)
+                h = self.streams.harvest(self.options, self.name, self._start_ns)
+                if self.ops.warnings:  # what it did not simulate (ops.py)
+                    h.meta["warnings"] = list(self.ops.warnings)
+                    self.ops.warnings.clear()
+                return h
             finally:
                 self.virtual_host.stop()
 

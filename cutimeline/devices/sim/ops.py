@@ -19,6 +19,7 @@ output size depends on the values (``x[mask]``, ``nonzero``,
 from __future__ import annotations
 
 import math
+import warnings
 import weakref
 from dataclasses import dataclass, field
 from functools import partial
@@ -29,6 +30,7 @@ import torch
 import torch.nn.functional as fn
 import torch.optim.optimizer as optim
 import torch.utils._foreach_utils as fe
+from torch.amp.autocast_mode import autocast
 
 from ...errors import CutimelineError
 from ..opwork import op_name
@@ -66,6 +68,8 @@ class SimOps:
     values: SimValues = field(default_factory=SimValues)
     #: id(OpOverload) -> ``info``
     seen: dict[int, tuple] = field(default_factory=dict, init=False)
+    #: sentences on what this recording does not simulate, for meta["warnings"]
+    warnings: list[str] = field(default_factory=list, init=False)
     #: op base name -> its value substitute, bound to the part it works on
     substitutes: dict[str, Callable] = field(init=False)
 
@@ -206,6 +210,8 @@ def _install() -> None:
     for name, make in (("__format__", _formatted), ("__repr__", _shown)):
         _SAVED[torch.Tensor, name] = f = torch.Tensor.__dict__[name]
         setattr(torch.Tensor, name, make(f))
+    _SAVED[autocast, "__enter__"] = f = autocast.__dict__["__enter__"]
+    autocast.__enter__ = _said_autocast(f)
 
 
 def _uninstall() -> None:
@@ -247,6 +253,27 @@ def _fused_attention(sdpa: Callable) -> Callable:
 
 def _meta(t: Any) -> bool:
     return isinstance(t, torch.Tensor) and t.device.type == "meta"
+
+
+AUTOCAST = ("torch.autocast('cuda') does nothing to meta tensors: the ops inside it are "
+            "simulated in their tensors' own dtype (fp32, on TF32 tensor cores where torch "
+            "allows it), not in the autocast dtype; cast the model and its inputs to "
+            "bfloat16 to simulate mixed precision.")
+
+
+def _said_autocast(enter: Callable) -> Callable:
+    """``torch.autocast.__enter__`` that tells each recording SimGPU, once,
+    that a CUDA autocast region is priced in fp32 (``AUTOCAST``): autocast
+    casts only tensors of its device type, and meta is none."""
+    def __enter__(self):
+        if getattr(self, "device", None) == "cuda":
+            for ops in list(_RECORDING):
+                if AUTOCAST not in ops.warnings:
+                    ops.warnings.append(AUTOCAST)
+                    warnings.warn(f"cutimeline: {AUTOCAST}", RuntimeWarning, stacklevel=2)
+        return enter(self)
+    __enter__.__wrapped__ = enter  # type: ignore[attr-defined]
+    return __enter__
 
 
 def _formatted(fmt: Callable) -> Callable:

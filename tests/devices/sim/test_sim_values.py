@@ -200,3 +200,16 @@ def test_values_leave_torch_as_it_was():
     assert torch.Tensor.__format__ is fmt and torch.Tensor.__repr__ is rep
     with pytest.raises(TypeError):
         "{:6.2f}".format(torch.ones((), device=META))
+
+
+def test_autocast_on_simulated_tensors_is_said_to_run_at_fp32():
+    with ctl.record(device=SimGPU("h100")) as rec, warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        for _ in range(2):
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                y = torch.randn(64, 64, device=META) @ torch.randn(64, 64, device=META)
+    assert y.dtype == torch.float32  # what autocast does to meta tensors: nothing
+    said = [str(w.message) for w in seen if "autocast" in str(w.message)
+            and "cutimeline" in str(w.message)]
+    assert len(said) == 1 and "fp32" in said[0]
+    assert any("autocast" in w for w in rec.timeline.meta["warnings"])
