@@ -56,7 +56,8 @@ def meta_at_stop(s: Session, harvest: Harvest | None, meta: dict[str, Any],
     """The Timeline's meta: what ``start()`` noted (``meta``), the device's
     harvest, versions, host, ``record()``'s options, threads, calibrations,
     torch's fp32 matmul precision at stop, whether ``max_ops`` cut it,
-    collectives and rank."""
+    collectives, rank, and ``warnings``: sentences on what the recording
+    could not show (``Session.warnings``)."""
     started, meta = meta, dict(meta)
     if harvest is not None:
         meta.update(harvest.meta)
@@ -76,6 +77,8 @@ def meta_at_stop(s: Session, harvest: Harvest | None, meta: dict[str, Any],
         "truncated": s.cut_ns is not None})
     if s.collectives is not None:
         meta.update(s.collectives.meta())
+    if s.warnings:  # what the recording could not show, in sentences (the device's too)
+        meta["warnings"] = [*meta.get("warnings", []), *s.warnings]
     if options.get("out_dir"):
         meta.update(rank_meta(started))
     return meta

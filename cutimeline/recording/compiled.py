@@ -21,6 +21,9 @@ without passing the dispatcher. This module makes those visible:
   kernels launched there. On a busy stream that is their work; on a stream
   that runs dry inside the graph a piece also covers the host time spent
   launching them, so it is an upper bound (the plot hatches these rows).
+* **on SimGPU** — Inductor compiles a graph over meta tensors to the
+  allocation of its outputs: there is nothing to simulate, and the
+  recording says so (a warning and ``meta["warnings"]``, once).
 * **the hook** — ``CompiledFxGraph.__call__`` is wrapped (``hooks.py``) at
   start when the program has loaded Inductor (it ran a compiled model
   before), else at the first step boundary after it does (a model's first
@@ -96,6 +99,9 @@ def launch(s: Any, call: Callable, graph: Any, inputs: Any) -> Any:
         with s.lock:
             s.funcs.append(graph)  # keeps id(graph) in the key unique
             n, s.graphs = s.graphs, s.graphs + 1
+        if n == 0 and getattr(s.device, "kind", "") == "sim" and \
+                "meta" in (getattr(graph, "device_types", ()) or ()):
+            _not_simulated(s)
         if n == 0 and _recompiles_under_modes():
             warnings.warn(
                 f"cutimeline: on torch {torch.__version__} Dynamo recompiles a compiled "
@@ -144,6 +150,22 @@ def launch(s: Any, call: Callable, graph: Any, inputs: Any) -> Any:
     if s.memlog is not None:  # what the graph's kernels allocated, as for an op
         s.memlog.read(seq, t1, Named(s.strings.values[s.sig_table[sig][0]]), (), {}, out)
     return out
+
+
+NOT_SIMULATED = (
+    "torch.compile'd code is not simulated: on meta tensors Inductor compiles each graph "
+    "to the allocation of its outputs, so its inductor::graph_N rows cost no GPU time "
+    "and their work is missing from the simulated GPU; record the model uncompiled to "
+    "simulate it.")
+
+
+def _not_simulated(s: Any) -> None:
+    """Say once, as a warning and in the Timeline's ``meta["warnings"]``,
+    that SimGPU cannot simulate the compiled graphs of session ``s``."""
+    if NOT_SIMULATED in s.warnings:
+        return
+    s.warnings.append(NOT_SIMULATED)
+    warnings.warn(f"cutimeline: {NOT_SIMULATED}", RuntimeWarning, stacklevel=5)
 
 
 #: the first torch whose Dynamo reuses compiled code while a dispatch mode

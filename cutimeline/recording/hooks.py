@@ -32,7 +32,10 @@ Where the spans come from:
 * DATA — wrappers around ``DataLoader.__iter__`` and the iterators'
   ``__next__``; they only time the call and mark the thread as fetching
   (threads started meanwhile, such as the pin-memory thread, fetch for
-  good).
+  good). Single-process fetches that launch nothing run off the dispatch
+  stack after the first; on a device with a simulated host clock, worker
+  processes' batches are timed in the workers and the fetch's wait
+  modelled (``fetches.py``).
 * USER — the user's named ranges: ``ctl.span``, ``record_function``
   (whose ops the op stream sees) and NVTX's ``range_push``/``range_pop``,
   wrapped here (``ranges.py``).
@@ -57,7 +60,7 @@ from typing import Any, Callable
 
 from ..timeline.schema import NONE, SpanKind
 
-from . import compiled, cudahooks
+from . import compiled, cudahooks, fetches
 from .ranges import patch_nvtx
 from .opstream import skip_dynamo
 
@@ -105,6 +108,7 @@ class Hooks:
             patch_nvtx(self.s, torch.cuda.nvtx, self._patch, is_compiling)
             if getattr(self.s.device, "kind", "") == "cuda":
                 cudahooks.install(torch, self.s, self._patch)
+            fetches.install(self.s, self._patch)  # DataLoader fetches (fetches.py)
             if not self._install_compiled():
                 self.s.at_boundary.append(self._install_compiled)
         except BaseException:

@@ -121,9 +121,11 @@ class Mode(TorchDispatchMode):
         # number for a tensor (``torch.add(t, 1)``), takes the loop.
         f = id(func)
         n = self.lead.get(f)
+        if n is None:
+            n = s.leading(f, func)
+            if n < 0:  # CompositeImplicitAutograd (under inference_mode): its parts
+                return s.decompose(self, func, args, kwargs)
         try:
-            if n is None:
-                n = s.leading(f, func)
             a = args[0] if n and args else None
             if isinstance(a, _Tensor):
                 dev = a.device

@@ -30,7 +30,7 @@ from time import perf_counter_ns as _now
 from typing import Any, Callable
 
 import torch
-from torch.utils._python_dispatch import _disable_current_modes
+from torch.utils._python_dispatch import _disable_current_modes, _pop_mode, _push_mode
 
 from ..devices.device import Device
 from ..timeline.schema import NONE, GpuKind, OpFlag, SpanKind
@@ -42,8 +42,8 @@ from .measures.sources import SourceFinder, StackCount
 from .opstream import Mode
 from .ranges import range_call
 from .signatures import (ALLOCS, DIST_NAMESPACES, NO_WORK, RULE_ALLOC, RULE_COLL, RULE_FLOPS,
-                         RULE_WAIT, RULES, Named, arg_kinds, blocking, leading_tensors,
-                         shapes_text)
+                         RULE_WAIT, RULES, Named, arg_kinds, blocking, composite,
+                         leading_tensors, shapes_text)
 
 __all__ = ["Writer", "Session"]
 
@@ -53,6 +53,7 @@ _CAPTURED, _COLLECTIVE = int(OpFlag.CAPTURED), int(OpFlag.COLLECTIVE)
 _TRUNCATED = int(OpFlag.TRUNCATED)
 _SYNC_SPAN, _STEP, _USER_SPAN = int(SpanKind.SYNC), int(SpanKind.STEP), int(SpanKind.USER)
 _DATA = int(SpanKind.DATA)
+_CIA = torch._C.DispatchKey.CompositeImplicitAutograd
 
 
 class Session:
@@ -67,6 +68,8 @@ class Session:
         # and charges a launch's dispatch from the recorder's first look at it
         self.mark: Callable | None = getattr(device, "mark_dispatch", None)
         self.comm: Callable | None = getattr(device, "collective_stream", None)
+        # and counts reads between steps (devices/sim/values.py)
+        self.on_step: Callable | None = getattr(device, "on_step", None)
         self.off = False  # stopped, or cut at max_ops: the modes pass ops through
         self.cut_ns, self.cut_by = None, ""  # when max_ops cut the recording, by what
         self.span_count = itertools.count()  # spans count against max_ops too
@@ -98,6 +101,8 @@ class Session:
         self.local = _Local(weakref.ref(self))
         self.step_number, self.step_begin, self.manual = 0, _now(), False
         self.collectives = None  # collectives.CollectiveLog, made at the first collective
+        # sentences on what this recording could not show, for meta["warnings"]
+        self.warnings: list[str] = []
         self.graphs = 0  # Inductor graphs seen (their ops are named by this order)
         # called at every step boundary until each returns True (hooks.py:
         # patches that wait for a module torch imports on first use)
@@ -147,12 +152,29 @@ class Session:
         return g
 
     def leading(self, f: int, func: Any) -> int:
-        """Note how many leading tensors key ``func`` (id ``f``): 1-3, 0 for all."""
+        """Note how many leading tensors key ``func`` (id ``f``): 1-3, 0 for
+        all; -1, not noted, for an op the mode decomposes (``decompose``)."""
+        if composite(func):
+            return -1
         n = leading_tensors(func)
         with self.lock:
             self.lead_funcs.append(func)
             self.lead[f] = n
         return n
+
+    def decompose(self, mode: Mode, func: Any, args: tuple, kwargs: dict | None) -> Any:
+        """Run a ``CompositeImplicitAutograd`` op by its decomposition, the
+        ops of which ``mode`` records. Autograd decomposes these ops above
+        the mode; under ``torch.inference_mode()`` (no autograd keys) they
+        reach it whole (``aten::linear``, ``aten::item``,
+        ``aten::to.dtype_layout``), and their parts are what the device runs
+        and what the op stream shows in every other mode. Torch's own C++
+        kernel, as CUDA runs it, not a Python decomposition."""
+        _push_mode(mode)
+        try:
+            return func._op_dk(_CIA, *args, **(kwargs or {}))
+        finally:
+            _pop_mode()
 
     def signature(self, key: tuple, func: Any, dev: Any, args: tuple = (),
                   kwargs: dict | None = None, shapes: str | None = None,
@@ -206,6 +228,8 @@ class Session:
             n, t0, t1 = self.step_number, self.step_begin, _now()
             self.step_number, self.step_begin = n + 1, t1
         self.span(w, _STEP, name, 0, t0, n, t1)
+        if self.on_step is not None:
+            self.on_step()
         if self.at_boundary:
             self.at_boundary = [f for f in self.at_boundary if not f()]
         if self.calibrate_every_ns and t1 >= self._next_calibration:

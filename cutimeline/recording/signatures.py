@@ -23,7 +23,7 @@ import torch
 
 __all__ = ["NO_WORK", "RULES", "RULE_COLL", "RULE_WAIT", "RULE_FLOPS", "RULE_ALLOC",
            "ALLOCS", "DIST_NAMESPACES", "Named", "dtype_shape", "shape_text", "shapes_text",
-           "ragged_key", "arg_kinds", "leading_tensors", "blocking"]
+           "ragged_key", "arg_kinds", "leading_tensors", "composite", "blocking"]
 
 _Tensor = torch.Tensor
 dtype_shape = operator.attrgetter("dtype", "shape")
@@ -126,6 +126,23 @@ def leading_tensors(func: Any) -> int:
     if n is None:
         n = _LEADS[func] = _schema_leading_tensors(func)
     return n
+
+
+_COMPOSITE: dict[Any, bool] = {}  # func -> composite(func), for every recording
+
+
+def composite(func: Any) -> bool:
+    """Whether aten op ``func`` is ``CompositeImplicitAutograd`` (runs as
+    other ops: ``linear``, ``item``, ``to``): such an op reaches the
+    dispatch mode only where autograd did not decompose it (under
+    ``torch.inference_mode()``), and the mode decomposes it
+    (``Session.decompose``). Read once per process."""
+    c = _COMPOSITE.get(func)
+    if c is None:
+        c = _COMPOSITE[func] = isinstance(func, torch._ops.OpOverload) and \
+            torch._C._dispatch_has_kernel_for_dispatch_key(func.name(),
+                                                           "CompositeImplicitAutograd")
+    return c
 
 
 def _schema_leading_tensors(func: Any) -> int:

@@ -128,8 +128,6 @@ def test_item_every_step_is_sync_bound_and_drains_the_queue():
     assert rep.summary().startswith("Verdict: sync-bound — no host reads of GPU values")
 
 
-@pytest.mark.xfail(strict=False, reason="SimGPU brackets a row on an idle stream past its "
-                   "kernel (issue 36 item 5): without the recorder those rows read busy")
 def test_tiny_ops_are_launch_bound():
     gpu = ctl.SimGPU("h100", owns=("cpu", "meta"), cost={"aten::add": 500, "aten::mul": 500},
                      launch_latency_ns=500, event_latency_ns=500, seed=3)

@@ -246,3 +246,26 @@ def test_a_compiled_graph_takes_a_memory_reading_like_an_op(inductor_mlp):
     m = tl.memory
     read = {int(r): int(a) for r, a in zip(m.op, m.allocated)}
     assert graph[0] in read and read[graph[0]] > 0  # the forward's outputs at least
+
+
+def test_simgpu_says_it_does_not_simulate_compiled_graphs():
+    """Inductor compiles a graph over meta tensors to the allocation of its
+    outputs: SimGPU has nothing to simulate, and the recording says so,
+    once, in a warning and in meta["warnings"]."""
+    def f(a, b):
+        return torch.relu(a @ b) * 2
+    cf = torch.compile(f)
+    a = torch.randn(64, 64, device="meta")
+    with torch.no_grad():
+        cf(a, a)  # compiled before the recording
+    with ctl.record(device=ctl.SimGPU("h100")) as rec, warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        with torch.no_grad():
+            for _ in range(3):
+                cf(a, a)
+    said = [str(w.message) for w in seen if "not simulated" in str(w.message)]
+    assert len(said) == 1
+    assert rec.timeline.meta["warnings"] == [said[0].removeprefix("cutimeline: ")]
+    with ctl.record(device=ctl.SimGPU("h100")) as rec:
+        torch.relu(a @ a)  # nothing compiled: nothing said
+    assert "warnings" not in rec.timeline.meta

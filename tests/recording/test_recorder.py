@@ -419,7 +419,9 @@ def test_dataloader_fetch_is_host_work_and_unchanged():
     assert list(data_spans.name).count("iter(DataLoader)") == 1
     launched = (tl.ops.flags & OpFlag.LAUNCH) != 0
     stack = (ops.name == "aten::stack").values
-    assert stack.sum() == len(ref) and not launched[stack].any()
+    # the first fetch is recorded whole, as host work; it launched nothing, so
+    # the later ones run off the recorder (fetches.py): one DATA span each
+    assert stack.sum() == 1 and not launched[stack].any()
     assert launched[(ops.name == "aten::mul.Tensor").values].all()
 
 

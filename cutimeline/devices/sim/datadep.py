@@ -222,14 +222,10 @@ def _equal(part: DataDependent, args: tuple, kwargs: dict) -> Any:
     return args[0].shape == args[1].shape and args[0].dtype == args[1].dtype
 
 
-def _is_nonzero(part: DataDependent, args: tuple, kwargs: dict) -> Any:
-    return False if _meta(args[0]) else NotImplemented  # a read, as .item()
-
-
 SUBSTITUTES: dict[str, Callable] = {
     "nonzero": _nonzero, "masked_select": _masked_select, "index": _index,
     "index_put": _index_put, "index_put_": _index_put, "_index_put_impl_": _index_put,
     "_unique2": _unique2, "_unique": _unique1, "unique_consecutive": _unique_consecutive,
     "unique_dim": _unique_dim, "unique_dim_consecutive": _unique_dim,
     "repeat_interleave": _repeat_interleave, "bincount": _bincount,
-    "equal": _equal, "is_nonzero": _is_nonzero}
+    "equal": _equal}

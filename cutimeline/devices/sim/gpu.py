@@ -8,8 +8,14 @@ would cost, on a virtual host clock (``host.py``), and the simulator
 enqueues its roofline cost (see ``roofline.py``) on a virtual stream that
 keeps its own ``free_at`` on that clock (``streams.py``):
 
-* an op launched (its END call) at host time h starts at
-  ``max(free_at, h + launch_latency)`` and lasts ``cost(op)``;
+* an op whose dispatch began (its BEGIN) at host time d and whose launch
+  returned (its END call) at h starts at ``max(free_at, h, d +
+  launch_latency)`` and lasts ``cost(op)``: the launch latency runs from
+  the dispatch's start (the launch's setup, the driver, the GPU's front
+  end), and a kernel starts no earlier than its launch returned; with the
+  profiles' latencies no longer than the modelled dispatch, an op on an
+  idle stream starts at its launch's return, so its row (from the return,
+  ``alignment/aligner.py``) is its work alone;
 * a BEGIN event recorded at h executes at ``max(free_at, h + event_latency)``,
   an END event at ``max(op end, h + event_latency)``;
 * a sync makes the host really wait until its stream (or all) has drained;
@@ -30,8 +36,9 @@ aligner can be scored. Everything is labelled a simulation.
 ``SimGPU`` is made of parts with declared state, which share the host
 clock, one lock and the per-thread state (``local.py``) it hands them: the
 virtual host clock (``SimHost``), the streams and the recording's log
-(``SimStreams``), the op stream (``SimOps``), the collectives (``SimComm``)
-and the data-dependent ops (``DataDependent``). Its per-op methods do their
+(``SimStreams``), the op stream (``SimOps``), the collectives (``SimComm``),
+the data-dependent ops (``DataDependent``) and what reads of simulated
+tensors return (``SimValues``). Its per-op methods do their
 work in line on the parts' fields: a Python call layer costs ~0.1 µs an op.
 """
 
@@ -58,6 +65,7 @@ from .ops import SimOps
 from .options import checked
 from .roofline import GpuProfile, OpModel
 from .streams import SimEvent, SimStreams, check_stream
+from .values import SimValues
 
 _BEGIN, _END = int(EventKind.BEGIN), int(EventKind.END)
 
@@ -86,7 +94,9 @@ class SimGPU(Device):
     ``nonzero_fraction`` / ``unique_fraction`` (0.5: the share of elements
     that ``x[mask]``, ``nonzero``, ``masked_select`` / ``unique`` keep; meta
     tensors have no values, so such counts are modelled: ``datadep.py``),
-    ``world_size`` (ranks a collective's time assumes; None: its group's).
+    ``world_size`` (ranks a collective's time assumes; None: its group's),
+    ``read_limit`` and ``values`` (what host reads of simulated tensors
+    return, and the bound on modelled reads that steer a loop: ``values.py``).
 
     ``bracket="cuda"`` (the default): events behave as CUDA events do; a
     BEGIN executes when its stream reaches it, which on an idle stream is
@@ -118,14 +128,16 @@ class SimGPU(Device):
                  anchor_interval_ns: int = 1_000_000_000, pings: int = 3,
                  clock: Any = None, bracket: str = "cuda", host_cost: Any = None,
                  launch_queue: int | None = 1024, nonzero_fraction: float = 0.5,
-                 unique_fraction: float = 0.5, world_size: int | None = None):
+                 unique_fraction: float = 0.5, world_size: int | None = None,
+                 read_limit: int = 1000, values: Callable | None = None):
         o = self.options = checked(
             profile, offset_ns=offset_ns, drift_ppm=drift_ppm, quantum_ns=quantum_ns,
             launch_latency_ns=launch_latency_ns, event_latency_ns=event_latency_ns,
             cost=cost, jitter=jitter, seed=seed, tf32=tf32, owns=owns, index=index,
             anchor_interval_ns=anchor_interval_ns, pings=pings, clock=clock, bracket=bracket,
             host_cost=host_cost, launch_queue=launch_queue, nonzero_fraction=nonzero_fraction,
-            unique_fraction=unique_fraction, world_size=world_size)
+            unique_fraction=unique_fraction, world_size=world_size, read_limit=read_limit,
+            values=values)
         self.profile, self.seed, self.index, self.bracket = o.profile, o.seed, o.index, o.bracket
         self.offset_ns, self.drift_ppm, self.quantum_ns = o.offset_ns, o.drift_ppm, o.quantum_ns
         self.launch_latency_ns, self.event_latency_ns = o.launch_latency_ns, o.event_latency_ns
@@ -144,8 +156,9 @@ class SimGPU(Device):
                                   o.event_latency_ns, o.pings)
         self.comm = SimComm(o.profile, lock, loc, self.streams, o.world_size)
         self.datadep = DataDependent(o.profile, loc, o.nonzero_fraction, o.unique_fraction)
+        self.values = SimValues(o.seed, o.read_limit, o.values)
         self.ops = SimOps(loc, host, self.streams, self.comm, self.datadep, o.owns, o.cost,
-                          OpModel(o.profile, o.tf32))
+                          OpModel(o.profile, o.tf32), self.values)
         # the op stream's run, bound: the recorder calls it for every op, and
         # a method here calling it would add a call layer (module doc)
         self.run = self.ops.run
@@ -171,6 +184,11 @@ class SimGPU(Device):
     def current_stream(self) -> int:
         return self._local.stream
 
+    def on_step(self) -> None:
+        """The recorder ended a step: the bound on modelled reads that
+        steer a loop counts from here (``values.py``)."""
+        self.values.step()
+
     def mark_dispatch(self, t0: int) -> None:
         """The recorder took op's dispatch in hand at ``t0`` (real host
         time), before its BEGIN: the dispatch is charged from there."""
@@ -184,6 +202,7 @@ class SimGPU(Device):
             self.streams.start()
             self._start_ns = now = self._clock.now()
             self.virtual_host.start(now)
+            self.values.reset()
             self.streams.anchor(0, now, now)
             self.ops.as_cuda(True)
         self.streams.ping()
@@ -201,6 +220,7 @@ class SimGPU(Device):
             t0, loc.t0 = loc.t0, None
             if host.host_cost == "measured":
                 v = now - host.skew
+                loc.mark = (now, v)
             else:
                 if t0 is not None and t0 < now:
                     now = t0
@@ -272,7 +292,11 @@ class SimGPU(Device):
             if self.jitter and cost:
                 cost = int(round(cost * math.exp(
                     self.jitter * self._rng.standard_normal())))
-            start = v + self.launch_latency_ns
+            # the kernel starts launch_latency after its dispatch began, not
+            # before the launch returned: on an idle stream, at the return
+            # (no mark: a region's END, its dispatch's start unknown here)
+            start = v + self.launch_latency_ns if m is None else \
+                max(v, m[1] + self.launch_latency_ns)
             free_at = st.free_at
             free = free_at.get(stream, 0)
             if free > start:
@@ -325,7 +349,11 @@ class SimGPU(Device):
             self.streams.recording = False
             self.ops.as_cuda(False)
             try:
-                return self.streams.harvest(self.options, self.name, self._start_ns)
+                h = self.streams.harvest(self.options, self.name, self._start_ns)
+                if self.ops.warnings:  # what it did not simulate (ops.py)
+                    h.meta["warnings"] = list(self.ops.warnings)
+                    self.ops.warnings.clear()
+                return h
             finally:
                 self.virtual_host.stop()
 
@@ -391,6 +419,17 @@ class SimGPU(Device):
     def host_map(self) -> tuple[np.ndarray, np.ndarray]:
         """(real, virtual) knots of the host-time map of the recording."""
         return self.virtual_host.host_map()
+
+    def host_now(self) -> int:
+        """The virtual host time now (ns; the real one when not recording)."""
+        with self._lock:
+            return self.virtual_host.virtual(self._clock.now())
+
+    def fetched(self, begin: int, end_virtual: int) -> None:
+        """A DataLoader fetch that began at real host time ``begin`` returns
+        now, at virtual time ``end_virtual`` as its workers are modelled
+        (``recording/workers.py``; ``SimHost.jump``)."""
+        self.virtual_host.jump(begin, end_virtual)
 
     # -- internals ----------------------------------------------------------------
     def _require(self, what: str) -> None:

@@ -232,6 +232,12 @@ class SimHost:
                     self.kr.append(now)
                     self.kv.append(v)
                     self.skew = now - v
+            if not measured:  # this bookkeeping took no host time: flat
+                now = self.clock.now()
+                if now > self.kr[-1]:
+                    self.kr.append(now)
+                    self.kv.append(self.kv[-1])
+                    self.skew = now - self.kv[-1]
             real_target = target + self.skew
         self.clock.wait_until(real_target)
         if measured:
@@ -246,6 +252,33 @@ class SimHost:
                 self.kr.append(end)
                 self.kv.append(ve)
                 self.skew = end - ve
+            # this bookkeeping (the schedstat read: µs) took no host time
+            # either, so the host's next reading (a ping's upper bound) is
+            # as close to the wait's end as a real host's would be
+            real = self.clock.now()
+            if real > end and real > self.kr[-1]:
+                self.kr.append(real)
+                self.kv.append(self.kv[-1])
+                self.skew = real - self.kv[-1]
+
+    def jump(self, begin: int, end_virtual: int) -> None:
+        """The host's time from real ``begin`` to now, modelled whole: on
+        the virtual clock it ends at ``end_virtual`` (no earlier than it
+        began, nor than the map's last knot). A fetch from DataLoader
+        workers whose wait is modelled (``recording/workers.py``)."""
+        if self.real_only():
+            return
+        with self.lock:
+            now = self.clock.now()
+            v = self.virtual(begin)
+            if self.kr[-1] < begin < now:
+                self.kr.append(begin)
+                self.kv.append(v)
+            if now > self.kr[-1]:
+                self.kr.append(now)
+                self.kv.append(max(end_virtual, v, self.kv[-1]))
+                self.skew = now - self.kv[-1]
+            self.local.rq = self.runqueue_ns()
 
     def close(self, real: int, name: str, args: tuple, kwargs: dict) -> None:
         """End this thread's dispatch at ``real``: on the virtual clock it

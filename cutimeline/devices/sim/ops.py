@@ -5,17 +5,21 @@ paths than on CUDA: optimizers fall back to one op per parameter (their
 foreach and fused kernels are for CUDA-like devices) and
 ``F.scaled_dot_product_attention`` decomposes into ~20 ops. While a SimGPU
 that owns meta tensors records, ``SimOps.as_cuda`` makes torch treat meta
-as it treats CUDA there, and undoes it when the last one stops. And a meta
-tensor has no values: ``SimOps.run`` answers a read-back (``.item()``,
-``bool()``, ``.tolist()``, ``.cpu()``) with zeros, after the host waited
-for the device as it would on CUDA (the recorder's sync rules do that),
-and an op whose output size depends on the values (``x[mask]``,
-``nonzero``, ``unique``...) with a modelled count (``datadep.py``).
+as it treats CUDA there, and undoes it when the last one stops; a 0-dim
+tensor formats (``f"{loss:.3f}"``) and a tensor prints as on CUDA, by a
+read. And a meta tensor has no values: ``SimOps.run`` answers a read-back
+(``.item()``, ``bool()``, ``.tolist()``, ``.cpu()``) with the values the
+value model gives it (``values.py``: exact where the host decided them,
+modelled where the data would), after the host waited for the device as
+it would on CUDA (the recorder's sync rules do that), and an op whose
+output size depends on the values (``x[mask]``, ``nonzero``,
+``unique``...) with a modelled count (``datadep.py``).
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 import weakref
 from dataclasses import dataclass, field
 from functools import partial
@@ -26,6 +30,7 @@ import torch
 import torch.nn.functional as fn
 import torch.optim.optimizer as optim
 import torch.utils._foreach_utils as fe
+from torch.amp.autocast_mode import autocast
 
 from ...errors import CutimelineError
 from ..opwork import op_name
@@ -36,6 +41,7 @@ from .host import SimHost
 from .local import SimLocal
 from .roofline import OpModel
 from .streams import SimStreams
+from .values import SimValues
 
 __all__ = ["SimOps"]
 
@@ -58,16 +64,23 @@ class SimOps:
     cost: Any
     #: the roofline
     model: OpModel
+    #: what reads of simulated tensors return (values.py)
+    values: SimValues = field(default_factory=SimValues)
     #: id(OpOverload) -> ``info``
     seen: dict[int, tuple] = field(default_factory=dict, init=False)
+    #: sentences on what this recording does not simulate, for meta["warnings"]
+    warnings: list[str] = field(default_factory=list, init=False)
     #: op base name -> its value substitute, bound to the part it works on
     substitutes: dict[str, Callable] = field(init=False)
 
     def __post_init__(self) -> None:
+        v = self.values
         self.substitutes = {
-            "_local_scalar_dense": _zero_scalar, "_to_copy": _to_copy, "copy_": _copy_,
             # ops sized by their values: a modelled count (datadep.py)
             **{k: partial(f, self.datadep) for k, f in DATA_DEPENDENT.items()},
+            # reads: the value model's answer (values.py)
+            "_local_scalar_dense": partial(_scalar, v), "is_nonzero": partial(_is_nonzero, v),
+            "_to_copy": partial(_to_copy, v), "copy_": partial(_copy_, v),
             "wait_tensor": partial(wait_tensor, self.comm)}
 
     def as_cuda(self, on: bool) -> None:
@@ -116,6 +129,11 @@ class SimOps:
             out = sub(args, kwargs)
             if out is NotImplemented:
                 out = call(*args, **kwargs)
+            else:
+                sub = False  # its output is the substitute's: no values to give
+        # values for small outputs: when any tensor has some, or the op makes them
+        if sub is not False and (self.values.store or info[5]):
+            self.values.after(func, args, kwargs, out)
         if info[2] is not None:  # its dispatch cost, for end() or wait()
             loc.ns = info[2]
         streams = self.streams
@@ -125,9 +143,11 @@ class SimOps:
                 streams.room(name, args, kwargs)
         return out
 
-    def info(self, func: Any) -> tuple[str, Any, int | None, Any, Any]:
+    def info(self, func: Any) -> tuple[str, Any, int | None, Any, Any, bool]:
         """(name, value substitute or None, dispatch cost when the name fixes
-        it, the callable that runs it, func) of op ``func``: worked out once per
+        it, the callable that runs it, func, whether it makes values from
+        none: a factory, a copy, an op with a rule in ``values.py``) of op
+        ``func``: worked out once per
         ``OpOverload`` (the per-op path reads one dict), every time for
         anything else (a compiled region's name object is new each time).
         Keyed by ``id(func)``: an OpOverload hashes in Python; the entry
@@ -136,8 +156,10 @@ class SimOps:
         if info is not None:
             return info
         name = op_name(func)
+        k = self.values.kind(func) if isinstance(func, torch._ops.OpOverload) else None
+        makes = k is not None and bool(k.factory or k.rule or k.base in ("_to_copy", "copy_"))
         info = (name, self.substitutes.get(getattr(func, "__name__", "").split(".")[0]),
-                self.host.fixed_ns(name), getattr(func, "_op", func), func)
+                self.host.fixed_ns(name), getattr(func, "_op", func), func, makes)
         if isinstance(func, torch._ops.OpOverload):
             self.seen[id(func)] = info
         return info
@@ -185,6 +207,11 @@ def _install() -> None:
                 setattr(mod, name, _with_meta(f))
     _SAVED[fn, "scaled_dot_product_attention"] = f = fn.scaled_dot_product_attention
     fn.scaled_dot_product_attention = _fused_attention(f)
+    for name, make in (("__format__", _formatted), ("__repr__", _shown)):
+        _SAVED[torch.Tensor, name] = f = torch.Tensor.__dict__[name]
+        setattr(torch.Tensor, name, make(f))
+    _SAVED[autocast, "__enter__"] = f = autocast.__dict__["__enter__"]
+    autocast.__enter__ = _said_autocast(f)
 
 
 def _uninstall() -> None:
@@ -228,27 +255,100 @@ def _meta(t: Any) -> bool:
     return isinstance(t, torch.Tensor) and t.device.type == "meta"
 
 
-def _zero_scalar(args: tuple, kwargs: dict) -> Any:
+AUTOCAST = ("torch.autocast('cuda') does nothing to meta tensors: the ops inside it are "
+            "simulated in their tensors' own dtype (fp32, on TF32 tensor cores where torch "
+            "allows it), not in the autocast dtype; cast the model and its inputs to "
+            "bfloat16 to simulate mixed precision.")
+
+
+def _said_autocast(enter: Callable) -> Callable:
+    """``torch.autocast.__enter__`` that tells each recording SimGPU, once,
+    that a CUDA autocast region is priced in fp32 (``AUTOCAST``): autocast
+    casts only tensors of its device type, and meta is none."""
+    def __enter__(self):
+        if getattr(self, "device", None) == "cuda":
+            for ops in list(_RECORDING):
+                if AUTOCAST not in ops.warnings:
+                    ops.warnings.append(AUTOCAST)
+                    warnings.warn(f"cutimeline: {AUTOCAST}", RuntimeWarning, stacklevel=2)
+        return enter(self)
+    __enter__.__wrapped__ = enter  # type: ignore[attr-defined]
+    return __enter__
+
+
+def _formatted(fmt: Callable) -> Callable:
+    """``Tensor.__format__`` that formats a simulated 0-dim tensor by its
+    value, as torch does a CUDA one (``'{:6.2f}'.format(acc)``: a read),
+    where torch's own gives up on meta tensors."""
+    def __format__(self, format_spec):
+        if _RECORDING and type(self) is torch.Tensor and self.is_meta and self.dim() == 0:
+            return self.item().__format__(format_spec)
+        return fmt(self, format_spec)
+    __format__.__wrapped__ = fmt  # type: ignore[attr-defined]
+    return __format__
+
+
+def _shown(rep: Callable) -> Callable:
+    """``Tensor.__repr__`` (``print(t)``, ``str(t)``) that shows a simulated
+    tensor's values, read from the device as CUDA's printing reads them
+    (a sync), where torch's own prints ``tensor(..., device='meta')``."""
+    def __repr__(self, *, tensor_contents=None):
+        if not (_RECORDING and type(self) is torch.Tensor and self.is_meta) \
+                or self.is_nested or self.layout != torch.strided:
+            return rep(self, tensor_contents=tensor_contents)
+        with torch.no_grad():
+            if self.numel() <= _SHOWN:
+                host = self.cpu()
+            else:  # a summary is all that prints: one value read, spread
+                host = self.reshape(-1)[:1].cpu().expand(self.shape)
+        text = rep(host, tensor_contents=tensor_contents)
+        extra = ", device='meta'"
+        if self.grad_fn is not None:
+            extra += f", grad_fn=<{type(self.grad_fn).__name__}>"
+        elif self.requires_grad:
+            extra += ", requires_grad=True"
+        return text[:-1] + extra + ")" if text.endswith(")") else text
+    __repr__.__wrapped__ = rep  # type: ignore[attr-defined]
+    return __repr__
+
+
+_SHOWN = 1 << 20  # elements a print reads whole (a larger tensor: one value)
+
+
+def _scalar(values: SimValues, args: tuple, kwargs: dict) -> Any:
+    """``t.item()`` (``int(t)``, ``float(t)``): the value model's number."""
     if not _meta(args[0]):
         return NotImplemented
-    dt = args[0].dtype
-    return False if dt == torch.bool else 0.0 if dt.is_floating_point else \
-        0j if dt.is_complex else 0
+    return values.scalar(args[0])
 
 
-def _to_copy(args: tuple, kwargs: dict) -> Any:
+def _is_nonzero(values: SimValues, args: tuple, kwargs: dict) -> Any:
+    """``bool(t)`` (``if t:``, ``while t:``), with torch's errors for a
+    tensor that has no single value."""
+    x = args[0]
+    if not _meta(x):
+        return NotImplemented
+    if x.numel() != 1:
+        raise RuntimeError(f"Boolean value of Tensor with "
+                           f"{'no values' if x.numel() == 0 else 'more than one value'} "
+                           f"is ambiguous")
+    return bool(values.scalar(x))
+
+
+def _to_copy(values: SimValues, args: tuple, kwargs: dict) -> Any:
+    """A copy of a simulated tensor to the host: its values."""
     dst = kwargs.get("device")
     if not _meta(args[0]) or dst is None or torch.device(dst).type == "meta":
         return NotImplemented
     x = args[0]
-    kw = {k: v for k, v in kwargs.items() if k in ("dtype", "layout", "device", "pin_memory")}
-    kw.setdefault("dtype", x.dtype)
-    return torch.zeros(x.shape, **kw)
+    v = values.host(x)
+    return v.to(dtype=kwargs.get("dtype") or x.dtype,
+                memory_format=kwargs.get("memory_format") or torch.preserve_format)
 
 
-def _copy_(args: tuple, kwargs: dict) -> Any:
+def _copy_(values: SimValues, args: tuple, kwargs: dict) -> Any:
+    """``host.copy_(simulated)``: the host tensor takes its values."""
     dst, src = args[0], args[1]
     if not _meta(src) or _meta(dst):
         return NotImplemented
-    return dst.zero_()
-
+    return dst.copy_(values.host(src))

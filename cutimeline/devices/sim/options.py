@@ -46,6 +46,8 @@ class SimOptions:
     nonzero_fraction: float
     unique_fraction: float
     world_size: int | None
+    read_limit: int
+    values: Any
 
 
 def _check_int(name: str, value: Any, low: int, unit: str = "ns") -> int:
@@ -96,7 +98,8 @@ def checked(profile: Any, *, offset_ns: Any, drift_ppm: Any, quantum_ns: Any,
             launch_latency_ns: Any, event_latency_ns: Any, cost: Any, jitter: Any,
             seed: Any, tf32: Any, owns: Any, index: Any, anchor_interval_ns: Any,
             pings: Any, clock: Any, bracket: Any, host_cost: Any, launch_queue: Any,
-            nonzero_fraction: Any, unique_fraction: Any, world_size: Any) -> SimOptions:
+            nonzero_fraction: Any, unique_fraction: Any, world_size: Any,
+            read_limit: Any = 1000, values: Any = None) -> SimOptions:
     """``SimGPU(...)``'s arguments checked, in the order it lists them."""
     profile = profile_named(profile)
     seed = _check_int("seed", seed, 0, "")
@@ -147,6 +150,11 @@ def checked(profile: Any, *, offset_ns: Any, drift_ppm: Any, quantum_ns: Any,
                               f"'kernel' (rows are the simulated work) or "
                               f"'cuda' (BEGIN executes when recorded).")
     index = _check_int("index", index, 0, "")
+    read_limit = _check_int("read_limit", read_limit, 1, "reads")
+    if values is not None and not callable(values):
+        raise CutimelineError(f"SimGPU option values={values!r} must be None (the value "
+                              f"model) or a callable (site, shape, dtype) -> number, "
+                              f"array or None.")
     anchor_interval_ns = _check_int("anchor_interval_ns", anchor_interval_ns, 1)
     pings = _check_int("pings", pings, 1, "")
     if clock is None:
@@ -163,4 +171,4 @@ def checked(profile: Any, *, offset_ns: Any, drift_ppm: Any, quantum_ns: Any,
         bracket=bracket, index=index, anchor_interval_ns=anchor_interval_ns, pings=pings,
         clock=clock, nonzero_fraction=check_fraction("nonzero_fraction", nonzero_fraction),
         unique_fraction=check_fraction("unique_fraction", unique_fraction),
-        world_size=check_world_size(world_size))
+        world_size=check_world_size(world_size), read_limit=read_limit, values=values)

@@ -108,7 +108,7 @@ def synthetic_events(n_ops: int, *, streams: int = 1,
         # items per op: BEGIN, OP (no event), END; anchors in front of BEGINs
         kind = np.tile(np.array([EventKind.BEGIN, -1, EventKind.END]), m)
         host = np.stack([hb, he, he], 1).ravel()
-        ready = np.stack([hb + event_latency_ns, he + launch_latency_ns,
+        ready = np.stack([hb + event_latency_ns, np.maximum(he, hb + launch_latency_ns),
                           he + event_latency_ns], 1).ravel()
         dur = np.stack([np.zeros(m, np.int64), c[i0:i1],
                         np.zeros(m, np.int64)], 1).ravel()

@@ -1,5 +1,6 @@
 """roofline.py: SimGPU's cost model — FLOP- or bandwidth-bound per GPU
-profile, TF32, bytes of expanded inputs, free views, convolution FLOPs."""
+profile at the fractions of peak real kernels reach, TF32, bytes of
+expanded inputs, extra memory passes, free views, convolution FLOPs."""
 
 import pytest
 import torch
@@ -10,17 +11,24 @@ from cutimeline.devices.sim.roofline import PROFILES, OpModel
 aten = torch.ops.aten
 
 
+def _bw(name):
+    """The memory rate a streaming kernel reaches on profile ``name``."""
+    return PROFILES[name].bandwidth * PROFILES[name].memory_efficiency
+
+
 def test_matmul_is_flops_bound_h100_vs_a100():
     a = torch.empty(4096, 4096, dtype=torch.bfloat16, device="meta")
     out = aten.mm.default(a, a)
     flops = 2 * 4096**3
-    for name, peak, base in (("h100", 989.5e12, 2_000), ("a100", 312e12, 2_500)):
+    for name, peak, eff, base in (("h100", 989.5e12, 0.35, 2_000), ("a100", 312e12, 0.8, 2_500)):
         model = OpModel(PROFILES[name])
+        assert PROFILES[name].achieved("matmul", "bf16") == eff
         assert model.flops(aten.mm.default, (a, a), {}, out) == flops
         assert model.bytes(aten.mm.default, (a, a), {}, out) == 3 * 4096**2 * 2
-        assert model.cost_ns(aten.mm.default, (a, a), {}, out) == base + round(flops / peak * 1e9)
-    # 138.9 µs on an H100, 440.5 µs on an A100 (+ the kernel minimum)
-    assert OpModel(PROFILES["h100"]).cost_ns(aten.mm.default, (a, a), {}, out) == 2_000 + 138_897
+        assert model.cost_ns(aten.mm.default, (a, a), {}, out) == \
+            base + round(flops / (peak * eff) * 1e9)
+    # 396.9 µs on an H100 (346 TFLOP/s), 550.7 µs on an A100 (250 TFLOP/s)
+    assert OpModel(PROFILES["h100"]).cost_ns(aten.mm.default, (a, a), {}, out) == 2_000 + 396_850
 
 
 def test_fp32_matmul_uses_tf32_only_when_allowed():
@@ -30,8 +38,10 @@ def test_fp32_matmul_uses_tf32_only_when_allowed():
     off = OpModel(PROFILES["h100"], tf32=False)
     on = OpModel(PROFILES["h100"], tf32=True)
     follow = OpModel(PROFILES["h100"])
-    assert off.cost_ns(aten.mm.default, (a, a), {}, out) == 2_000 + round(flops / 67e12 * 1e9)
-    assert on.cost_ns(aten.mm.default, (a, a), {}, out) == 2_000 + round(flops / 494.5e12 * 1e9)
+    assert off.cost_ns(aten.mm.default, (a, a), {}, out) == \
+        2_000 + round(flops / (67e12 * 0.85) * 1e9)      # CUDA cores: the default fraction
+    assert on.cost_ns(aten.mm.default, (a, a), {}, out) == \
+        2_000 + round(flops / (494.5e12 * 0.35) * 1e9)
     before = torch.backends.cuda.matmul.allow_tf32
     try:
         torch.backends.cuda.matmul.allow_tf32 = False
@@ -46,11 +56,11 @@ def test_elementwise_is_bandwidth_bound():
     n = 1 << 24
     x = torch.empty(n, device="meta")
     out = aten.add.Tensor(x, x)
-    for name, bw, base in (("h100", 3.35e12, 2_000), ("a100", 2.039e12, 2_500)):
+    for name, base in (("h100", 2_000), ("a100", 2_500)):
         model = OpModel(PROFILES[name])
         assert model.flops(aten.add.Tensor, (x, x), {}, out) == 0
         assert model.cost_ns(aten.add.Tensor, (x, x), {}, out) == \
-            base + round(3 * 4 * n / bw * 1e9)   # 60.1 µs on an H100
+            base + round(3 * 4 * n / _bw(name) * 1e9)   # 68.3 µs on an H100 (2.95 TB/s)
 
 
 def test_bytes_count_storage_of_expanded_inputs_and_skip_out_arguments():
@@ -69,7 +79,8 @@ def test_views_and_allocations_cost_nothing():
     assert model.cost_ns(aten.t.default, (x,), {}, x.t()) == 0
     assert model.cost_ns(aten.view.default, (x, [4096]), {}, x.view(4096)) == 0
     assert model.cost_ns(aten.empty.memory_format, ([64],), {}, x) == 0
-    assert model.cost_ns(aten.relu.default, (x,), {}, x) == 2_000 + round(2 * 64 * 64 * 4 / 3.35e12 * 1e9)
+    assert model.cost_ns(aten.relu.default, (x,), {}, x) == \
+        2_000 + round(2 * 64 * 64 * 4 / _bw("h100") * 1e9)
 
 
 def test_convolution_flops_come_from_torch_formula():
@@ -81,7 +92,7 @@ def test_convolution_flops_come_from_torch_formula():
     model = OpModel(PROFILES["h100"])
     assert model.flops(aten.convolution.default, args, {}, out) == flops
     assert model.cost_ns(aten.convolution.default, args, {}, out) == \
-        2_000 + round(flops / 989.5e12 * 1e9)
+        2_000 + round(flops / (989.5e12 * 0.10) * 1e9)   # cuDNN's share on an H100
 
 
 def test_cached_work_tells_apart_shapes_and_conv_arguments():
@@ -142,7 +153,7 @@ def test_the_memory_bound_fast_path_prices_as_the_bytes_do(case):
     n, flops = model.work(func, args, kwargs, out)
     assert flops == 0
     want = 0 if model._describe(func)[0] else \
-        PROFILES["h100"].min_kernel_ns + round(n / PROFILES["h100"].bandwidth * 1e9)
+        PROFILES["h100"].min_kernel_ns + round(n / _bw("h100") * 1e9)
     assert model.cost_ns(func, args, kwargs, out) == want
     assert OpModel(PROFILES["h100"]).cost_ns(func, args, kwargs, out) == want  # first call too
 
@@ -173,9 +184,9 @@ def test_an_in_place_copy_within_one_memory_reads_its_source_and_writes_its_dest
     dst = torch.empty(16 << 20, dtype=torch.float32, device="meta")      # 64 MiB
     src = torch.empty(16 << 20, dtype=torch.bfloat16, device="meta")     # 32 MiB
     got = h100.cost_ns(aten.copy_.default, (dst, src), {}, dst)
-    assert got == p.min_kernel_ns + round((dst.nbytes + src.nbytes) / p.bandwidth * 1e9)
+    assert got == p.min_kernel_ns + round((dst.nbytes + src.nbytes) / _bw("h100") * 1e9)
     add_ = h100.cost_ns(aten.add_.Tensor, (dst, dst), {}, dst)         # reads dst twice, writes it
-    assert add_ == p.min_kernel_ns + round(3 * dst.nbytes / p.bandwidth * 1e9)
+    assert add_ == p.min_kernel_ns + round(3 * dst.nbytes / _bw("h100") * 1e9)
     assert h100.cost_ns(aten._to_copy.default, (src,), {"dtype": torch.float32}, dst) == got
 
 
@@ -187,3 +198,43 @@ def test_a_profile_without_a_host_link_rate_is_refused():
     bad = dataclasses.replace(PROFILES["h100"], link_bandwidth=0.0)
     with pytest.raises(CutimelineError, match="link_bandwidth"):
         profile_named(bad)
+
+
+def test_batch_norm_in_training_and_long_softmax_rows_read_their_input_again():
+    """A training-mode batch norm reads its input for the statistics, then
+    to normalise (1.5× its bytes); in eval mode once; its backward 5/3×; a
+    softmax over rows longer than a block reads them three times."""
+    model = OpModel(PROFILES["h100"])
+    x = torch.empty(64, 256, 28, 28, device="meta")
+    w = torch.empty(256, device="meta")
+
+    def bn(training):
+        args = (x, w, w, w, w, training, 0.1, 1e-5)
+        out = aten.native_batch_norm.default(*args)
+        n = model.bytes(aten.native_batch_norm.default, args, {}, out)
+        return model.cost_ns(aten.native_batch_norm.default, args, {}, out) - 2_000, n
+    (train, n), (evaluate, _) = bn(True), bn(False)
+    assert evaluate == round(n / _bw("h100") * 1e9)
+    assert train == round(1.5 * n / _bw("h100") * 1e9)
+    for cols, passes in ((1024, 1.0), (50257, 2.0)):
+        y = torch.empty(8, cols, device="meta")
+        out = aten._log_softmax.default(y, -1, False)
+        n = model.bytes(aten._log_softmax.default, (y, -1, False), {}, out)
+        assert model.cost_ns(aten._log_softmax.default, (y, -1, False), {}, out) == \
+            2_000 + round(passes * n / _bw("h100") * 1e9)
+
+
+def test_a_profile_names_what_its_kernels_reach_and_is_checked():
+    import dataclasses
+
+    from cutimeline.devices.sim.roofline import DEFAULT_EFFICIENCY, profile_named
+    from cutimeline.errors import CutimelineError
+    h100 = PROFILES["h100"]
+    assert h100.achieved("conv", "tf32") == 0.15 and h100.achieved("attention", "bf16") == 0.35
+    assert h100.achieved("matmul", "fp32") == DEFAULT_EFFICIENCY["matmul"]["fp32"]
+    mine = dataclasses.replace(h100, efficiency={"matmul": {"bf16": 1.0}})
+    assert profile_named(mine).achieved("matmul", "bf16") == 1.0
+    for bad in (dataclasses.replace(h100, memory_efficiency=1.5),
+                dataclasses.replace(h100, efficiency={"conv": {"bf16": 0.0}})):
+        with pytest.raises(CutimelineError, match="fraction of the peak"):
+            profile_named(bad)

@@ -1,6 +1,7 @@
 """SimGPU: streams, latencies, waits, the device clock as CUDA reads it, the
 roofline cost model, truth, validation; and end to end under the recorder."""
 
+import math
 import threading
 
 import numpy as np
@@ -47,18 +48,29 @@ def truth(h):
 
 # -- streams and latencies ---------------------------------------------------
 
-def test_idle_stream_op_starts_after_launch_latency():
+def test_idle_stream_op_starts_launch_latency_after_its_dispatch_began():
     gpu, clock = make({"k": 10_000})
     gpu.start()
     h0 = clock.now()
     b, e = launch(gpu, clock, "k", 0, dispatch_ns=1_000)
-    assert gpu.drained_at(0) == h0 + 1_000 + LAT + 10_000
+    assert gpu.drained_at(0) == h0 + LAT + 10_000
     h = gpu.harvest()
     t = truth(h)
     assert t[b] == h0 + EV                      # BEGIN: idle stream, event latency
-    assert t[e] == h0 + 1_000 + LAT + 10_000    # END: after the op's work
+    assert t[e] == h0 + LAT + 10_000            # END: after the op's work
     assert h.events["host_record_ns"][b] == h0
     assert h.events["host_record_ns"][e] == h0 + 1_000
+
+
+def test_idle_stream_op_starts_no_earlier_than_its_launch_returned():
+    # a dispatch longer than the launch latency: the kernel starts at the
+    # return, so the row (from the return, aligner) is its work alone
+    gpu, clock = make({"k": 10_000})
+    gpu.start()
+    h0 = clock.now()
+    b, e = launch(gpu, clock, "k", 0, dispatch_ns=6_000)
+    t = truth(gpu.harvest())
+    assert t[e] == h0 + 6_000 + 10_000
 
 
 def test_kernel_bracket_begins_at_the_work_not_at_the_record():
@@ -68,8 +80,8 @@ def test_kernel_bracket_begins_at_the_work_not_at_the_record():
     b, e = launch(gpu, clock, "k", 0, dispatch_ns=50_000)   # slow CPU-side op
     b2, e2 = launch(gpu, clock, "k", 1, dispatch_ns=1_000)
     t = truth(gpu.harvest())
-    assert t[b] == h0 + 50_000 + LAT             # right before its work
-    assert t[e] == h0 + 50_000 + LAT + 10_000    # the row is the work alone
+    assert t[b] == h0 + 50_000                   # right before its work, at the return
+    assert t[e] == h0 + 50_000 + 10_000          # the row is the work alone
     assert t[b2] == t[e]                          # queued behind the first op
     assert t[e2] == t[b2] + 10_000
 
@@ -104,7 +116,7 @@ def test_kernel_bracket_region_begins_at_its_first_work_on_its_stream():
     clock.advance(1_000)
     gpu.end(1, 1, "side", (), {}, None)
     t = truth(gpu.harvest())
-    assert t[region] == t[b] == h0 + 20_000 + 1_000 + LAT
+    assert t[region] == t[b] == h0 + 20_000 + LAT
     assert t[e] == t[b] + 10_000 and t[end] == t[e] + 3_000
     assert t[side] == h0 + 20_000 + 2_000 + LAT   # settled by its own stream's work
 
@@ -116,7 +128,7 @@ def test_ops_queue_in_stream_order():
     b1, e1 = launch(gpu, clock, "long", 0)
     b2, e2 = launch(gpu, clock, "short", 1)
     t = truth(gpu.harvest())
-    end1 = h0 + 1_000 + LAT + 100_000
+    end1 = h0 + LAT + 100_000
     assert t[e1] == end1
     assert t[b2] == end1                 # the BEGIN waits behind the long op
     assert t[e2] == end1 + 1_000         # the op starts when the stream frees
@@ -139,7 +151,7 @@ def test_streams_run_independently():
     b, e = launch(gpu, clock, "short", 1, stream=1)
     t = truth(gpu.harvest())
     assert t[b] == h0 + 1_000 + EV
-    assert t[e] == h0 + 2_000 + LAT + 1_000
+    assert t[e] == h0 + 1_000 + LAT + 1_000
 
 
 def test_wait_stream_orders_work_across_streams():
@@ -597,7 +609,7 @@ def test_item_on_the_loss_blocks_the_host_for_queued_simulated_work():
     with record(device=gpu) as rec:
         loss = _mlp_step("meta")
         queued = gpu.drained_at(None)
-        assert loss.item() == 0.0  # a meta tensor has no value: zero, after the wait
+        assert math.isfinite(loss.item())  # a modelled value (values.py), after the wait
     tl = rec.timeline
     names = list(tl.decode(tl.ops["name"]))
     item = [i for i, n in enumerate(names) if "_local_scalar_dense" in n]
@@ -635,9 +647,9 @@ def test_a_full_launch_queue_holds_the_host_until_the_oldest_launch_finishes():
     h, t0, ends = _queued_launches(2)
     launched = h.events["host_record_ns"][ends] - t0
     done = truth(h)[ends] - t0
-    assert done.tolist() == [15_000, 25_000, 35_000, 45_000, 55_000]
+    assert done.tolist() == [14_000, 24_000, 34_000, 44_000, 54_000]
     # the third launch waits for the first to finish, and so on
-    assert launched.tolist() == [1_000, 2_000, 15_000, 25_000, 35_000]
+    assert launched.tolist() == [1_000, 2_000, 14_000, 24_000, 34_000]
     assert h.meta["launch_queue"] == 2
     h, t0, ends = _queued_launches(0)  # unbounded: the host runs ahead
     assert (h.events["host_record_ns"][ends] - t0).tolist() == [1_000, 2_000, 3_000,

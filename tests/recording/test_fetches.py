@@ -1,0 +1,113 @@
+"""DataLoader fetches (``recording/fetches.py``): worker processes on SimGPU's
+host clock, each batch costing what its worker spent making it, queued as
+DataLoader queues it, so ``num_workers`` matters as it does beside a GPU;
+single-process fetches without the recorder's per-op cost."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+import cutimeline as ctl
+
+META = torch.device("meta")
+ITEM_CPU_NS = 2_000_000  # each item costs its worker 2 ms of CPU: 16 ms a batch of 8
+
+
+class Burning(Dataset):
+    """Items that cost their worker ``ITEM_CPU_NS`` of CPU time each."""
+
+    def __len__(self) -> int:
+        return 10 * 8
+
+    def __getitem__(self, i: int):
+        t = time.thread_time_ns()
+        while time.thread_time_ns() - t < ITEM_CPU_NS:
+            pass
+        return torch.zeros(4), i
+
+
+def _run(workers: int) -> ctl.Report:
+    a = torch.empty(4096, 4096, device=META)
+    data = DataLoader(Burning(), batch_size=8, num_workers=workers)
+    with ctl.record(device=ctl.SimGPU("h100", tf32=False), steps="manual") as rec:
+        for x, _ in data:
+            x = x.to(META)
+            for _ in range(3):  # ≈ 2 ms each at the fp32 peak: ≈ 6 ms of GPU a step
+                a @ a
+            rec.step()
+    return ctl.analyze(rec.timeline)
+
+
+def _later(rep: ctl.Report, col: str) -> np.ndarray:
+    return np.asarray(rep.steps[col])[4:]  # after the workers' start-up
+
+
+@pytest.mark.parametrize("workers", [1, 4])
+def test_workers_cost_what_they_spent_on_the_simulated_clock(workers):
+    rep = _run(workers)
+    step = np.median(_later(rep, "duration_ns"))
+    if workers == 1:  # one worker makes a batch in 16 ms: the GPU's 6 ms waits for it
+        assert 14e6 <= step <= 30e6, step
+        assert (_later(rep, "verdict") == "input-bound").mean() >= 0.5
+    else:  # four make one every 4 ms: the GPU is the bottleneck
+        assert 5e6 <= step <= 11e6, step
+        assert (_later(rep, "verdict") == "GPU-bound").mean() >= 0.5
+
+
+def test_a_recording_without_workers_is_untouched():
+    import torch.utils.data.dataloader as dl
+    before = dl._MultiProcessingDataLoaderIter._try_put_index
+    with ctl.record(device=ctl.SimGPU("h100")):
+        assert dl._MultiProcessingDataLoaderIter._try_put_index is not before
+    assert dl._MultiProcessingDataLoaderIter._try_put_index is before
+    with ctl.record(device="cpu"):  # no simulated clock: nothing patched
+        assert dl._MultiProcessingDataLoaderIter._try_put_index is before
+
+
+class Tokens(Dataset):
+    """A tokenized row as run_glue's collate sees it: a few small CPU ops."""
+
+    def __len__(self) -> int:
+        return 64
+
+    def __getitem__(self, i: int):
+        pos = torch.arange(16)
+        return pos * 2, (pos < i % 16).long()
+
+
+class OnDevice(Dataset):
+    """A dataset held on the (simulated) device: its fetches launch work."""
+
+    def __init__(self):
+        self.x = torch.empty(64, 8, device=META)
+
+    def __len__(self) -> int:
+        return 64
+
+    def __getitem__(self, i: int):
+        return self.x[i] * 2
+
+
+def _fetch_ops(dataset) -> list[int]:
+    from cutimeline.timeline.schema import SpanKind
+    with ctl.record(device=ctl.SimGPU("h100")) as rec:
+        for _ in DataLoader(dataset, batch_size=8):
+            pass
+    tl = rec.timeline
+    sp, ops = tl.spans, tl.ops
+    data = (sp.kind == SpanKind.DATA) & (tl.decode(sp["name"]) == "next(DataLoader)")
+    return [int(((ops.host_begin_ns >= b) & (ops.host_end_ns <= e)).sum())
+            for b, e in zip(sp.begin_ns[data], sp.end_ns[data])]
+
+
+def test_single_process_fetches_of_host_work_run_off_the_recorder():
+    n = _fetch_ops(Tokens())
+    # the first one seen whole; the others only __next__'s record_function ops
+    assert n[0] > 20 and max(n[1:]) <= 2, n
+    n = _fetch_ops(OnDevice())  # device work in the fetch: every op recorded
+    assert all(k > 8 for k in n[:-1]), n
