@@ -51,14 +51,14 @@ import cutimeline as ctl
 from cutimeline.errors import CutimelineError
 from cutimeline.formats.gzipstream import CODECS, codec
 from cutimeline.formats.kineto.schema import EXPORTER, KIND_ARG, SHIFT_KEY
-from cutimeline.timeline.fileformat import _NPZ_ENCODING
+from cutimeline.timeline.ctlfile.fileformat import _NPZ_ENCODING
 from cutimeline.timeline.schema import NONE, SCHEMA, GpuKind, OpFlag, SpanKind
 from cutimeline.timeline.timeline import Timeline
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_analyze import synthetic  # noqa: E402
 
-# -- before: format 2's writer, as cutimeline/timeline/fileformat.py had it --
+# -- before: format 2's writer, as cutimeline/timeline/ctlfile/fileformat.py had it --
 _ENCODING_2 = _NPZ_ENCODING  # frozen there: files of version 2 are read with it
 
 

@@ -24,7 +24,7 @@ import numpy as np
 
 from handmade import random_timeline
 
-from cutimeline.timeline import fileformat
+from cutimeline.timeline.ctlfile import fileformat
 from cutimeline.timeline.schema import SCHEMA, GpuKind, OpFlag
 from cutimeline.timeline.table import Table
 from cutimeline.timeline.timeline import Timeline

@@ -16,7 +16,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import CutimelineError
-from . import arrow, fileformat, invariants, parquet
+from . import arrow, invariants, parquet
+from .ctlfile import fileformat
 from .arguments import need_int, need_path, need_text, what
 from .schema import ENUM_COLUMNS, NONE, REFERENCES, SCHEMA, STRING_COLUMNS, SpanKind
 from .table import Strings, Table

@@ -24,7 +24,7 @@ import torch.distributed as dist
 
 import cutimeline as ctl
 import cutimeline.recording.recorder
-import cutimeline.timeline.fileformat
+import cutimeline.timeline.ctlfile.fileformat
 from cutimeline.dist.straggler import collectives, describe, rank_activity, stragglers
 from cutimeline.errors import CutimelineError
 from cutimeline.recording import ranks as cdist

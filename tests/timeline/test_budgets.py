@@ -96,7 +96,7 @@ def test_budgets_leave_real_files_alone(tmp_path):
 
 
 def test_running_out_of_memory_is_a_sentence_naming_the_file(tmp_path, monkeypatch):
-    from cutimeline.timeline import fileformat
+    from cutimeline.timeline.ctlfile import fileformat
     path = tmp_path / "run.ctl"
     adversarial.base(n=50).save(path)
 

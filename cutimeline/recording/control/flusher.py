@@ -1,7 +1,7 @@
 """A rank's journal, kept while it records: what a SIGKILL cannot take.
 
 With ``record(out_dir=...)`` the rank's file ``rank-<r>.ctl`` exists from
-``start()`` on, as a journal (``timeline/journal.py``): a background
+``start()`` on, as a journal (``timeline/ctlfile/journal.py``): a background
 thread wakes every ``PERIOD_S`` and appends, as one checksummed chunk, the
 host rows the session's writers appended since (ops, spans), the strings
 interned since and the threads started since. ``stop()`` appends the last
@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from ...timeline.journal import Journal
+from ...timeline.ctlfile.journal import Journal
 from ...timeline.schema import NONE, OpFlag
 from ..assembly import ops_columns
 

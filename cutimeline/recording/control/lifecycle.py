@@ -43,7 +43,7 @@ import warnings
 from typing import Any
 
 from ...errors import CutimelineError
-from ...timeline.journal import Journal
+from ...timeline.ctlfile.journal import Journal
 from ...timeline.schema import NONE
 from ...timeline.timeline import Timeline
 from ..assembly import aligned, assemble, meta_at_stop

@@ -26,7 +26,7 @@ import torch
 
 import cutimeline as ctl
 from cutimeline.recording.control import flusher, lifecycle
-from cutimeline.timeline import journal
+from cutimeline.timeline.ctlfile import journal
 
 pytestmark = pytest.mark.skipif(
     "fork" not in multiprocessing.get_all_start_methods() or not hasattr(signal, "SIGKILL"),

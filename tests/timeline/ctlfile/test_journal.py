@@ -12,7 +12,7 @@ import pytest
 
 import cutimeline as ctl
 from cutimeline.errors import CutimelineError
-from cutimeline.timeline import journal
+from cutimeline.timeline.ctlfile import journal
 from cutimeline.timeline.schema import NONE, SCHEMA, SpanKind
 
 

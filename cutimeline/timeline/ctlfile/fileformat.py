@@ -30,17 +30,18 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import CutimelineError
-from . import destination, journal
+from ...errors import CutimelineError
+from .. import destination
+from . import journal
 from .archive import check_names, json_member, member, npy_array
-from .budgets import input_file, meta_budget, out_of_memory, row_budget
+from ..budgets import input_file, meta_budget, out_of_memory, row_budget
 from .columncodec import CodecError, pack, pack_bytes, unpack, unpack_bytes
 from .prediction import candidates, choose, decode, residual
-from .schema import FORMAT, FORMAT_VERSION, SCHEMA, TABLE_ADDED
-from .table import Table
+from ..schema import FORMAT, FORMAT_VERSION, SCHEMA, TABLE_ADDED
+from ..table import Table
 
 if TYPE_CHECKING:
-    from .timeline import Timeline
+    from ..timeline import Timeline
 
 __all__ = ["save", "read"]
 

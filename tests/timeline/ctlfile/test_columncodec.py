@@ -7,7 +7,7 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from cutimeline.timeline.columncodec import CodecError, pack, pack_bytes, unpack, unpack_bytes
+from cutimeline.timeline.ctlfile.columncodec import CodecError, pack, pack_bytes, unpack, unpack_bytes
 
 I64 = np.iinfo(np.int64)
 

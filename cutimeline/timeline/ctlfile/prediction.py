@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 import numpy as np
 
 from .columncodec import CodecError, pack
-from .schema import ENCODING, SCHEMA
+from ..schema import ENCODING, SCHEMA
 
 __all__ = ["RAW", "candidates", "choose", "residual", "decode"]
 

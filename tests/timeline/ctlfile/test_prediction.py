@@ -6,10 +6,10 @@ import itertools
 
 import numpy as np
 import pytest
-from test_timeline import make_timeline
+from handmade import make_timeline
 
-from cutimeline.timeline.columncodec import CodecError
-from cutimeline.timeline.prediction import candidates, choose, decode, residual
+from cutimeline.timeline.ctlfile.columncodec import CodecError
+from cutimeline.timeline.ctlfile.prediction import candidates, choose, decode, residual
 from cutimeline.timeline.schema import ENCODING, SCHEMA
 
 INT_COLUMNS = [(t, c) for t, s in SCHEMA.items() for c, d in s if d.kind != "f"]

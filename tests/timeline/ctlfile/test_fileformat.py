@@ -12,15 +12,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_timeline import assert_same, make_timeline
+from handmade import assert_same, make_timeline
 
 import cutimeline as ctl
-from cutimeline.timeline import fileformat
+from cutimeline.timeline.ctlfile import fileformat
 from cutimeline.timeline.schema import FORMAT_VERSION, SCHEMA
 from cutimeline.timeline.table import Strings
 from cutimeline.timeline.timeline import Timeline
 
-OLD_FILES = Path(__file__).parents[1] / "data" / "ctl"
+OLD_FILES = Path(__file__).parents[2] / "data" / "ctl"
 
 
 def test_save_load_round_trips_every_table(tmp_path):
@@ -308,7 +308,7 @@ def test_truncated_and_flipped_columns_are_caught(tmp_path):
 
 
 def test_every_prediction_round_trips(tmp_path, monkeypatch):
-    from cutimeline.timeline.prediction import candidates
+    from cutimeline.timeline.ctlfile.prediction import candidates
     tl = make_timeline(n=500)
     options = {(t, c): candidates(t, c) for t, s in SCHEMA.items() for c, d in s
                if d.kind != "f"}

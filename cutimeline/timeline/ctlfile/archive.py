@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import CutimelineError
+from ...errors import CutimelineError
 from .columncodec import MAX_RATIO
 
 __all__ = ["check_names", "member", "json_member", "npy_array"]

@@ -52,12 +52,12 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from ..errors import CutimelineError
-from . import destination
+from ...errors import CutimelineError
+from .. import destination
 from .archive import json_member
 from .columncodec import CodecError, pack, pack_bytes, unpack, unpack_bytes
-from .schema import FORMAT, FORMAT_VERSION, SCHEMA
-from .table import Table
+from ..schema import FORMAT, FORMAT_VERSION, SCHEMA
+from ..table import Table
 
 __all__ = ["MAGIC", "TABLES", "Journal", "is_journal", "read"]
 
