@@ -30,7 +30,7 @@ before/after under the same load. ``--only-tiny`` skips the transformer step.
 
 *record_function ranges* (``--ranges``): the same tiny adds, each inside a
 ``torch.profiler.record_function`` range (the recorder makes a USER span of
-each, ``recording/ranges.py``), µs per range and op, under nothing / bare
+each, ``recording/hooks/ranges.py``), µs per range and op, under nothing / bare
 mode / ``ctl.record(device="cpu")`` (and the base tree's with ``--base``).
 """
 

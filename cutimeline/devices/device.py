@@ -14,7 +14,7 @@ stream is capturing a graph). The recorder then flags the op CAPTURED and
 calls neither ``end`` nor ``wait``/``note_sync`` for it.
 
 Beyond this interface, ``CudaDevice`` takes what the recorder's CUDA hooks
-(``recording/cudahooks.py``) see of calls that are not aten ops: a user's
+(``recording/hooks/cuda.py``) see of calls that are not aten ops: a user's
 event recorded (``note_user_event``), synchronized or found complete
 (``note_event_sync``), a call that may or may not have waited for the GPU
 (``note_host_wait``: a sync row that bounds no event); and it hands them

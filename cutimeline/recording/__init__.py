@@ -2,14 +2,17 @@
 (``ondemand.py``, with the files it is asked through and whom they trust:
 ``capturefiles.py``); the private TorchDispatchMode that logs the op stream
 (``opstream.py``, ``signatures.py``) into one recording's state
-(``session.py``); host spans and hooks (``hooks.py``, ``cudahooks.py``);
-torch.compile's graphs (``compiled.py``); the recorder's measurement of its
-own cost (``selfcost.py``); the Timeline made at stop (``assembly.py``) and
-a rank's meta and file (``ranks.py``).
+(``session.py``); the recorder's measurement of its own cost
+(``selfcost.py``); the Timeline made at stop (``assembly.py``) and a
+rank's meta and file (``ranks.py``).
 
-Two sub-packages hold what changes apart from the op stream: ``control/``,
-when a recording starts and stops beyond ``start()``/``stop()`` (schedule
-windows, step boundaries, signals, exit and kills, forks); ``measures/``, what the
+Three sub-packages hold what changes apart from the op stream: ``hooks/``,
+what the recorder patches into torch and the user's program for the time
+it records and the host spans they write (steps, DataLoader fetches,
+phases, modules, ``record_function`` and NVTX ranges, the CUDA calls that
+are not aten ops, torch.compile's graphs); ``control/``, when a recording
+starts and stops beyond ``start()``/``stop()`` (schedule windows, step
+boundaries, signals, exit and kills, forks); ``measures/``, what the
 session measures beside each op row (source lines, FLOPs, device memory,
 collectives), one optional log each, read into its own Timeline table.
 """

@@ -26,7 +26,7 @@ from ..errors import CutimelineError
 from ..timeline.ranks import warp_host
 from ..timeline.schema import NONE, GpuKind, OpFlag
 from ..timeline.timeline import Timeline
-from .compiled import cut
+from .hooks.compiled import cut
 from .ranks import rank_meta
 from .selfcost import priced
 from .session import Session

@@ -12,7 +12,7 @@ ops that kernels call inside. Against torch.profiler (``record_shapes=True``,
 run separately): the ops seen are the profiler's aten events that do not
 decompose at CompositeImplicitAutograd and have no such event above them,
 plus ``profiler::_record_function_*`` ops for its named ranges (which are
-also USER spans, ``ranges.py``); an active
+also USER spans, ``hooks/ranges.py``); an active
 mode itself makes autograd save op outputs as ``aten::detach`` aliases (one
 more detach at unpacking), and makes composite code pick out-of-place
 variants (``aten::add`` for ``add_``, ``aten::view`` for ``_reshape_alias``);
@@ -40,8 +40,8 @@ What else is seen, precisely:
   ops the compiled artifact dispatches at run time (with ``aot_eager``
   every aten op), and each call of an Inductor graph is an op
   ``inductor::graph_<n>`` over them, with gpu rows of kind COMPILED for
-  its fused kernels (``compiled.py``). Host spans are not made inside
-  compiled regions (see ``hooks.py``).
+  its fused kernels (``hooks/compiled.py``). Host spans are not made inside
+  compiled regions (see ``hooks/installer.py``).
 * While a CUDA stream captures a graph no events are recorded (flag
   CAPTURED); each graph replay is one gpu row of kind GRAPH, with an ops
   row ``cudagraph::replay``.
@@ -77,9 +77,9 @@ from .control.forks import step_aside
 from .control.lifecycle import RankGuard
 from .control.schedule import ScheduledRecorder
 from .devicespec import recording_device
-from .hooks import Hooks, is_compiling
+from .hooks.installer import Hooks, is_compiling
 from .options import checked, checked_schedule
-from .ranges import close_range, open_range
+from .hooks.ranges import close_range, open_range
 from .ranks import rank_meta
 from .selfcost import calibrator, measure, refine
 from .session import Session

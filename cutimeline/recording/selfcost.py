@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from ..timeline.schema import NONE, SpanKind
-from .hooks import Hooks
+from .hooks.installer import Hooks
 from .opstream import Mode
 from .session import Session
 

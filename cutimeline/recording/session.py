@@ -40,7 +40,7 @@ from .measures.flops import FlopCounter
 from .measures.memory import MemoryLog
 from .measures.sources import SourceFinder, StackCount
 from .opstream import Mode
-from .ranges import range_call
+from .hooks.ranges import range_call
 from .signatures import (ALLOCS, DIST_NAMESPACES, NO_WORK, RULE_ALLOC, RULE_COLL, RULE_FLOPS,
                          RULE_WAIT, RULES, Named, arg_kinds, blocking, composite,
                          leading_tensors, shapes_text)

@@ -62,7 +62,8 @@ class _Patch:
         self.clock, self.saved = clock, []
 
     def __enter__(self):
-        from cutimeline.recording import hooks, opstream, recorder, session
+        from cutimeline.recording import opstream, recorder, session
+        from cutimeline.recording.hooks import installer as hooks
         read = self.clock.read
         rq = iter(range(0, 10**12, 137))
         for mod, name, value in ((opstream, "_now", read), (session, "_now", read),

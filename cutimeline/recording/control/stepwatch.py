@@ -28,7 +28,7 @@ from typing import Any, Callable
 
 from ...errors import CutimelineError
 from ...timeline.timeline import Timeline
-from ..hooks import is_compiling
+from ..hooks.installer import is_compiling
 
 __all__ = ["StepWatch", "Window", "cut"]
 

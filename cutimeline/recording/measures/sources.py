@@ -16,7 +16,7 @@ Which ops and spans get one (``Session`` notes them):
 * without ``record(stack=True)``: every host-blocking op (flag SYNC: a
   ``.item()``, a blocking copy, ``nonzero``, boolean-mask indexing...),
   every collective, and the SYNC spans with no op behind them
-  (``torch.cuda.synchronize`` and the other CUDA calls ``cudahooks.py``
+  (``torch.cuda.synchronize`` and the other CUDA calls ``hooks/cuda.py``
   wraps) and every DataLoader fetch (DATA spans);
 * with ``stack=True`` every op too: ``Session.count`` is then a
   ``StackCount``, which notes a source with each sequence number it hands

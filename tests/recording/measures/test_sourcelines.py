@@ -74,9 +74,7 @@ def test_the_finder_names_the_first_user_frame_and_caches_it():
     assert through_contextlib() is src  # interned once per (code, line)
 
 
-def test_host_blocking_ops_carry_the_users_line_and_others_none(monkeypatch):
-    import torch.fx.experimental._config as fx_config
-    monkeypatch.setattr(fx_config, "meta_nonzero_assume_all_nonzero", True, raising=False)
+def test_host_blocking_ops_carry_the_users_line_and_others_none():
     gpu = ctl.SimGPU(seed=0)
     x = torch.ones(8, device="meta")
     with ctl.record(device=gpu, measure=False) as rec:

@@ -1,4 +1,4 @@
-"""cudahooks.py: the CUDA calls it wraps note syncs of the right kind, for
+"""hooks/cuda.py: the CUDA calls it wraps note syncs of the right kind, for
 the right device only; the event pool's pauses become the recorder's own
 spans. On the fake GPU (tests/fakecuda.py), with torch.cuda's functions and
 methods replaced by stand-ins before the recording wraps them."""
@@ -10,7 +10,7 @@ import torch
 import cutimeline as ctl
 from cutimeline.devices.cuda import gpu as devices
 from cutimeline.devices.cuda.eventclock import POOL_SPAN
-from cutimeline.recording.cudahooks import _cuda_index
+from cutimeline.recording.hooks.cuda import _cuda_index
 from cutimeline.timeline.schema import EventKind, SpanKind
 
 from fakecuda import CpuAsCuda, FakeCuda

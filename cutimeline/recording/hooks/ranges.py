@@ -31,7 +31,7 @@ from __future__ import annotations
 from time import perf_counter_ns as _now
 from typing import Any, Callable
 
-from ..timeline.schema import NONE, SpanKind
+from ...timeline.schema import NONE, SpanKind
 
 __all__ = ["ENTER_OPS", "EXIT_OPS", "TORCH_RANGES", "NVTX", "open_range", "close_range",
            "range_call", "patch_nvtx"]

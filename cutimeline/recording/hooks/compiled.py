@@ -41,8 +41,8 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from ..timeline.schema import COMPILED_PREFIX, NONE, GpuKind, OpFlag
-from .signatures import dtype_shape, Named, shape_text
+from ...timeline.schema import COMPILED_PREFIX, NONE, GpuKind, OpFlag
+from ..signatures import dtype_shape, Named, shape_text
 
 __all__ = ["graph_class", "wrap", "launch", "graph_device", "cut"]
 

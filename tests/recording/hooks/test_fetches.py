@@ -1,4 +1,4 @@
-"""DataLoader fetches (``recording/fetches.py``): worker processes on SimGPU's
+"""DataLoader fetches (``recording/hooks/fetches.py``): worker processes on SimGPU's
 host clock, each batch costing what its worker spent making it, queued as
 DataLoader queues it, so ``num_workers`` matters as it does beside a GPU;
 single-process fetches without the recorder's per-op cost."""

@@ -40,7 +40,7 @@ Where the spans come from:
   (whose ops the op stream sees) and NVTX's ``range_push``/``range_pop``,
   wrapped here (``ranges.py``).
 * SYNC (CUDA), graph replays and the event pool's pauses — wrappers
-  around the CUDA calls that are not aten ops, in ``cudahooks.py``; the op
+  around the CUDA calls that are not aten ops, in ``cuda.py``; the op
   stream adds SYNC spans for host-blocking ops.
 
 While the session is paused (``Session.calibrate`` runs its own small
@@ -58,11 +58,11 @@ import weakref
 from time import perf_counter_ns as _now
 from typing import Any, Callable
 
-from ..timeline.schema import NONE, SpanKind
+from ...timeline.schema import NONE, SpanKind
 
-from . import compiled, cudahooks, fetches
+from . import compiled, cuda, fetches
 from .ranges import patch_nvtx
-from .opstream import skip_dynamo
+from ..opstream import skip_dynamo
 
 try:  # torch.compile traces into global hooks; they must do nothing there
     from torch.compiler import is_compiling
@@ -107,7 +107,7 @@ class Hooks:
                 self._patch(threading.Thread, "start", self._start)
             patch_nvtx(self.s, torch.cuda.nvtx, self._patch, is_compiling)
             if getattr(self.s.device, "kind", "") == "cuda":
-                cudahooks.install(torch, self.s, self._patch)
+                cuda.install(torch, self.s, self._patch)
             fetches.install(self.s, self._patch)  # DataLoader fetches (fetches.py)
             if not self._install_compiled():
                 self.s.at_boundary.append(self._install_compiled)

@@ -12,8 +12,8 @@ import torch
 
 import cutimeline as ctl
 from cutimeline.recording import recorder
-from cutimeline.recording.compiled import cut, graph_device, launch
-from cutimeline.recording.hooks import Hooks
+from cutimeline.recording.hooks.compiled import cut, graph_device, launch
+from cutimeline.recording.hooks.installer import Hooks
 from cutimeline.recording.session import Session
 from cutimeline.timeline.schema import GpuKind, OpFlag
 
@@ -178,7 +178,7 @@ def test_the_inductor_hook_waits_until_torch_compile_is_loaded(monkeypatch):
 def test_an_inductor_without_its_graph_class_is_said_and_the_program_goes_on(monkeypatch):
     import types
 
-    from cutimeline.recording.compiled import graph_class
+    from cutimeline.recording.hooks.compiled import graph_class
     odd = types.ModuleType("torch._inductor.codecache")  # loaded, but no CompiledFxGraph
     monkeypatch.setitem(sys.modules, "torch._inductor.codecache", odd)
     with pytest.warns(RuntimeWarning, match="cannot record torch.compile's graphs.*failed"):
@@ -206,7 +206,7 @@ def test_a_graph_compiled_while_recording_is_recorded_from_its_first_call_once_i
     assert torch.allclose(first, net(x)) and torch.equal(second, first)
     got = names(rec.timeline)
     recompiled = any("recompiles a compiled graph" in str(w.message) for w in seen)
-    from cutimeline.recording.compiled import _recompiles_under_modes
+    from cutimeline.recording.hooks.compiled import _recompiles_under_modes
     if _recompiles_under_modes():  # torch < 2.10: a new graph at each call, and said so
         assert recompiled and got.count("inductor::graph_0") == 1 and "inductor::graph_1" in got
     else:

@@ -35,8 +35,8 @@ from __future__ import annotations
 from time import perf_counter_ns as _now
 from typing import Any, Callable
 
-from ..devices.cuda.eventclock import POOL_SPAN
-from ..timeline.schema import NONE, SpanKind
+from ...devices.cuda.eventclock import POOL_SPAN
+from ...timeline.schema import NONE, SpanKind
 
 __all__ = ["install"]
 

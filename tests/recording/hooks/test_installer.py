@@ -1,6 +1,6 @@
 """hooks.py: late hooks (torch.compile's) are retried at step boundaries
 until they are installed. The CUDA calls it has wrapped are in
-test_cudahooks.py."""
+test_cuda.py."""
 
 
 def test_boundary_retries_late_hooks_until_they_are_done():

@@ -12,7 +12,7 @@ import torch
 
 import cutimeline as ctl
 from cutimeline.formats.chrome import export_chrome
-from cutimeline.recording.ranges import NVTX, range_call
+from cutimeline.recording.hooks.ranges import NVTX, range_call
 from cutimeline.timeline.schema import SpanKind
 
 
