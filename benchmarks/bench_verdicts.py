@@ -20,7 +20,9 @@ the arithmetic in its docstring (``--list`` prints the one-line reasons).
 
 The table: the scenario, the expected verdict, what ``ctl.analyze`` said
 (the verdict of more than half the checked steps; steps that differ are
-named after it), the mean GPU busy fraction over those steps (without the
+named after it), the run's one verdict (``rep.overall["verdict"]``, which
+every surface says; several where repeats differ), the mean GPU busy
+fraction over those steps (without the
 recorder's own cost, as the verdicts read it), the margin (the smallest
 ``(gain − runner_gain) ÷ gain`` of the step's fix over the runner-up's,
 over those of them that name a fix), how many repeats agreed with the first ("~": they
@@ -76,6 +78,7 @@ class Outcome:
     busy: float = math.nan            # mean busy fraction over the checked steps (no recorder)
     margin: float = math.nan          # smallest (gain − runner-up's) ÷ gain over them
     surfaces: str = ""                # the first surface that disagrees with the verdict
+    run: str = ""                     # the run's one verdict (headline.py: every surface's)
     seconds: float = math.nan
     error: str = ""                   # the exception line, or the Skip reason
     skipped: bool = False
@@ -105,7 +108,8 @@ def run_once(sc: Scenario, seed: int) -> Outcome:
         line = traceback.format_exception_only(type(e), e)[-1].strip().splitlines()[0]
         return Outcome(None, error=line, seconds=time.perf_counter() - t0)
     out = Outcome(tuple(str(v) for v in steps["verdict"]),
-                  seconds=time.perf_counter() - t0, surfaces=disagree)
+                  seconds=time.perf_counter() - t0, surfaces=disagree,
+                  run=str(rep.overall["verdict"]))
     rows = checked(sc, len(steps))
     if rows:
         busy = steps["predicted_busy_frac"][rows] if rep.compensation is not None \
@@ -268,7 +272,7 @@ def run(names: list[str], repeats: int, *, log=print) -> list[Row]:
 
 
 def table(rows: list[Row]) -> str:
-    head = ("scenario", "expected", "got", "busy %", "margin", "stable", "s", "")
+    head = ("scenario", "expected", "got", "run", "busy %", "margin", "stable", "s", "")
     lines = [head]
     for row in rows:
         os_ = [o for o in row.outcomes if not o.skipped]
@@ -276,6 +280,7 @@ def table(rows: list[Row]) -> str:
         margins = [o.margin for o in os_ if not math.isnan(o.margin)]
         secs = [o.seconds for o in os_ if not math.isnan(o.seconds)]
         lines.append((row.scenario.name, row.expected(), row.got(),
+                      runs(sorted(o.run for o in os_)) if os_ else "",
                       "" if math.isnan(busy_) else f"{100 * busy_:.0f}",
                       f"{100 * min(margins):.0f}" if margins else "",
                       row.stability(),
@@ -337,6 +342,12 @@ def main(argv: list[str] | None = None) -> int:
     bad = [r.scenario.name for r in rows if not r.ok]
     print(f"{len(rows) - len(bad)}/{len(rows)} right in {time.perf_counter() - t0:.0f} s"
           + (f"; missed: {', '.join(bad)}" if bad else ""))
+    one = [r for r in rows if isinstance(r.scenario.expect, str) and not r.skipped]
+    right = [r for r in one if all(o.run == r.scenario.expect for o in r.outcomes)]
+    print(f"the run's one verdict (every surface's) is the expected one, every repeat, "
+          f"in {len(right)}/{len(one)} scenarios with one expected verdict"
+          + (f"; not in: {', '.join(r.scenario.name for r in one if r not in right)}"
+             if len(right) < len(one) else ""))
     return 1 if bad else 0
 
 
