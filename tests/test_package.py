@@ -126,6 +126,26 @@ def test_the_listing_is_the_pipeline():
     assert tests == set(STAGES)
 
 
+#: a folder a reader takes in at a glance: modules and sub-packages of one
+#: package, ``__init__``/``__main__`` not counted
+FOLDER_MAX = 15
+
+
+def test_every_package_is_a_short_listing():
+    """Past ~15 entries a folder stops saying what the package does: the
+    modules that change together move into a sub-package (timeline/ctlfile,
+    recording/hooks) rather than a longer list."""
+    long = []
+    for init in sorted((ROOT / "cutimeline").rglob("__init__.py")):
+        folder = init.parent
+        entries = [p for p in folder.iterdir()
+                   if (p.suffix == ".py" and p.name not in ("__init__.py", "__main__.py"))
+                   or (p / "__init__.py").exists()]
+        if len(entries) > FOLDER_MAX:
+            long.append(f"{folder.relative_to(ROOT)} ({len(entries)})")
+    assert not long, f"packages of more than {FOLDER_MAX} entries: {', '.join(long)}"
+
+
 # A hint, not a rule (README.md, "Contributing"): a module is split when it
 # does two jobs, never to meet a number.
 LINES_HINT = 400
