@@ -74,7 +74,7 @@ class Session:
         self.cut_ns, self.cut_by = None, ""  # when max_ops cut the recording, by what
         self.span_count = itertools.count()  # spans count against max_ops too
         self.paused = False  # True while calibrate() runs: the hooks do nothing
-        self.backward = 0  # backward passes running (hooks.py counts them)
+        self.backward = 0  # backward passes running (hooks/installer.py counts them)
         self.lock = threading.Lock()  # taken on cache misses only
         self.strings = Strings()
         self.where = SourceFinder(self.strings, self.lock)
@@ -104,7 +104,7 @@ class Session:
         # sentences on what this recording could not show, for meta["warnings"]
         self.warnings: list[str] = []
         self.graphs = 0  # Inductor graphs seen (their ops are named by this order)
-        # called at every step boundary until each returns True (hooks.py:
+        # called at every step boundary until each returns True (hooks/installer.py:
         # patches that wait for a module torch imports on first use)
         self.at_boundary: list[Callable[[], bool]] = []
         # (begin_ns, end_ns, ratio in 1/1000) of each calibration between
@@ -452,7 +452,7 @@ class Writer:
     caller's mode; every record is one atomic ``list.append``."""
 
     __slots__ = ("thread", "ident", "name", "ops", "launches", "spans", "ctx",
-                 "stack", "data", "users", "optimizers")
+                 "stack", "data", "waited", "users", "optimizers")
 
     def __init__(self, thread: int):
         self.thread, self.ident = thread, threading.get_ident()
@@ -463,6 +463,7 @@ class Writer:
         self.ctx = 0                     # context id of the innermost module
         self.stack: list[tuple] = []     # open modules: (module, path id, begin_ns, ctx before)
         self.data = 0                    # > 0 inside a DataLoader fetch
+        self.waited = NONE               # ns the fetch ending waited for its batch
         self.users: list[tuple] = []     # open user ranges: (session, name id, begin_ns, key)
         self.optimizers: list[int] = []  # begin_ns of open optimizer steps
 

@@ -89,7 +89,7 @@ _LOWEST = {
     ("syncs", "device"): (NONE, "a device index or -1"),
     ("syncs", "stream"): (NONE, "a stream id or -1 (device-wide)"),
     ("spans", "depth"): (NONE, "a nesting depth or -1"),
-    ("spans", "number"): (NONE, "a step number or -1"),
+    ("spans", "number"): (NONE, "a step number, a fetch's wait in ns, or -1"),
     ("clocks", "device"): (0, "a device index"),
     ("clocks", "n_lower"): (0, "a count"), ("clocks", "n_upper"): (0, "a count"),
     ("sources", "line"): (NONE, "a line number or -1"),

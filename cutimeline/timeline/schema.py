@@ -98,7 +98,9 @@ SCHEMA: dict[str, tuple[tuple[str, np.dtype], ...]] = {
     "syncs": (("op", i64), ("kind", i32), ("device", i16), ("stream", i64),
               ("last_event", i64), ("host_begin_ns", i64),
               ("host_end_ns", i64), ("thread", i32)),
-    # Host ranges; number is the step number of STEP spans, NONE otherwise.
+    # Host ranges; number is the step number of STEP spans, the ns a DATA
+    # span (a fetch) waited for a DataLoader worker's batch where the
+    # recording modelled it (SimGPU), NONE otherwise.
     "spans": (("kind", u8), ("name", i32), ("thread", i32), ("depth", i16),
               ("number", i64), ("begin_ns", i64), ("end_ns", i64)),
     # Per device: host_ns = offset_ns + slope * (raw_ns - ref_raw_ns).

@@ -21,6 +21,13 @@ cost from the host side and lets the GPU work follow:
   or every stream of its device when device-wide): it returns at
   max(replayed begin, replayed completion) plus the wake-up latency it had
   (end − max(begin, completion) as recorded), and Δ jumps to match;
+* a DataLoader fetch that waited for a worker's batch (a DATA span whose
+  ``number`` says how long: ``fetch_waits``) is such a sync, on the
+  workers: it returns no earlier than the batch was ready as recorded,
+  plus the host's own time in it after that. The workers run as they
+  did: a host made faster finds the batch no sooner and waits longer
+  (exact while the workers are busy throughout, as they are when the
+  host waits for them; a fetch that did not wait moves with its host);
 * a launch into a stream that already holds ``depth`` replayed rows not
   yet finished (``launch_queue``: the Timeline's ``meta["launch_queue"]``,
   1024 by default, as CUDA blocks the host at about 1,024 pending
@@ -50,14 +57,15 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...numeric.engines import as_i64
-from ...timeline.schema import NONE
+from ...timeline.schema import NONE, OpFlag, SpanKind
 from ...timeline.timeline import Timeline
 from ..facts import column_facts, facts_of
 from .costs import costs, merge2_nb, mix_scale
 from .hostmap import HostShift, shifted
-from .replaying import held, replay_args, replay_breaks, replay_nb, waited_on
+from .replaying import FAR_PAST, held, replay_args, replay_breaks, replay_nb, waited_on
 
 __all__ = ["compensate", "Compensation", "engine_inputs", "launch_queue", "LAUNCH_QUEUE",
+           "fetch_waits", "with_fetches",
            "kept_waits"]
 
 LAUNCH_QUEUE = 1024  # pending launches per stream at which CUDA blocks the host
@@ -111,6 +119,48 @@ def engine_inputs(tl: Timeline, ln, sy: np.ndarray, keep: np.ndarray | None = No
         covers[k] = ((keys[:, 0] == d) | (d == NONE)) & \
             ((keys[:, 1] == s) | (s == NONE))
     return rows, g, s_grp, covers
+
+
+def fetch_waits(tl: Timeline) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The DataLoader fetches that waited for a worker's batch, on the
+    thread that launches the device work: (begin, end, when the batch was
+    ready: begin + the wait its span's ``number`` holds, at most its
+    end), sorted by begin. A fetch of the loop's own thread (no workers)
+    and one whose wait the recording did not measure (an imported trace)
+    hold ``NONE`` and are not among them: their time is the host's own."""
+    s = tl.spans
+    m = (s.kind == SpanKind.DATA) & (s.number > 0)
+    if m.any():
+        o = tl.ops
+        launched = (o.flags & OpFlag.LAUNCH) != 0
+        if launched.any():  # the launching thread: a fetch elsewhere holds no launch
+            th, n = np.unique(o.thread[launched], return_counts=True)
+            m &= s.thread == th[np.argmax(n)]
+    b = np.asarray(s.begin_ns[m], np.int64)
+    e = np.asarray(s.end_ns[m], np.int64)
+    r = np.minimum(b + np.asarray(s.number[m], np.int64), e)
+    order = np.argsort(b, kind="stable")
+    return b[order], e[order], r[order]
+
+
+def with_fetches(sb, se, s_grp, covers, waits):
+    """The replay's syncs (begin-sorted ``sb``, ``se``, ``s_grp`` rows of
+    ``covers``) with the fetch ``waits`` (``fetch_waits``: begin, end,
+    ready) merged in as syncs that cover no stream and return no earlier
+    than their batch was ready: (sb, se, s_grp, covers, ready), ``ready``
+    None when there are none (a sync before a fetch at its time)."""
+    fb, fe, fr = waits
+    if not len(fb):
+        return sb, se, s_grp, covers, None
+    n_s = covers.shape[1]
+    covers = np.concatenate([covers, np.zeros((1, n_s), bool)])
+    sb = np.concatenate([np.asarray(sb, np.int64), fb])
+    se = np.concatenate([np.asarray(se, np.int64), fe])
+    s_grp = np.concatenate([np.asarray(s_grp, np.int64),
+                            np.full(len(fb), len(covers) - 1, np.int64)])
+    ready = np.concatenate([np.full(len(sb) - len(fb), FAR_PAST, np.int64), fr])
+    order = np.argsort(sb, kind="stable")
+    return sb[order], se[order], s_grp[order], covers, ready[order]
 
 
 def launch_queue(tl: Timeline) -> int:
@@ -184,9 +234,10 @@ class _LazyShift:
     twin makes it at once (``make``) and takes the replayed begins from it."""
 
     def __init__(self, replay_in: tuple, depth: int, engine: str, more: tuple,
-                 waits: tuple = (None, None)):
+                 waits: tuple = (None, None), ready: np.ndarray | None = None):
         self._in, self._depth, self._engine, self._more = replay_in, depth, engine, more
         self._hold, self._dep = waits
+        self._ready = ready
         self._shift: HostShift | None = None
 
     def __call__(self) -> HostShift:
@@ -202,7 +253,7 @@ class _LazyShift:
             cost_t, cost = merge2_nb(as_i64(cost_t), as_i64(cost), xt, xc)
             self._in = (cost_t, cost) + self._in[2:]
         b_r, sync_t, jumps = replay_breaks(*self._in, self._engine, depth=self._depth,
-                                           hold=self._hold, dep=self._dep)
+                                           hold=self._hold, dep=self._dep, ready=self._ready)
         cum = np.zeros(len(cost) + 1, np.int64)  # one pass, no concatenated copy
         np.cumsum(cost, out=cum[1:])
         self._shift = HostShift(cost_t, cum, sync_t, jumps)
@@ -241,12 +292,14 @@ def compensate(tl: Timeline, ln=None, engine: str = "numba",
     y = tl.syncs
     sy = np.argsort(y.host_begin_ns, kind="stable")
     rows, g, s_grp, covers = engine_inputs(tl, ln, sy, engine=engine)
-    sb = np.asarray(y.host_begin_ns[sy], np.int64)
-    replay_in = (cost_t, cost, sb, y.host_end_ns[sy], s_grp, g["g_launch"], g["g_grp"],
+    sb, se, s_grp, covers, ready = with_fetches(
+        np.asarray(y.host_begin_ns[sy], np.int64), y.host_end_ns[sy], s_grp, covers,
+        fetch_waits(tl))
+    replay_in = (cost_t, cost, sb, se, s_grp, g["g_launch"], g["g_grp"],
                  g["g_begin"], g["g_end"], g["lam"], covers)
     depth = launch_queue(tl)
     hold, dep = kept_waits(ln, g, engine)
-    lazy = _LazyShift(replay_in, depth, engine, (xt, xc), (hold, dep))
+    lazy = _LazyShift(replay_in, depth, engine, (xt, xc), (hold, dep), ready)
     q = None if at is None else np.atleast_1d(np.asarray(at, np.int64))
     mapped = e_r = begin = end = None
     if engine == "numba":
@@ -255,7 +308,7 @@ def compensate(tl: Timeline, ln=None, engine: str = "numba",
         qt = none if q is None else q[qo]
         b_r, _, _, e_r, q_jump, q_cost, total = replay_nb(
             *replay_args(*replay_in, depth), none if hold is None else hold, none, depth, 1,
-            qt, xt, xc, none if dep is None else dep)
+            qt, xt, xc, none if dep is None else dep, none if ready is None else ready)
         removed = int(total)
         if q is not None:
             mapped = np.empty(len(q), np.int64)

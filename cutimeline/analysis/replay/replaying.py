@@ -16,20 +16,23 @@ from ...errors import CutimelineError
 from ...numeric.engines import I64_MAX, as_i64, empty_i64
 
 __all__ = ["replay", "replay_breaks", "breaks", "held", "waited_on", "replay_nb",
-           "replay_args", "WAIT_LATENCY_NS"]
+           "replay_args", "WAIT_LATENCY_NS", "FAR_PAST"]
 
-_FAR_PAST = -(2 ** 62)
+#: a time before any other: no wait, no ready time
+FAR_PAST = -(2 ** 62)
 _FAR_FUTURE = I64_MAX
 
 
 @njit(cache=True)
 def replay_nb(cost_t, cost, sb, se, s_grp, g_launch, g_grp, g_begin, g_end, lam,
-               covers, hold, after, depth, mode, qt, xt, xc, dep):
+               covers, hold, after, depth, mode, qt, xt, xc, dep, ready):
     """``replay``; ``hold`` empty: made on the way (``held``'s rule, whose
     running end per stream is the replay's ``free_o``: a pass saved);
     ``after`` empty: no row waits for another; ``dep`` empty: each kept
     wait moves as its own row's launch (else as row ``dep[j]``'s, where
-    ≥ 0: ``waited_on``). ``mode`` 0: the jump after
+    ≥ 0: ``waited_on``); ``ready`` empty: no sync waits for a time
+    (else per sync the time it returns no earlier than, as ``replay``'s
+    ``ready``). ``mode`` 0: the jump after
     each row (``row_j``, as the twin); 1 (fused): instead, each row's
     replayed end and, for the sorted host times ``qt``, the jump and the
     costs spent before each (``shifted``'s terms, taken as the merge passes
@@ -41,9 +44,10 @@ def replay_nb(cost_t, cost, sb, se, s_grp, g_launch, g_grp, g_begin, g_end, lam,
     n_op, n_sy, n_g = len(cost_t), len(sb), len(g_launch)
     S = len(lam)
     inline, waits, deps = len(hold) == 0, len(after) > 0, len(dep) > 0
+    floors = len(ready) > 0
     d_row = empty_i64(len(g_launch) if deps else 0)  # each row's Δ, for the waits on it
-    free_r = np.full(S, _FAR_PAST, np.int64)
-    free_o = np.full(S, _FAR_PAST, np.int64)
+    free_r = np.full(S, FAR_PAST, np.int64)
+    free_o = np.full(S, FAR_PAST, np.int64)
     # replayed ends of each stream's last ``depth`` rows, a ring per stream
     ring = np.empty((S, max(depth, 1)), np.int64)
     cnt = np.zeros(S, np.int64)
@@ -67,7 +71,7 @@ def replay_nb(cost_t, cost, sb, se, s_grp, g_launch, g_grp, g_begin, g_end, lam,
     # in registers (they might alias the outputs) cost a store and a load
     # per row on the critical path
     cur = 0
-    fr = fo = _FAR_PAST
+    fr = fo = FAR_PAST
     cn = sl = lm = 0
     if S:
         lm = lam[0]
@@ -109,7 +113,7 @@ def replay_nb(cost_t, cost, sb, se, s_grp, g_launch, g_grp, g_begin, g_end, lam,
                     jump = max(jump, ring[s, sl] - g_launch[j] + removed)
                 d = jump - removed
                 if inline:
-                    h = g_begin[j] if g_begin[j] > max(fo, g_launch[j] + lm) else _FAR_PAST
+                    h = g_begin[j] if g_begin[j] > max(fo, g_launch[j] + lm) else FAR_PAST
                 else:
                     h = hold[j]
                 dh = d
@@ -145,11 +149,14 @@ def replay_nb(cost_t, cost, sb, se, s_grp, g_launch, g_grp, g_begin, g_end, lam,
             qj += 1
         if S:
             free_r[cur], free_o[cur], cnt[cur], slot[cur] = fr, fo, cn, sl
-        c_o = c_r = _FAR_PAST
+        c_o = c_r = FAR_PAST
         for s in range(S):
             if covers[s_grp[k], s]:
                 c_o = max(c_o, free_o[s])
                 c_r = max(c_r, free_r[s])
+        if floors:  # what it waited for is ready then, recorded and replayed
+            c_o = max(c_o, ready[k])
+            c_r = max(c_r, ready[k])
         wake = max(se[k] - max(sb[k], c_o), 0)
         new_end = max(sb[k] + jump - removed, c_r) + wake
         jump = new_end - se[k] + removed
@@ -166,13 +173,13 @@ def replay_nb(cost_t, cost, sb, se, s_grp, g_launch, g_grp, g_begin, g_end, lam,
 
 
 def _replay_np(cost_t, cost, sb, se, s_grp, g_launch, g_grp, g_begin, g_end, lam,
-               covers, hold, after, depth, dep):
+               covers, hold, after, depth, dep, ready):
     g_dur = g_end - g_begin
     n_g, S = len(g_launch), len(lam)
     removed = np.concatenate([[0], np.cumsum(cost)])
     gone_g = removed[np.searchsorted(cost_t, g_launch, side="right")]
-    free_r = np.full(S, _FAR_PAST, np.int64)
-    free_o = np.full(S, _FAR_PAST, np.int64)
+    free_r = np.full(S, FAR_PAST, np.int64)
+    free_o = np.full(S, FAR_PAST, np.int64)
     b_r = np.empty(n_g, np.int64)
     row_j = np.empty(n_g, np.int64)
     d_all = np.zeros(n_g, np.int64)  # each row's Δ, for the waits on it
@@ -189,7 +196,7 @@ def _replay_np(cost_t, cost, sb, se, s_grp, g_launch, g_grp, g_begin, g_end, lam
     waits[g_grp[after >= 0]] = True
 
     def need(rows):  # J each row's launch needs to find room in its queue
-        out = np.full(len(rows), _FAR_PAST, np.int64)
+        out = np.full(len(rows), FAR_PAST, np.int64)
         q = ref[rows] >= 0
         rq, f = rows[q], ref[rows[q]]
         out[q] = b_r[f] + g_dur[f] - g_launch[rq] + gone_g[rq]
@@ -238,8 +245,10 @@ def _replay_np(cost_t, cost, sb, se, s_grp, g_launch, g_grp, g_begin, g_end, lam
         if k < len(sb):
             gone = removed[np.searchsorted(cost_t, sb[k], side="right")]
             cov = covers[s_grp[k]]
-            c_o = free_o[cov].max() if cov.any() else _FAR_PAST
-            c_r = free_r[cov].max() if cov.any() else _FAR_PAST
+            c_o = free_o[cov].max() if cov.any() else FAR_PAST
+            c_r = free_r[cov].max() if cov.any() else FAR_PAST
+            if len(ready):
+                c_o, c_r = max(c_o, ready[k]), max(c_r, ready[k])
             wake = max(se[k] - max(sb[k], c_o), 0)
             new_d = max(sb[k] + jump - gone, c_r) + wake - se[k]
             # from here on Δ = J − (costs removed after this sync)
@@ -251,9 +260,9 @@ def _replay_np(cost_t, cost, sb, se, s_grp, g_launch, g_grp, g_begin, g_end, lam
 @njit(cache=True)
 def _held_nb(g_launch, g_grp, g_begin, g_end, lam):
     hold = empty_i64(len(g_launch))
-    prev = np.full(len(lam), _FAR_PAST, np.int64)
+    prev = np.full(len(lam), FAR_PAST, np.int64)
     for j in range(len(g_launch)):
-        hold[j] = _FAR_PAST
+        hold[j] = FAR_PAST
         s = g_grp[j]
         if g_begin[j] > max(prev[s], g_launch[j] + lam[s]):
             hold[j] = g_begin[j]
@@ -282,7 +291,7 @@ def waited_on(hold, g_launch, g_grp, g_begin, g_end, device_of_grp) -> np.ndarra
     and the row it waited for, launched earlier, by no more. Moved as its
     own launch, a row could begin before the work it waited for ended."""
     hold = np.asarray(hold)
-    mine = np.flatnonzero(hold > _FAR_PAST)
+    mine = np.flatnonzero(hold > FAR_PAST)
     if not len(mine):
         return None
     grp, begin, end = (as_i64(a) for a in (g_grp, g_begin, g_end))
@@ -316,18 +325,19 @@ def held(g_launch, g_grp, g_begin, g_end, lam, engine: str = "numba") -> np.ndar
                                             (g_launch, g_grp, g_begin, g_end, lam))
     if engine == "numba":
         return _held_nb(g_launch, g_grp, g_begin, g_end, lam)
-    hold = np.full(len(g_launch), _FAR_PAST, np.int64)
+    hold = np.full(len(g_launch), FAR_PAST, np.int64)
     for s in np.unique(g_grp):
         r = np.flatnonzero(g_grp == s)
         prev = np.maximum.accumulate(g_end[r])
-        prev = np.concatenate([[_FAR_PAST], prev[:-1]])
+        prev = np.concatenate([[FAR_PAST], prev[:-1]])
         waited = g_begin[r] > np.maximum(prev, g_launch[r] + lam[s])
         hold[r[waited]] = g_begin[r[waited]]
     return hold
 
 
 def replay(cost_t, cost, sb, se, s_grp, g_launch, g_grp, g_begin, g_end, lam, covers,
-           engine: str = "numba", *, depth: int = 0, after=None, hold=None, dep=None):
+           engine: str = "numba", *, depth: int = 0, after=None, hold=None, dep=None,
+           ready=None):
     """The replay of the module doc on plain arrays (ns).
 
     ``cost_t``/``cost``: when the recorder spent host time (sorted) and
@@ -342,7 +352,10 @@ def replay(cost_t, cost, sb, se, s_grp, g_launch, g_grp, g_begin, g_end, lam, co
     recorded waits to keep (default ``held`` of these rows). ``dep``: per
     gpu row the row (by position, earlier) its kept wait was for
     (``waited_on``; −1 none): the wait moves as that row's launch did, not
-    as its own (default: its own). Returns
+    as its own (default: its own). ``ready``: per sync, a time it returns
+    no earlier than, in the recording's and the replay's clock alike
+    (far past: none; a fetch waiting for a DataLoader worker's batch,
+    whose workers run as they did: ``fetch_waits``); default none. Returns
     (replayed begin of each gpu row, the jump J_k after each sync, the jump
     in force after each row's launch: see ``breaks`` and ``shifted``).
     """
@@ -356,10 +369,22 @@ def replay(cost_t, cost, sb, se, s_grp, g_launch, g_grp, g_begin, g_end, lam, co
         after = np.full(n_g, -1, np.int64) if after is None else after
         hold = held(*args[5:10], engine=engine) if hold is None else as_i64(hold)
         dep = np.full(n_g, -1, np.int64) if dep is None else as_i64(dep)
-        return _replay_np(*args, hold, after, int(depth), dep)
+        return _replay_np(*args, hold, after, int(depth), dep, _ready(ready, args[2]))
     hold = none if hold is None else as_i64(hold)  # empty: made in the kernel
     return replay_nb(*args, hold, none if after is None else after, int(depth),
-                      0, none, none, none, none if dep is None else as_i64(dep))[:3]
+                      0, none, none, none, none if dep is None else as_i64(dep),
+                      _ready(ready, args[2]))[:3]
+
+
+def _ready(ready, sb) -> np.ndarray:
+    """``ready`` as the kernels take it: int64, one per sync, or empty."""
+    if ready is None:
+        return np.zeros(0, np.int64)
+    ready = as_i64(ready)
+    if len(ready) != len(sb):
+        raise CutimelineError(f"The replay's ready times number {len(ready)}, its syncs "
+                              f"{len(sb)}: give one per sync (far past for none).")
+    return ready
 
 
 def _checked_after(after, g_grp) -> np.ndarray:
@@ -375,7 +400,7 @@ def _checked_after(after, g_grp) -> np.ndarray:
 
 def replay_breaks(cost_t, cost, sb, se, s_grp, g_launch, g_grp, g_begin, g_end, lam,
                   covers, engine: str = "numba", *, depth: int = 0, after=None,
-                  hold=None, dep=None):
+                  hold=None, dep=None, ready=None):
     """``replay``'s replayed begins with ``breaks``' (sync_t, jumps) in
     place of the jumps it returns: with Numba the kernel writes the breaks
     as it meets them (in the order ``breaks`` sorts them into), so no row
@@ -383,7 +408,7 @@ def replay_breaks(cost_t, cost, sb, se, s_grp, g_launch, g_grp, g_begin, g_end, 
     if engine != "numba":
         b_r, jumps, row_j = replay(cost_t, cost, sb, se, s_grp, g_launch, g_grp, g_begin,
                                    g_end, lam, covers, engine, depth=depth, after=after,
-                                   hold=hold, dep=dep)
+                                   hold=hold, dep=dep, ready=ready)
         return (b_r,) + breaks(sb, jumps, g_launch, row_j)
     args = replay_args(cost_t, cost, sb, se, s_grp, g_launch, g_grp, g_begin, g_end,
                         lam, covers, depth)
@@ -391,7 +416,7 @@ def replay_breaks(cost_t, cost, sb, se, s_grp, g_launch, g_grp, g_begin, g_end, 
     after = none if after is None else _checked_after(after, args[6])
     hold = none if hold is None else as_i64(hold)
     r = replay_nb(*args, hold, after, int(depth), 2, none, none, none,
-                  none if dep is None else as_i64(dep))
+                  none if dep is None else as_i64(dep), _ready(ready, args[2]))
     jumps = np.zeros(len(r[2]) + 1, np.int64)  # a break per launch into a full queue:
     jumps[1:] = r[2]                            # one copy, not two
     return r[0], r[3], jumps

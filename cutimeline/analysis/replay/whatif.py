@@ -8,7 +8,10 @@ than a wait on another stream it had as recorded (shifted as its launch
 was); a host-blocking sync returns when the replayed work it covers is
 done. An edit (``edits.py``) changes the inputs: host time removed
 at points (the recorder's cost) or over intervals (fetches, syncs, Python
-stretches, launch cost), syncs and ops that are gone.
+stretches, launch cost), syncs and ops that are gone. A fetch that waited
+for a DataLoader worker waits for the batch's recorded ready time, as a
+sync does for its work (``compensation.fetch_waits``), unless the edit
+removes it (``data``).
 
 A removed interval [b, e) becomes a point cost e − b at b, and every host
 time inside it moves to e first ("snapped"): so all of it lands on b in
@@ -35,7 +38,7 @@ from ...numeric.ordering import sort_order
 from ...timeline.schema import NONE
 from ...timeline.timeline import Timeline
 from ..facts import column_facts
-from .compensation import engine_inputs, kept_waits, launch_queue
+from .compensation import engine_inputs, fetch_waits, kept_waits, launch_queue, with_fetches
 from .edits import EDITS, Changes, Edit, changes, combined, edit_named
 from .hostmap import NO_SHIFT, HostShift, moved, snapped
 from .replaying import held, replay_breaks
@@ -100,6 +103,12 @@ def apply(tl: Timeline, ln, ch: Changes, edit: Edit, engine: str, lean: bool = F
     rows, gi, s_grp, covers = engine_inputs(tl, ln, sy, keep=keep_g, launch=launch,
                                             engine=engine)
     lam, grp = gi["lam"], gi["g_grp"]
+    # the fetches that waited for workers, but those the edit removes
+    fb, fe, fr = fetch_waits(tl)
+    fb, fe = snap(fb), snap(fe)
+    kept = fe > fb
+    sb, se, s_grp, covers, ready = with_fetches(sb, se, s_grp, covers,
+                                                (fb[kept], fe[kept], fr[kept]))
     hold, dep = kept_waits(ln, gi, engine)
     if hold is None:  # one stream: the kernel would find these itself
         hold = held(gi["g_launch"], grp, gi["g_begin"], gi["g_end"], lam, engine)
@@ -116,7 +125,7 @@ def apply(tl: Timeline, ln, ch: Changes, edit: Edit, engine: str, lean: bool = F
     b_r, sync_t, jumps = replay_breaks(cost_t, cost, sb, se, s_grp, gi["g_launch"], grp,
                                        gi["g_begin"], g_end, lam, covers, engine,
                                        depth=launch_queue(tl), after=after, hold=hold,
-                                       dep=dep)
+                                       dep=dep, ready=ready)
     cum = np.zeros(len(cost) + 1, np.int64)  # one pass, no concatenated copy
     np.cumsum(cost, out=cum[1:])
     shift = HostShift(cost_t, cum, sync_t, jumps)

@@ -69,6 +69,14 @@ without collectives running alone (exposed communication is the
 communication class's). The run's verdict is the same rules over the
 steady-state steps together (``predictions.steady``): each fix's gain
 on their summed step time.
+
+A step's gain is what the fix saves *and the run keeps* (``kept_gains``):
+a step shortened only to wait longer in a later one (for the next batch
+of a DataLoader worker already busy, or for a backlog the host ran ahead
+into) gains nothing. The saving by the end of step k, S_k, counts as far
+as it lasts: K_k = min over j ≥ k of S_j, and step k keeps K_k − K_(k−1).
+Where no step loses time, K = S and each step keeps its own saving; the
+kept savings add up to the run's.
 """
 
 from __future__ import annotations
@@ -81,7 +89,7 @@ from ..replay.predictions import Prediction, steady
 from .margins import GPU_BOUND_AT, MIXED_MARGIN, Verdict
 
 __all__ = ["CLASSES", "BOUNDS", "MIN_GAIN", "EXPOSED_SHARE", "Judgement", "judge_window",
-           "judge_steps", "judge_run"]
+           "judge_steps", "judge_run", "kept_gains"]
 
 #: the verdict each bottleneck class names
 CLASSES = {"input": Verdict.INPUT_BOUND, "sync": Verdict.SYNC_BOUND,
@@ -205,8 +213,9 @@ def judge_steps(rows: np.ndarray, preds: list[Prediction], base_busy: np.ndarray
     out = []
     busy = _computing(rows, base_busy)
     bounds = _bounds(rows, rows["duration_ns"].astype(np.float64))
+    kept = {id(p): kept_gains(p.steps) for p in preds}
     for k in range(len(rows)):
-        gains = _class_gains(preds, lambda p: _step_gain(p, k))
+        gains = _class_gains(preds, lambda p: kept[id(p)][k])
         for cls, v in bounds.items():
             gains.setdefault(cls, (float(v[k]), cls))
         out.append(judge_window(float(busy[k]), gains, has_gpu, gpu_bound_at, mixed_margin,
@@ -246,9 +255,15 @@ def _idle(rows: np.ndarray) -> dict[str, int]:
     return {("input" if c == "data" else c): v for c, v in out.items()}
 
 
-def _step_gain(p: Prediction, k: int) -> float:
-    base = float(p.steps["base_ns"][k])
-    return 1 - float(p.steps["predicted_ns"][k]) / base if base > 0 else 0.0
+def kept_gains(steps: np.ndarray) -> np.ndarray:
+    """Per step of a prediction's ``steps`` (``STEP_DTYPE``), the share of
+    its base time the fix saves and the run keeps (module doc): the
+    saving by each step's end, as far as the later steps keep it."""
+    base = steps["base_ns"].astype(np.float64)
+    saved = np.cumsum(base - steps["predicted_ns"].astype(np.float64))
+    lasting = np.minimum.accumulate(saved[::-1])[::-1]
+    own = np.diff(lasting, prepend=0.0)
+    return np.divide(own, base, out=np.zeros_like(own), where=base > 0)
 
 
 def _computing(rows: np.ndarray, busy: np.ndarray) -> np.ndarray:

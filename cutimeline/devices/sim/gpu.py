@@ -428,7 +428,7 @@ class SimGPU(Device):
     def fetched(self, begin: int, end_virtual: int) -> None:
         """A DataLoader fetch that began at real host time ``begin`` returns
         now, at virtual time ``end_virtual`` as its workers are modelled
-        (``recording/workers.py``; ``SimHost.jump``)."""
+        (``recording/hooks/fetches.py``; ``SimHost.jump``)."""
         self.virtual_host.jump(begin, end_virtual)
 
     # -- internals ----------------------------------------------------------------

@@ -265,7 +265,7 @@ class SimHost:
         """The host's time from real ``begin`` to now, modelled whole: on
         the virtual clock it ends at ``end_virtual`` (no earlier than it
         began, nor than the map's last knot). A fetch from DataLoader
-        workers whose wait is modelled (``recording/workers.py``)."""
+        workers whose wait is modelled (``recording/hooks/fetches.py``)."""
         if self.real_only():
             return
         with self.lock:

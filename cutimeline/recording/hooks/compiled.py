@@ -24,7 +24,7 @@ without passing the dispatcher. This module makes those visible:
 * **on SimGPU** — Inductor compiles a graph over meta tensors to the
   allocation of its outputs: there is nothing to simulate, and the
   recording says so (a warning and ``meta["warnings"]``, once).
-* **the hook** — ``CompiledFxGraph.__call__`` is wrapped (``hooks.py``) at
+* **the hook** — ``CompiledFxGraph.__call__`` is wrapped (``installer.py``) at
   start when the program has loaded Inductor (it ran a compiled model
   before), else at the first step boundary after it does (a model's first
   call compiles it: the calls before that boundary are not recorded as

@@ -38,7 +38,9 @@ on the same clock as everything else:
   plus the main thread's own time in the fetch: its CPU time there
   (unpickling, its share of ``__next__``), not the time it really waited
   on the queue or for a CPU the workers held; the device's clock takes
-  that (``fetched``).
+  that (``fetched``), and the fetch's DATA span keeps the wait in its
+  ``number`` (``analysis/replay/compensation.fetch_waits``: a host made
+  faster finds the batch no sooner).
 
 So ``num_workers`` matters as it does beside a GPU. Iterators made before
 the recording began, and threads other than the loader's, keep the real
@@ -84,7 +86,7 @@ def install(session: Any, patch: Callable) -> None:
     patch(it, "__init__", lambda f: _init(f, worker))
     patch(it, "_try_put_index", lambda f: _put(f, dev))
     patch(it, "_process_data", lambda f: _take(f, dev))
-    patch(it, "_next_data", lambda f: _next(f, dev))
+    patch(it, "_next_data", lambda f: _next(f, dev, session))
 
 
 def _quiet(original: Callable, s: Any) -> Callable:
@@ -221,7 +223,7 @@ def _take(original: Callable, dev: Any) -> Callable:
     return _process_data
 
 
-def _next(original: Callable, dev: Any) -> Callable:
+def _next(original: Callable, dev: Any, session: Any) -> Callable:
     def _next_data(self: Any) -> Any:
         c = getattr(self, "_cutimeline_clock", None)
         if c is None or c.call_v is not None:
@@ -232,5 +234,7 @@ def _next(original: Callable, dev: Any) -> Callable:
         finally:
             own = _cpu() - c.call_cpu
             dev.fetched(c.call_real, max(c.call_v, c.ready) + own)
+            # the fetch's span holds the wait: the replay keeps the batch's ready time
+            session.writer().waited = max(c.ready - c.call_v, 0)
             c.call_real = c.call_v = c.call_cpu = None
     return _next_data

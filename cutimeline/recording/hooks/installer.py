@@ -199,12 +199,15 @@ class Hooks:
                     return original(loader, *args, **kwargs)
                 w = s.writer()
                 w.data += 1
+                w.waited = NONE
                 t0 = _now()
                 try:
                     return original(loader, *args, **kwargs)
                 finally:
                     w.data -= 1
-                    s.span(w, _DATA, sid, w.data, t0)
+                    # the wait for a worker's batch, where one was modelled
+                    s.span(w, _DATA, sid, w.data, t0, number=w.waited)
+                    w.waited = NONE
             return fetch
         return make
 

@@ -318,6 +318,46 @@ def test_a_row_waits_for_the_copy_it_consumes():
         replay(*args, depth=-1)
 
 
+def test_a_fetch_waits_for_its_ready_time_however_early_the_host_comes():
+    # host costs of 40 at 10 removed before a sync (a fetch) of [100, 160)
+    # that covers no stream and whose batch was ready at 150: the host
+    # arrives at 60, waits until 150, then spends its own 10; the launch
+    # at 200 after it moves by 0, not by −40. Without the ready time the
+    # fetch moves whole, and the launch with it.
+    z = np.zeros(0, np.int64)
+    args = (np.array([10]), np.array([40]), np.array([100]), np.array([160]),
+            np.array([0]), np.array([200]), np.array([0]), np.array([205]),
+            np.array([305]), np.array([5]), np.zeros((1, 1), bool))
+    for engine in ("numba", "numpy"):
+        begin, jumps, _ = replay(*args, engine=engine, ready=np.array([150]))
+        assert begin.tolist() == [205] and jumps.tolist() == [0, 40]
+        begin, jumps, _ = replay(*args, engine=engine)
+        assert begin.tolist() == [165] and jumps.tolist() == [0, 0]
+        # a ready time far past is no wait: the same as none
+        begin, _, _ = replay(*args, engine=engine, ready=np.array([-(2 ** 62)]))
+        assert begin.tolist() == [165]
+    with pytest.raises(CutimelineError, match="one per sync"):
+        replay(*args, ready=np.array([1, 2]))
+
+
+@pytest.mark.parametrize("seed,depth", [(0, 0), (1, 3), (2, 16)])
+def test_replay_twins_agree_with_ready_times(seed, depth):
+    args, after = queued_inputs(seed, depth)
+    rng = np.random.default_rng(seed)
+    sb, se = args[2], args[3]
+    # a third of the syncs wait for a time within their last tenth, or before them
+    ready = np.where(rng.random(len(sb)) < 0.3, se - rng.integers(0, 1 + (se - sb) // 10),
+                     -(2 ** 62))
+    ready[::7] = sb[::7] - 100
+    ready[3::5] = se[3::5] + 10**6  # later than the work it covers: it holds the host
+    a = replay(*args, engine="numba", depth=depth, after=after, ready=ready)
+    b = replay(*args, engine="numpy", depth=depth, after=after, ready=ready)
+    for x, y in zip(a, b):
+        np.testing.assert_array_equal(x, y)
+    assert not np.array_equal(a[1], replay(*args, engine="numpy", depth=depth,
+                                           after=after)[1])
+
+
 def test_the_queue_depth_comes_from_the_timeline():
     tl = timeline(gpu=[(0, 1, 2, 3)])
     assert launch_queue(tl) == 1024
@@ -339,7 +379,7 @@ def test_the_fused_replay_maps_host_times_as_shifted_does(seed, depth):
     apart = rng.random(len(args[0])) < 0.1
     own = replay_args(args[0][~apart], args[1][~apart], *args[2:], depth)
     b_r, _, _, e_r, q_jump, q_cost, total = replay_nb(
-        *own, none, none, depth, 1, qt, args[0][apart], args[1][apart], none)
+        *own, none, none, depth, 1, qt, args[0][apart], args[1][apart], none, none)
     want_b, want_j, row_j = replay(*args, engine="numpy", depth=depth)
     sync_t, jumps = breaks(args[2], want_j, args[5], row_j)
     comp = HostShift(args[0], np.concatenate([[0], np.cumsum(args[1])]), sync_t, jumps)

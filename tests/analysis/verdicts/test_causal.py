@@ -1,5 +1,6 @@
 """The causal verdict: the fix that gains most names it (verdicts/causal.py)."""
 
+import numpy as np
 import pytest
 
 from cutimeline.analysis.verdicts.causal import judge_window
@@ -65,3 +66,29 @@ def test_bounds_stand_beside_the_replayed_fixes_and_no_gpu_is_host_only():
     assert judge_window(0.0, {}, has_gpu=False).verdict == "host-only"
     assert judge_window(0.9, {}).verdict == "GPU-bound"
     assert judge_window(0.5, {}).verdict == "unknown"
+
+
+def _steps(base, predicted):
+    from cutimeline.analysis.replay.predictions import STEP_DTYPE
+    t = np.zeros(len(base), STEP_DTYPE)
+    t["base_ns"], t["predicted_ns"] = base, predicted
+    return t
+
+
+def test_a_step_keeps_only_the_saving_the_run_keeps():
+    from cutimeline.analysis.verdicts.causal import kept_gains
+    # every step saves 2 of 10: each keeps its own
+    assert kept_gains(_steps([10] * 4, [8] * 4)).tolist() == [0.2] * 4
+    # steps alternate: one saves 4, the next waits 4 longer for what it
+    # could not have sooner (a worker's batch): none keeps anything, but
+    # the last, whose saving nothing after it takes back
+    assert kept_gains(_steps([10, 20, 10, 20, 10], [6, 24, 6, 24, 6])).tolist() == \
+        [0.0, 0.0, 0.0, 0.0, 0.4]
+    # a backlog: three steps save 3 each, the last pays 6 of it back; the
+    # 3 the run keeps was saved first in step 0, and the kept savings add
+    # up to the run's
+    got = kept_gains(_steps([10, 10, 10, 10], [7, 7, 7, 16]))
+    assert np.allclose(got, [0.3, 0, 0, 0]) and np.isclose((got * 10).sum(), 40 - 37)
+    # a step that loses with no saving before it keeps its loss
+    assert kept_gains(_steps([10, 10], [12, 10])).tolist() == [-0.2, 0.0]
+    assert kept_gains(_steps([0, 10], [0, 5])).tolist() == [0.0, 0.5]

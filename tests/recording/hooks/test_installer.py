@@ -1,4 +1,4 @@
-"""hooks.py: late hooks (torch.compile's) are retried at step boundaries
+"""hooks/installer.py: late hooks (torch.compile's) are retried at step boundaries
 until they are installed. The CUDA calls it has wrapped are in
 test_cuda.py."""
 
