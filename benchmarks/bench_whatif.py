@@ -181,6 +181,26 @@ def python_hidden(after: bool, seed: int) -> ctl.Timeline:
     return rec.timeline
 
 
+@pair("host", "6 ms of Python per step behind one DataLoader worker making a 20 ms "
+      "batch → none (the worker is the bottleneck: no gain)")
+def python_behind_worker(after: bool, seed: int) -> ctl.Timeline:
+    torch.manual_seed(0)
+    model = medium_mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    loader = DataLoader(SlowBatches(8, 2048, 1024, 20e-3), batch_size=None, num_workers=1,
+                        shuffle=False)
+    with ctl.record(device=sim(seed)) as rec:
+        for x, y in loader:
+            x, y = x.to(META, non_blocking=True), y.to(META, non_blocking=True)
+            loss = F.cross_entropy(model(x), y)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            if not after:
+                busy(6e-3)
+    return rec.timeline
+
+
 def _tiny_ops(after: bool, seed: int, n: int) -> ctl.Timeline:
     """``n`` dependent element-wise ops per step on a 16-float tensor (each
     kernel at the 2 µs floor), dispatched at 30 µs each (a slow host)
