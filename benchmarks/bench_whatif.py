@@ -82,16 +82,18 @@ def sim(seed: int, **kw) -> ctl.SimGPU:
 
 # -- the pairs ----------------------------------------------------------------
 
-def _loader(after: bool, seed: int, cost_s: float, steps: int = 7) -> ctl.Timeline:
-    """``medium_mlp`` (≈ 7 ms of GPU work per step) fed by a DataLoader of
-    CPU batches costing ``cost_s`` of busy host time each."""
+def _loader(seed: int, cost_s: float, workers: int, steps: int = 7,
+            python_s: float = 0.0) -> ctl.Timeline:
+    """``medium_mlp`` (≈ 7 ms of GPU work per step) fed by a DataLoader with
+    ``workers`` workers of CPU batches costing ``cost_s`` of busy host time
+    each, and ``python_s`` of Python after each step."""
     torch.manual_seed(0)
     model = medium_mlp()
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", "This DataLoader will create")
         loader = DataLoader(SlowBatches(steps, 2048, 1024, cost_s), batch_size=None,
-                            num_workers=4 if after else 0, shuffle=False)
+                            num_workers=workers, shuffle=False)
         with ctl.record(device=sim(seed)) as rec:
             for x, y in loader:
                 x, y = x.to(META, non_blocking=True), y.to(META, non_blocking=True)
@@ -99,17 +101,19 @@ def _loader(after: bool, seed: int, cost_s: float, steps: int = 7) -> ctl.Timeli
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 opt.step()
+                if python_s:
+                    busy(python_s)
     return rec.timeline
 
 
 @pair("data", "DataLoader num_workers=0 → 4, 20 ms batches", fast=True)
 def loader_20ms(after: bool, seed: int) -> ctl.Timeline:
-    return _loader(after, seed, 20e-3)
+    return _loader(seed, 20e-3, 4 if after else 0)
 
 
 @pair("data", "DataLoader num_workers=0 → 4, 4 ms batches (GPU-bound after)")
 def loader_4ms(after: bool, seed: int) -> ctl.Timeline:
-    return _loader(after, seed, 4e-3)
+    return _loader(seed, 4e-3, 4 if after else 0)
 
 
 class Backbone(nn.Module):
@@ -184,21 +188,7 @@ def python_hidden(after: bool, seed: int) -> ctl.Timeline:
 @pair("host", "6 ms of Python per step behind one DataLoader worker making a 20 ms "
       "batch → none (the worker is the bottleneck: no gain)")
 def python_behind_worker(after: bool, seed: int) -> ctl.Timeline:
-    torch.manual_seed(0)
-    model = medium_mlp()
-    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    loader = DataLoader(SlowBatches(8, 2048, 1024, 20e-3), batch_size=None, num_workers=1,
-                        shuffle=False)
-    with ctl.record(device=sim(seed)) as rec:
-        for x, y in loader:
-            x, y = x.to(META, non_blocking=True), y.to(META, non_blocking=True)
-            loss = F.cross_entropy(model(x), y)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            if not after:
-                busy(6e-3)
-    return rec.timeline
+    return _loader(seed, 20e-3, 1, steps=8, python_s=0.0 if after else 6e-3)
 
 
 def _tiny_ops(after: bool, seed: int, n: int) -> ctl.Timeline:
