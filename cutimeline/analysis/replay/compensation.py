@@ -131,16 +131,26 @@ def fetch_waits(tl: Timeline) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     s = tl.spans
     m = (s.kind == SpanKind.DATA) & (s.number > 0)
     if m.any():
-        o = tl.ops
-        launched = (o.flags & OpFlag.LAUNCH) != 0
-        if launched.any():  # the launching thread: a fetch elsewhere holds no launch
-            th, n = np.unique(o.thread[launched], return_counts=True)
-            m &= s.thread == th[np.argmax(n)]
+        th = _launching_thread(tl.ops)
+        if th is not None:  # a fetch on another thread holds back no launch
+            m &= s.thread == th
     b = np.asarray(s.begin_ns[m], np.int64)
     e = np.asarray(s.end_ns[m], np.int64)
     r = np.minimum(b + np.asarray(s.number[m], np.int64), e)
     order = np.argsort(b, kind="stable")
     return b[order], e[order], r[order]
+
+
+def _launching_thread(o) -> int | None:
+    """The thread that launched most device work (None: none did),
+    remembered by the ops table: every replay of a report asks."""
+    def find(thread: np.ndarray) -> int | None:
+        launched = (o.flags & OpFlag.LAUNCH) != 0
+        if not launched.any():
+            return None
+        th, n = np.unique(thread[launched], return_counts=True)
+        return int(th[np.argmax(n)])
+    return o.remember("thread", "the launching thread", find)
 
 
 def with_fetches(sb, se, s_grp, covers, waits):
