@@ -136,7 +136,7 @@ def fetch_waits(tl: Timeline) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
             m &= s.thread == th
     b = np.asarray(s.begin_ns[m], np.int64)
     e = np.asarray(s.end_ns[m], np.int64)
-    r = np.minimum(b + np.asarray(s.number[m], np.int64), e)
+    r = b + np.minimum(np.asarray(s.number[m], np.int64), e - b)  # no overflow
     order = np.argsort(b, kind="stable")
     return b[order], e[order], r[order]
 

@@ -358,6 +358,31 @@ def test_replay_twins_agree_with_ready_times(seed, depth):
                                            after=after)[1])
 
 
+def test_fetch_waits_are_the_launching_threads_waited_fetches():
+    from cutimeline.analysis.replay.compensation import fetch_waits, with_fetches
+    from cutimeline.timeline.schema import NONE
+    fetch = (SpanKind.DATA, "next(DataLoader)")
+    tl = timeline(gpu=[(0, 10, 12, 20), (0, 30, 32, 40)],
+                  spans=[fetch + (0, 8), fetch + (21, 29), fetch + (50, 60), fetch + (70, 80),
+                         (SpanKind.USER, "x", 1, 2)])
+    s = tl.spans
+    # waits: none measured, 5 ns, 0 (the batch was ready), 2**62 (clamped to
+    # its end, no overflow); the second on thread 1, which launched nothing
+    tl = tl.replace(spans=s.replace(number=np.array([NONE, 5, 0, 2 ** 62, 3]),
+                                    thread=np.array([0, 1, 0, 0, 0])))
+    b, e, r = fetch_waits(tl)
+    assert (b.tolist(), e.tolist(), r.tolist()) == ([70], [80], [80])
+    tl = tl.replace(spans=tl.spans.replace(thread=np.zeros(5, np.int64)))
+    b, e, r = fetch_waits(tl)
+    assert (b.tolist(), e.tolist(), r.tolist()) == ([21, 70], [29, 80], [26, 80])
+    # merged among the syncs by begin, each on a covers row of no stream
+    sb, se, grp, cov, ready = with_fetches(np.array([25]), np.array([27]), np.array([0]),
+                                           np.ones((1, 1), bool), (b, e, r))
+    assert sb.tolist() == [21, 25, 70] and grp.tolist() == [1, 0, 1]
+    assert cov.tolist() == [[True], [False]] and ready.tolist() == [26, -(2 ** 62), 80]
+    assert with_fetches(sb[:0], se[:0], grp[:0], cov[:1], (b[:0], e[:0], r[:0]))[4] is None
+
+
 def test_the_queue_depth_comes_from_the_timeline():
     tl = timeline(gpu=[(0, 1, 2, 3)])
     assert launch_queue(tl) == 1024
