@@ -1,10 +1,12 @@
 """Hand-built Timelines with known answers, for the analysis tests; one
 with every table filled, and the check that two Timelines are the same, for
-the store's tests."""
+the store's tests; a small CPU training step (``mlp_step``) for the
+comparison's tests."""
 
 from __future__ import annotations
 
 import numpy as np
+import torch
 
 from cutimeline.timeline.schema import NONE, SCHEMA, GpuKind, OpFlag, SpanKind
 from cutimeline.timeline.table import Strings
@@ -133,3 +135,18 @@ def assert_same(a: Timeline, b: Timeline):
         for col in ta.columns:
             assert ta[col].dtype == tb[col].dtype
             np.testing.assert_array_equal(ta[col], tb[col], err_msg=f"{name}.{col}")
+
+
+def mlp_step():
+    """A step of a small MLP with Adam on CPU tensors (a fixed seed)."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(),
+                              torch.nn.Linear(32, 4))
+    opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+    x, y = torch.randn(8, 16), torch.randint(0, 4, (8,))
+
+    def step():
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(net(x), y).backward()
+        opt.step()
+    return step

@@ -23,19 +23,7 @@ from cutimeline.timeline.schema import GpuKind, SpanKind
 from cutimeline.timeline.table import Strings
 from cutimeline.timeline.timeline import Timeline
 
-
-def mlp_step():
-    torch.manual_seed(0)
-    net = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(),
-                              torch.nn.Linear(32, 4))
-    opt = torch.optim.Adam(net.parameters(), lr=1e-3)
-    x, y = torch.randn(8, 16), torch.randint(0, 4, (8,))
-
-    def step():
-        opt.zero_grad()
-        torch.nn.functional.cross_entropy(net(x), y).backward()
-        opt.step()
-    return step
+from handmade import mlp_step
 
 
 @pytest.fixture(scope="module")
