@@ -134,6 +134,21 @@ def tv_classic(train: bool):
     return T.Compose([T.Resize(256), T.CenterCrop(224), T.ToTensor(), norm])
 
 
+def classify(model, opt, loss_fn, x, y, mode: str) -> int:
+    """One step of torchvision's classification recipe: forward and loss in
+    ``mode``'s grad mode, then SGD's update (train) or the count of correct
+    predictions read back (evaluation, returned)."""
+    with grad_mode(mode):
+        out = model(x)
+        loss = loss_fn(out, y)
+    if mode == "train":
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return 0
+    return (out.argmax(1) == y).sum().item()
+
+
 def tv_loader_loop(seed: int, mode: str, *, workers: int, batch: int = 128,
                    steps: int = 5) -> object:
     """torchvision resnet18 fed a DataLoader over PIL images through the
@@ -153,16 +168,7 @@ def tv_loader_loop(seed: int, mode: str, *, workers: int, batch: int = 128,
     with recording(seed) as rec:
         model.train(train)
         for x, y in data:
-            x, y = on_device(x, y)
-            with grad_mode(mode):
-                out = model(x)
-                loss = loss_fn(out, y)
-            if train:
-                opt.zero_grad()
-                loss.backward()
-                opt.step()
-            else:
-                correct += (out.argmax(1) == y).sum().item()
+            correct += classify(model, opt, loss_fn, *on_device(x, y), mode)
             rec.step()
     return rec.timeline
 
@@ -213,15 +219,6 @@ def tv_resnet50_cpu_aug(seed: int, mode: str):
         model.train(train)
         for _ in range(4):
             x = torch.stack([aug(images[i % len(images)]) for i in range(64)])
-            x, y = on_device(x, labels)
-            with grad_mode(mode):
-                out = model(x)
-                loss = loss_fn(out, y)
-            if train:
-                opt.zero_grad()
-                loss.backward()
-                opt.step()
-            else:
-                correct += (out.argmax(1) == y).sum().item()
+            correct += classify(model, opt, loss_fn, *on_device(x, labels), mode)
             rec.step()
     return rec.timeline
