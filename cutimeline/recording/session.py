@@ -132,11 +132,7 @@ class Session:
         return Mode(self, w)
 
     def intern(self, s: str) -> int:
-        i = self.strings.ids.get(s)
-        if i is None:
-            with self.lock:
-                i = self.strings.intern(s)
-        return i
+        return self.strings.intern_under(self.lock, s)
 
     def context(self, module: int, depth: int) -> int:
         c = self.ctxs.get((module, depth))

@@ -137,5 +137,14 @@ class Strings:
             self.values.append(s)
         return i
 
+    def intern_under(self, lock: Any, s: str) -> int:
+        """``intern`` by several threads: a string seen before is read
+        without ``lock``; a new one is added under it."""
+        i = self.ids.get(s)
+        if i is None:
+            with lock:
+                i = self.intern(s)
+        return i
+
     def __len__(self) -> int:
         return len(self.values)

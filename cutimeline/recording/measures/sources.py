@@ -115,11 +115,7 @@ class SourceFinder:
         return None
 
     def intern(self, s: str) -> int:
-        i = self._strings.ids.get(s)
-        if i is None:
-            with self._lock:
-                i = self._strings.intern(s)
-        return i
+        return self._strings.intern_under(self._lock, s)
 
     def _describe(self, code: Any, line: int) -> tuple[int, int, int, int]:
         intern = self.intern
