@@ -28,7 +28,7 @@ from .gzipstream import AUTO, END_BLOCK, codec as find_codec
 
 __all__ = ["write_chunks", "workers"]
 
-# Magic, deflate, no flags; mtime 0 (the same trace, the same bytes);
+# Magic, deflate, no flags; mtime 0 (the same trace, the same bytes with zlib);
 # "fastest" (deflate level 1 for either codec: zlib's level 6 is 3x
 # slower for a file only a quarter smaller); OS unknown.
 _HEADER = b"\x1f\x8b\x08\x00" + b"\x00\x00\x00\x00" + b"\x04\xff"

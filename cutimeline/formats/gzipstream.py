@@ -6,7 +6,9 @@ igzip at its level 1 deflates the same text several times faster for a
 file as small, and its CRC-32 is faster too (the figures: "The gzip codec"
 in benchmarks/RESULTS.md). Both write standard deflate, so the file is a
 gzip any reader opens and gunzips to the same bytes; only the compressed
-bytes differ between codecs.
+bytes differ between codecs. zlib deflates the same chunk to the same
+bytes every time; ISA-L does not promise that (intel/isa-l#140), and
+once in a few hundred runs here it did not: compare exports unzipped.
 
 Each codec deflates one chunk on its own (raw deflate, no header, ended by
 a sync flush: byte-aligned, so chunks deflated apart join into one stream)

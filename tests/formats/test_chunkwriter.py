@@ -43,8 +43,12 @@ def test_plain_and_gzip_hold_the_chunks_in_order(threads, codec):
     assert gzip.decompress(packed) == whole
     d = zlib.decompressobj(zlib.MAX_WBITS | 16)   # one gzip member, nothing after it
     assert d.decompress(packed) == whole and d.eof and d.unused_data == b""
-    # The same bytes however run.
-    assert packed == written(parts, gzip=True, threads=1, codec=codec)
+    # The same bytes however run: zlib's deflate is deterministic; ISA-L
+    # does not promise it (intel/isa-l#140; one run in a loaded suite of
+    # ~2,000 deflated a chunk differently), so its files are compared
+    # unzipped, above.
+    if codec == "zlib":
+        assert packed == written(parts, gzip=True, threads=1, codec=codec)
 
 
 def test_uint8_arrays_and_no_chunks():
