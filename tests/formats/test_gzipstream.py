@@ -117,7 +117,9 @@ def test_export_gunzips_to_the_plain_json_by_every_codec(tmp_path, monkeypatch, 
     if HAS_ISAL:
         isal = exported(tl, tmp_path / "isal.json.gz", codec="isal")
         assert isal[1] == plain
-        assert auto[0] == isal[0] != zl[0]
+        # auto deflated with ISA-L, not zlib; two ISA-L files are not compared
+        # byte for byte (its deflate need not be deterministic: intel/isa-l#140)
+        assert codec("auto").name == "isal" and auto[0] != zl[0] and isal[0] != zl[0]
     else:
         assert auto[0] == zl[0]
 
