@@ -202,7 +202,8 @@ class SimGPU(Device):
             self.streams.start()
             self._start_ns = now = self._clock.now()
             self.virtual_host.start(now)
-            self.values.reset()
+            if not self.ops.mapped:  # a CUDA mapping keeps values across recordings
+                self.values.reset()
             self.streams.anchor(0, now, now)
             self.ops.as_cuda(True)
         self.streams.ping()
@@ -358,9 +359,22 @@ class SimGPU(Device):
                 self.virtual_host.stop()
 
     # -- controls a program uses by hand ---------------------------------------
+    def as_cuda(self) -> Any:
+        """A context manager: inside it, CUDA means this simulated GPU, so
+        unmodified CUDA code (``device="cuda"``, ``.cuda()``,
+        ``torch.cuda.*``, ``torch.autocast("cuda")``) runs on it, recorded
+        or not (``cuda/mapping.py``); ``cutimeline record --device sim``
+        runs a script inside one."""
+        from .cuda.mapping import CudaMapping  # torch's mode machinery, when asked
+        return CudaMapping(self)
+
     def stream(self, stream: int) -> contextlib.AbstractContextManager[int]:
         """Make ``stream`` this thread's current stream inside the block."""
         return self.streams.stream(stream)
+
+    def set_stream(self, stream: int) -> None:
+        """Make ``stream`` this thread's current stream (``torch.cuda.set_stream``)."""
+        self._local.stream = check_stream(stream)
 
     @contextlib.contextmanager
     def host(self) -> Iterator[None]:

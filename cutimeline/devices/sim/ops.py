@@ -72,6 +72,10 @@ class SimOps:
     warnings: list[str] = field(default_factory=list, init=False)
     #: op base name -> its value substitute, bound to the part it works on
     substitutes: dict[str, Callable] = field(init=False)
+    #: how many hold torch's CUDA paths open for meta (a recording, a CUDA mapping)
+    holds: int = field(default=0, init=False)
+    #: CUDA is mapped to this SimGPU (``cuda/mapping.py``): autocast is simulated
+    mapped: bool = field(default=False, init=False)
 
     def __post_init__(self) -> None:
         v = self.values
@@ -93,18 +97,20 @@ class SimOps:
         memory-efficient attention), where meta would decompose it into
         ~20 ops. The patches act only while a SimGPU that owns meta tensors
         is recording (one dropped unharvested stops counting when it is
-        collected) and are undone when the last one harvests."""
-        if on:  # every SimGPU runs collectives: Work.wait's hook (comm.py)
+        collected) and are undone when the last one harvests. Calls
+        nest: a CUDA mapping holds them open around its recordings."""
+        self.holds = max(self.holds + (1 if on else -1), 0)
+        if self.holds:  # every SimGPU runs collectives: Work.wait's hook (comm.py)
             _COMMUNICATING.add(self.comm)
             install_comm(_COMMUNICATING)
         else:
             _COMMUNICATING.discard(self.comm)
             if not _COMMUNICATING:
                 uninstall_comm()
-        if on and "meta" in self.owns:
+        if self.holds and "meta" in self.owns:
             _RECORDING.add(self)
             _install()
-        elif not on:
+        elif not self.holds:
             _RECORDING.discard(self)
             if not _RECORDING:
                 _uninstall()
@@ -236,6 +242,10 @@ def _fused_attention(sdpa: Callable) -> Callable:
             return sdpa(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p,
                         is_causal=is_causal, scale=scale, **kw)
         aten = torch.ops.aten
+        if query.dtype == torch.float32 and any(o.mapped for o in _RECORDING) \
+                and torch.is_autocast_enabled("cuda"):  # autocast's cast, before the choice
+            low = torch.get_autocast_dtype("cuda")
+            query, key, value = (t.to(low) for t in (query, key, value))
         if attn_mask is None and query.dtype in (torch.float16, torch.bfloat16) \
                 and query.size(-1) <= 256:
             return aten._scaled_dot_product_flash_attention(
@@ -252,7 +262,8 @@ def _fused_attention(sdpa: Callable) -> Callable:
 
 
 def _meta(t: Any) -> bool:
-    return isinstance(t, torch.Tensor) and t.device.type == "meta"
+    # is_meta, not device.type: a CUDA mapping answers device as cuda:0
+    return isinstance(t, torch.Tensor) and t.is_meta
 
 
 AUTOCAST = ("torch.autocast('cuda') does nothing to meta tensors: the ops inside it are "
@@ -268,7 +279,7 @@ def _said_autocast(enter: Callable) -> Callable:
     def __enter__(self):
         if getattr(self, "device", None) == "cuda":
             for ops in list(_RECORDING):
-                if AUTOCAST not in ops.warnings:
+                if AUTOCAST not in ops.warnings and not ops.mapped:
                     ops.warnings.append(AUTOCAST)
                     warnings.warn(f"cutimeline: {AUTOCAST}", RuntimeWarning, stacklevel=2)
         return enter(self)
@@ -302,7 +313,7 @@ def _shown(rep: Callable) -> Callable:
             else:  # a summary is all that prints: one value read, spread
                 host = self.reshape(-1)[:1].cpu().expand(self.shape)
         text = rep(host, tensor_contents=tensor_contents)
-        extra = ", device='meta'"
+        extra = f", device='{self.device}'"  # cuda:0 where CUDA is mapped
         if self.grad_fn is not None:
             extra += f", grad_fn=<{type(self.grad_fn).__name__}>"
         elif self.requires_grad:

@@ -22,7 +22,8 @@ real data run, and end, as they would:
   ``multinomial``) uniform over the dimension they index, so a sampled
   token is the end-of-sequence token with probability 1/vocabulary;
   predicates over data false for rare events (``isnan``, ``isinf``,
-  ``any``, ``isin``) and true for the rule (``isfinite``, ``all``); random
+  ``any``, ``isin``) and true for the rule (``isfinite``, ``all``), and
+  GradScaler's non-finite check finds nothing (its flag reads 0); random
   ops drawn from the simulator's own generator; anything else read
   without values: floats uniform in [0, 1) (finite, so NaN and overflow
   guards never fire), booleans False, other integers 1. Where an op mixes
@@ -52,7 +53,7 @@ import numpy as np
 import torch
 from torch.utils._python_dispatch import _disable_current_modes
 
-__all__ = ["SimValues", "VALUE_ELEMENTS"]
+__all__ = ["SimValues", "VALUE_ELEMENTS", "user_site"]
 
 #: storages of up to this many elements carry values; larger ones are not
 #: what a loop reads back, and would cost host memory and time. A count of
@@ -71,6 +72,9 @@ _INDEX = {"argmax": 1, "argmin": 1, "max": 1, "min": 1, "topk": 2, "sort": 1,
           "cummin": 1, "multinomial": None}
 _FALSE = frozenset({"isnan", "isinf", "isposinf", "isneginf", "any", "isin"})
 _TRUE = frozenset({"isfinite", "all"})
+# ops that report non-finite values into a flag they write (argument 1):
+# healthy data has none, so the flag reads 0 (GradScaler then steps)
+_FINITE = frozenset({"_amp_foreach_non_finite_check_and_unscale_"})
 # in-place ops that overwrite their target without reading it
 _OVERWRITE = frozenset({"fill_", "zero_", "copy_", "normal_", "uniform_", "random_",
                         "bernoulli_", "exponential_", "geometric_", "log_normal_",
@@ -128,7 +132,8 @@ def _kind(func: Any) -> _Kind:
             else:
                 writes.append(i)
     rule = "index" if base in _INDEX else "false" if base in _FALSE else \
-        "true" if base in _TRUE else "random" if random or base in _RANDOM else ""
+        "true" if base in _TRUE else "finite" if base in _FINITE else \
+        "random" if random or base in _RANDOM else ""
     return _Kind(base, rule, tuple(writes), out_kw, base in _OVERWRITE, tensors == 0)
 
 
@@ -251,6 +256,8 @@ class SimValues:
         """Give the small outputs (and in-place targets) of op ``func`` their
         values: computed, drawn, or none (see the module doc)."""
         k = self.kind(func)
+        if k.rule == "finite":
+            return self._finite(args)
         outs = [o for o in _flat(out, []) if o.device.type == _META]
         targets = [o for o in outs if o.numel() <= self.limit]
         written: list = []
@@ -354,6 +361,14 @@ class SimValues:
             if not any(w is o for o in outs):
                 self._mark(w, exact)
 
+    def _finite(self, args: tuple) -> None:
+        """A non-finite check found nothing: its flag (argument 1) reads 0,
+        modelled, as for healthy data."""
+        flag = args[1] if len(args) > 1 else None
+        if isinstance(flag, _Tensor) and flag.device.type == _META and self._small(flag):
+            with _own_work():
+                self._buffer(flag, False)  # zeros
+
     def _mark(self, t: _Tensor, exact: bool) -> None:
         e = self.store.get(_key(t))
         if e is not None and not exact:
@@ -395,7 +410,7 @@ class SimValues:
         if v is not None and v[1]:
             return v[0].clone()
         small = t.numel() <= self.limit
-        site = _site()
+        site = user_site()
         got = self._hooked(site, t)
         if got is not None:
             return got
@@ -443,7 +458,7 @@ class SimValues:
         return torch.zeros_like(vals)
 
 
-def _site() -> str:
+def user_site() -> str:
     """'file:line' of the innermost frame outside torch and cutimeline."""
     f = sys._getframe(1)
     while f is not None:

@@ -1,0 +1,8 @@
+"""CUDA mapped to a SimGPU: unmodified CUDA code on the simulated GPU —
+the mapping (``mapping.py``: a function mode, the values kept outside
+recordings), the ``torch.cuda`` calls it answers (``api.py``), and
+``torch.autocast("cuda")``'s casts (``autocast.py``)."""
+
+from .mapping import CudaMapping
+
+__all__ = ["CudaMapping"]
