@@ -25,7 +25,7 @@ from .tables.sources import counted, quote
 from .verdicts.margins import VERDICT_CAUSES, Verdict, fix_words
 from .words import fmt_ns, pct
 
-__all__ = ["ADVICE", "WAITING", "advice"]
+__all__ = ["ADVICE", "WAITING", "advice", "SIM_UNUSED", "host_only_advice"]
 
 #: the change most likely to help, by verdict (a "mixed" range gets those
 #: of its two leading causes)
@@ -52,6 +52,18 @@ ADVICE = {
     Verdict.UNKNOWN: "the trace lacks launch times for the work that ended the gaps",
     Verdict.HOST_ONLY: "record on a GPU (or ctl.SimGPU()) to see the device side",
 }
+
+#: host-only where a simulated GPU was recording: the device was there, unused
+SIM_UNUSED = ("put the model and its batches on the simulated GPU: .to(\"cuda\") under "
+              "`cutimeline record --device sim` or SimGPU.as_cuda(), or on \"meta\" "
+              "tensors")
+
+
+def host_only_advice(meta: dict) -> str:
+    """What to do about a host-only Timeline: record a device, or (where a
+    simulated one recorded and got nothing) put the tensors on it."""
+    return SIM_UNUSED if meta.get("simulated") else ADVICE[Verdict.HOST_ONLY]
+
 
 # what the GPU's idle time was spent on, by cause ("62% of GPU idle time ...")
 WAITING = {"data": "waiting for DataLoader fetches", "sync": "following host syncs",

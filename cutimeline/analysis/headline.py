@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .advice import ADVICE
+from .advice import ADVICE, host_only_advice
 from .tables.sources import counted, wait_lines
 from .verdicts.causal import BOUNDS, MIN_GAIN, Judgement
 from .verdicts.margins import VERDICT_CAUSES, Verdict
@@ -74,7 +74,8 @@ def headline(rep: Report) -> dict:
     fix, second = preds.get(j.fix), preds.get(j.second_fix)
     exposes = j.exposes
     text = _sentence(rep, j, part, fix, second, idle, exposes)
-    change = _change(j, fix, second)
+    change = host_only_advice(rep.timeline.meta) if j.verdict == Verdict.HOST_ONLY \
+        else _change(j, fix, second)
     return {"verdict": j.verdict.value, "text": text, "steps": which, "change": change,
             "fix": _brief(fix) if j.verdict not in (Verdict.GPU_BOUND,
                                                      Verdict.HOST_ONLY) else None,
@@ -110,7 +111,9 @@ def _sentence(rep: Report, j: Judgement, part: np.ndarray, fix, second, idle: di
     v = j.verdict
     total = sum(idle.values())
     if v == Verdict.HOST_ONLY:
-        return "host-only — no GPU work recorded"
+        return "host-only — " + ("no work reached the simulated device: the tensors are "
+                                 "on the CPU" if rep.timeline.meta.get("simulated") else
+                                 "no GPU work recorded")
     if v == Verdict.GPU_BOUND:
         best = f" (the most: {_gain_words(fix)})" if fix is not None and \
             j.gain >= 0.005 else ""

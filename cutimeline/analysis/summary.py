@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .advice import host_only_advice
 from .headline import headline, steady
 from .idle.gaps import CAUSES
 from .ranks_report import run_notes
@@ -277,8 +278,12 @@ def _host_only(rep: Report) -> list[str]:
         lines.append("most host time: " + ", ".join(
             f"{r['name']} {fmt_ns(r['cpu_self_ns'])} ({r['count']}×)" for r in top))
     lines += _compensation(rep)
-    lines.append(f"• {rep.ranges()[0]['advice']}" if not len(rep.steps) else
-                 "• record on a GPU (or ctl.SimGPU()) to see the device side.")
+    if rep.timeline.meta.get("simulated"):
+        lines.append("• no work reached the simulated device: the tensors are on the CPU; "
+                     f"{host_only_advice(rep.timeline.meta)}.")
+    else:
+        lines.append(f"• {rep.ranges()[0]['advice']}" if not len(rep.steps) else
+                     "• record on a GPU (or ctl.SimGPU()) to see the device side.")
     return lines
 
 

@@ -76,3 +76,23 @@ def test_the_first_line_is_the_judgement_in_words_and_every_surface_agrees():
     assert rep.summary().startswith(f"Verdict: {h['text']} ({h['steps']}). ")
     assert repr(rep).endswith(f"{h['short']}>")
     assert rep.to_dict()["overall"]["verdict"] == h["verdict"]
+
+
+def test_a_simulated_gpu_that_got_no_work_says_so():
+    """Tensors left on the CPU under a SimGPU: not "record on a GPU", but
+    that nothing reached the simulated device, and how to put it there."""
+    import torch
+
+    import cutimeline as ctl
+    with ctl.record(device=ctl.SimGPU("h100")) as rec:
+        for _ in range(3):
+            a = torch.randn(64, 64)
+            a @ a
+            rec.step()
+    rep = ctl.analyze(rec.timeline)
+    text = rep.summary()
+    assert text.splitlines()[0].startswith(
+        "Verdict: host-only — no work reached the simulated device: the tensors are on "
+        "the CPU")
+    assert "record on a GPU" not in text and '.to("cuda")' in text
+    assert "simulated GPU" in rep.to_dict()["verdict"]["change"]
