@@ -157,12 +157,12 @@ def _get_device(m: "CudaMapping", func: Any, args: tuple, kwargs: dict) -> Any:
     return 0 if args[0].is_meta else func(*args, **kwargs)
 
 
-def _nothing(m: "CudaMapping", func: Any, args: tuple, kwargs: dict) -> Any:
-    return None  # record_stream: the simulator frees nothing early
-
-
 _SPECIAL = {"to": _to, "cuda": _cuda, "cpu": _cpu, "pin_memory": _pin,
-            "is_pinned": _is_pinned, "get_device": _get_device, "record_stream": _nothing}
+            "is_pinned": _is_pinned, "get_device": _get_device}
+
+
+def _record_stream(tensor: Any, stream: Any) -> None:
+    """``Tensor.record_stream`` while CUDA is mapped."""
 
 
 class Values(TorchDispatchMode):
@@ -219,6 +219,10 @@ class CudaMapping:
         try:
             for owner, name, new in [*patches(self.gpu, self),
                                      (pinning, "pin_memory", self._pin_batch),
+                                     # torch parses a stream argument before any
+                                     # mode sees the call; the simulator frees
+                                     # nothing early, so there is nothing to note
+                                     (_Tensor, "record_stream", _record_stream),
                                      *self._autocast_exit()]:
                 self._saved.append((owner, name, owner.__dict__.get(name, _MISSING)))
                 setattr(owner, name, new)
