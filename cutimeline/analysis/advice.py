@@ -22,6 +22,7 @@ import numpy as np
 from ..timeline.schema import NONE
 from .replay.edits import EDITS
 from .tables.sources import counted, quote
+from .verdicts.causal import MIN_GAIN
 from .verdicts.margins import VERDICT_CAUSES, Verdict, fix_words
 from .words import fmt_ns, pct
 
@@ -130,6 +131,9 @@ def _change(r: dict, fallback: str | None) -> str:
         second = f"; or {other.code} (predicted −{pct(r['runner_gain'])})" \
             if other is not None else f"; or {fix_words(r['runner_fix'], r['runner_gain'])}"
         return f"{edit.code} (predicted −{pct(r['gain'])}){second}"
+    if edit is not None and edit.cause == "gpu" and r["verdict"] == Verdict.GPU_BOUND \
+            and r.get("gain", 0.0) >= MIN_GAIN:  # a GPU-side fix (replay/gpuside.py)
+        return f"{edit.code} (predicted −{pct(r['gain'])} of the step)"
     if edit is None or r["verdict"] in (Verdict.GPU_BOUND, Verdict.HOST_ONLY,
                                         Verdict.UNKNOWN):
         return fallback or ADVICE[r["verdict"]]

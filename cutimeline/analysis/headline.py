@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .advice import ADVICE, host_only_advice
+from .replay.gpuwork import gpu_time_words
 from .tables.sources import counted, wait_lines
 from .verdicts.causal import BOUNDS, MIN_GAIN, Judgement
 from .verdicts.margins import VERDICT_CAUSES, Verdict
@@ -77,8 +78,8 @@ def headline(rep: Report) -> dict:
     change = host_only_advice(rep.timeline.meta) if j.verdict == Verdict.HOST_ONLY \
         else _change(j, fix, second)
     return {"verdict": j.verdict.value, "text": text, "steps": which, "change": change,
-            "fix": _brief(fix) if j.verdict not in (Verdict.GPU_BOUND,
-                                                     Verdict.HOST_ONLY) else None,
+            "fix": _brief(fix) if j.verdict not in (Verdict.GPU_BOUND, Verdict.HOST_ONLY)
+            or _gpu_fix(j, fix) else None,
             "second": _brief(second), "gain": float(j.gain) if fix is not None or
             j.fix in BOUNDS else 0.0, "busy": float(j.busy), "exposes": exposes,
             "evidence": idle, "short": _short(j, fix)}
@@ -91,11 +92,19 @@ def _change(j: Judgement, fix, second) -> str:
     where the replay finds nothing worth changing."""
     if j.verdict == Verdict.UNKNOWN:
         return ADVICE[Verdict.UNKNOWN] if j.fix == "unknown" else ""
+    if _gpu_fix(j, fix):
+        return fix.edit.code
     if j.verdict in (Verdict.GPU_BOUND, Verdict.HOST_ONLY) or fix is None:
         return ADVICE.get(j.verdict, "")
     if j.verdict == Verdict.MIXED and second is not None:
         return f"{fix.edit.code}; or {second.edit.code}"
     return fix.edit.code
+
+
+def _gpu_fix(j: Judgement, fix) -> bool:
+    """A GPU-bound verdict that names a GPU-side fix (``replay/gpuside.py``)."""
+    return j.verdict == Verdict.GPU_BOUND and fix is not None and j.top == "gpu" \
+        and j.gain >= MIN_GAIN
 
 
 def _brief(p) -> dict | None:
@@ -114,6 +123,13 @@ def _sentence(rep: Report, j: Judgement, part: np.ndarray, fix, second, idle: di
         return "host-only — " + ("no work reached the simulated device: the tensors are "
                                  "on the CPU" if rep.timeline.meta.get("simulated") else
                                  "no GPU work recorded")
+    if _gpu_fix(j, fix):
+        where = gpu_time_words(rep.timeline, part["host_begin_ns"], part["host_end_ns"])
+        return (f"GPU-bound — {fix.edit.remedy} would save a predicted {pct(fix.gain)} of "
+                f"the step ({fmt_ns(fix.step_ns)} → {fmt_ns(fix.predicted_step_ns)})"
+                + (f": {where}" if where else "")
+                + (f". Next: {_gain_words(second, j, True)}"
+                   if second is not None and j.second_gain >= 0.01 else ""))
     if v == Verdict.GPU_BOUND:
         best = f" (the most: {_gain_words(fix)})" if fix is not None and \
             j.gain >= 0.005 else ""
@@ -164,6 +180,8 @@ def _short(j: Judgement, fix) -> str:
     """The verdict in a few words for a figure: "sync-bound: −48% with no
     host reads of GPU values inside the step"."""
     v = j.verdict
+    if _gpu_fix(j, fix):
+        return f"{v}: −{pct(fix.gain)} with {fix.edit.remedy}"
     if v in (Verdict.GPU_BOUND, Verdict.HOST_ONLY, Verdict.MIXED) or fix is None:
         return str(v)
     return f"{v}: −{pct(fix.gain)} with {fix.edit.remedy}"

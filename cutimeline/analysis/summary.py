@@ -26,6 +26,7 @@ import numpy as np
 from .advice import host_only_advice
 from .headline import headline, steady
 from .idle.gaps import CAUSES
+from .replay.gpuwork import cannot_price, gpu_top_text
 from .ranks_report import run_notes
 from .tables.flops import compute_text
 from .tables.memory import memory_text
@@ -106,6 +107,19 @@ def _work(rep: Report) -> list[str]:
     return lines
 
 
+def _gpu_side(rep: Report, h: dict) -> list[str]:
+    """For a GPU-bound run: its top GPU ops (share, achieved rate, share of
+    the peak), or why the GPU-side fixes cannot be priced."""
+    if h["verdict"] != "GPU-bound":
+        return []
+    why = cannot_price(rep.timeline)
+    if why:
+        return [f"GPU-side fixes (tf32, bf16, fused_optimizer, compile) not predicted: {why}."]
+    part, _ = steady(rep)
+    top = gpu_top_text(rep.timeline, part["host_begin_ns"], part["host_end_ns"])
+    return [top] if top else []
+
+
 def _warm_up(rep: Report) -> str:
     """A warning ahead of the advice when one-off host costs (``oneoff.py``)
     take ``WARM_UP_SHARE`` (a fifth) or more of the steady steps the
@@ -165,6 +179,7 @@ def summary_text(rep: Report) -> str:
         lines.append(warm)
     for r in rep.ranges():
         lines.append(f"• {r['text']}: {r['advice']}")
+    lines += _gpu_side(rep, h)
     gaps = biggest_gaps(rep)
     if gaps:
         lines.append("biggest gaps: " + "; ".join(

@@ -22,6 +22,10 @@ for and the gpu rows still launched. An edit says which of those change:
   did, the rest of it (ops, views and the glue between them) nothing. A
   graph cannot hold a host sync, so a step's syncs cut it into pieces,
   each one graph; fetches, syncs and the host's own work stay;
+* ``tf32``, ``bf16``, ``fused_optimizer``, ``compile`` — the GPU-side
+  fixes (``gpuside.py``): gpu rows' durations scaled by the roofline's
+  ratio for each op on its GPU, rows merged into one kernel (the others'
+  ops gone, their launches' host time cut);
 * ``copies`` — copies into the device made asynchronous on a side stream
   (pinned memory, ``non_blocking=True``, an event for the compute): each
   costs the host what a launch does (the median host time of the other
@@ -63,6 +67,7 @@ from ..idle.activity import HostActivity, subtract
 from ..idle.steps import step_windows
 from ..tables.oneoff import one_offs
 from .costs import costs
+from .gpuside import gpu_edit
 
 __all__ = ["Edit", "EDITS", "FIXES", "Changes", "changes", "combined", "edit_named",
            "STAGED_LAUNCHES"]
@@ -104,6 +109,15 @@ EDITS = {e.name: e for e in (
     Edit("launch", "halve the host's launch cost: a faster dispatcher, "
          "torch.compile, fused/foreach ops", "launch", "a dispatcher twice as fast",
          complete=False),
+    Edit("tf32", "torch.set_float32_matmul_precision(\"high\"): fp32 matmuls on TF32 "
+         "tensor cores", "gpu", "fp32 matmuls on TF32 tensor cores"),
+    Edit("bf16", "torch.autocast(\"cuda\", dtype=torch.bfloat16) around the forward "
+         "and the loss", "gpu", "bf16 autocast"),
+    Edit("fused_optimizer", "the optimizer with fused=True (e.g. torch.optim.AdamW(..., "
+         "fused=True)): one kernel per step", "gpu",
+         "a fused optimizer, one kernel per step"),
+    Edit("compile", "torch.compile(model): element-wise and normalisation ops fused", "gpu",
+         "torch.compile's fused element-wise ops"),
     Edit("recorder", "run without the recorder (its own host cost removed)", "",
          "no recorder"),
 )}
@@ -127,7 +141,9 @@ class Changes:
     (``cost_t``, ``cost``, sorted by time) and over sorted disjoint
     intervals [``cut_b``, ``cut_e``); ops and syncs that are gone (bool
     masks over their tables; a gone op's gpu rows go with it); ops whose
-    gpu rows move to a side stream (``side_ops``, None: none)."""
+    gpu rows move to a side stream (``side_ops``, None: none); gpu rows
+    whose work takes longer or shorter (``gpu_scale``, the GPU-side
+    edits, ``gpuside.py``)."""
     cost_t: np.ndarray
     cost: np.ndarray
     cut_b: np.ndarray
@@ -135,6 +151,8 @@ class Changes:
     drop_ops: np.ndarray
     drop_syncs: np.ndarray
     side_ops: np.ndarray | None = None
+    #: per gpu row, its duration in the replay over its recorded one (None: as recorded)
+    gpu_scale: np.ndarray | None = None
 
 
 def changes(tl: Timeline, edit: Edit, act: HostActivity,
@@ -145,6 +163,12 @@ def changes(tl: Timeline, edit: Edit, act: HostActivity,
     none = np.zeros(0, np.int64)
     drop_ops, drop_syncs = np.zeros(len(o), bool), np.zeros(len(y), bool)
     cuts = (none, none)
+    if edit.cause == "gpu":
+        got = gpu_edit(tl, edit.name)
+        if got is None:
+            return None
+        return Changes(none, none, got.cut_b, got.cut_e, got.drop_ops, drop_syncs,
+                       gpu_scale=got.scale)
     if edit.name == "recorder":
         spent = costs(tl, engine)
         if spent is None or not spent[1].sum():
@@ -359,9 +383,10 @@ def combined(first: Changes | None, then: Changes | None) -> Changes | None:
         iv.union(np.concatenate([first.cut_b, then.cut_b]),
                  np.concatenate([first.cut_e, then.cut_e]), "numpy")
     side = then.side_ops if first.side_ops is None else first.side_ops
+    scale = then.gpu_scale if first.gpu_scale is None else first.gpu_scale
     return Changes(cost_t[order], cost[order], np.asarray(cut_b, np.int64),
                    np.asarray(cut_e, np.int64), first.drop_ops | then.drop_ops,
-                   first.drop_syncs | then.drop_syncs, side)
+                   first.drop_syncs | then.drop_syncs, side, scale)
 
 
 def _one_off_ops(tl: Timeline) -> np.ndarray:

@@ -113,6 +113,10 @@ def apply(tl: Timeline, ln, ch: Changes, edit: Edit, engine: str, lean: bool = F
     if hold is None:  # one stream: the kernel would find these itself
         hold = held(gi["g_launch"], grp, gi["g_begin"], gi["g_end"], lam, engine)
     after, g_end = None, gi["g_end"]
+    if ch.gpu_scale is not None:  # the GPU-side edits: the work itself shorter
+        # (the waits above are read from the recorded times, as they were)
+        scale = ch.gpu_scale if rows is None else ch.gpu_scale[rows]
+        g_end = gi["g_begin"] + np.round((g_end - gi["g_begin"]) * scale).astype(np.int64)
     at = slice(None) if rows is None else rows  # None: every row, in launch order
     if ch.side_ops is not None and len(g):
         side = (g.op[at] != NONE) & ch.side_ops[np.maximum(g.op[at], 0)]
@@ -139,6 +143,8 @@ def apply(tl: Timeline, ln, ch: Changes, edit: Edit, engine: str, lean: bool = F
         begin = np.asarray(ln.begin, np.int64).copy()
         begin[rows] = b_r
     end = ln.end - ln.begin  # in place: one fresh array, not two
+    if ch.gpu_scale is not None:
+        end = np.round(end * ch.gpu_scale).astype(np.int64)
     end += begin
     stream = g.stream
     if after is not None:  # the moved rows on streams of their own

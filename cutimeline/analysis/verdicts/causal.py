@@ -29,7 +29,16 @@ sync-bound         ``sync``: no host reads in the step; ``copies``  sync
                    : asynchronous, pinned batch copies
 host-bound         ``host``: the Python between ops gone           host
 launch-bound       ``graphs``: one launch per sync-free piece      launch
+GPU-bound          ``tf32``, ``bf16``, ``fused_optimizer``,        gpu
+                   ``compile``: faster GPU work (``gpuside.py``)
 =================  =============================================  ==========
+
+GPU-side fixes do not change which verdict a window gets: the rules below
+read the host-side fixes. A GPU-bound verdict (rule 2, or rule 5 with no
+host-side gain) names the GPU-side fix that gains most, where one gains
+``MIN_GAIN``, with its gain, the best host-side fix as its runner-up;
+elsewhere the host holds the step, and their predictions stay in the
+what-if ranking.
 
 ``launch`` (a dispatcher twice as fast) is a partial fix and names no
 verdict. No replay removes cross-stream waits, collectives or causes a
@@ -94,10 +103,12 @@ __all__ = ["CLASSES", "BOUNDS", "MIN_GAIN", "EXPOSED_SHARE", "Judgement", "judge
 #: the verdict each bottleneck class names
 CLASSES = {"input": Verdict.INPUT_BOUND, "sync": Verdict.SYNC_BOUND,
            "host": Verdict.HOST_BOUND, "launch": Verdict.LAUNCH_BOUND,
+           "gpu": Verdict.GPU_BOUND,
            "dependency": Verdict.DEPENDENCY_BOUND,
            "communication": Verdict.COMMUNICATION_BOUND, "unknown": Verdict.UNKNOWN}
 #: the idle cause each fix's class addresses (``Edit.cause``), by cause
-_CLASS_OF_CAUSE = {"data": "input", "sync": "sync", "host": "host", "launch": "launch"}
+_CLASS_OF_CAUSE = {"data": "input", "sync": "sync", "host": "host", "launch": "launch",
+                   "gpu": "gpu"}
 #: classes no replay removes: their gain is bounded by their own time,
 #: the step table's column of it
 BOUNDS = {"dependency": "dependency_ns", "communication": "communication_ns",
@@ -167,6 +178,18 @@ def judge_window(busy: float, gains: dict[str, tuple[float, str]], has_gpu: bool
 
 def _rules(busy: float, gains: dict[str, tuple[float, str]], has_gpu: bool,
            gpu_bound_at: float, mixed_margin: float) -> Judgement:
+    gpu = gains.get("gpu")
+    if gpu is not None:  # GPU-side fixes only say what a GPU-bound verdict changes
+        gains = {c: v for c, v in gains.items() if c != "gpu"}
+    j = _host_rules(busy, gains, has_gpu, gpu_bound_at, mixed_margin)
+    if j.verdict != Verdict.GPU_BOUND or gpu is None or gpu[0] < MIN_GAIN:
+        return j
+    return Judgement(Verdict.GPU_BOUND, busy, "gpu", gpu[0], gpu[1], j.top, j.gain, j.fix,
+                     gains={**gains, "gpu": gpu})
+
+
+def _host_rules(busy: float, gains: dict[str, tuple[float, str]], has_gpu: bool,
+                gpu_bound_at: float, mixed_margin: float) -> Judgement:
     if not has_gpu:  # rule 1
         return Judgement(Verdict.HOST_ONLY, busy)
     ranked = sorted(((g, c, f) for c, (g, f) in gains.items()), key=lambda x: -x[0])

@@ -63,7 +63,7 @@ from ...timeline.gpus import gpu_named
 from ..opwork import flop_formula, formula_flops, op_name, tensor_bytes, touched_bytes, work_key
 
 __all__ = ["GpuProfile", "PROFILES", "DEFAULT_EFFICIENCY", "PASSES", "profile_named",
-           "OpModel"]
+           "profile_for_device", "OpModel"]
 
 _STRIDED = torch.strided
 
@@ -243,6 +243,27 @@ def profile_named(profile: str | GpuProfile) -> GpuProfile:
         f"There is no GPU profile {profile!r}; use one of "
         f"{', '.join(map(repr, PROFILES))} or pass a "
         f"cutimeline.devices.sim.GpuProfile.")
+
+
+def profile_for_device(name: str, sim_profile: str | None = None) -> GpuProfile | None:
+    """The profile a recording's GPU is priced with (the GPU-side what-if
+    edits, ``analysis/replay/gpuside.py``): a simulated GPU's own profile
+    (``sim_profile``, its name in ``PROFILES``); else the GPU the device
+    ``name`` names in the datasheet table (``timeline/gpus.py``: peaks and
+    memory bandwidth), with the efficiencies of its generation (Hopper's
+    fit for H100 and H200, the A100 fit for the others); None for a GPU
+    the table does not know or gives no bandwidth."""
+    if isinstance(sim_profile, str) and sim_profile.lower() in PROFILES:
+        return PROFILES[sim_profile.lower()]
+    known = gpu_named(name)
+    if known is None or not known.bandwidth:
+        return None
+    peaks = dict(known.peak_flops)
+    for p in PRECISIONS:  # a precision it has no units for runs at fp32's rate
+        peaks.setdefault(p, peaks.get("fp32", max(peaks.values())))
+    hopper = known.label.startswith(("H100", "H200"))
+    return GpuProfile(known.label, peaks, known.bandwidth,
+                      efficiency=_HOPPER if hopper else {}, notes=known.source)
 
 
 def _first_dtype(obj: Any) -> Any:
