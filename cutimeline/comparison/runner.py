@@ -51,10 +51,9 @@ import torch
 from torch.profiler import profile, schedule
 
 from ..devices.device import Device
-from ..devices.sim import SimGPU
 from ..errors import CutimelineError
 from ..formats.kineto import import_chrome
-from ..recording.devicespec import cuda_index, device_spelling
+from ..recording.devicespec import cuda_index, device_spelling, simulated
 from ..recording.recorder import record
 from ..timeline.schema import GpuKind, SpanKind
 from ..timeline.timeline import Timeline
@@ -181,8 +180,7 @@ def _device(device: Any, torch: Any) -> tuple[Any, Any]:
     and the SimGPU the cutimeline pass records when ``device`` names one."""
     where = "compare(device=...)"
     spec = device_spelling(device, where)
-    if spec == "sim":
-        spec = SimGPU("h100")
+    spec = simulated(spec) or spec  # "sim", "sim:a100"
     if isinstance(spec, Device):
         if getattr(spec, "kind", "") != "sim":
             raise CutimelineError(

@@ -3,10 +3,11 @@
 ``Device`` a ``record(device=..., timing=...)`` names.
 
 "auto" is CUDA when available, else none (host rows only); "cpu" is none;
-"cuda" and "cuda:N" need CUDA and that GPU; "sim" is ``SimGPU("h100")``;
-a ``torch.device`` is read as its string and a ``Device`` is taken as
-given. A spelling outside these, or a ``timing`` the device cannot take,
-is a ``CutimelineError`` that lists what to give instead.
+"cuda" and "cuda:N" need CUDA and that GPU; "sim" is ``SimGPU("h100")``
+and "sim:PROFILE" ``SimGPU(PROFILE)`` ("sim:a100"); a ``torch.device``
+is read as its string and a ``Device`` is taken as given. A spelling
+outside these, or a ``timing`` the device cannot take, is a
+``CutimelineError`` that lists what to give instead.
 """
 
 from __future__ import annotations
@@ -19,19 +20,23 @@ import torch
 from ..devices.cuda import CudaDevice
 from ..devices.device import Device
 from ..devices.sim import SimGPU
+from ..devices.sim.roofline import PROFILES
 from ..errors import CutimelineError
 
-__all__ = ["DEVICE_FORMS", "device_spelling", "cuda_index", "recording_device"]
+__all__ = ["DEVICE_FORMS", "device_spelling", "cuda_index", "simulated",
+           "recording_device"]
 
 #: the accepted spellings, in words, for error messages
-DEVICE_FORMS = ("'auto', 'cpu', 'cuda', 'cuda:N', 'sim' (a simulated H100) or a "
-                "Device such as ctl.SimGPU('a100')")
+DEVICE_FORMS = ("'auto', 'cpu', 'cuda', 'cuda:N', 'sim' (a simulated H100), "
+                "'sim:PROFILE' (" + ", ".join(map(repr, PROFILES)) + ") or a Device "
+                "such as ctl.SimGPU('a100')")
 
 
 def device_spelling(device: Any, where: str) -> str | Device:
     """``device`` in its canonical spelling ("auto", "cpu", "cuda",
-    "cuda:N", "sim"), or the ``Device`` itself. ``where`` names the option
-    in the error, as the user wrote it: "record(device=...)", "--device ..."."""
+    "cuda:N", "sim", "sim:PROFILE"), or the ``Device`` itself. ``where``
+    names the option in the error, as the user wrote it:
+    "record(device=...)", "--device ..."."""
     if isinstance(device, Device):
         return device
     text = str(device) if isinstance(device, torch.device) else device
@@ -39,6 +44,13 @@ def device_spelling(device: Any, where: str) -> str | Device:
         text = text.strip().lower()
         if text in ("auto", "cpu", "cuda", "sim") or re.fullmatch(r"cuda:\d+", text):
             return text
+        if text.startswith("sim:"):
+            if text[4:].strip() in PROFILES:
+                return "sim:" + text[4:].strip()
+            names = [repr("sim:" + p) for p in PROFILES]
+            raise CutimelineError(
+                f"{where.replace('...', repr(device))} names no simulated GPU; give "
+                f"{', '.join(names[:-1])} or {names[-1]} ('sim' is 'sim:h100').")
     raise CutimelineError(f"{where.replace('...', repr(device))} is not understood; "
                           f"give {DEVICE_FORMS}.")
 
@@ -60,12 +72,21 @@ def cuda_index(spelling: str, where: str) -> int:
     return index
 
 
-def recording_device(device: Any, *, resolve: bool, timing: str = "events") -> Device | None:
+def simulated(spelling: str | Device) -> SimGPU | None:
+    """The SimGPU a spelling "sim" or "sim:PROFILE" names (a new one), else None."""
+    if isinstance(spelling, str) and (spelling == "sim" or spelling.startswith("sim:")):
+        return SimGPU(spelling[4:] or "h100")
+    return None
+
+
+def recording_device(device: Any, *, resolve: bool, timing: str = "events",
+                     where: str = "record(device=...)") -> Device | None:
     """The Device ``record(device=device, timing=timing)`` records with
-    (None: no device); with ``resolve`` False only the checks run."""
-    where = "record(device=...)"
+    (None: no device); with ``resolve`` False only the checks run. ``where``
+    names the option in errors."""
     spec = device_spelling(device, where)
-    if timing != "events" and (spec in ("cpu", "sim") or isinstance(spec, Device)
+    sim = isinstance(spec, str) and spec.startswith("sim")
+    if timing != "events" and (spec == "cpu" or sim or isinstance(spec, Device)
                                and getattr(spec, "timing", "events") != timing):
         raise CutimelineError(
             f"record(timing={timing!r}) applies to the CUDA device record() makes, "
@@ -75,8 +96,8 @@ def recording_device(device: Any, *, resolve: bool, timing: str = "events") -> D
         return spec
     if not resolve or spec == "cpu":
         return None
-    if spec == "sim":
-        return SimGPU("h100")
+    if sim:
+        return simulated(spec)
     if spec == "auto":
         return CudaDevice(timing=timing) if torch.cuda.is_available() else None
     return CudaDevice(cuda_index(spec, where), timing=timing)
