@@ -14,7 +14,8 @@ tests/devices/test_sim_identity.py --write`` regenerates them, only when a
 change of the model is meant). Regenerated once since, for a change of
 the model: copies between host and device memory priced at the host
 link's rate (PCIe), not HBM's (the MLP's batch copies and the side
-stream's).
+stream's). And once more: an op writing arguments in place that it does
+not return (Adam's foreach updates in the MLP) writes their bytes too.
 """
 
 from __future__ import annotations

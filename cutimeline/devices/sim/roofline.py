@@ -10,7 +10,9 @@ FLOPs come from the formulas torch registers for ``FlopCounterMode``
 attention); every other op counts no FLOPs and is bound by memory traffic.
 Bytes are the sizes of the op's input and output tensors (an add of two
 n-element fp32 tensors moves 12·n bytes; ``copy_`` reads its source and
-writes its destination, once each). Views and allocations cost nothing;
+writes its destination, once each), and of the arguments it writes in
+place without returning them (a foreach update writes its first list; a
+fused optimizer its parameters and states). Views and allocations cost nothing;
 collectives are priced by ``comm.py``; an op call's bytes and FLOPs are
 counted by ``devices/opwork.py``.
 
@@ -313,8 +315,13 @@ class OpModel:
                 "attention" if "attention" in short or "flash" in short else "matmul"
             passes = None if short in _BN_FLAGGED or short in _SOFTMAX else \
                 PASSES.get(short, 1.0)
+            # the arguments it writes in place (foreach updates, a fused
+            # optimizer's params and states), which it does not return
+            writes = tuple(i for i, a in enumerate(schema.arguments if schema else ())
+                           if a.alias_info is not None and a.alias_info.is_write
+                           and not a.kwarg_only)
             info = (no_kernel, formula, "conv" in base, func, base in _COPIES, family, passes,
-                    short)
+                    short, writes)
             if isinstance(func, torch._ops.OpOverload):  # others may be made per call
                 self._ops[id(func)] = info
         return info
@@ -406,6 +413,7 @@ class OpModel:
         if info[1] is None:  # bound by memory alone (most ops): ``work`` in line
             if info[0]:
                 return 0
+            returned = out
             if info[4]:
                 link = self._link_bytes(args, kwargs)
                 if link:
@@ -423,6 +431,9 @@ class OpModel:
             else:
                 n = tensor_bytes(args)
             n += tensor_bytes(out)
+            for i in info[8]:  # written in place and not returned: written too
+                if i < len(args) and args[i] is not returned:
+                    n += tensor_bytes(args[i])
             if kwargs:
                 n += tensor_bytes(kwargs, skip=kwargs.get("out"))
             passes = info[6]
