@@ -6,6 +6,8 @@
     ctl.plot(rec.timeline, "timeline.png")
     print(ctl.analyze(rec.timeline).summary())
 
+    tl = ctl.record_script("train.py", device="sim")  # a script, unedited
+
 The top level holds the verbs and the types a user holds (``__all__``);
 everything else lives in the stage that owns it, e.g.
 ``cutimeline.alignment.align``, ``cutimeline.rendering.plot_compare``,
@@ -34,6 +36,7 @@ from .timeline.timeline import Timeline
 # public name -> module that defines it; loaded on first attribute access
 _LAZY = {
     "record": "recording.recorder", "span": "recording.recorder",
+    "record_script": "recording.script",
     "schedule": "recording.control.schedule", "arm": "recording.ondemand",
     "SimGPU": "devices.sim",
     "analyze": "analysis.analyzer", "Report": "analysis.analyzer",

@@ -13,8 +13,9 @@ import pytest
 import cutimeline as ctl
 
 # The short list: the verbs, and the types a user holds.
-PUBLIC = {"record", "span", "schedule", "arm", "SimGPU", "analyze", "Report", "plot",
-          "load", "export_chrome", "compare", "merge", "Timeline", "CutimelineError",
+PUBLIC = {"record", "record_script", "span", "schedule", "arm", "SimGPU", "analyze",
+          "Report", "plot", "load", "export_chrome", "compare", "merge", "Timeline",
+          "CutimelineError",
           "__version__"}
 # Each deprecated top-level name and where it lives now (ctl.DEPRECATED says
 # the spelling to use; README.md's "Deprecated names" lists the same).
@@ -37,8 +38,8 @@ def test_public_names_stay_functions_after_their_modules_load():
     for m in pkgutil.walk_packages(ctl.__path__, "cutimeline."):
         if m.name != "cutimeline.__main__":
             importlib.import_module(m.name)
-    for name in ("record", "span", "schedule", "arm", "analyze", "plot", "load",
-                 "export_chrome", "compare", "merge"):
+    for name in ("record", "record_script", "span", "schedule", "arm", "analyze", "plot",
+                 "load", "export_chrome", "compare", "merge"):
         value = getattr(ctl, name)
         assert callable(value) and value.__name__ == name, name
     assert isinstance(ctl.SimGPU, type) and isinstance(ctl.Report, type)

@@ -4,7 +4,9 @@
 (``opstream.py``, ``signatures.py``) into one recording's state
 (``session.py``); the recorder's measurement of its own cost
 (``selfcost.py``); the Timeline made at stop (``assembly.py``) and a
-rank's meta and file (``ranks.py``).
+rank's meta and file (``ranks.py``); a training script run unedited, some
+of its steps recorded (``script.py``: ``record_script``, ``cutimeline
+record``).
 
 Three sub-packages hold what changes apart from the op stream: ``hooks/``,
 what the recorder patches into torch and the user's program for the time
