@@ -23,8 +23,10 @@
 * seeds and RNG state: ``manual_seed``/``manual_seed_all``/``seed``/
   ``get_rng_state``/``set_rng_state`` (a state kept here; meta tensors
   draw no random numbers).
-* graphs: ``torch.cuda.graph``/``CUDAGraph`` cannot be simulated: a
-  ``CutimelineError`` naming the line.
+* graphs: ``torch.cuda.graph``/``CUDAGraph``/``make_graphed_callables``/
+  ``graph_pool_handle`` cannot be simulated: a ``CutimelineError`` naming
+  the line, raised when one is made or called (the classes stay classes,
+  for annotations and isinstance checks).
 """
 
 from __future__ import annotations
@@ -50,12 +52,28 @@ _GPUS = {"h100": ((9, 0), 132, 80 * 2**30), "h200": ((9, 0), 132, 141 * 2**30),
 
 
 class SimCudaStream:
-    """``torch.cuda.Stream`` on the simulated GPU: a simulator stream id."""
+    """``torch.cuda.Stream`` on the simulated GPU: a simulator stream id.
+    ``torch.cuda.Stream(...)`` is this class while CUDA is mapped (a class,
+    not a function: libraries name it in annotations and isinstance checks);
+    making one opens a new simulated stream."""
 
-    def __init__(self, mapping: Any, stream_id: int):
-        self._m, self.stream_id = mapping, stream_id
-        self.device_index, self.device_type = 0, "cuda"
-        self.priority = 0
+    #: the mapping these streams belong to (set while CUDA is mapped)
+    mapping: Any = None
+
+    def __new__(cls, device: Any = None, priority: int = 0, **kwargs: Any) -> "SimCudaStream":
+        return cls.mapping.new_stream(device, priority)
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        pass  # made by of(), which __new__ asks
+
+    @classmethod
+    def of(cls, mapping: Any, stream_id: int) -> "SimCudaStream":
+        """The stream object of simulator stream ``stream_id``."""
+        s = object.__new__(cls)
+        s._m, s.stream_id = mapping, stream_id
+        s.device_index, s.device_type = 0, "cuda"
+        s.priority = 0
+        return s
 
     @property
     def device(self) -> torch.device:
@@ -198,6 +216,14 @@ def patches(gpu: Any, m: Any) -> list[tuple[Any, str, Any]]:
             f"CUDA graphs cannot run on the simulated GPU (at {m.site()}); record on a "
             f"GPU, or leave the graph out of the simulated run.")
 
+    # classes, not functions: libraries name them in annotations at import
+    # (``torch.cuda.CUDAGraph | None``) and in isinstance checks
+    class CUDAGraph:
+        __init__ = no_graphs
+
+    class graph:
+        __init__ = no_graphs
+
     fixed: dict[str, Callable] = {
         "is_available": lambda: True,
         "is_initialized": lambda: True,
@@ -214,7 +240,7 @@ def patches(gpu: Any, m: Any) -> list[tuple[Any, str, Any]]:
         "default_stream": lambda device=None: m.stream(0),
         "set_stream": lambda stream: m.set_stream(stream),
         "stream": stream_of,
-        "Stream": m.new_stream,
+        "Stream": SimCudaStream,
         "Event": SimCudaEvent,
         "memory_allocated": lambda device=None: m.memory()[0],
         "max_memory_allocated": lambda device=None: m.memory()[1],
@@ -233,8 +259,10 @@ def patches(gpu: Any, m: Any) -> list[tuple[Any, str, Any]]:
         "get_rng_state_all": lambda: [state["rng"].clone()],
         "set_rng_state": set_rng_state,
         "set_rng_state_all": lambda states: set_rng_state(states[0]),
-        "CUDAGraph": no_graphs,
-        "graph": no_graphs,
+        "CUDAGraph": CUDAGraph,
+        "graph": graph,
+        "make_graphed_callables": no_graphs,
+        "graph_pool_handle": no_graphs,
     }
     out = [(cuda, k, v) for k, v in fixed.items() if hasattr(cuda, k)]
     acc = getattr(torch, "accelerator", None)  # torch >= 2.6

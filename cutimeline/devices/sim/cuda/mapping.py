@@ -194,7 +194,7 @@ class CudaMapping:
         self.casts = Casts()
         self.meter: StorageMeter | None = None
         self.peak = 0
-        self._streams = {0: SimCudaStream(self, 0)}
+        self._streams = {0: SimCudaStream.of(self, 0)}
         self._warned: set[str] = set()
         self._saved: list[tuple[Any, str, Any]] = []
         self._modes: list[Any] = []
@@ -213,7 +213,7 @@ class CudaMapping:
             _ACTIVE.append(self)
         self.thread = threading.get_ident()
         self.meter = StorageMeter()
-        SimCudaEvent.mapping = self
+        SimCudaEvent.mapping = SimCudaStream.mapping = self
         self.gpu.ops.mapped = True
         self.gpu.ops.as_cuda(True)
         try:
@@ -247,7 +247,7 @@ class CudaMapping:
         self.gpu.ops.mapped = False
         if self.meter is not None:
             self.meter.close()
-        SimCudaEvent.mapping = None
+        SimCudaEvent.mapping = SimCudaStream.mapping = None
         self.casts.clear()
         with _LOCK:
             if self in _ACTIVE:
@@ -301,7 +301,7 @@ class CudaMapping:
     def stream(self, stream_id: int) -> SimCudaStream:
         s = self._streams.get(stream_id)
         if s is None:
-            s = self._streams[stream_id] = SimCudaStream(self, stream_id)
+            s = self._streams[stream_id] = SimCudaStream.of(self, stream_id)
         return s
 
     def new_stream(self, device: Any = None, priority: int = 0, **kwargs: Any) -> SimCudaStream:
