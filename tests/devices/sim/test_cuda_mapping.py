@@ -130,15 +130,26 @@ def test_reads_outside_a_recording(gpu):
     assert len(rec.timeline.to_pandas("gpu")) >= 1
 
 
-def test_a_parameter_leaving_the_gpu_is_said(gpu):
+def test_a_model_that_leaves_the_gpu_and_trains_on_is_said_once(gpu):
     with gpu.as_cuda():
-        m = nn.Linear(4, 3).cuda()
-        with pytest.warns(RuntimeWarning, match="copied from the simulated GPU"):
-            m.cpu()
-        assert not next(m.parameters()).is_meta
+        model = nn.Linear(32, 32).cuda()
+        model(torch.randn(4, 32, device="cuda"))
+        with warnings.catch_warnings(record=True) as said:
+            warnings.simplefilter("always")
+            torch.ones(2, device="cuda").cpu()  # a value read back, not a model moving
+            model.cpu()  # after training (Lightning's teardown): no news
+            assert not said
+            assert model.weight.device.type == "cpu"
+            model(torch.randn(4, 32))  # training goes on there
+            model(torch.randn(4, 32))
+        lines = [str(w.message) for w in said]
+        assert len(lines) == 1
+        assert "moved off the simulated GPU at" in lines[0] and "test_cuda_mapping.py" in lines[0]
         with warnings.catch_warnings():
             warnings.simplefilter("error")
-            torch.ones(2, device="cuda").cpu()  # a value read back, not a model moving
+            model.cuda()  # back: unmarked
+            model(torch.randn(4, 32, device="cuda"))
+        assert model.weight.is_meta
 
 
 # -- time: synchronize, events, streams ------------------------------------------------

@@ -29,7 +29,6 @@ autocast's weight cache does, until the optimizer writes it.
 
 from __future__ import annotations
 
-import weakref
 from typing import Any
 
 import torch
@@ -79,7 +78,10 @@ class Casts:
     outermost region ends."""
 
     def __init__(self) -> None:
-        # id(leaf) -> (weak reference, its version when cast, dtype, the cast)
+        # id(leaf) -> (the leaf, its version when cast, dtype, the cast); the
+        # leaf held, not weakly referenced: a weak reference would stop a
+        # module move from swapping it (moves.py), and the cast keeps it
+        # alive through autograd until clear() anyway
         self.cache: dict[int, tuple] = {}
 
     def clear(self) -> None:
@@ -118,10 +120,10 @@ class Casts:
             return t
         if t.is_leaf and t.requires_grad and torch.is_grad_enabled():
             hit = self.cache.get(id(t))
-            if hit is not None and hit[0]() is t and hit[1] == t._version and hit[2] is to:
+            if hit is not None and hit[0] is t and hit[1] == t._version and hit[2] is to:
                 return hit[3]
             out = t.to(to)
-            self.cache[id(t)] = (weakref.ref(t), t._version, to, out)
+            self.cache[id(t)] = (t, t._version, to, out)
             return out
         return t.to(to)
 

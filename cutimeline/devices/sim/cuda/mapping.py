@@ -26,11 +26,12 @@ reads it to know there is no data), ``torch.device("cuda")`` objects made
 by the program are kept as they are and mapped where used, meta tensors
 the program makes itself (deferred initialisation) are simulated GPU
 tensors too, and the mapping holds in the thread that entered it (and in
-DataLoader's pinning thread). A parameter copied off the simulated GPU (a
-model moved to the CPU) is a warning naming the line: it keeps running on
-the CPU with modelled values. A ``torch.compile``d function and custom CUDA
-extensions are not simulated (a warning at the recording, ``ops.py``); CUDA
-graphs are an error.
+DataLoader's pinning thread). A module moved to or off the simulated GPU
+keeps its Parameter objects, as on CUDA (``moves.py``); a parameter moved
+off it and then used again (a model that goes on training on the CPU) is a
+warning naming both lines: it runs on the CPU with modelled values. A
+``torch.compile``d function and custom CUDA extensions are not simulated (a
+warning at the recording, ``ops.py``); CUDA graphs are an error.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ from ..memory import StorageMeter
 from ..values import user_site
 from .api import SimCudaEvent, SimCudaStream, patches, warn_untimed
 from .autocast import Casts
+from .moves import LEFT, mark, patches as move_patches
 
 __all__ = ["CudaMapping"]
 
@@ -102,6 +104,8 @@ class CudaMode(TorchFunctionMode):
         d = kwargs.get("device")
         if d is not None and is_cuda(d):
             kwargs = {**kwargs, "device": _META}
+        if self.m.off:  # a model moved off the simulated GPU: is it used?
+            self.m.used_off(name, args, kwargs)
         special = _SPECIAL.get(name)
         if special is not None:
             return special(self.m, func, args, kwargs)
@@ -120,9 +124,6 @@ def _to(m: "CudaMapping", func: Any, args: tuple, kwargs: dict) -> Any:
     if len(args) > 1 and isinstance(args[1], (str, torch.device, int)) \
             and not isinstance(args[1], bool) and is_cuda(args[1]):
         args = (args[0], _META, *args[2:])
-    to = kwargs.get("device", args[1] if len(args) > 1 else None)
-    if isinstance(to, (str, torch.device)) and torch.device(to).type == "cpu":
-        m.leaving(args[0])
     return func(*args, **kwargs)
 
 
@@ -139,11 +140,6 @@ def _cuda(m: "CudaMapping", func: Any, args: tuple, kwargs: dict) -> Any:
     return t.to(_META, **rest)
 
 
-def _cpu(m: "CudaMapping", func: Any, args: tuple, kwargs: dict) -> Any:
-    m.leaving(args[0])
-    return func(*args, **kwargs)
-
-
 def _pin(m: "CudaMapping", func: Any, args: tuple, kwargs: dict) -> Any:
     t = args[0]
     return t if t.is_meta else pin(t)
@@ -157,7 +153,7 @@ def _get_device(m: "CudaMapping", func: Any, args: tuple, kwargs: dict) -> Any:
     return 0 if args[0].is_meta else func(*args, **kwargs)
 
 
-_SPECIAL = {"to": _to, "cuda": _cuda, "cpu": _cpu, "pin_memory": _pin,
+_SPECIAL = {"to": _to, "cuda": _cuda, "pin_memory": _pin,
             "is_pinned": _is_pinned, "get_device": _get_device}
 
 
@@ -196,6 +192,7 @@ class CudaMapping:
         self.peak = 0
         self._streams = {0: SimCudaStream.of(self, 0)}
         self._warned: set[str] = set()
+        self.off = False  # some parameter moved off the simulated GPU (``left``)
         self._saved: list[tuple[Any, str, Any]] = []
         self._modes: list[Any] = []
         self.thread = 0
@@ -217,7 +214,7 @@ class CudaMapping:
         self.gpu.ops.mapped = True
         self.gpu.ops.as_cuda(True)
         try:
-            for owner, name, new in [*patches(self.gpu, self),
+            for owner, name, new in [*patches(self.gpu, self), *move_patches(self.left),
                                      (pinning, "pin_memory", self._pin_batch),
                                      # torch parses a stream argument before any
                                      # mode sees the call; the simulator frees
@@ -333,18 +330,27 @@ class CudaMapping:
             if meter.in_use > self.peak:
                 self.peak = meter.in_use
 
-    def leaving(self, t: Any) -> None:
-        """A copy of simulated tensor ``t`` to the host: a model's parameter
-        leaving the simulated GPU is said, once per line."""
-        if isinstance(t, torch.nn.Parameter) and t.is_meta:
-            site = user_site()
-            if site not in self._warned:
-                self._warned.add(site)
-                warnings.warn(
-                    f"cutimeline: a parameter of shape {tuple(t.shape)} was copied from "
-                    f"the simulated GPU to the CPU at {site} (a model moved off the GPU?): "
-                    f"from there it runs on the CPU with modelled values, not on the "
-                    f"simulated GPU.", RuntimeWarning, stacklevel=4)
+    def left(self, params: list) -> None:
+        """``params`` of a module moved off the simulated GPU (``moves.py``):
+        marked with the line that moved them, watched for their next use."""
+        mark(params, user_site())
+        self.off = True
+
+    def used_off(self, name: str, args: tuple, kwargs: dict) -> None:
+        """Warn, once, when torch function ``name`` uses a parameter that
+        moved off the simulated GPU: that model now trains on the CPU."""
+        for a in (*args, *kwargs.values()):
+            for t in (a if type(a) in (list, tuple) else (a,)):
+                moved = getattr(t, LEFT, None) if isinstance(t, torch.nn.Parameter) else None
+                if moved is not None and not t.is_meta:
+                    self.off = False  # said once: from here the CPU is the program's choice
+                    warnings.warn(
+                        f"cutimeline: {name} at {user_site()} uses a parameter of shape "
+                        f"{tuple(t.shape)} that was moved off the simulated GPU at {moved} "
+                        f"(a model moved to the CPU): from there it runs on the CPU with "
+                        f"modelled values, not on the simulated GPU.",
+                        RuntimeWarning, stacklevel=4)
+                    return
 
     def untimed(self, what: str) -> None:
         site = user_site()
