@@ -4,6 +4,9 @@
     cutimeline [--quiet] COMMAND ...   (--quiet: no progress bars or notices)
     cutimeline demo [-o DIR] [--steps N] [--device auto|cuda|cuda:N|sim]
                     [--num-workers N] [--log-every N]
+    cutimeline record [-o OUT] [--device D] [--skip N] [--steps N] [--steps-from NAME]
+                    [--stack] [--memory] [--continue] [--seconds S]
+                    (SCRIPT.py | -m MODULE) [ARG ...]   (ctl.record_script)
     cutimeline plot FILE -o OUT.png [--window W] [--overview|--no-overview]
                     [--memory|--no-memory] [--what-if [EDIT]]
     cutimeline summary FILE [--window W] [--json]
@@ -22,9 +25,12 @@ file or a torch.profiler trace (``.json``/``.json.gz``), whose steps
 (``3``), a step range (``3-5``) or seconds from the start
 (``0.5s-0.75s``), as ``window=`` takes them (``timeline/windows.py``);
 ``--device`` the spellings of ``record(device=)`` that name a GPU.
-``compare`` runs a training script under cutimeline and torch.profiler
-(``ctl.compare("train.py")``: its optimizer steps are the steps). Errors
-print one line and exit with status 2; a bug in
+``record`` runs a training script unedited, records some of its steps
+and prints the verdict (``ctl.record_script``); the script's own failure
+shows its traceback and exits with its status, with what was recorded
+saved. ``compare`` runs a training script under cutimeline and
+torch.profiler (``ctl.compare("train.py")``: its optimizer steps are the
+steps). Errors print one line and exit with status 2; a bug in
 cutimeline prints its traceback and a line asking for a report (status 3).
 Work that lasts over ``progress.PROGRESS_AFTER_S`` shows a progress bar on stderr
 (tqdm's when installed: ``pip install cutimeline[progress]``), only on a
@@ -35,6 +41,7 @@ says so once (small Timelines run the NumPy twins and compile nothing).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -280,6 +287,66 @@ def _cmd_compare(a: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_record(a: argparse.Namespace) -> int:
+    from .recording.script import ranked, run_recorded  # torch: see _demo_device
+    module, argv = None, a.argv
+    if a.module is not None:
+        if not a.module:
+            raise CutimelineError("-m needs the module to run: -m MODULE [ARG ...].")
+        module, argv = a.module[0], a.module[1:]
+    elif a.script is None:
+        raise CutimelineError("record needs a script to run: cutimeline record [options] "
+                              "SCRIPT.py [ARG ...], or -m MODULE [ARG ...].")
+    stem = module or os.path.splitext(os.path.basename(a.script))[0]
+    out = a.out or f"cutimeline-{stem}" + ("" if ranked() else ".ctl")
+    with _unescaped():  # the script writes to the terminal as it would alone
+        run = run_recorded(a.script, argv, module=module, device=a.device, skip=a.skip,
+                           steps=a.steps, steps_from=a.steps_from, stack=a.stack,
+                           memory=a.memory, keep_going=a.keep_going,
+                           seconds=a.seconds, out=out)
+    if run.error is not None:
+        return _script_failed(run)
+    if run.timeline.meta.get("disabled"):
+        print(f"CUTIMELINE_DISABLE is set: {run.script.name} ran unrecorded; nothing "
+              f"written.")
+        return 0
+    print(run.said())
+    print(_analyze(run.timeline, a.quiet).summary().splitlines()[0])
+    print(f"wrote {run.saved}")
+    return 0
+
+
+@contextlib.contextmanager
+def _unescaped() -> Any:
+    """``sys.stdout``/``sys.stderr`` as ``main`` found them, for the block."""
+    out, err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = (getattr(f, "unescaped", f) for f in (out, err))
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = out, err
+
+
+def _script_failed(run: Any) -> int:
+    """The script raised: what Python would print (the traceback of its own
+    frames, a ``sys.exit`` message), a line on what was kept, its status."""
+    exc = run.error
+    status, line = run.ending()
+    if isinstance(exc, SystemExit) and exc.code is not None and \
+            not isinstance(exc.code, int):
+        print(exc.code, file=sys.stderr)
+    elif not isinstance(exc, (SystemExit, KeyboardInterrupt)):
+        traceback.print_exception(type(exc), exc, run.script.frames(exc.__traceback__),
+                                  file=sys.stderr)
+    print(f"cutimeline: {line}", file=sys.stderr)
+    import torch
+    if "CUDA" in str(exc) and not torch.cuda.is_available() \
+            and not run.timeline.meta.get("simulated"):
+        print("cutimeline: there is no CUDA here; --device sim runs the script's CUDA "
+              "code on a simulated H100.", file=sys.stderr)
+    return status
+
+
 def _cmd_capture(a: argparse.Namespace) -> int:
     from .recording.ondemand import send_capture  # torch: see _demo_device
     out = send_capture(a.pid, steps=a.steps, out=a.out, timeout=a.timeout or None)
@@ -291,7 +358,7 @@ def _cmd_capture(a: argparse.Namespace) -> int:
 RUN = {"demo": "_cmd_demo", "plot": "_cmd_plot", "summary": "_cmd_summary",
        "whatif": "_cmd_whatif", "what-if": "_cmd_whatif", "export": "_cmd_export",
        "import": "_cmd_import", "merge": "_cmd_merge", "compare": "_cmd_compare",
-       "capture": "_cmd_capture"}
+       "record": "_cmd_record", "capture": "_cmd_capture"}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -5,7 +5,10 @@
 ``--overview``/``--memory`` ``ctl.plot``'s, ``--steps-from NAME``
 ``ctl.load(steps_from=)``, ``--device``/``--steps``/``--warmup``/
 ``--rounds``/``--trace-dir`` ``ctl.compare``'s, ``--edit``
-``Report.what_if(edit=)``; ``-o/--out`` is the file or folder a command
+``Report.what_if(edit=)``, record's ``-m/--module``, ``--skip``,
+``--steps``, ``--steps-from``, ``--stack``, ``--memory``,
+``--keep-going`` (also spelled ``--continue``) and ``--seconds``
+``ctl.record_script``'s; ``-o/--out`` is the file or folder a command
 writes (the path argument of ``ctl.plot``, ``ctl.export_chrome``,
 ``Timeline.save``, ``Timeline.to_parquet``, ``Comparison.plot``; ``out=`` of
 ``send_capture``). The old spellings still parse, unlisted: ``--output``
@@ -42,6 +45,59 @@ def _steps_from(c: argparse.ArgumentParser) -> None:
                    "(e.g. Optimizer.step), where ProfilerStep#N should not make them")
 
 
+class _Formatter(argparse.HelpFormatter):
+    """Shows ``-m MODULE ...`` where argparse would write ``-m ...``."""
+
+    def _format_args(self, action: argparse.Action, default_metavar: str) -> str:
+        if action.nargs == argparse.REMAINDER and action.option_strings:
+            return f"{action.metavar} ..."
+        return super()._format_args(action, default_metavar)
+
+
+def _record(command: Any) -> None:
+    """``cutimeline record``: the options before the script are ours, all
+    after it (or after ``-m MODULE``) the script's, as ``python`` takes them."""
+    c = command("record", help="run a training script unedited and record some of its "
+                "steps (ctl.record_script)",
+                usage="%(prog)s [-o OUT] [--device DEVICE] [--skip N] [--steps N]\n"
+                "       [--steps-from NAME] [--stack] [--memory] [--continue] "
+                "[--seconds S]\n       (SCRIPT.py | -m MODULE) [ARG ...]",
+                description="Run SCRIPT.py as `python SCRIPT.py ARG ...` would (or a "
+                "module as `python -m MODULE ARG ...`): leave its first --skip steps "
+                "unrecorded, record the next --steps, save them and stop the script, "
+                "then print the verdict. A step ends at each optimizer.step(), or "
+                "with --steps-from NAME where each record_function(NAME) range ends; "
+                "a script with neither is recorded whole.",
+                formatter_class=_Formatter)
+    _out(c, "the .ctl file (default cutimeline-<script>.ctl; under torchrun a "
+         "folder that gets each rank's rank-<r>.ctl, for `cutimeline merge`)",
+         required=False)
+    c.add_argument("--device", default="auto", metavar="DEVICE", help="auto (CUDA when "
+                   "present, else host rows only), cuda, cuda:N, sim (a simulated H100) or sim:PROFILE "
+                   "(sim:a100, sim:h200); on sim the script's CUDA code runs on the "
+                   "simulated GPU")
+    c.add_argument("--skip", type=int, default=1, metavar="N",
+                   help="steps run unrecorded first (warm-up; default 1)")
+    c.add_argument("--steps", type=int, default=10, metavar="N",
+                   help="steps recorded (default 10)")
+    c.add_argument("--steps-from", metavar="NAME", help="a step ends where each "
+                   "torch.profiler.record_function(NAME) range ends (default: at each "
+                   "optimizer.step())")
+    c.add_argument("--stack", action="store_true", help="the source line of every op")
+    c.add_argument("--memory", action="store_true", help="device memory after each op")
+    c.add_argument("--keep-going", "--continue", action="store_true",
+                   help="after the recorded steps let the script run to its end "
+                   "(default: stop it there)")
+    c.add_argument("--seconds", type=float, metavar="S", help="stop recording at the "
+                   "first step's end after S seconds of recording")
+    c.add_argument("-m", "--module", nargs=argparse.REMAINDER, metavar="MODULE",
+                   help="MODULE [ARG ...]: run a module as `python -m` does, with the "
+                   "arguments after it")
+    c.add_argument("script", nargs="?", metavar="SCRIPT.py", help="the training script")
+    c.add_argument("argv", nargs=argparse.REMAINDER, metavar="ARG",
+                   help="the script's own arguments: everything after SCRIPT.py")
+
+
 def command_parser() -> argparse.ArgumentParser:
     """The parser of every command (``cli.main`` runs what it parses)."""
     # --quiet before or after the command: SUPPRESS keeps a subcommand's
@@ -73,6 +129,8 @@ def command_parser() -> argparse.ArgumentParser:
                    "workers (a fix: compare with `cutimeline whatif`)")
     d.add_argument("--log-every", type=int, default=1, help="read the loss back every "
                    "N steps, 0: never (the other fix)")
+
+    _record(command)
 
     c = command("plot", help="draw the timeline of FILE (ctl.plot)")
     opens(c)

@@ -520,3 +520,155 @@ def test_a_window_past_the_end_is_one_line_exit_2(four_steps, tmp_path, capsys):
     err = capsys.readouterr().err
     assert "Window 9–10 s lies outside the Timeline's work and selects nothing" in err
     assert err.count("\n") == 1
+
+
+# -- record: a training script run unedited (ctl.record_script) ----------------------
+
+# argv: steps [raise@K | exit@K | interrupt@K]; PATH.started first, "finished" last
+TRAIN = """
+import sys
+import torch
+from torch import nn
+open(__file__ + ".started", "w").close()
+device = "cuda" if torch.cuda.is_available() else "cpu"
+model = nn.Linear(16, 4).to(device)
+opt = torch.optim.AdamW(model.parameters())
+
+def fail(i):
+    raise ValueError(f"boom at step {i}")
+
+for i in range(int(sys.argv[1])):
+    loss = model(torch.randn(8, 16, device=device)).square().mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    print(f"step {i} loss {loss.item():.3f}")
+    if sys.argv[2:] == [f"raise@{i}"]:
+        fail(i)
+    if sys.argv[2:] == [f"exit@{i}"]:
+        sys.exit(3)
+    if sys.argv[2:] == [f"interrupt@{i}"]:
+        raise KeyboardInterrupt
+print("finished")
+"""
+
+
+@pytest.fixture
+def train(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)   # the default -o lands here
+    (tmp_path / "train.py").write_text(TRAIN)
+    return tmp_path / "train.py"
+
+
+def test_record_runs_a_cuda_script_on_the_simulated_device_and_says_the_verdict(
+        train, capsys):
+    assert main(["record", "--device", "sim", "--steps", "3", "train.py", "100"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[-3] == ("recorded 3 optimizer steps of train.py (steps 1–3) on SimGPU h100 "
+                       "(simulated)")
+    assert out[-2].startswith("Verdict: ") and out[-1] == "wrote cutimeline-train.ctl"
+    assert out[2].startswith("step 2 loss") and "finished" not in out   # stopped
+    tl = ctl.load(train.parent / "cutimeline-train.ctl")
+    assert len(tl.gpu) > 0 and tl.step_numbers().tolist() == [1, 2, 3]
+
+
+def test_record_continue_lets_the_script_finish(train, capsys):
+    assert main(["record", "--device", "cpu", "--skip", "0", "--steps", "2", "--continue",
+                 "-o", "run.ctl", "train.py", "5"]) == 0
+    out = capsys.readouterr().out
+    assert "step 4 loss" in out and "finished" in out and "wrote run.ctl" in out
+    assert ctl.load(train.parent / "run.ctl").step_numbers().tolist() == [0, 1]
+
+
+def test_record_a_script_that_raises_shows_its_traceback_and_keeps_the_recording(
+        train, capsys):
+    assert main(["record", "--device", "sim", "train.py", "100", "raise@2"]) == 1
+    err = capsys.readouterr().err
+    # Python's own traceback of the script, from its first line: no frame of ours
+    assert err.startswith("Traceback (most recent call last):\n  File \"train.py\", line ")
+    assert "in fail\n" in err and "ValueError: boom at step 2" in err
+    assert "cutimeline/" not in err and "internal error" not in err
+    assert err.splitlines()[-1] == ("cutimeline: train.py raised ValueError after 3 optimizer "
+                                    "steps; wrote cutimeline-train.ctl: what was recorded up "
+                                    "to there")
+    assert ctl.load(train.parent / "cutimeline-train.ctl").step_numbers().tolist() == [1, 2]
+
+
+@pytest.mark.parametrize("ending, status, words", [
+    ("exit@1", 3, "exited with status 3 after 2 optimizer steps"),
+    ("interrupt@1", 130, "interrupted after 2 optimizer steps"),
+])
+def test_record_exits_with_the_scripts_status(train, capsys, ending, status, words):
+    assert main(["record", "--device", "cpu", "train.py", "100", ending]) == status
+    assert words in capsys.readouterr().err
+    assert ctl.load(train.parent / "cutimeline-train.ctl").step_numbers().tolist() == [1]
+
+
+def test_record_a_script_with_no_optimizer_step_records_it_whole(tmp_path, monkeypatch,
+                                                                  capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "infer.py").write_text("import torch\nx = torch.ones(8, 8).cuda()\n"
+                                       "print(float((x @ x).sum()))\n")
+    assert main(["record", "--device", "sim", "infer.py"]) == 0
+    out = capsys.readouterr().out
+    assert ("recorded the whole run of infer.py (no optimizer step ended) on SimGPU h100 "
+            "(simulated)") in out and "wrote cutimeline-infer.ctl" in out
+    assert len(ctl.load(tmp_path / "cutimeline-infer.ctl").gpu) > 0
+
+
+def test_record_a_script_that_ends_in_its_warmup_is_exit_2(train, capsys):
+    assert main(["record", "--device", "cpu", "--skip", "3", "train.py", "2"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("cutimeline: error: train.py ran 2 optimizer steps and ended "
+                          "before the first recorded one: skip=3 (--skip)")
+    assert not (train.parent / "cutimeline-train.ctl").exists()
+
+
+def test_record_a_module_with_its_arguments(train, capsys):
+    (train.parent / "loop.py").write_text(TRAIN)
+    assert main(["record", "--device", "cpu", "--steps", "2", "-m", "loop", "4"]) == 0
+    out = capsys.readouterr().out
+    assert "recorded 2 optimizer steps of -m loop (steps 1–2)" in out
+    assert ctl.load(train.parent / "cutimeline-loop.ctl").step_numbers().tolist() == [1, 2]
+    sys.modules.pop("loop", None)
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["missing.py"], "'missing.py' is not a Python script (.py) that exists"),
+    (["notes.txt"], "'notes.txt' is not a Python script (.py) that exists"),
+    (["-m", "no_such_module_here"], "No module named 'no_such_module_here' to run"),
+    (["-m"], "-m needs the module to run"),
+    ([], "record needs a script to run"),
+    (["--steps", "0", "train.py"], "steps=0 (--steps) must be a whole number of steps ≥ 1"),
+    (["--skip", "-1", "train.py"], "skip=-1 (--skip) must be a whole number of steps ≥ 0"),
+    (["--seconds", "0", "train.py"], "seconds=0.0 (--seconds) must be a number of seconds"),
+    (["--device", "sim:b200", "train.py"], "device='sim:b200' (--device) names no simulated"),
+    (["-o", "no/such/folder.ctl", "train.py"], "does not exist"),
+])
+def test_record_bad_input_is_one_line_exit_2_and_runs_nothing(train, capsys, argv, words):
+    (train.parent / "notes.txt").write_text("")
+    assert main(["record", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("cutimeline: error: ") and err.count("\n") == 1 and words in err
+    assert sorted(p.name for p in train.parent.iterdir()) == ["notes.txt", "train.py"]
+
+
+def test_python_m_cutimeline_record_is_the_same_command(train):
+    p = subprocess.run([sys.executable, "-m", "cutimeline", "record", "--device", "cpu",
+                        "train.py", "100", "exit@1"], capture_output=True, text=True,
+                       timeout=120, cwd=train.parent)
+    assert p.returncode == 3 and "step 1 loss" in p.stdout
+    assert "exited with status 3 after 2 optimizer steps" in p.stderr
+    assert (train.parent / "cutimeline-train.ctl").exists()
+
+
+@pytest.mark.parametrize("options, said", [
+    (["--steps", "10"], "recorded 3 optimizer steps of train.py (steps 1–3) (host rows only: "
+     "no GPU here; device 'sim' simulates one); the script ended after 4, 3 of the 10 asked "
+     "for"),
+    (["--seconds", "1e-9"], "recorded 1 optimizer step of train.py (step 1) (host rows "
+     "only: no GPU here; device 'sim' simulates one); seconds=1e-09 (--seconds) reached"),
+])
+def test_record_says_why_it_recorded_fewer_steps(train, capsys, options, said):
+    assert main(["record", "--device", "cpu", *options, "train.py", "4"]) == 0
+    assert said in capsys.readouterr().out.splitlines()

@@ -2,7 +2,7 @@
 of every command has a Python twin (a keyword of the function it sets), -o/--out is
 the file each command writes (the old spellings still parse), and the commands the
 vocabulary added: plot's --overview/--memory/--what-if, export --format, --steps-from,
-compare SCRIPT.py."""
+compare SCRIPT.py, record SCRIPT.py."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from cutimeline.errors import CutimelineError
 from cutimeline.formats.chrome import export_chrome
 from cutimeline.formats.files import load
 from cutimeline.recording.ondemand import send_capture
+from cutimeline.recording.script import record_script
 from cutimeline.timeline.timeline import Timeline
 
 # command -> the functions whose keywords its options set
@@ -36,6 +37,7 @@ TWINS = {
     "import": (load, Timeline.save),
     "merge": (ctl.merge, Timeline.save),
     "compare": (compare, Comparison.plot),
+    "record": (record_script,),
     "capture": (send_capture,),
 }
 # options with no keyword of their own, and why
