@@ -52,7 +52,22 @@ def gpu_bound():
     return timeline(gpu=gpu, steps=[(k, k * 1000, k * 1000 + 500) for k in range(4)])
 
 
+def gpu_bound_fp32():
+    """GPU-bound on fp32 matmuls, recorded on a SimGPU: its verdict names a
+    GPU-side fix (``replay/gpuside.py``) with its predicted gain."""
+    import torch
+    w = torch.randn(4096, 4096, device="meta")
+    with ctl.record(device=ctl.SimGPU("h100")) as rec:
+        for _ in range(4):
+            x = torch.randn(8192, 4096, device="meta")
+            for _ in range(3):
+                x = (x @ w).relu()
+            rec.step()
+    return rec.timeline
+
+
 CASES = {"input-bound": fetch_bound, "sync-bound": read_back, "GPU-bound": gpu_bound,
+         "GPU-bound, a GPU-side fix": gpu_bound_fp32,
          "random": lambda: random_timeline(4, n=500, streams=2, steps=6),
          "host-only": lambda: timeline(ops=[("aten::add", 0, 5, 0)], steps=[(0, 0, 10)])}
 
@@ -64,7 +79,10 @@ def test_every_surface_says_the_runs_verdict_and_its_fix(case, tmp_path, capsys)
     h = headline(rep)
     v = h["verdict"]
     if case != "random":
-        assert v == case
+        assert v == case.split(",")[0]
+    if case == "GPU-bound, a GPU-side fix":
+        assert h["fix"]["edit"] in ("tf32", "bf16") and h["gain"] > 0.3
+        assert "would save a predicted" in h["text"] and "matmuls are" in h["text"]
     first = rep.summary().splitlines()[0]
     assert first.startswith(f"Verdict: {h['text']} ({h['steps']}). ")
     if h["change"]:

@@ -113,8 +113,10 @@ class Rows:
     without), ``family`` (0 memory-bound, MATMUL, CONV, ATTENTION),
     ``precision`` ("fp32", "bf16"... as str; "" unknown), ``flops``,
     ``nbytes`` (inputs and an output), ``fp32_in`` (bytes of fp32 inputs),
-    ``out`` (the output's bytes), ``weight`` (elements of its smallest
-    tensor of two or more dimensions: a layer's weight), ``base`` (the op's
+    ``out`` (the output's bytes), ``weight`` (elements of its last tensor
+    of two or more dimensions: a linear layer's or convolution's weight, as
+    ``addmm``, ``mm`` and ``convolution`` take them; 0 for batched matmuls
+    and attention, which multiply activations), ``base`` (the op's
     base name), ``fp32_op`` (one autocast keeps in fp32), ``backward`` (under autograd's backward), ``optimizer``
     (inside an optimizer step), ``stream`` and ``launched`` (a row of
     device work the edits may change)."""
@@ -135,8 +137,9 @@ class Rows:
 
 
 def signature(text: str) -> tuple[float, float, float, float, str]:
-    """(bytes, fp32 bytes, largest tensor's bytes, weight elements, first
-    floating dtype's precision) of a shape signature."""
+    """(bytes, fp32 bytes, largest tensor's bytes, elements of the last
+    tensor of two or more dimensions, first floating dtype's precision) of
+    a shape signature."""
     total = fp32 = big = 0.0
     weight = 0.0
     first = ""
@@ -152,7 +155,7 @@ def signature(text: str) -> tuple[float, float, float, float, str]:
         big = max(big, n * size)
         if _PRECISION.get(d) == "fp32":
             fp32 += n * size
-        if len(parts) >= 2 and n and (not weight or n < weight):
+        if len(parts) >= 2 and n:
             weight = n
         if not first and d in _PRECISION:
             first = _PRECISION[d]
@@ -197,6 +200,10 @@ def _rows(tl: Timeline) -> Rows:
     work = has & np.isin(kinds, [int(GpuKind.OP), int(GpuKind.KERNEL)])
     pick = per_op[at] if len(o) else np.zeros((len(g), 4))
     nbytes, fp32_in, big, weight = (pick[:, i] for i in range(4))
+    batched = np.array([b.startswith(("bmm", "baddbmm")) for b in base_u] or [False], bool)
+    no_weight = (batched[ni.reshape(-1)] if len(o) else np.zeros(0, bool)) | \
+        (fam_op == ATTENTION)
+    weight = np.where(has & ~(no_weight[at] if len(o) else False), weight, 0.0)
     return Rows(op=op, family=np.where(has, fam_op[at] if len(o) else 0, 0),
                 precision=np.where(has, prec_op[at] if len(o) else "", ""),
                 flops=np.where(has, flops_op[at] if len(o) else 0.0, 0.0),

@@ -28,11 +28,14 @@ launch-bound and GPU-bound loops is one to three orders of magnitude.
 ``SimGPU(host_cost=...)`` replaces them (a number of ns per op, a callable,
 or "measured": the wall-clock time the op took here).
 
-Two more things a real host would not have lost are taken out of the
+Three more things a real host would not have lost are taken out of the
 virtual clock: the simulator's own bookkeeping (the roofline cost of each
-op, its event records), and the time the launching thread sat runnable
+op, its event records), the time the launching thread sat runnable
 but waiting for a CPU (``/proc/thread-self/schedstat``'s run-queue time),
-which on a loaded machine would otherwise read as the program's host time.
+which on a loaded machine would otherwise read as the program's host time,
+and the time a CUDA mapping's function mode spends on each torch call it
+sees (``cuda/mapping.py``: its own Python, and torch's call into it),
+which a program on CUDA does not run.
 A wait for the device ends on the virtual clock no earlier than the work it
 waited for.
 """
@@ -310,17 +313,19 @@ class SimHost:
         return cost if isinstance(cost, int) else None
 
     def runqueue_ns(self) -> int:
-        """Time this thread has waited for a CPU, from
-        ``/proc/thread-self/schedstat`` (0 where there is none)."""
+        """Time this thread lost that a real host would not have: waiting
+        for a CPU, from ``/proc/thread-self/schedstat`` (0 where there is
+        none), and the simulator's own work outside any dispatch (a CUDA
+        mapping's function mode, ``SimLocal.discount``); cumulative."""
         fd = self.local.sched_fd
         if fd is None:  # this thread's first read: open its file
             fd = self._open_schedstat()
         if fd < 0:
-            return 0
+            return self.local.discount
         try:
-            return int(os.pread(fd, 64, 0).split()[1])
+            return int(os.pread(fd, 64, 0).split()[1]) + self.local.discount
         except (OSError, ValueError, IndexError):
-            return 0
+            return self.local.discount
 
     def _open_schedstat(self) -> int:
         """This thread's schedstat file, kept open until stop; -1 where
