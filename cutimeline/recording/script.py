@@ -362,6 +362,8 @@ def run_recorded(path: str | os.PathLike | None = None, argv: Sequence[str] = ()
         meta.update(steps_from=steps_from, steps_rule="steps_from")
     error: BaseException | None = None
     with dev.as_cuda() if isinstance(dev, SimGPU) else contextlib.nullcontext():
+        if isinstance(dev, SimGPU):  # the mapping's first torch call would import it
+            import torch._dynamo  # noqa: F401 (about 2 s, once): not in the recording
         run.open()
         try:
             script.run(at_step, run.mark)
