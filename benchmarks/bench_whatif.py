@@ -18,6 +18,13 @@ same way: each step without the recorder's own cost (the step table's
 ``SimGPU(host_cost=...)``: 30 µs per op before, 15 µs after (a dispatch
 cost that dominates the real Python between ops, whose own jitter on a
 shared machine would otherwise swamp a halved 4 µs launch).
+The GPU-side pairs (``tf32``, ``bf16``, ``fused_optimizer``) train one
+GPU-bound model written for CUDA under ``SimGPU.as_cuda()``, the fix off
+and on: the prediction scales the recorded kernels by the roofline's
+ratio (``analysis/replay/gpuside.py``), the "after" run executes the
+fixed program (TF32 matmuls, autocast's casts and bf16 kernels, the fused
+optimizer kernel). There is no ``compile`` pair: a compiled program does
+not run on SimGPU.
 Goal: median |error| ≤ 5 %, worst ≤ 15 %; exit status 1 when missed.
 ``--fast`` is the subset the test suite runs.
 
@@ -281,6 +288,57 @@ def launch_queue_full(after: bool, seed: int) -> ctl.Timeline:
             busy(400e-3)
             rec.step()
     return rec.timeline
+
+
+# -- the GPU-side pairs: the same GPU-bound model, fix off and on -------------
+
+def _block(d: int) -> nn.Module:
+    """A transformer-sized MLP block: layer norm, 4× expansion, GELU."""
+    return nn.Sequential(nn.LayerNorm(d), nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+
+
+def _gpu_bound(seed: int, *, tf32: bool = False, bf16: bool = False, fused: bool = False,
+               d: int = 2048, batch: int = 8192, steps: int = 6) -> ctl.Timeline:
+    """Four ``_block``s trained with AdamW on a simulated H100, GPU-bound (≈
+    120 ms of fp32 GPU work a step, ≈ 25 ms in bf16, against a few ms of
+    host: the bf16 run stays GPU-bound on a slow, loaded host), written as for
+    CUDA and run under ``SimGPU.as_cuda()`` so that ``torch.autocast``
+    applies: fp32 matmuls on TF32 cores (``tf32``), bf16 autocast around
+    forward and loss (``bf16``), ``AdamW(fused=True)`` (``fused``)."""
+    torch.manual_seed(0)
+    gpu = sim(seed)
+    torch.set_float32_matmul_precision("high" if tf32 else "highest")
+    try:
+        with gpu.as_cuda():
+            model = nn.Sequential(*[_block(d) for _ in range(4)]).cuda()
+            opt = torch.optim.AdamW(model.parameters(), fused=fused or None)
+            x = torch.randn(batch, d, device="cuda")
+            with ctl.record(device=gpu) as rec:
+                for _ in range(steps):
+                    with torch.autocast("cuda", dtype=torch.bfloat16, enabled=bf16):
+                        loss = model(x).float().square().mean()
+                    opt.zero_grad(set_to_none=True)
+                    loss.backward()
+                    opt.step()
+    finally:
+        torch.set_float32_matmul_precision("highest")
+    return rec.timeline
+
+
+@pair("tf32", "fp32 matmuls → TF32 tensor cores (set_float32_matmul_precision('high'))",
+      fast=True)
+def tf32_mlp(after: bool, seed: int) -> ctl.Timeline:
+    return _gpu_bound(seed, tf32=after)
+
+
+@pair("bf16", "fp32 → torch.autocast('cuda', dtype=torch.bfloat16)")
+def bf16_autocast(after: bool, seed: int) -> ctl.Timeline:
+    return _gpu_bound(seed, bf16=after)
+
+
+@pair("fused_optimizer", "AdamW foreach → AdamW(fused=True), on TF32")
+def fused_adamw(after: bool, seed: int) -> ctl.Timeline:
+    return _gpu_bound(seed, tf32=True, fused=after)
 
 
 # -- running ------------------------------------------------------------------

@@ -339,8 +339,8 @@ class Report:
         predicted step time and GPU busy fraction per step window, against
         the step without the recorder's own cost (``predictions.Prediction``,
         with the fix spelled as the change in code), ranked by gain. With
-        ``edit`` (a name: data, sync, copies, host, graphs, launch,
-        recorder): the Timeline replayed under that fix (and without the
+        ``edit`` (a name: data, sync, copies, host, graphs, launch, tf32,
+        bf16, fused_optimizer, compile, recorder): the Timeline replayed under that fix (and without the
         recorder), to analyse or plot beside the recorded one
         (``whatif.py``)."""
         if edit is not None:

@@ -92,14 +92,30 @@ class CudaMode(TorchFunctionMode):
     def __init__(self, mapping: "CudaMapping"):
         super().__init__()
         self.m = mapping
+        host = mapping.gpu.virtual_host
+        # the simulated host clock's reading, and this thread's state where
+        # the mode's own time goes (SimHost.runqueue_ns takes it out)
+        self.now, self.local = host.clock.now, host.local
+        #: what torch's call into the mode costs beside the time measured
+        #: inside it (``calibrate``)
+        self.entry_ns = 0
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
+        # The mode's own time is not the program's: a program on CUDA runs
+        # none of it. What it spends around ``func`` (and torch's call into
+        # it) is counted to the simulated host as lost (SimLocal.discount).
+        now = self.now
+        t0 = now()
         name = getattr(func, "__name__", "")
         if name == "__get__":  # a property of a tensor
             owner = getattr(func, "__self__", None)
             if (owner is _DEVICE or owner is _IS_CUDA) and args[0].is_meta:
+                self.local.discount += now() - t0 + self.entry_ns
                 return _CUDA0 if owner is _DEVICE else True
-            return func(*args)
+            t1 = now()
+            out = func(*args)
+            self.local.discount += t1 - t0 + self.entry_ns
+            return out
         kwargs = kwargs or {}
         d = kwargs.get("device")
         if d is not None and is_cuda(d):
@@ -108,15 +124,38 @@ class CudaMode(TorchFunctionMode):
             self.m.used_off(name, args, kwargs)
         special = _SPECIAL.get(name)
         if special is not None:
-            return special(self.m, func, args, kwargs)
-        if torch.is_autocast_enabled("cuda"):
-            cast = self.m.casts.cast(name, args, kwargs, torch.get_autocast_dtype("cuda"))
-            if cast is not None:
-                args, kwargs = cast
-        # a torch function written in Python (F.cross_entropy, F.multi_head_
-        # attention_forward) runs its body with the mode off: torch's modes
-        # see its call, not the calls inside it
-        return func(*args, **kwargs)
+            t1 = now()
+            out = special(self.m, func, args, kwargs)
+        else:
+            if torch.is_autocast_enabled("cuda"):
+                cast = self.m.casts.cast(name, args, kwargs, torch.get_autocast_dtype("cuda"))
+                if cast is not None:
+                    args, kwargs = cast
+            # a torch function written in Python (F.cross_entropy, F.multi_head_
+            # attention_forward) runs its body with the mode off: torch's modes
+            # see its call, not the calls inside it
+            t1 = now()
+            out = func(*args, **kwargs)
+        self.local.discount += t1 - t0 + self.entry_ns
+        return out
+
+    def calibrate(self, calls: int = 2000) -> None:
+        """``entry_ns``: per call, what a cheap torch call costs more with
+        the mode than without, beyond the time measured inside it."""
+        x = torch.zeros(1)
+        with torch._C.DisableTorchFunction():
+            t = self.now()
+            for _ in range(calls):
+                x.dim()
+            bare = self.now() - t
+        before = self.local.discount
+        t = self.now()
+        for _ in range(calls):
+            x.dim()
+        moded = self.now() - t
+        inside = self.local.discount - before
+        self.local.discount = before
+        self.entry_ns = max(int((moded - bare - inside) / calls), 0)
 
 
 def _to(m: "CudaMapping", func: Any, args: tuple, kwargs: dict) -> Any:
@@ -226,6 +265,7 @@ class CudaMapping:
             for mode in (Values(self), CudaMode(self)):
                 mode.__enter__()
                 self._modes.append(mode)
+            self._modes[-1].calibrate()
         except BaseException:
             self.__exit__(None, None, None)
             raise
