@@ -1,30 +1,31 @@
-"""The frameworks people train with, unmodified, on the simulated GPU: each
-scenario script of benchmarks/frameworks/ run under ``SimGPU.as_cuda()`` and
-``ctl.record`` as ``cutimeline record --device sim`` runs it — Lightning's
-Trainer, Hugging Face's Trainer, accelerate, plain AMP — records its work
-on the simulated GPU (never silently on the CPU), its optimizer steps as
-steps, and its matmuls in the precision asked for. Then what they lean on:
-module moves that keep Parameter objects (an optimizer made before
-``.cuda()``, tied weights) and torch.cuda's classes as classes (a model
-that leaves the GPU: test_cuda_mapping.py). The frameworks are not test dependencies: their tests
-skip without them (``pip install '.[frameworks]'``)."""
+"""The frameworks people train with, unmodified, on the simulated GPU: a
+training program for each, written as its users write it for a GPU, run
+under ``SimGPU.as_cuda()`` and ``ctl.record`` as ``cutimeline record
+--device sim`` runs a script — Lightning's Trainer, Hugging Face's Trainer,
+accelerate, plain AMP — records its work on the simulated GPU (never
+silently on the CPU), its optimizer steps as steps, and its matmuls in the
+precision asked for. (The same programs, as scripts to run by hand, are in
+the repository's frameworks benchmarks; tests run their own copies.) Then
+what they lean on: module moves that keep Parameter objects (an optimizer
+made before ``.cuda()``, tied weights) and torch.cuda's classes as classes
+(a model that leaves the GPU: test_cuda_mapping.py). The frameworks are
+not test dependencies: their tests skip without them (``pip install
+'.[frameworks]'``)."""
 
 import re
-import runpy
 import sys
+import tempfile
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 from torch import nn
+from torch.utils.data import DataLoader, Dataset, TensorDataset
 
 import cutimeline as ctl
 from cutimeline import CutimelineError
 from cutimeline.timeline.schema import SpanKind
-
-SCENARIOS = Path(__file__).resolve().parents[3] / "benchmarks" / "frameworks"
 
 #: GPU rows of these ops are matmul-like: they run in the autocast dtype
 MATMUL = re.compile(r"aten::(mm|addmm|bmm|baddbmm|linear|_scaled_dot_product_\w+attention)$")
@@ -42,17 +43,16 @@ def fresh_accelerate():
         state.GradientState._reset_state()
 
 
-def run(script, *argv, monkeypatch):
-    """Run scenario ``script`` with ``argv`` as a user's program on a
-    simulated H100 mapped to CUDA; its Timeline and the warnings said."""
-    monkeypatch.setattr(sys, "argv", [str(SCENARIOS / script), *argv])
+def simulated(program, *args, **kwargs):
+    """Run ``program`` as a user's CUDA program on a simulated H100 mapped to
+    CUDA, recorded; (its Timeline, what it returned, cutimeline's warnings)."""
     gpu = ctl.SimGPU("h100")
     with warnings.catch_warnings(record=True) as said:
         warnings.simplefilter("always")
         with gpu.as_cuda():
             with ctl.record(device=gpu) as rec:
-                runpy.run_path(str(SCENARIOS / script), run_name="__main__")
-    return rec.timeline, [str(w.message) for w in said if "cutimeline" in str(w.message)]
+                out = program(*args, **kwargs)
+    return rec.timeline, out, [str(w.message) for w in said if "cutimeline" in str(w.message)]
 
 
 def gpu_ops(tl):
@@ -81,62 +81,149 @@ def check_trained_on_the_gpu(tl, steps, dtype):
     assert verdict.startswith("Verdict:") and "host-only" not in verdict
 
 
+# -- the programs, as their users write them --------------------------------------------
+
+def lightning_fit(steps, **options):
+    """A LightningModule fitted by a Trainer of ``options``; the device it
+    trained on."""
+    import lightning as L
+
+    class Classifier(L.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.net = nn.Sequential(nn.Linear(256, 1024), nn.GELU(), nn.Linear(1024, 10))
+
+        def training_step(self, batch, batch_idx):
+            x, y = batch
+            loss = nn.functional.cross_entropy(self.net(x), y)
+            self.log("train_loss", loss)
+            return loss
+
+        def configure_optimizers(self):
+            return torch.optim.AdamW(self.parameters(), lr=1e-3)
+
+    data = TensorDataset(torch.randn(32 * steps, 256), torch.randint(0, 10, (32 * steps,)))
+    trainer = L.Trainer(max_steps=steps, enable_checkpointing=False, logger=False,
+                        enable_progress_bar=False, enable_model_summary=False, **options)
+    trainer.fit(Classifier(), DataLoader(data, batch_size=32, shuffle=True))
+    return trainer.strategy.root_device
+
+
+def hf_train(steps, bf16):
+    """transformers.Trainer on a 2-layer GPT-2 made from its config (no
+    download) over random tokens; the device TrainingArguments chose."""
+    from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments
+
+    class Tokens(Dataset):
+        def __init__(self):
+            self.ids = torch.randint(0, 512, (4 * steps, 64))
+
+        def __len__(self):
+            return len(self.ids)
+
+        def __getitem__(self, i):
+            return {"input_ids": self.ids[i], "labels": self.ids[i]}
+
+    config = GPT2Config(vocab_size=512, n_positions=64, n_embd=64, n_layer=2, n_head=2,
+                        bos_token_id=0, eos_token_id=0)
+    with tempfile.TemporaryDirectory() as out:
+        args = TrainingArguments(output_dir=out, per_device_train_batch_size=4,
+                                 max_steps=steps, bf16=bf16, report_to=[],
+                                 save_strategy="no", disable_tqdm=True)
+        Trainer(model=GPT2LMHeadModel(config), args=args, train_dataset=Tokens()).train()
+    return args.device
+
+
+def accelerate_train(steps, precision, accumulate=2):
+    """A loop through accelerate: prepare, accumulate, backward."""
+    from accelerate import Accelerator
+
+    accelerator = Accelerator(mixed_precision=precision,
+                              gradient_accumulation_steps=accumulate)
+    model = nn.Sequential(nn.Linear(256, 1024), nn.GELU(), nn.Linear(1024, 10))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)  # before prepare moves it
+    n = 32 * accumulate * steps
+    loader = DataLoader(TensorDataset(torch.randn(n, 256), torch.randint(0, 10, (n,))),
+                        batch_size=32)
+    model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+    for x, y in loader:
+        with accelerator.accumulate(model):
+            loss = nn.functional.cross_entropy(model(x), y)
+            accelerator.backward(loss)
+            optimizer.step()
+            optimizer.zero_grad()
+    return accelerator.device
+
+
+def amp_train(steps):
+    """Plain PyTorch: autocast to bf16, a GradScaler, a pinned DataLoader."""
+    model = nn.Sequential(nn.Linear(1024, 4096), nn.GELU(), nn.Linear(4096, 10)).cuda()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    scaler = torch.amp.GradScaler("cuda")
+    data = TensorDataset(torch.randn(256 * steps, 1024), torch.randint(0, 10, (256 * steps,)))
+    for x, y in DataLoader(data, batch_size=256, pin_memory=True):
+        x, y = x.cuda(non_blocking=True), y.cuda(non_blocking=True)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = nn.functional.cross_entropy(model(x), y)
+        opt.zero_grad(set_to_none=True)
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+    return loss.item()
+
+
 # -- the frameworks -------------------------------------------------------------------
 
-@pytest.mark.parametrize("argv", [[], ["--accelerator", "gpu"]],
+@pytest.mark.parametrize("options", [{}, {"accelerator": "gpu", "devices": 1}],
                          ids=["default-trainer", "accelerator-gpu"])
-def test_lightning_trains_on_the_simulated_gpu(argv, monkeypatch, capsys, caplog):
+def test_lightning_trains_on_the_simulated_gpu(options, caplog):
     pytest.importorskip("lightning")
-    tl, said = run("lightning_train.py", "--steps", "4", *argv, monkeypatch=monkeypatch)
+    tl, device, said = simulated(lightning_fit, 4, **options)
     # the default Trainer() picks the GPU: torch.cuda.is_available() is True
     assert "GPU available: True (cuda), used: True" in caplog.text
-    assert "trained 4 steps on cuda:0" in capsys.readouterr().out
+    assert device == torch.device("cuda", 0)
     check_trained_on_the_gpu(tl, 4, "f32")
     # Lightning moves the model to the CPU at teardown; nothing trains after it
     assert not said, said
 
 
-def test_lightning_bf16_mixed(monkeypatch):
+def test_lightning_bf16_mixed():
     pytest.importorskip("lightning")
-    tl, said = run("lightning_train.py", "--steps", "3", "--precision", "bf16-mixed",
-                   monkeypatch=monkeypatch)
+    tl, _, said = simulated(lightning_fit, 3, precision="bf16-mixed")
     check_trained_on_the_gpu(tl, 3, "bf16")
 
 
-@pytest.mark.parametrize("argv, dtype", [([], "bf16"), (["--fp32"], "f32")],
-                         ids=["bf16", "fp32"])
-def test_hf_trainer_trains_on_the_simulated_gpu(argv, dtype, monkeypatch, capsys):
+@pytest.mark.parametrize("bf16, dtype", [(True, "bf16"), (False, "f32")], ids=["bf16", "fp32"])
+def test_hf_trainer_trains_on_the_simulated_gpu(bf16, dtype):
     pytest.importorskip("transformers")
     pytest.importorskip("accelerate")  # the HF Trainer needs it
-    tl, said = run("hf_trainer_train.py", "--steps", "3", *argv, monkeypatch=monkeypatch)
-    assert "trained 3 steps on cuda:0" in capsys.readouterr().out
+    tl, device, said = simulated(hf_train, 3, bf16)
+    assert device.type == "cuda"
     check_trained_on_the_gpu(tl, 3, dtype)
     assert not said, said
 
 
-def test_accelerate_bf16_with_gradient_accumulation(monkeypatch, capsys):
+def test_accelerate_bf16_with_gradient_accumulation():
     pytest.importorskip("accelerate")
-    tl, said = run("accelerate_train.py", "--steps", "3", "--accumulate", "2",
-                   monkeypatch=monkeypatch)
-    assert "3 optimizer steps on cuda in bf16" in capsys.readouterr().out
+    tl, device, said = simulated(accelerate_train, 3, "bf16")
+    assert device.type == "cuda"
     # six batches forward and backward, three optimizer steps
     assert int((tl.spans.kind == SpanKind.FORWARD).sum()) == 6
     check_trained_on_the_gpu(tl, 3, "bf16")
     assert not said, said
 
 
-def test_accelerate_fp16_steps_through_its_grad_scaler(monkeypatch):
+def test_accelerate_fp16_steps_through_its_grad_scaler():
     pytest.importorskip("accelerate")
-    tl, said = run("accelerate_train.py", "--steps", "2", "--precision", "fp16",
-                   monkeypatch=monkeypatch)
+    tl, _, said = simulated(accelerate_train, 2, "fp16")
     check_trained_on_the_gpu(tl, 2, "f16")
     names = {n for n, _ in gpu_ops(tl)}
     assert "aten::_amp_foreach_non_finite_check_and_unscale_" in names
 
 
-def test_amp_example_prices_its_matmuls_in_bf16(monkeypatch):
-    tl, said = run("amp_train.py", monkeypatch=monkeypatch)
-    check_trained_on_the_gpu(tl, 16, "bf16")
+def test_amp_prices_its_matmuls_in_bf16():
+    tl, _, said = simulated(amp_train, 6)
+    check_trained_on_the_gpu(tl, 6, "bf16")
     # the big layer's matmuls take the profile's bf16 time, not fp32's
     model = ctl.SimGPU("h100").ops.model
     op = tl.gpu.op >= 0
