@@ -51,6 +51,13 @@ def rep(tl):
     return ctl.analyze(tl)
 
 
+def _script(tmp: pathlib.Path) -> str:
+    """A script with no optimizer step: recorded whole, in a moment."""
+    path = tmp / "misuse_script.py"
+    path.write_text("import torch\ntorch.ones(2) + 1\n")
+    return str(path)
+
+
 def _calls(tl, rep, tmp: pathlib.Path) -> dict:
     """name → (callable, valid keyword arguments): what each public name
     is called with, one argument at a time replaced."""
@@ -77,6 +84,10 @@ def _calls(tl, rep, tmp: pathlib.Path) -> dict:
                                 "memory": False, "schedule": None, "on_trace_ready": None}),
         "SimGPU": (ctl.SimGPU, {"profile": "h100", "quantum_ns": 500, "jitter": 0.0,
                                 "seed": 0, "index": 0}),
+        "record_script": (ctl.record_script, {
+            "path": _script(tmp), "argv": [], "module": None, "device": "cpu", "skip": 1,
+            "steps": 2, "steps_from": None, "stack": False, "memory": False,
+            "keep_going": False, "seconds": None, "out": None}),
         "Timeline.save": (tl.save, {"path": ctl_file}),
         "Timeline.to_parquet": (tl.to_parquet, {"folder": str(tmp / "pq")}),
         "Timeline.table": (tl.table, {"name": "ops"}),

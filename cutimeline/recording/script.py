@@ -80,7 +80,7 @@ class Script:
                 f"path of one.")
         if module is not None:
             self._find(module)
-        if isinstance(argv, (str, bytes)) or not all(isinstance(a, str) for a in argv):
+        if not isinstance(argv, (list, tuple)) or not all(isinstance(a, str) for a in argv):
             raise CutimelineError(f"argv={argv!r} must be a list of str: the script's "
                                   f"command-line arguments.")
         if steps_from is not None and (not isinstance(steps_from, str)
@@ -361,9 +361,9 @@ def run_recorded(path: str | os.PathLike | None = None, argv: Sequence[str] = ()
     if steps_from is not None:  # as ctl.load(steps_from=) says it
         meta.update(steps_from=steps_from, steps_rule="steps_from")
     error: BaseException | None = None
+    # (the mapping's entry measures its own cost per call: the first call of
+    # a function mode imports torch._dynamo, about 2 s, there and not later)
     with dev.as_cuda() if isinstance(dev, SimGPU) else contextlib.nullcontext():
-        if isinstance(dev, SimGPU):  # the mapping's first torch call would import it
-            import torch._dynamo  # noqa: F401 (about 2 s, once): not in the recording
         run.open()
         try:
             script.run(at_step, run.mark)

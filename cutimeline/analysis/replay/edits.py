@@ -164,7 +164,7 @@ def changes(tl: Timeline, edit: Edit, act: HostActivity,
     drop_ops, drop_syncs = np.zeros(len(o), bool), np.zeros(len(y), bool)
     cuts = (none, none)
     if edit.cause == "gpu":
-        got = gpu_edit(tl, edit.name)
+        got = gpu_edit(tl, edit.name, act)
         if got is None:
             return None
         return Changes(none, none, got.cut_b, got.cut_e, got.drop_ops, drop_syncs,

@@ -45,6 +45,7 @@ import numpy as np
 
 from ...timeline.schema import NONE, SpanKind
 from ...timeline.timeline import Timeline
+from ..idle.activity import HostActivity, subtract
 from ..idle.steps import step_windows
 from .gpuwork import CONV, MATMUL, TENSOR, Pricing, Rows, pricing, recorded_precision, \
     rows_of, signature
@@ -79,9 +80,11 @@ class GpuChange:
     cut_e: np.ndarray
 
 
-def gpu_edit(tl: Timeline, name: str) -> GpuChange | None:
+def gpu_edit(tl: Timeline, name: str, act: HostActivity | None = None) -> GpuChange | None:
     """GPU-side edit ``name`` (``GPU_EDITS``) on ``tl``; None where it does
-    not apply (nothing it would change) or the work cannot be priced."""
+    not apply (nothing it would change) or the work cannot be priced.
+    ``act``: the Timeline's host activity, for the launches merged kernels
+    no longer make (None: only the merged ops' own host time goes)."""
     p = pricing(tl)
     if isinstance(p, str) or not len(tl.gpu):
         return None
@@ -95,9 +98,9 @@ def gpu_edit(tl: Timeline, name: str) -> GpuChange | None:
         scale = _bf16(p, r, dur)
         return None if scale is None else _scaled(tl, scale)
     if name == "fused_optimizer":
-        return _fused_optimizer(tl, p, r, dur)
+        return _fused_optimizer(tl, p, r, dur, act)
     if name == "compile":
-        return _compile(tl, p, r, dur)
+        return _compile(tl, p, r, dur, act)
     raise ValueError(name)
 
 
@@ -171,9 +174,13 @@ def _previous_on_stream(r: Rows, rows: np.ndarray) -> np.ndarray:
 
 
 def _merged(tl: Timeline, r: Rows, dur: np.ndarray, groups: list[np.ndarray],
-            new_ns: list[float]) -> GpuChange | None:
+            new_ns: list[float], act: HostActivity | None) -> GpuChange | None:
     """Each group of gpu rows (launch order) becomes its first row lasting
-    ``new_ns``; the other rows' ops are gone, their host time cut."""
+    ``new_ns``; the other rows' ops are gone. Their dispatching goes too,
+    as the ``graphs`` edit takes it: the launch path (``act.launch_only``:
+    ops, views and the glue between them, outside fetches and syncs) from
+    the end of the group's first launch to the end of its last, so the
+    recorder's own cost between them goes with it (``edits.combined``)."""
     if not groups:
         return None
     scale = np.ones(len(r.op))
@@ -181,15 +188,31 @@ def _merged(tl: Timeline, r: Rows, dur: np.ndarray, groups: list[np.ndarray],
     for rows, ns in zip(groups, new_ns):
         scale[rows[0]] = ns / max(float(dur[rows[0]]), 1.0)
         drop[r.op[rows[1:]]] = True
-    drop[r.op[[g[0] for g in groups]]] = False  # an op with several rows keeps its first
+    heads = r.op[[g[0] for g in groups]]
+    drop[heads] = False  # an op with several rows keeps its first
     o = tl.ops
-    d = np.flatnonzero(drop)
-    b, e = np.asarray(o.host_begin_ns, np.int64)[d], np.asarray(o.host_end_ns, np.int64)[d]
-    order = np.argsort(b, kind="stable")
-    return GpuChange(scale, drop, b[order], e[order])
+    oe = np.asarray(o.host_end_ns, np.int64)
+    pb = oe[heads]
+    pe = np.array([oe[r.op[g]].max() for g in groups], np.int64)
+    keep = pe > pb
+    order = np.argsort(pb[keep], kind="stable")
+    pb, pe = pb[keep][order], np.maximum.accumulate(pe[keep][order]) if keep.any() else pe[keep]
+    if len(pb):  # the spans may nest (one group inside another's host time): unite
+        starts = np.concatenate([[True], pb[1:] > pe[:-1]])
+        pb, pe = pb[starts], np.maximum.reduceat(pe, np.flatnonzero(starts))
+    if act is not None:
+        lb, le = act.launch_only
+        pb, pe = subtract((pb, pe), subtract((pb, pe), (lb, le)))
+    else:  # no activity: the ops' own host time
+        d = np.flatnonzero(drop)
+        pb, pe = np.asarray(o.host_begin_ns, np.int64)[d], oe[d]
+        order = np.argsort(pb, kind="stable")
+        pb, pe = pb[order], pe[order]
+    return GpuChange(scale, drop, np.asarray(pb, np.int64), np.asarray(pe, np.int64))
 
 
-def _fused_optimizer(tl: Timeline, p: Pricing, r: Rows, dur: np.ndarray) -> GpuChange | None:
+def _fused_optimizer(tl: Timeline, p: Pricing, r: Rows, dur: np.ndarray,
+                     act: HostActivity | None) -> GpuChange | None:
     s = tl.spans
     o = tl.ops
     steps = np.flatnonzero(np.asarray(s.kind) == int(SpanKind.OPTIMIZER))
@@ -216,7 +239,7 @@ def _fused_optimizer(tl: Timeline, p: Pricing, r: Rows, dur: np.ndarray) -> GpuC
         new = p.ns(np.zeros(1), np.array([passes * param]), np.zeros(1))[0]
         groups.append(rows)
         new_ns.append(float(dur[rows].sum()) * new / max(old, 1.0))
-    return _merged(tl, r, dur, groups, new_ns)
+    return _merged(tl, r, dur, groups, new_ns, act)
 
 
 def _optimizer_kind(name: str) -> str | None:
@@ -239,7 +262,8 @@ def _param_bytes(tl: Timeline, r: Rows, rows: np.ndarray) -> float:
     return float(np.median(one)) if one else 0.0
 
 
-def _compile(tl: Timeline, p: Pricing, r: Rows, dur: np.ndarray) -> GpuChange | None:
+def _compile(tl: Timeline, p: Pricing, r: Rows, dur: np.ndarray,
+             act: HostActivity | None) -> GpuChange | None:
     _, hb, _ = step_windows(tl)
     o = tl.ops
     ob = np.asarray(o.host_begin_ns, np.int64)
@@ -268,6 +292,6 @@ def _compile(tl: Timeline, p: Pricing, r: Rows, dur: np.ndarray) -> GpuChange | 
             new = p.ns(np.zeros(1), np.array([once]), np.zeros(1))[0]
             groups.append(rows)
             new_ns.append(float(dur[rows].sum()) * new / max(old, 1.0))
-    return _merged(tl, r, dur, groups, new_ns)
+    return _merged(tl, r, dur, groups, new_ns, act)
 
 

@@ -351,6 +351,8 @@ class SimGPU(Device):
             self.ops.as_cuda(False)
             try:
                 h = self.streams.harvest(self.options, self.name, self._start_ns)
+                if self.ops.mapped:  # CUDA was this GPU (cuda/mapping.py): how
+                    h.meta["cuda_mapped"] = dict(self.ops.mapping_said)
                 if self.ops.warnings:  # what it did not simulate (ops.py)
                     h.meta["warnings"] = list(self.ops.warnings)
                     self.ops.warnings.clear()

@@ -76,6 +76,8 @@ class SimOps:
     holds: int = field(default=0, init=False)
     #: CUDA is mapped to this SimGPU (``cuda/mapping.py``): autocast is simulated
     mapped: bool = field(default=False, init=False)
+    #: while mapped, what the mapping answers, for the recording's meta["cuda_mapped"]
+    mapping_said: dict = field(default_factory=dict, init=False)
 
     def __post_init__(self) -> None:
         v = self.values

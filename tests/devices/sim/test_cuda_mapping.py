@@ -348,3 +348,5 @@ def test_the_recorded_training_loop(gpu):
     names = {r[0] for r in gpu_rows(tl)}
     assert "aten::addmm" in names and any("foreach" in n or "adam" in n for n in names)
     assert "SIMULATED" in ctl.analyze(tl).summary()
+    said = tl.meta["cuda_mapped"]  # what was mapped, kept with the recording
+    assert "torch.cuda.is_available" in said["answered"] and "cuda:0" in said["devices"]

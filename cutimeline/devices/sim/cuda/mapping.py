@@ -262,6 +262,13 @@ class CudaMapping:
                                      *self._autocast_exit()]:
                 self._saved.append((owner, name, owner.__dict__.get(name, _MISSING)))
                 setattr(owner, name, new)
+            self.gpu.ops.mapping_said = {
+                "devices": "cuda, cuda:0, torch.device('cuda') and device indices in torch "
+                           "calls are the simulated GPU's meta tensors; tensor.device reads "
+                           "cuda:0 for them",
+                "autocast": "torch.autocast('cuda') casts by CUDA autocast's op lists",
+                "answered": sorted(f"{getattr(o, '__name__', type(o).__name__)}.{n}"
+                                   for o, n, _ in self._saved)}
             for mode in (Values(self), CudaMode(self)):
                 mode.__enter__()
                 self._modes.append(mode)
