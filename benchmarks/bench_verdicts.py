@@ -21,7 +21,9 @@ the arithmetic in its docstring (``--list`` prints the one-line reasons).
 The table: the scenario, the expected verdict, the steps' verdicts (the
 verdict of more than half the checked steps; steps that differ are named
 after it), the run's one verdict (``rep.overall["verdict"]``, which every
-surface says; several where repeats differ), the mean GPU busy
+surface says; several where repeats differ), the fix it names with its
+predicted gain (the first repeat's; a GPU-bound run names its GPU-side
+fix, ``analysis/replay/gpuside.py``), the mean GPU busy
 fraction over those steps (without the
 recorder's own cost, as the verdicts read it), the margin (the smallest
 ``(gain − runner_gain) ÷ gain`` of the step's fix over the runner-up's,
@@ -64,6 +66,7 @@ import verdict_loops2  # noqa: F401 -- and its, after those
 import verdict_loops3  # noqa: F401 -- data-dependent shapes: masked loss, MoE routing
 import verdict_loops4  # noqa: F401 -- collectives: DDP all-reduce, synchronous vs overlapped
 import verdict_thirdparty  # noqa: F401 -- third-party model code (the zoo extra): HF, timm, torchvision, pytorch/examples
+import verdict_frameworks  # noqa: F401 -- Lightning, HF Trainer, accelerate (the frameworks extra)
 # SlowBatches .. train_steps: bench_whatif.py takes these pieces from here
 from verdict_scenarios import (SCENARIOS, Scenario, Skip, SlowBatches, busy,  # noqa: F401
                                medium_mlp, meta_batches, mlp, train_steps)
@@ -79,6 +82,7 @@ class Outcome:
     margin: float = math.nan          # smallest (gain − runner-up's) ÷ gain over them
     surfaces: str = ""                # the first surface that disagrees with the verdict
     run: str = ""                     # the run's one verdict (headline.py: every surface's)
+    fix: str = ""                     # the fix it names, with its predicted gain
     seconds: float = math.nan
     error: str = ""                   # the exception line, or the Skip reason
     skipped: bool = False
@@ -107,9 +111,11 @@ def run_once(sc: Scenario, seed: int) -> Outcome:
     except Exception as e:  # noqa: BLE001 -- a crash is a miss, reported by its line
         line = traceback.format_exception_only(type(e), e)[-1].strip().splitlines()[0]
         return Outcome(None, error=line, seconds=time.perf_counter() - t0)
+    v = rep.to_dict()["verdict"]
+    fix = f"{v['fix']['edit']} −{100 * v['gain']:.0f}%" if v.get("fix") else ""
     out = Outcome(tuple(str(v) for v in steps["verdict"]),
                   seconds=time.perf_counter() - t0, surfaces=disagree,
-                  run=str(rep.overall["verdict"]))
+                  run=str(rep.overall["verdict"]), fix=fix)
     rows = checked(sc, len(steps))
     if rows:
         busy = steps["predicted_busy_frac"][rows] if rep.compensation is not None \
@@ -273,7 +279,8 @@ def run(names: list[str], repeats: int, *, log=print) -> list[Row]:
 
 
 def table(rows: list[Row]) -> str:
-    head = ("scenario", "expected", "steps", "run", "busy %", "margin", "stable", "s", "")
+    head = ("scenario", "expected", "steps", "run", "fix", "busy %", "margin", "stable", "s",
+            "")
     lines = [head]
     for row in rows:
         os_ = [o for o in row.outcomes if not o.skipped]
@@ -282,6 +289,7 @@ def table(rows: list[Row]) -> str:
         secs = [o.seconds for o in os_ if not math.isnan(o.seconds)]
         lines.append((row.scenario.name, row.expected(), row.got(),
                       runs(sorted(o.run for o in os_)) if os_ else "",
+                      os_[0].fix if os_ else "",
                       "" if math.isnan(busy_) else f"{100 * busy_:.0f}",
                       f"{100 * min(margins):.0f}" if margins else "",
                       row.stability(),

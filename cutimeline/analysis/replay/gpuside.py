@@ -224,8 +224,13 @@ def _fused_optimizer(tl: Timeline, p: Pricing, r: Rows, dur: np.ndarray,
         if kind is None:
             continue
         b0, b1 = int(s.begin_ns[k]), int(s.end_ns[k])
-        rows = np.flatnonzero(r.launched & r.optimizer & (r.op != NONE))
-        rows = rows[(ob[r.op[rows]] >= b0) & (ob[r.op[rows]] < b1)]
+        inside = np.flatnonzero(r.launched & (r.op != NONE))
+        inside = inside[(ob[r.op[inside]] >= b0) & (ob[r.op[inside]] < b1)]
+        # the update follows the step's last forward or backward work (a
+        # closure the step called, as Lightning's): the optimizer's rows after it
+        model = inside[~r.optimizer[inside]]
+        after = ob[r.op[model]].max() if len(model) else b0 - 1
+        rows = inside[r.optimizer[inside] & (ob[r.op[inside]] > after) & (r.flops[inside] == 0)]
         if len(rows) < 2 or any(str(b).startswith("_fused_") for b in r.base[rows]):
             continue  # one kernel already, or fused
         foreach = np.array([str(b).startswith("_foreach_") for b in r.base[rows]], bool)

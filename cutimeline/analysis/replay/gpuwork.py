@@ -193,8 +193,12 @@ def _rows(tl: Timeline) -> Rows:
     fam_op = fam_u[ni.reshape(-1)] if len(o) else np.zeros(0, np.int8)
     flops_op = op_flops(tl)
     fam_op = np.where(flops_op > 0, np.maximum(fam_op, MATMUL), 0).astype(np.int8)
-    opt_op = _in_spans(tl, SpanKind.OPTIMIZER)
     bwd_op = (np.asarray(o.grad_fn, np.int64) != NONE) | _in_spans(tl, SpanKind.BACKWARD)
+    # an optimizer's own ops: inside its step, but neither a module's forward
+    # nor backward (Lightning runs the whole training step in a closure the
+    # optimizer's step calls)
+    opt_op = _in_spans(tl, SpanKind.OPTIMIZER) & ~bwd_op & \
+        ~_in_spans(tl, SpanKind.FORWARD) & ~_in_spans(tl, SpanKind.MODULE)
     launched_op = (np.asarray(o.flags) & (OpFlag.SYNC | OpFlag.COLLECTIVE)) == 0
     kinds = np.asarray(g.kind)
     work = has & np.isin(kinds, [int(GpuKind.OP), int(GpuKind.KERNEL)])
