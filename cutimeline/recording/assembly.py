@@ -73,6 +73,10 @@ def meta_at_stop(s: Session, harvest: Harvest | None, meta: dict[str, Any],
         "threads": [w.name for w in s.writers],
         # may fp32 matmuls run on TF32 tensor cores (MFU's peak: analysis/flops.py)
         "float32_matmul_precision": torch.get_float32_matmul_precision(),
+        # and convolutions (cuDNN's own switch), and whether cuDNN benchmarked
+        # its algorithms (the GPU-side what-if edits read both)
+        "cudnn_allow_tf32": bool(torch.backends.cudnn.allow_tf32),
+        "cudnn_benchmark": bool(torch.backends.cudnn.benchmark),
         "overhead_calibrations": [list(c) for c in s.calibrations],
         "truncated": s.cut_ns is not None})
     if s.collectives is not None:

@@ -16,6 +16,8 @@ the model: copies between host and device memory priced at the host
 link's rate (PCIe), not HBM's (the MLP's batch copies and the side
 stream's). And once more: an op writing arguments in place that it does
 not return (Adam's foreach updates in the MLP) writes their bytes too.
+Its ``meta["sim"]`` digests once more, for a key added (``tf32``, the
+option), no time moved.
 """
 
 from __future__ import annotations

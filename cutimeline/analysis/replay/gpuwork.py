@@ -96,7 +96,11 @@ def pricing(tl: Timeline) -> Pricing | str:
             not any(TENSOR.search(s) for s in tl.decode(np.unique(tl.ops.shapes)[:64])):
         return "its ops carry no shapes or dtypes (record_shapes=False?)"
     tf32 = str(tl.meta.get("float32_matmul_precision", "highest")) in ("high", "medium")
-    return Pricing(profile, tf32, bool(tl.meta.get("cudnn_allow_tf32", True)))
+    conv = bool(tl.meta.get("cudnn_allow_tf32", True))
+    forced = sim.get("tf32") if isinstance(sim, dict) else None
+    if isinstance(forced, bool):  # SimGPU(tf32=...) ruled over torch's switches
+        tf32 = conv = forced
+    return Pricing(profile, tf32, conv)
 
 
 def cannot_price(tl: Timeline) -> str:

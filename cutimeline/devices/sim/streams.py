@@ -310,6 +310,9 @@ class SimStreams:
                         "anchor0_device_ns": int(dev[0]) if n else None,
                         "jitter": o.jitter, "seed": o.seed,
                         "bracket": o.bracket,
+                        # fp32 matmuls and convolutions forced onto TF32 (or off
+                        # it); None: torch's switches (the meta beside)
+                        "tf32": o.tf32,
                         "cost": "roofline" if o.cost is None else "override",
                         "host_cost": "model" if host_cost is None else
                         host_cost if isinstance(host_cost, (int, str)) else "callable"}}
