@@ -350,3 +350,18 @@ def test_the_recorded_training_loop(gpu):
     assert "SIMULATED" in ctl.analyze(tl).summary()
     said = tl.meta["cuda_mapped"]  # what was mapped, kept with the recording
     assert "torch.cuda.is_available" in said["answered"] and "cuda:0" in said["devices"]
+
+
+def test_what_cannot_be_simulated_is_said_at_its_line(gpu):
+    import torch.distributed as dist
+    lib = torch.library.Library("ctltest", "DEF")
+    lib.define("twice(Tensor x) -> Tensor")
+    lib.impl("twice", lambda x: x * 2, "CPU")  # a CPU kernel only: no meta one
+    with gpu.as_cuda():
+        assert torch.ops.ctltest.twice(torch.ones(2)).tolist() == [2.0, 2.0]
+        with pytest.raises(CutimelineError, match=r"test_cuda_mapping\.py:\d+ is a custom "
+                                                  r"op with no meta kernel"):
+            torch.ops.ctltest.twice(torch.ones(2, device="cuda"))
+        with pytest.raises(CutimelineError, match="NCCL across processes"):
+            dist.init_process_group("nccl", rank=0, world_size=2)
+    assert not dist.is_initialized()

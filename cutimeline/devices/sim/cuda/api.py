@@ -26,7 +26,9 @@
 * graphs: ``torch.cuda.graph``/``CUDAGraph``/``make_graphed_callables``/
   ``graph_pool_handle`` cannot be simulated: a ``CutimelineError`` naming
   the line, raised when one is made or called (the classes stay classes,
-  for annotations and isinstance checks).
+  for annotations and isinstance checks); so is
+  ``torch.distributed.init_process_group("nccl")`` (NCCL across processes:
+  torch's fake process group simulates one rank instead).
 """
 
 from __future__ import annotations
@@ -265,6 +267,19 @@ def patches(gpu: Any, m: Any) -> list[tuple[Any, str, Any]]:
         "graph_pool_handle": no_graphs,
     }
     out = [(cuda, k, v) for k, v in fixed.items() if hasattr(cuda, k)]
+    dist = torch.distributed
+    if dist.is_available() and hasattr(dist, "init_process_group"):
+        start = dist.init_process_group
+
+        def init_process_group(backend: Any = None, *args: Any, **kwargs: Any) -> Any:
+            if isinstance(backend, str) and "nccl" in backend.lower():
+                raise CutimelineError(
+                    f"init_process_group(backend={backend!r}) at {m.site()}: NCCL across "
+                    f"processes cannot run on the simulated GPU; simulate one rank with "
+                    f"torch's fake process group (dist.init_process_group('fake', "
+                    f"store=FakeStore(), rank=0, world_size=N), README), or record on GPUs.")
+            return start(backend, *args, **kwargs)
+        out.append((dist, "init_process_group", init_process_group))
     acc = getattr(torch, "accelerator", None)  # torch >= 2.6
     if acc is not None:
         for k, v in (("is_available", lambda: True), ("device_count", lambda: 1),

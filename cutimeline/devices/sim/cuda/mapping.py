@@ -213,10 +213,21 @@ class Values(TorchDispatchMode):
         m = self.m
         if not _meta_tensors(args, kwargs):
             return func(*args, **kwargs)
-        if m.gpu.streams.recording:  # the recorder ran it through the SimGPU
-            out = func(*args, **kwargs)
-        else:
-            out = m.gpu.run(func, args, kwargs)
+        try:
+            if m.gpu.streams.recording:  # the recorder ran it through the SimGPU
+                out = func(*args, **kwargs)
+            else:
+                out = m.gpu.run(func, args, kwargs)
+        except NotImplementedError as e:
+            ns = getattr(func, "namespace", "aten")
+            if ns in ("aten", "prims") or "Meta" not in str(e):
+                raise
+            # a custom extension's op (a CUDA kernel of its own): no meta
+            # kernel says what it makes, so it cannot run simulated
+            raise CutimelineError(
+                f"{func} at {user_site()} is a custom op with no meta kernel, so it "
+                f"cannot run on the simulated GPU; register one "
+                f"(torch.library.register_fake) or record on a GPU.") from e
         m.count(func, args, kwargs, out)
         return out
 
