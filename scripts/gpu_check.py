@@ -26,6 +26,10 @@ Parts, run in this order:
                 COMPILED rows (an upper bound) against the Triton kernels the
                 profiler lists, and GPU busy against GPU busy.
   e  demo       ``run_demo(device="cuda")``, its analysis and ``ctl.plot`` PNGs.
+  g  gpu-side   the GPU-side what-if edits (tf32, bf16, fused_optimizer)
+                predicted from a GPU-bound script's recording and set against
+                the script run with each fix, every run through
+                ``ctl.record_script`` (``cutimeline record``) on CUDA as written.
   v  verdicts   ``benchmarks/bench_verdicts.py --fast --repeats 1`` (SimGPU
                 scenarios whose right verdict is known), when the checkout
                 has it: its exit code and table.
@@ -69,9 +73,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 #: key -> (name, at most this many seconds on a GPU, in a dry run)
 PARTS = {"b": ("aligner", 45, 60), "c": ("overhead", 60, 60),
-         "d": ("agreement", 50, 60), "e": ("demo", 40, 90), "v": ("verdicts", 60, 150),
-         "a": ("tests", 170, 60)}
-ORDER = "bcdeva"
+         "d": ("agreement", 50, 60), "e": ("demo", 40, 90), "g": ("gpu-side", 45, 90),
+         "v": ("verdicts", 60, 150), "a": ("tests", 170, 60)}
+ORDER = "bcdegva"
 MIN_PART_S = 8      # a part is not started with less than this left
 #: every file a run may leave in --out (d_compare.png on a GPU only)
 OUT_FILES = ("results.json", "check.log", "e_demo.ctl", "e_demo_timeline.png",
@@ -226,6 +230,7 @@ def goals(parts: dict, dry: bool) -> dict:
         inside = get(*b, "every_event_inside_both_bounds")
     gpu = get("d", "numbers", "big_ops", "gpu") or {}
     v = get("v", "numbers") or {}
+    pairs = get("g", "numbers", "pairs") or {}
     out: dict = {}
 
     def goal(name, value, target, ok):
@@ -240,6 +245,9 @@ def goals(parts: dict, dry: bool) -> dict:
     goal("gpu_time_median_abs_error", m, "<= 0.05", m is not None and m <= 0.05)
     rc = v.get("exit_code")
     goal("verdicts_all_right", v.get("right"), "every scenario", rc == 0)
+    errs = [abs(r["error"]) for r in pairs.values() if r.get("error") is not None]
+    worst = max(errs) if errs else None
+    goal("gpu_side_worst_abs_error", worst, "<= 0.15", worst is not None and worst <= 0.15)
     return out
 
 
@@ -287,7 +295,7 @@ class Part:
     (written to ``<key>_<name>.json`` on every ``put``)."""
 
     def __init__(self, key: str, out: Path, work: Path, seconds: float, dry: bool):
-        self.key, self.out, self.dry = key, out, dry
+        self.key, self.out, self.dry, self.work = key, out, dry, work
         self.deadline = time.monotonic() + seconds
         self.path = work / f"{key}.json"
         self.res: dict = {"status": "running", "numbers": {}}

@@ -590,6 +590,79 @@ def part_e(part) -> str:
             f"{res.device}; {png.name}")
 
 
+# -- g: the GPU-side what-if edits against runs with the fix, through record_script ------------
+
+GPU_SIDE_SCRIPT = '''"""A GPU-bound training loop written for CUDA; its flags make one fix."""
+import sys
+import torch
+from torch import nn
+args = sys.argv[1:]
+torch.set_float32_matmul_precision("high" if "--tf32" in args else "highest")
+width, batch = (512, 1024) if "--small" in args else (2048, 8192)
+torch.manual_seed(0)
+blocks = [nn.Sequential(nn.LayerNorm(width), nn.Linear(width, 4 * width), nn.GELU(),
+                        nn.Linear(4 * width, width)) for _ in range(4)]
+model = nn.Sequential(*blocks).cuda()
+opt = torch.optim.AdamW(model.parameters(), fused=True if "--fused" in args else None)
+x = torch.randn(batch, width, device="cuda")
+for step in range(8):
+    with torch.autocast("cuda", dtype=torch.bfloat16, enabled="--bf16" in args):
+        loss = model(x).float().square().mean()
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    opt.step()
+torch.cuda.synchronize()
+'''
+
+#: (edit, the flags of the run with it, the flags of the run it is predicted from)
+GPU_SIDE_PAIRS = (("tf32", ["--tf32"], []), ("bf16", ["--bf16"], []),
+                  ("fused_optimizer", ["--tf32", "--fused"], ["--tf32"]))
+
+
+def _steady_ms(rep) -> float:
+    d = rep.steps["predicted_ns"] if rep.compensation is not None else rep.steps["duration_ns"]
+    return float(np.median(d[1:] if len(d) >= 3 else d)) / 1e6
+
+
+def part_g(part) -> str:
+    """The GPU-side edits (tf32, bf16, fused_optimizer) predicted from a
+    recording of ``GPU_SIDE_SCRIPT`` and set against the same script run
+    with the fix, every run through ``ctl.record_script`` (what ``cutimeline
+    record`` runs): on a GPU its CUDA code as written; in a dry run on a
+    SimGPU that CUDA is mapped to."""
+    from cutimeline.analysis.replay.predictions import steady
+    script = part.work / "g_gpu_side.py"
+    script.write_text(GPU_SIDE_SCRIPT)
+    small: list = []  # GPU-bound at full size on a SimGPU too (meta tensors cost no memory)
+    device = "sim" if part.dry else "cuda"
+    reps: dict = {}
+
+    def recorded(flags):
+        key = " ".join(flags) or "fp32"
+        if key not in reps:
+            tl = ctl.record_script(script, [*flags, *small], device=device, skip=1, steps=5)
+            reps[key] = ctl.analyze(tl)
+        return reps[key]
+
+    rows = {}
+    for edit, fixed, base in GPU_SIDE_PAIRS:
+        if part.left() < 10:
+            break
+        rep = recorded(base)
+        pred = next((p for p in rep.what_if() if p.edit.name == edit), None)
+        after = _steady_ms(recorded(fixed))
+        got = float(np.median(steady(pred.steps)["predicted_ns"])) / 1e6 if pred else None
+        rows[edit] = {"before_ms": _steady_ms(rep), "predicted_ms": got, "after_ms": after,
+                      "error": None if got is None else got / after - 1}
+        part.put("pairs", rows)
+    first = next(iter(reps.values()), None)
+    if first is not None:
+        part.put("verdict", first.to_dict()["verdict"]["text"])
+    errs = [abs(r["error"]) for r in rows.values() if r["error"] is not None]
+    return (f"{len(rows)} pairs, worst |error| {max(errs):.1%}" if errs else
+            "no pair measured") + (" (SIMULATED)" if part.dry else "")
+
+
 # -- v: the verdict scenarios ------------------------------------------------------------------
 
 def part_v(part) -> str:

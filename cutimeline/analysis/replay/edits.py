@@ -362,7 +362,10 @@ def combined(first: Changes | None, then: Changes | None) -> Changes | None:
     recorder's) outside ``then``'s cuts (a removed interval takes the
     recorder's cost spent in it along: counting both would remove it
     twice), both edits' cuts, gone ops and syncs; ``then``'s side copies.
-    None when both are."""
+    Where the recorder's cost priced inside a cut is more than the cut
+    (its probe's price, against a host whose dispatch SimGPU models), the
+    rest stays a point cost at the cut's begin: a fix removes at least
+    what the recorder's edit alone removes there. None when both are."""
     if first is None or then is None:
         return then if first is None else first
     t = np.asarray(first.cost_t, np.int64)
@@ -370,6 +373,16 @@ def combined(first: Changes | None, then: Changes | None) -> Changes | None:
     if len(then.cut_b) and len(t):
         i = np.searchsorted(then.cut_b, t, side="right") - 1
         keep = ~((i >= 0) & (t < then.cut_e[np.maximum(i, 0)]))
+        if not keep.all():
+            inside = np.bincount(i[~keep], weights=np.asarray(first.cost)[~keep],
+                                 minlength=len(then.cut_b))
+            excess = inside - (then.cut_e - then.cut_b)
+            more = excess > 0
+            if more.any():  # the rest of the recorder's cost, at each cut's begin
+                then = Changes(np.concatenate([then.cost_t, then.cut_b[more]]),
+                               np.concatenate([then.cost, excess[more].astype(np.int64)]),
+                               then.cut_b, then.cut_e, then.drop_ops, then.drop_syncs,
+                               then.side_ops, then.gpu_scale)
     if not len(then.cost_t):  # a fix of cuts alone: the first's points, still sorted
         cost_t = t if keep.all() else t[keep]
         cost = np.asarray(first.cost, np.int64)
