@@ -26,7 +26,7 @@ import numpy as np
 from .advice import host_only_advice
 from .headline import headline, steady
 from .idle.gaps import CAUSES
-from .replay.gpuwork import cannot_price, gpu_top_text
+from .replay.gpuwork import cannot_price, conv_advice, gpu_top_text
 from .ranks_report import run_notes
 from .tables.flops import compute_text
 from .tables.memory import memory_text
@@ -116,8 +116,9 @@ def _gpu_side(rep: Report, h: dict) -> list[str]:
     if why:
         return [f"GPU-side fixes (tf32, bf16, fused_optimizer, compile) not predicted: {why}."]
     part, _ = steady(rep)
-    top = gpu_top_text(rep.timeline, part["host_begin_ns"], part["host_end_ns"])
-    return [top] if top else []
+    b, e = part["host_begin_ns"], part["host_end_ns"]
+    top = gpu_top_text(rep.timeline, b, e)
+    return ([top] if top else []) + [f"• {a}." for a in conv_advice(rep.timeline, b, e)]
 
 
 def _warm_up(rep: Report) -> str:

@@ -10,7 +10,9 @@ family (matmul, convolution, attention, memory-bound), precision, FLOPs
 the size of its largest), the weight it multiplies by, its phase (forward,
 backward, optimizer). ``Pricing.ns`` is the roofline, ``min_kernel +
 max(FLOPs ÷ rate, bytes ÷ bandwidth)``. ``gpu_time_words`` and
-``gpu_top_text`` say where a window's GPU time goes.
+``gpu_top_text`` say where a window's GPU time goes; ``conv_advice`` what
+a convolution net may change that no roofline prices (cuDNN's autotuning,
+channels_last).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from ..tables.flops import op_flops
 
 __all__ = ["Pricing", "pricing", "cannot_price", "Rows", "rows_of", "recorded_precision",
            "signature", "TENSOR", "FP32_OPS", "MATMUL", "CONV", "ATTENTION",
-           "gpu_time_words", "gpu_top_text"]
+           "gpu_time_words", "gpu_top_text", "conv_advice", "CONV_ADVICE_SHARE"]
 
 #: aten base names autocast runs in fp32 (its CUDA fp32 list, as aten names)
 FP32_OPS = frozenset({
@@ -338,3 +340,35 @@ def gpu_top_text(tl: Timeline, begins: np.ndarray, ends: np.ndarray, k: int = 3)
             parts.append(f"{name} {t[j] / total:.0%} at {by[j] / sec / 1e12:.2f} TB/s "
                          f"({by[j] / sec / p.profile.bandwidth:.0%} of memory bandwidth)")
     return "top GPU work: " + "; ".join(parts) if parts else ""
+
+
+#: convolutions' share of GPU time from which their settings are worth advice
+CONV_ADVICE_SHARE = 0.3
+
+
+def conv_advice(tl: Timeline, begins: np.ndarray, ends: np.ndarray) -> list[str]:
+    """Advice without a prediction for a convolution net (convolutions
+    ``CONV_ADVICE_SHARE`` of the windows' GPU time or more): cuDNN's
+    autotuning where the recording says it was off, and channels_last. No
+    honest number exists for either: which algorithm cuDNN picks, and what
+    layout transforms the kernels make, are known only when they run."""
+    if not len(tl.gpu):
+        return []
+    r = rows_of(tl)
+    m = _in_windows(tl, begins, ends) & r.launched
+    dur = np.maximum(np.asarray(tl.gpu.end_ns, np.int64) - np.asarray(tl.gpu.begin_ns,
+                                                                      np.int64), 0)
+    total = float(dur[m].sum())
+    share = float(dur[m & (r.family == CONV)].sum()) / total if total else 0.0
+    if share < CONV_ADVICE_SHARE:
+        return []
+    out = []
+    if tl.meta.get("cudnn_benchmark") is False:
+        out.append(f"convolutions are {share:.0%} of GPU time and cuDNN did not benchmark "
+                   f"them: torch.backends.cudnn.benchmark = True lets it time its "
+                   f"algorithms for each shape and keep the fastest (advice: no prediction)")
+    out.append(f"convolutions are {share:.0%} of GPU time: in channels_last "
+               f"(model.to(memory_format=torch.channels_last) and the inputs) cuDNN's "
+               f"tensor-core kernels need no layout transforms, if the model is not in it "
+               f"already (advice: no prediction)")
+    return out

@@ -93,11 +93,12 @@ class SimOps:
         """While recording, torch's optimizers and ``clip_grad_norm_`` treat
         meta tensors as they treat CUDA ones: they default to their foreach
         kernels (one launch per tensor group, not one per parameter) and
-        accept ``fused=True``; and ``F.scaled_dot_product_attention`` on meta
+        accept ``fused=True``; ``F.scaled_dot_product_attention`` on meta
         tensors is one fused kernel (forward and backward) as CUDA picks it
         on an H100 (flash attention for fp16/bf16 without a mask, else
         memory-efficient attention), where meta would decompose it into
-        ~20 ops. The patches act only while a SimGPU that owns meta tensors
+        ~20 ops; and ``F.dropout`` in training is one ``native_dropout``
+        kernel, as on CUDA, not meta's three. The patches act only while a SimGPU that owns meta tensors
         is recording (one dropped unharvested stops counting when it is
         collected) and are undone when the last one harvests. Calls
         nest: a CUDA mapping holds them open around its recordings."""
@@ -215,6 +216,8 @@ def _install() -> None:
                 setattr(mod, name, _with_meta(f))
     _SAVED[fn, "scaled_dot_product_attention"] = f = fn.scaled_dot_product_attention
     fn.scaled_dot_product_attention = _fused_attention(f)
+    _SAVED[fn, "dropout"] = f = fn.dropout
+    fn.dropout = _fused_dropout(f)
     for name, make in (("__format__", _formatted), ("__repr__", _shown)):
         _SAVED[torch.Tensor, name] = f = torch.Tensor.__dict__[name]
         setattr(torch.Tensor, name, make(f))
@@ -261,6 +264,20 @@ def _fused_attention(sdpa: Callable) -> Callable:
             query, key, value, attn_mask, grad, dropout_p, is_causal, scale=scale)[0]
     scaled_dot_product_attention.__wrapped__ = sdpa  # type: ignore[attr-defined]
     return scaled_dot_product_attention
+
+
+def _fused_dropout(drop: Callable) -> Callable:
+    """``F.dropout`` (``nn.Dropout``) that runs as on CUDA: one
+    ``native_dropout`` kernel (aten's dropout takes its fused kernel for
+    CUDA tensors), where meta would run three (``bernoulli_``, ``div_``,
+    ``mul``) over the tensor."""
+    def dropout(input, p=0.5, training=True, inplace=False):
+        if _RECORDING and training and not inplace and _meta(input) and 0 < p < 1 \
+                and input.is_floating_point() and input.numel() > 0:
+            return torch.native_dropout(input, p, True)[0]
+        return drop(input, p, training, inplace)
+    dropout.__wrapped__ = drop  # type: ignore[attr-defined]
+    return dropout
 
 
 def _meta(t: Any) -> bool:

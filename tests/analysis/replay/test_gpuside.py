@@ -179,3 +179,24 @@ def test_a_gpu_the_table_does_not_know_cannot_be_priced():
 
 def test_fused_optimizer_traffic_per_optimizer():
     assert PASSES["adamw"] == PASSES["adam"] == 7 and PASSES["sgd"] == 5
+
+
+@pytest.mark.parametrize("benchmark", [False, True])
+def test_a_convolution_net_gets_advice_without_a_prediction(benchmark):
+    saved = torch.backends.cudnn.benchmark
+    torch.backends.cudnn.benchmark = benchmark
+    try:
+        m = nn.Sequential(nn.Conv2d(64, 64, 3, padding=1), nn.ReLU(),
+                          nn.Conv2d(64, 64, 3, padding=1)).to(META)
+        opt = torch.optim.SGD(m.parameters(), lr=0.1)
+        with ctl.record(device=ctl.SimGPU("h100")) as rec:
+            for _ in range(4):
+                m(torch.randn(256, 64, 56, 56, device=META)).sum().backward()
+                opt.step()
+    finally:
+        torch.backends.cudnn.benchmark = saved
+    text = ctl.analyze(rec.timeline).summary()
+    assert rec.timeline.meta["cudnn_benchmark"] is benchmark
+    assert "convolutions are" in text and "channels_last" in text
+    assert ("cudnn.benchmark = True" in text) is (not benchmark)
+    assert text.count("advice: no prediction") == (1 if benchmark else 2)

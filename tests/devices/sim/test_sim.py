@@ -683,3 +683,19 @@ def test_the_recorder_sees_a_full_queue_as_the_launching_op_s_host_time():
 def test_launch_queue_must_be_a_count(bad):
     with pytest.raises(CutimelineError, match=f"launch_queue={bad!r} must be an integer"):
         SimGPU(launch_queue=bad)
+
+
+def test_dropout_in_training_is_one_kernel_as_on_cuda():
+    """aten's dropout takes its fused kernel for CUDA tensors: one
+    native_dropout (and its backward), not meta's bernoulli_, div_, mul."""
+    m = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.Dropout(0.1)).to("meta")
+    with ctl.record(device=SimGPU("h100")) as rec:
+        m(torch.randn(8, 64, device="meta")).sum().backward()
+        m.eval()
+        m(torch.randn(8, 64, device="meta"))  # eval: no dropout at all
+    names = list(rec.timeline.to_pandas("ops")["name"])
+    assert names.count("aten::native_dropout") == 1
+    assert names.count("aten::native_dropout_backward") == 1
+    assert not any(n.startswith(("aten::bernoulli", "aten::div_")) for n in names)
+    assert torch.nn.functional.dropout.__name__ == "dropout"
+    assert not hasattr(torch.nn.functional.dropout, "__wrapped__")  # undone at stop
