@@ -2,7 +2,7 @@
 one the CPU does, for ``compare(device="sim")``.
 
 A SimGPU records the ops torch would dispatch for CUDA (``devices/sim``:
-foreach and fused optimizers, fused attention), while the profiler's pass,
+foreach and fused optimizers, fused attention, fused dropout), while the profiler's pass,
 which cannot see a simulated GPU, runs the same program on CPU (meta)
 tensors, where torch takes its per-tensor paths. Each ``Path`` here names
 one such difference: the ops on our side that only the CUDA path
@@ -107,6 +107,14 @@ PATHS = (
                 "_softmax_backward_data", "add", "add_", "sum", "masked_fill",
                 "masked_fill_", "where", "logical_not", "scalar_tensor", "zeros_like",
                 "fill_", "neg", "exp", "sub", "squeeze", "unsqueeze", "detach")),
+    Path("fused dropout",
+         "the recorded pass ran on a SimGPU, where dropout in training is one "
+         "`native_dropout` kernel (and `native_dropout_backward`) as aten picks it "
+         "for CUDA tensors, where on the profiler's CPU (meta) tensors it runs as "
+         "`bernoulli_`, `div_` and `mul` (and a `mul` in backward).",
+         lambda n: n.startswith((_A + "native_dropout", _A + "native_dropout_backward")),
+         _names("detach"),
+         _names("bernoulli_", "div_", "mul", "empty_like", "dropout", "detach")),
 )
 
 

@@ -284,15 +284,15 @@ def training_step_on_meta(kind: str):
 @pytest.mark.parametrize("kind", ["transformer", "convnet"])
 def test_a_simgpus_cuda_op_stream_differs_from_the_cpu_pass_only_where_explained(kind):
     """The SimGPU dispatches CUDA's paths (foreach optimizers, fused
-    attention), the profiler's CPU pass the per-tensor ones: every row of
-    the difference is explained (paths.py), none UNEXPLAINED."""
+    attention, fused dropout), the profiler's CPU pass the per-tensor ones:
+    every row of the difference is explained (paths.py), none UNEXPLAINED."""
     cmp = compare(training_step_on_meta(kind), steps=2, warmup=1, device="sim")
     m = cmp.match
     assert m.cuda_paths and m.unexplained() == []
     assert "UNEXPLAINED" not in cmp.table()
     paths = {r["path"] for r in m.differences()} - {None}
-    assert paths == ({"foreach optimizer", "fused attention"} if kind == "transformer"
-                     else {"foreach optimizer"})
+    assert paths == ({"foreach optimizer", "fused attention", "fused dropout"}
+                     if kind == "transformer" else {"foreach optimizer"})
     assert m.to_dict()["unexplained"] == [] and m.to_dict()["cuda_paths"]
 
 
