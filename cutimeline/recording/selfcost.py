@@ -210,7 +210,9 @@ class Program:
             torch.manual_seed(0)
             self.net = torch.nn.Sequential(torch.nn.Linear(8, 8, **f32), torch.nn.ReLU(),
                                            torch.nn.Linear(8, 1, **f32))
-        self.x = torch.ones(4, 8, **f32)
+            # made outside inference mode too: under the user's, an inference
+            # tensor, which the step's backward could not save
+            self.x = torch.ones(4, 8, **f32)
         self.s = Session(None, max_ops=2 ** 62, steps="manual")
         self.hooks = Hooks(self.s, modules=True, threads=False)
         self.mode = Mode(self.s, self.s.writer())

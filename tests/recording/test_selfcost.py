@@ -116,3 +116,20 @@ def test_the_users_global_module_hooks_never_see_the_probes_modules():
     finally:
         for h in handles:
             h.remove()
+
+
+def test_the_probe_measures_under_the_users_inference_mode():
+    """The training-step probe makes its own input outside inference mode:
+    under the user's, an inference tensor its backward could not save, and
+    the recording lost its calibration with a warning."""
+    import warnings
+
+    import torch
+
+    import cutimeline as ctl
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        with torch.inference_mode():
+            with ctl.record(device="cpu") as rec:
+                torch.ones(3) + 1
+    assert rec.timeline.meta["overhead_calibrations"]
