@@ -138,6 +138,7 @@ def _import(path: str, progress: Callable[[str, float], None],
     firsts = [e["begin"].min() for e in (op_ev, span_ev) if len(e["begin"])]
     span_ev, kinds, steps_meta = derive_steps(span_ev, kinds, int(min(firsts, default=0)),
                                               steps_from, name)
+    warnings += steps_meta.pop("warnings", [])
     launch_ev = concat(*(ev[c] for c in LAUNCH_CATEGORIES))
     gpu_ev = concat(*(ev[c] for c in GPU_CATEGORIES))
     for cols in (launch_ev, gpu_ev, ev["cuda_sync"]):

@@ -78,6 +78,32 @@ def _outermost(rows: np.ndarray, ev: dict) -> np.ndarray:
     return np.array(keep, np.int64)
 
 
+def _in_time_order(span_ev: dict, kinds: list, rows: np.ndarray,
+                   file: str) -> tuple[list, dict]:
+    """ProfilerStep#N numbers that repeat or run backwards in time (a trace
+    joined from two profilers, a step counter reset): the steps numbered
+    in time order from the first's number instead, and a warning naming
+    them (``{"warnings": [...]}`` for the importer); as they are otherwise."""
+    order = rows[np.argsort(span_ev["begin"][rows], kind="stable")]
+    numbers = [kinds[r][1] for r in order.tolist()]
+    if all(b > a for a, b in zip(numbers, numbers[1:])):
+        return kinds, {}
+    seen = Counter(numbers)
+    twice = sorted(n for n, c in seen.items() if c > 1)
+    back = [b for a, b in zip(numbers, numbers[1:]) if b < a]
+    what = "; ".join(x for x in (
+        f"ProfilerStep#{', #'.join(map(str, twice))} appear more than once" if twice else "",
+        f"#{', #'.join(map(str, back))} begin after a later-numbered step" if back else "")
+        if x)
+    first = numbers[0]
+    kinds = list(kinds)
+    for k, r in enumerate(order.tolist()):
+        kinds[r] = (kinds[r][0], first + k)
+    return kinds, {"warnings": [
+        f"{file}: its step markers are out of order ({what}): the {len(numbers)} steps "
+        f"are numbered in time order, {first}–{first + len(numbers) - 1}."]}
+
+
 def derive_steps(span_ev: dict, kinds: list[tuple[int, int]], start_ns: int,
                  steps_from: str | None, file: str) -> tuple[dict, list, dict]:
     """Steps by the rule of the module doc. ``span_ev``: the range events
@@ -89,8 +115,9 @@ def derive_steps(span_ev: dict, kinds: list[tuple[int, int]], start_ns: int,
     step = np.array([k == SpanKind.STEP for k, _ in kinds], bool)
     if steps_from is None:
         if step.any():
+            kinds, said = _in_time_order(span_ev, kinds, np.flatnonzero(step), file)
             return span_ev, kinds, {"steps_from": "ProfilerStep#N",
-                                    "steps_rule": "ProfilerStep"}
+                                    "steps_rule": "ProfilerStep", **said}
         marks = np.flatnonzero([OPTIMIZER_STEP.match(n) is not None for n in names])
         if not len(marks):
             return span_ev, kinds, {}

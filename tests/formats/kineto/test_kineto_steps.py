@@ -208,3 +208,27 @@ def test_a_real_trace_without_profiler_steps_keeps_its_steps(tmp_path):
     assert tl.spans.number[steps].tolist() == [0, 1]
     assert (tl.spans.number[~steps] == NONE).all()
     assert len(ctl.analyze(tl).steps) == 2
+
+
+def test_step_markers_out_of_order_are_numbered_in_time_order_and_said(tmp_path):
+    """ProfilerStep#100 twice and an overlapping #101 (a trace joined from
+    two profilers): steps in time order with no number twice, and a
+    warning naming them, where they were read as [101, 100, 100] before."""
+    evs = loop(3)
+    steps = [e for e in evs if e["name"].startswith("ProfilerStep#")]
+    steps[0]["name"], steps[1]["name"], steps[2]["name"] = \
+        "ProfilerStep#101", "ProfilerStep#100", "ProfilerStep#100"
+    steps[0]["dur"] += 300  # overlaps the next
+    tl = load(tmp_path, evs)
+    assert tl.step_numbers().tolist() == [101, 102, 103]
+    said = [w for w in tl.warnings if "step markers are out of order" in w]
+    assert len(said) == 1 and "#100 appear more than once" in said[0]
+    assert "101–103" in said[0]
+    text = ctl.analyze(tl).summary()
+    assert "101–100" not in text
+
+
+def test_step_markers_in_order_are_kept_as_they_are(tmp_path):
+    tl = load(tmp_path, loop(3))
+    assert tl.step_numbers().tolist() == [5, 6, 7]
+    assert not any("out of order" in w for w in tl.warnings)
