@@ -326,7 +326,7 @@ def gpu_top_text(tl: Timeline, begins: np.ndarray, ends: np.ndarray, k: int = 3)
     prec_all = recorded_precision(p, r, m)
     parts = []
     for j in np.argsort(-t, kind="stable")[:k]:
-        if t[j] <= 0:
+        if t[j] < 0.005 * total:  # what would read "0%" says nothing
             continue
         sec = t[j] / 1e9
         name = tl.string(int(un[j]))

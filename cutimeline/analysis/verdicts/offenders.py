@@ -141,7 +141,10 @@ def _syncs(a: _Ask, out: dict) -> None:
     """sync-bound: the ops (or sync kinds, without an op) and modules by
     time blocked in syncs, and how many syncs."""
     tl, o, y = a.tl, a.tl.ops, a.tl.syncs
-    sel = np.flatnonzero((y.host_end_ns > a.w0) & (y.host_begin_ns < a.w1))
+    # the recorder's calibration pings are its own, not the program's syncs
+    ping = tl.string_id("ping")
+    sel = np.flatnonzero((y.host_end_ns > a.w0) & (y.host_begin_ns < a.w1) &
+                         ((y.op != NONE) | (y.kind != ping)))
     blocked = (y.host_end_ns - y.host_begin_ns)[sel]
     op = y.op[sel]
     linked = op != NONE
