@@ -22,6 +22,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 from verdict_scenarios import Skip, scenario
+from zoo_hf import TokenBlocks
 
 import cutimeline as ctl
 
@@ -86,18 +87,6 @@ def lightning_trainer_fp32(seed: int) -> ctl.Timeline:
     return rec.timeline
 
 
-class _Tokens(Dataset):
-    def __init__(self, n: int, seq: int, vocab: int):
-        g = torch.Generator().manual_seed(0)
-        self.ids = torch.randint(0, vocab, (n, seq), generator=g)
-
-    def __len__(self) -> int:
-        return len(self.ids)
-
-    def __getitem__(self, i: int) -> dict:
-        return {"input_ids": self.ids[i], "labels": self.ids[i]}
-
-
 @scenario("GPU-bound", "Hugging Face Trainer, fp32: GPT-2 with 4 layers of width 1024 "
           "(50M in the blocks, a 51M tied embedding and head) on 8 × 1024 tokens: "
           "≈ 6 × 101M × 8192 ≈ 5 TFLOP a step ≈ 90 ms at 57 TFLOP/s plus attention, "
@@ -118,7 +107,8 @@ def hf_trainer_fp32(seed: int) -> ctl.Timeline:
         args = TrainingArguments(output_dir=out, max_steps=steps, per_device_train_batch_size=8,
                                  report_to=[], save_strategy="no", logging_strategy="no",
                                  disable_tqdm=True, dataloader_num_workers=0)
-        trainer = Trainer(model=model, args=args, train_dataset=_Tokens(8 * steps, 1024, 50257))
+        trainer = Trainer(model=model, args=args,
+                          train_dataset=TokenBlocks(8 * steps, 1024, 50257))
         with ctl.record(device=gpu) as rec:
             trainer.train()
     return rec.timeline

@@ -94,8 +94,8 @@ def pricing(tl: Timeline) -> Pricing | str:
         return (f"the GPU {name!r} is not in cutimeline's table of GPUs "
                 f"(timeline/gpus.py: peaks and memory bandwidth)" if name else
                 "the Timeline names no GPU to price its kernels on")
-    if not len(tl.ops) or not (np.asarray(tl.ops.shapes) >= 0).any() or \
-            not any(TENSOR.search(s) for s in tl.decode(np.unique(tl.ops.shapes)[:64])):
+    if not len(tl.ops) or not tl.ops.remember("shapes", "names tensors", lambda c: any(
+            TENSOR.search(s) for s in tl.decode(np.unique(c[c >= 0])[:64]))):
         return "its ops carry no shapes or dtypes (record_shapes=False?)"
     tf32 = str(tl.meta.get("float32_matmul_precision", "highest")) in ("high", "medium")
     conv = bool(tl.meta.get("cudnn_allow_tf32", True))
