@@ -78,7 +78,7 @@ from .control.lifecycle import RankGuard
 from .control.schedule import ScheduledRecorder
 from .devicespec import recording_device
 from .hooks.installer import Hooks, is_compiling
-from .options import checked, checked_schedule
+from .options import MAX_BYTES, checked, checked_schedule
 from .hooks.ranges import close_range, open_range
 from .ranks import rank_meta
 from .selfcost import calibrator, measure, refine
@@ -98,8 +98,9 @@ _ACTIVE_LOCK = threading.Lock()
 CALIBRATE_EVERY_NS = 0
 
 
-def record(*, device: str | Device = "auto", max_ops: int = 10_000_000,
-           modules: bool = True, threads: bool = True, steps: str = "auto",
+def record(*, device: str | Device = "auto", max_bytes: int = MAX_BYTES,
+           max_ops: int | None = None, modules: bool = True, threads: bool = True,
+           steps: str = "auto",
            measure: bool = True, timing: str = "events",
            out_dir: str | os.PathLike | None = None, stack: bool = False,
            memory: bool = False, schedule: Any = None,
@@ -108,10 +109,14 @@ def record(*, device: str | Device = "auto", max_ops: int = 10_000_000,
 
     ``device``: "auto" (CUDA when available, else "cpu"), "cuda", "cuda:N",
     "cpu" (host rows only) or a ``Device`` such as ``ctl.SimGPU(...)``.
-    ``max_ops``: past this many ops, or this many spans (steps and
-    ``ctl.span`` included), one warning is given and the recording is cut
-    there (``Timeline.truncated``): no op after it is recorded, nor any span
-    that begins after it; the program goes on. ``modules``:
+    ``max_bytes``: the op rows the recording may hold, 40 B an op
+    (``oprows.py``; 400 MB, 10 M ops, by default): past ``max_bytes // 40``
+    ops, or as many spans (steps and ``ctl.span`` included), one warning is
+    given and the recording is cut there (``Timeline.truncated``): no op
+    after it is recorded, nor any span that begins after it; the program
+    goes on. ``max_ops``: the same cap in ops (``max_bytes = 40 * max_ops``),
+    the older spelling; give one of the two. Spans and device launches are
+    held besides, about 200 B each. ``modules``:
     module paths and MODULE/FORWARD spans (global module hooks). ``threads``:
     record threads started while recording. ``steps``: what ends a STEP span
     — "optimizer" (every ``optimizer.step()``), "manual" (``rec.step()``
@@ -141,8 +146,8 @@ def record(*, device: str | Device = "auto", max_ops: int = 10_000_000,
     nothing and its timeline is empty.
     """
     disabled = os.environ.get("CUTIMELINE_DISABLE", "").strip() not in ("", "0")
-    options = checked(dict(max_ops=max_ops, modules=modules, threads=threads,
-                           steps=steps, measure=measure, timing=timing,
+    options = checked(dict(max_bytes=max_bytes, max_ops=max_ops, modules=modules,
+                           threads=threads, steps=steps, measure=measure, timing=timing,
                            out_dir=out_dir, stack=stack, memory=memory), disabled=disabled)
     plan = checked_schedule(schedule, on_trace_ready, options)
     dev = recording_device(device, resolve=not disabled, timing=timing)
@@ -245,8 +250,11 @@ class Recorder:
                     self.device.harvest()
                 raise
             self._thread = threading.get_ident()
+            if threading.current_thread() is not threading.main_thread():
+                _THREAD_END.guard = ThreadEnd(self)
             _ACTIVE = s
             self._state = "recording"
+            s.rows.start()  # op rows into compact chunks from now on (oprows.py)
         if self.options.get("out_dir"):  # last: a SIGTERM finds the recording whole
             self._guard = RankGuard(self).install()
         return self
@@ -268,11 +276,12 @@ class Recorder:
             self._timeline = Timeline(meta={"source": "record", **(
                 {"forked": True} if self._forked else {"disabled": True})})
             return self
-        if threading.get_ident() != self._thread:
+        orphan = self._thread is None  # its thread ended (ThreadEnd)
+        if not orphan and threading.get_ident() != self._thread:
             raise CutimelineError("stop() must be called from the thread that "
                                   "called start(); the recording goes on.")
         n = torch._C._len_torch_dispatch_stack()
-        if not n or torch._C._get_dispatch_stack_at(n - 1) is not self._mode:
+        if not orphan and (not n or torch._C._get_dispatch_stack_at(n - 1) is not self._mode):
             raise CutimelineError(
                 "stop() found another TorchDispatchMode entered inside the recording "
                 "and still active; exit it first. The recording goes on.")
@@ -281,8 +290,13 @@ class Recorder:
             guard.hold()
             guard.close_journal()  # its last rows, while they are there (flusher.py)
         s.off = True
+        s.rows.close()  # its thread; assembly reads the rest
+        if not orphan and getattr(_THREAD_END, "guard", None) is not None:
+            _THREAD_END.guard.rec = None
+            del _THREAD_END.guard
         try:
-            self._mode.__exit__(None, None, None)
+            if not orphan:
+                self._mode.__exit__(None, None, None)
             self._hooks.remove()
             # the closing pings first: the Timeline ends there, not after
             # the recorder's own measurements below
@@ -310,7 +324,7 @@ class Recorder:
             # free its buffers now, not when the last recorded thread ends
             self._session = self._mode = self._hooks = self._guard = None
             for w in s.writers:
-                w.ops, w.launches, w.spans, w.users = [], [], [], []
+                w.ops, w.chunks, w.launches, w.spans, w.users = [], [], [], [], []
             if guard is not None:  # handlers back; a held signal is delivered now
                 guard.release()
         return self
@@ -360,6 +374,39 @@ def _forked() -> None:
 
 if hasattr(os, "register_at_fork"):  # POSIX
     os.register_at_fork(after_in_child=_forked)
+
+
+class ThreadEnd:
+    """Held in a ``threading.local`` by a thread other than the main one
+    that started a recording; deleted as that thread ends, while it still
+    runs Python. A thread that ends with the recorder's mode on its
+    dispatch stack leaves it to a C++ thread-local destructor that takes
+    the GIL after its Python state is gone; when the interpreter is
+    shutting down by then, the thread is cancelled inside a ``noexcept``
+    destructor and the process aborts ("terminate called without an
+    active exception", exit 134). So the mode leaves the stack here, the
+    recording stays open, and ``stop()`` may come from any thread."""
+
+    __slots__ = ("rec",)
+
+    def __init__(self, rec: Recorder):
+        self.rec = rec
+
+    def __del__(self) -> None:
+        rec, self.rec = self.rec, None
+        if rec is None or rec._state != "recording" or rec._thread != threading.get_ident():
+            return
+        n = torch._C._len_torch_dispatch_stack()
+        if not n or torch._C._get_dispatch_stack_at(n - 1) is not rec._mode:
+            return  # the user's own mode above it: theirs to leave
+        rec._mode.__exit__(None, None, None)
+        rec._thread = None
+        warnings.warn("cutimeline: the thread that started the recording ended without "
+                      "stopping it; its ops are recorded up to its end. Call rec.stop() "
+                      "(from any thread) for the Timeline.", RuntimeWarning, 2)
+
+
+_THREAD_END = threading.local()  # .guard: this thread's ThreadEnd
 
 
 class span:
