@@ -1,7 +1,8 @@
 """Assembly: the Timeline a finished recording makes, aligned.
 
-At stop the session's writers hold tuples per thread and the device hands
-back a ``Harvest``; ``assemble`` gathers them into the Timeline's tables
+At stop the session holds rows per thread (ops in compact chunks and the
+tuples appended since, ``opstream.OpRows``; launches and spans as tuples) and
+the device hands back a ``Harvest``; ``assemble`` gathers them into the Timeline's tables
 (ops sorted by ``seq``; events, syncs and gpu rows mapped from sequence
 numbers to ops rows; every thread's spans; the sources, memory readings and
 FLOPs the session measured, mapped to ops and spans rows by ``_measured``)
@@ -78,7 +79,9 @@ def meta_at_stop(s: Session, harvest: Harvest | None, meta: dict[str, Any],
         "cudnn_allow_tf32": bool(torch.backends.cudnn.allow_tf32),
         "cudnn_benchmark": bool(torch.backends.cudnn.benchmark),
         "overhead_calibrations": [list(c) for c in s.calibrations],
-        "truncated": s.cut_ns is not None})
+        "truncated": s.cut_ns is not None,
+        # what moving op rows into chunks took while recording (opstream.OpRows)
+        "op_rows_converted": s.rows.stats()})
     if s.collectives is not None:
         meta.update(s.collectives.meta())
     if s.warnings:  # what the recording could not show, in sentences (the device's too)
@@ -196,10 +199,11 @@ def ops_columns(ops: np.ndarray, thread: np.ndarray, sig: np.ndarray, ctx: np.nd
 def assemble(s: Session, harvest: Harvest | None, meta: dict[str, Any]) -> Timeline:
     """The Timeline of a finished session: ops sorted by seq; events, syncs
     and gpu rows mapped from seq to ops rows; every thread's spans."""
-    ws = s.writers
-    ops = _rows([w.ops for w in ws], 7)
+    ws = list(s.writers)
+    per_writer = [s.rows.table(w) for w in ws]  # converted chunks, then the rest
+    ops = np.concatenate(per_writer) if per_writer else np.zeros((0, 7), np.int64)
     thread = np.repeat(np.array([w.thread for w in ws], np.int32),
-                       [len(w.ops) for w in ws])
+                       [len(o) for o in per_writer])
     order = np.argsort(ops[:, 0], kind="stable")
     ops, thread = ops[order], thread[order]
     seq, sig_of, flags = ops[:, 0], ops[:, 3], ops[:, 6]

@@ -25,15 +25,44 @@ expression, its other arguments unread; the rest (lists of tensors,
 optional tensors, ``out=``) loop over their arguments. What each part
 costs, in instructions per op: ``benchmarks/RESULTS.md`` (recording
 overhead); ``selfcost.py`` measures what all this costs a recording.
+
+The rows, kept compact: a ``list.append`` of a tuple is the cheapest
+record Python has, but it holds about 190 B an op (the tuple, three new
+ints: seq, host begin and end, and the list's slot). ``OpRows``, one per
+session, moves them into chunks of the structured dtype ``OP_ROW``
+(``OP_ROW_BYTES`` = 40 B an op: int64 seq and host times, int32
+signature, context, grad_fn and flags) from a background thread that
+wakes every ``PERIOD_S`` and converts each writer's rows ``SLICE`` at a
+time, deleting the converted prefix from the writer's list (``del
+ops[:n]``: under the GIL it cannot interleave with the owning thread's
+appends, which go to the list's end). A recording thus holds 40 B an op
+plus the rows not yet converted: fewer than ``SLICE`` a writer, plus
+what its threads append in one period. ``OpRows`` is the lists' one
+consumer: their rows are read through it (``table``, under its lock, at
+stop or as the process ends; the journal's flusher reads
+``Writer.chunks``, append-only, and calls ``drain`` at stop).
+
+Its cost: nothing on the op path. The conversion (the one assembly did at
+stop, ~0.2 µs a row: ``benchmarks/RESULTS.md``) runs while recording,
+holding the GIL one slice at a time and letting it go (``time.sleep(0)``)
+between slices: a recorded thread waits one slice at most at a time. It
+is not hidden: ``OpRows.stats`` (rows, slices, ns held) goes to the
+Timeline's meta as ``op_rows_converted``. The thread is started with
+``_thread``, as the flusher's is: a recording with ``threads=True``
+records the ``threading.Thread``s started while it runs.
 """
 
 from __future__ import annotations
 
+import _thread
+import itertools
 import sys
 import threading
+import time
 from time import perf_counter_ns as _now
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -43,7 +72,8 @@ from .signatures import RULE_COLL, RULE_WAIT, ragged_key
 if TYPE_CHECKING:
     from .session import Session, Writer
 
-__all__ = ["Mode", "skip_dynamo"]
+__all__ = ["Mode", "OP_ROW", "OP_ROW_BYTES", "OpRows", "PERIOD_S", "SLICE", "as_rows",
+           "skip_dynamo"]
 
 _VIEW, _TRUNCATED = int(OpFlag.VIEW), int(OpFlag.TRUNCATED)
 _Tensor = torch.Tensor
@@ -230,3 +260,126 @@ def skip_dynamo() -> None:
     Called as modes are made and at each step boundary."""
     if Mode.__dict__["__torch_dispatch__"] is Mode.dispatch and "torch._dynamo" in sys.modules:
         Mode.__torch_dispatch__ = torch._disable_dynamo(Mode.dispatch, recursive=True)
+
+
+# -- the rows, kept compact (see the module doc) -------------------------------------
+
+#: one op row held while recording (the 7-tuple of ``Writer.ops``, compact)
+OP_ROW = np.dtype([("seq", "<i8"), ("host_begin_ns", "<i8"), ("host_end_ns", "<i8"),
+                   ("sig", "<i4"), ("ctx", "<i4"), ("grad_fn", "<i4"), ("flags", "<i4")])
+OP_ROW_BYTES = OP_ROW.itemsize  # 40
+PERIOD_S = 0.02  # between the converter's rounds: what its threads append in one stays
+SLICE = 2048  # rows converted while holding the GIL; a chunk's rows
+CLOSE_WAIT_S = 10.0  # at stop, for a slice under way
+
+
+def _converted(rows: list[tuple]) -> np.ndarray:
+    """``rows`` (7-tuples) as an ``OP_ROW`` chunk."""
+    flat = np.fromiter(itertools.chain.from_iterable(rows), np.int64,
+                       len(rows) * 7).reshape(-1, 7)
+    out = np.empty(len(rows), OP_ROW)
+    for i, name in enumerate(OP_ROW.names):
+        out[name] = flat[:, i]
+    return out
+
+
+def as_rows(chunks: list[np.ndarray], rest: list[tuple] = ()) -> np.ndarray:
+    """``OP_ROW`` chunks, then tuples ``rest``, as one int64 array of rows
+    ``(seq, t0, t1, sig, ctx, grad_fn, flags)`` (``assembly.ops_columns``)."""
+    n = sum(len(c) for c in chunks)
+    out = np.empty((n + len(rest), 7), np.int64)
+    if chunks:
+        joined = np.concatenate(chunks) if len(chunks) > 1 else chunks[0]
+        for i, name in enumerate(OP_ROW.names):
+            out[:n, i] = joined[name]
+    if rest:
+        out[n:] = np.fromiter(itertools.chain.from_iterable(rest), np.int64,
+                              len(rest) * 7).reshape(-1, 7)
+    return out
+
+
+class OpRows:
+    """A session's op rows: its writers' lists and their converted chunks
+    (see the module doc). ``start`` the converter's thread when recording
+    begins, ``close`` it at stop; ``table`` reads a writer's rows."""
+
+    def __init__(self, writers: list):
+        self.writers = writers  # the session's list (appended to, never replaced)
+        self.lock = threading.Lock()  # one consumer at a time; readers see whole slices
+        self.rows = self.slices = self.ns = 0  # converted while recording
+        self._stop = threading.Event()
+        self._done = threading.Event()
+        self._done.set()  # no thread yet
+
+    def start(self) -> "OpRows":
+        """Convert in the background from now on; a machine that has no
+        thread to give converts nothing before stop (it only holds more)."""
+        self._done.clear()
+        try:
+            _thread.start_new_thread(self._run, ())
+        except RuntimeError:
+            self._done.set()
+        return self
+
+    def close(self) -> None:
+        """Stop the converter's thread (waiting for a slice under way). A
+        second call does nothing."""
+        self._stop.set()
+        self._done.wait(CLOSE_WAIT_S)
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.wait(PERIOD_S):
+                self.convert(SLICE, self._stop)
+        finally:
+            self._done.set()
+
+    def convert(self, least: int = SLICE, stop: threading.Event | None = None) -> None:
+        """Move each writer's rows into chunks, ``SLICE`` at a time, while
+        it has ``least`` or more; give up once ``stop`` is set."""
+        for w in list(self.writers):
+            while len(w.ops) >= least:
+                if stop is not None and stop.is_set():
+                    return
+                with self.lock:
+                    t0 = _now()
+                    part = w.ops[:SLICE]
+                    if not part:
+                        break
+                    w.chunks.append(_converted(part))
+                    del w.ops[:len(part)]  # the owning thread appends at the end
+                    self.ns += _now() - t0
+                    self.rows += len(part)
+                    self.slices += 1
+                time.sleep(0)  # a recorded thread waits one slice at most
+
+    def drain(self) -> None:
+        """Convert every row there is now (the journal's last chunk, at stop)."""
+        self.convert(1)
+
+    def table(self, w: Any) -> np.ndarray:
+        """Writer ``w``'s rows so far, in the order appended, as int64
+        ``(seq, t0, t1, sig, ctx, grad_fn, flags)`` rows."""
+        with self.lock:
+            chunks, rest = list(w.chunks), w.ops[:]
+        return as_rows(chunks, rest)
+
+    def stats(self) -> dict[str, int]:
+        """What converting cost the recording: rows and slices converted
+        while it ran, and the ns the converter held the GIL for them."""
+        return {"rows": self.rows, "slices": self.slices, "ns": self.ns}
+
+    def held_bytes(self) -> int:
+        """Bytes the op rows hold now: each writer's list (its slots, each
+        tuple and the three ints it alone holds: seq, t0, t1) and its
+        chunks (arrays, headers and list). An accounting of the objects,
+        for the benchmark and the tests; approximate within a few bytes
+        an op (allocator rounding)."""
+        n = 0
+        for w in list(self.writers):
+            with self.lock:
+                ops, chunks = w.ops[:], list(w.chunks)
+            n += sys.getsizeof(w.ops) + sys.getsizeof(w.chunks)
+            n += sum(sys.getsizeof(t) + sum(map(sys.getsizeof, t[:3])) for t in ops)
+            n += sum(sys.getsizeof(c) for c in chunks)  # data included (owned arrays)
+        return n

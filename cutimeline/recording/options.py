@@ -9,8 +9,12 @@ from typing import Any, Callable
 from ..devices.cuda import TIMINGS
 from ..errors import CutimelineError
 from .control.schedule import as_schedule
+from .opstream import OP_ROW_BYTES
 
-__all__ = ["checked", "checked_schedule", "STEPS"]
+#: record()'s default cap: the op rows held while recording (10 M ops)
+MAX_BYTES = 10_000_000 * OP_ROW_BYTES
+
+__all__ = ["checked", "checked_schedule", "MAX_BYTES", "STEPS"]
 
 STEPS = ("auto", "optimizer", "manual")
 _FLAGS = ("modules", "threads", "measure", "stack", "memory")
@@ -19,10 +23,22 @@ _FLAGS = ("modules", "threads", "measure", "stack", "memory")
 def checked(options: dict[str, Any], *, disabled: bool) -> dict[str, Any]:
     """``options`` (record's keyword arguments but ``device``) checked, with
     ``out_dir`` as a str (made, unless the recorder is disabled)."""
-    max_ops = options["max_ops"]
-    if isinstance(max_ops, bool) or not isinstance(max_ops, int) or max_ops < 1:
+    max_bytes, max_ops = options.get("max_bytes", MAX_BYTES), options["max_ops"]
+    if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or \
+            max_bytes < OP_ROW_BYTES:
+        raise CutimelineError(f"record(max_bytes={max_bytes!r}) must be a whole number "
+                              f"of bytes ≥ {OP_ROW_BYTES} (one op's row).")
+    if max_ops is None:
+        max_ops = max_bytes // OP_ROW_BYTES
+    elif isinstance(max_ops, bool) or not isinstance(max_ops, int) or max_ops < 1:
         raise CutimelineError(f"record(max_ops={max_ops!r}) must be a whole "
                               f"number of ops ≥ 1.")
+    elif max_bytes != MAX_BYTES:
+        raise CutimelineError(f"record(max_bytes={max_bytes!r}, max_ops={max_ops!r}) "
+                              f"gives the cap twice; give max_bytes only (max_ops is "
+                              f"the same cap in ops, {OP_ROW_BYTES} B each).")
+    else:
+        max_bytes = max_ops * OP_ROW_BYTES
     for name in _FLAGS:
         if not isinstance(options[name], bool):
             raise CutimelineError(f"record({name}={options[name]!r}) must be True or False.")
@@ -48,7 +64,7 @@ def checked(options: dict[str, Any], *, disabled: bool) -> dict[str, Any]:
             except OSError as exc:
                 raise CutimelineError(f"record(out_dir={out_dir!r}): the folder cannot "
                                       f"be made ({exc.strerror or exc}).") from None
-    return {**options, "out_dir": out_dir}
+    return {**options, "out_dir": out_dir, "max_bytes": max_bytes, "max_ops": max_ops}
 
 
 def checked_schedule(schedule: Any, on_trace_ready: Any,

@@ -110,7 +110,7 @@ def record(*, device: str | Device = "auto", max_bytes: int = MAX_BYTES,
     ``device``: "auto" (CUDA when available, else "cpu"), "cuda", "cuda:N",
     "cpu" (host rows only) or a ``Device`` such as ``ctl.SimGPU(...)``.
     ``max_bytes``: the op rows the recording may hold, 40 B an op
-    (``oprows.py``; 400 MB, 10 M ops, by default): past ``max_bytes // 40``
+    (``opstream.OpRows``; 400 MB, 10 M ops, by default): past ``max_bytes // 40``
     ops, or as many spans (steps and ``ctl.span`` included), one warning is
     given and the recording is cut there (``Timeline.truncated``): no op
     after it is recorded, nor any span that begins after it; the program
@@ -254,7 +254,7 @@ class Recorder:
                 _THREAD_END.guard = ThreadEnd(self)
             _ACTIVE = s
             self._state = "recording"
-            s.rows.start()  # op rows into compact chunks from now on (oprows.py)
+            s.rows.start()  # op rows into compact chunks from now on (opstream.py)
         if self.options.get("out_dir"):  # last: a SIGTERM finds the recording whole
             self._guard = RankGuard(self).install()
         return self

@@ -4,8 +4,10 @@ One ``Session`` per recording holds the caches (op signatures, module
 contexts, autograd node names, the strings) and the per-thread ``Writer``s,
 each made on its thread's first access, whose lists hold plain tuples (ops,
 launches, spans) appended without a lock; only cache misses take the
-session's lock. It keeps the cap: ops and spans each count against
-``max_ops``, and the first past it cuts the whole recording (``truncate``).
+session's lock; ``rows`` (``opstream.py``) moves the ops rows into compact
+chunks while it records. It keeps the cap: ops and spans each count
+against ``max_ops`` (``record``'s ``max_bytes`` // 40 B an op row), and the
+first past it cuts the whole recording (``truncate``).
 It ends steps, prices the recorder again between them (``calibrate``), and
 dispatches the ops that launch device work between two events (``launch``),
 those that may block the host (``launch_ruled``), collectives
@@ -39,7 +41,7 @@ from .measures.collectives import OPS, WAIT, CollectiveLog
 from .measures.flops import FlopCounter
 from .measures.memory import MemoryLog
 from .measures.sources import SourceFinder, StackCount
-from .opstream import Mode
+from .opstream import OP_ROW_BYTES, Mode, OpRows
 from .hooks.ranges import range_call
 from .signatures import (ALLOCS, DIST_NAMESPACES, NO_WORK, RULE_ALLOC, RULE_COLL, RULE_FLOPS,
                          RULE_WAIT, RULES, Named, arg_kinds, blocking, composite,
@@ -98,6 +100,7 @@ class Session:
         self.ctxs: dict[tuple[int, int], int] = {(NONE, NONE): 0}
         self.ctx_table: list[tuple[int, int]] = [(NONE, NONE)]  # (module, depth)
         self.writers: list[Writer] = []
+        self.rows = OpRows(self.writers)  # ops rows moved into compact chunks (opstream.py)
         self.local = _Local(weakref.ref(self))
         self.step_number, self.step_begin, self.manual = 0, _now(), False
         self.collectives = None  # collectives.CollectiveLog, made at the first collective
@@ -436,24 +439,28 @@ class Session:
             if self.cut_ns is not None:
                 return
             self.cut_ns, self.off, self.cut_by = _now(), True, what
-        warnings.warn(f"cutimeline recorded max_ops={self.max_ops:,} {what} and stops "
+        warnings.warn(f"cutimeline recorded max_ops={self.max_ops:,} {what} (max_bytes="
+                      f"{self.max_ops * OP_ROW_BYTES:,}, {OP_ROW_BYTES} B an op) and stops "
                       f"recording here (the program goes on); the Timeline is "
-                      f"marked truncated. Pass a larger max_ops to record more.",
+                      f"marked truncated. Pass a larger max_bytes to record more.",
                       RuntimeWarning, stacklevel=3)
 
 
 class Writer:
     """What one thread appends while recording. Only its own thread writes
     here, except the autograd engine's device threads, which reach their
-    caller's mode; every record is one atomic ``list.append``."""
+    caller's mode; every record is one atomic ``list.append``. ``ops``
+    rows move into ``chunks`` from the front (``opstream.OpRows``, the one
+    consumer that deletes from it)."""
 
-    __slots__ = ("thread", "ident", "name", "ops", "launches", "spans", "ctx",
+    __slots__ = ("thread", "ident", "name", "ops", "chunks", "launches", "spans", "ctx",
                  "stack", "data", "waited", "users", "optimizers")
 
     def __init__(self, thread: int):
         self.thread, self.ident = thread, threading.get_ident()
         self.name = threading.current_thread().name
         self.ops: list[tuple] = []       # (seq, t0, t1, sig, ctx, grad_fn, flags)
+        self.chunks: list = []           # ops converted from the front (opstream.OP_ROW)
         self.launches: list[tuple] = []  # (seq, stream, begin_event, end_event, gpu kind)
         self.spans: list[tuple] = []     # (kind, name, thread, depth, number, begin, end)
         self.ctx = 0                     # context id of the innermost module

@@ -3,8 +3,9 @@
 With ``record(out_dir=...)`` the rank's file ``rank-<r>.ctl`` exists from
 ``start()`` on, as a journal (``timeline/ctlfile/journal.py``): a background
 thread wakes every ``PERIOD_S`` and appends, as one checksummed chunk, the
-host rows the session's writers appended since (ops, spans), the strings
-interned since and the threads started since. ``stop()`` appends the last
+host rows the session's writers appended since (ops as ``opstream.OpRows``
+converted them, spans), the strings interned since and the threads
+started since. ``stop()`` appends the last
 rows and an "end" chunk, then writes the finished Timeline over the
 journal (``lifecycle.py``); SIGTERM, Ctrl-C and an exit do the same
 without the end chunk. A process that dies without a word leaves the
@@ -13,12 +14,14 @@ partial for an unknown cause.
 
 Cost to the recorded program: nothing on the op path (the writers' lists
 are read, never locked or copied by it); the thread's own work holds the
-GIL while it turns Python tuples into columns, each row once, so it
-converts at most ``SLICE`` rows at a time and then lets the GIL go
-(``time.sleep(0)``): the recorded thread waits for one slice at most at a
-time. Compression and writing let the GIL go by themselves. What a kill
-can take: the rows of the last ``PERIOD_S`` plus the time one flush takes
-(``benchmarks/RESULTS.md`` has the measured figures).
+GIL while it turns Python tuples (spans, launches, new signatures) into
+columns, each row once, so it converts at most ``SLICE`` rows at a time
+and then lets the GIL go (``time.sleep(0)``): the recorded thread waits
+for one slice at most at a time. Ops come converted already. Compression
+and writing let the GIL go by themselves. What a kill can take: the rows
+of the last ``PERIOD_S`` plus the time one flush takes, and the ops not
+yet converted (fewer than ``opstream.SLICE`` a thread, plus one
+``opstream.PERIOD_S``; ``benchmarks/RESULTS.md`` has the measured figures).
 The journal survives the death of the process, not of the machine (no
 fsync: the kernel writes it out).
 
@@ -42,6 +45,7 @@ import numpy as np
 from ...timeline.ctlfile.journal import Journal
 from ...timeline.schema import NONE, OpFlag
 from ..assembly import ops_columns
+from ..opstream import as_rows
 
 __all__ = ["Flusher", "PERIOD_S", "SLICE", "CHUNK_ROWS"]
 
@@ -58,7 +62,7 @@ class Flusher:
 
     def __init__(self, session: Any, index: int, journal: Journal):
         self.s, self.index, self.journal = session, index, journal
-        # per writer (by thread index): rows of ops, spans, launches written
+        # per writer (by thread index): op chunks (opstream.OpRows), spans, launches written
         self.taken: dict[int, list[int]] = {}
         self.sig = np.zeros((0, 3), np.int64)  # the session's sig_table, converted so far
         self.ctx = np.zeros((0, 2), np.int64)  # and its ctx_table
@@ -105,6 +109,7 @@ class Flusher:
             return
         try:
             if stopped and self.error is None:
+                self.s.rows.drain()  # the rows not yet converted
                 while self._chunk(None):
                     pass
                 self.journal.end({"step": self.s.step_number, "host_ns": _now()})
@@ -120,10 +125,21 @@ class Flusher:
         another. ``stop``: give up (nothing written) once it is set."""
         s = self.s
         writers = list(s.writers)
-        new = []  # (writer, its ops, spans and launches since the last chunk)
-        for w in writers:  # each list's rows are appended whole and read whole
-            o, p, _ = self.taken.setdefault(w.thread, [0, 0, 0])
-            new.append((w, w.ops[o:o + CHUNK_ROWS], w.spans[p:p + CHUNK_ROWS]))
+        new = []  # (writer, its op chunks, spans since the last chunk)
+        more = False  # rows left for another chunk
+        for w in writers:  # each list's items are appended whole and read whole
+            c, p, _ = self.taken.setdefault(w.thread, [0, 0, 0])
+            # ops: the chunks OpRows converted (it alone reads Writer.ops)
+            chunks, rows = [], 0
+            for x in w.chunks[c:]:
+                if chunks and rows + len(x) > CHUNK_ROWS:
+                    more = True
+                    break
+                chunks.append(x)
+                rows += len(x)
+            spans = w.spans[p:p + CHUNK_ROWS]
+            more = more or len(spans) == CHUNK_ROWS
+            new.append((w, chunks, spans))
         # after the rows: every launch, signature, context and string they
         # name was made before them
         launches = [w.launches[self.taken[w.thread][2]:] for w in writers]
@@ -136,7 +152,7 @@ class Flusher:
         sig = np.concatenate([self.sig, convert(sig_rows, 3)])
         ctx = np.concatenate([self.ctx, convert(ctx_rows, 2)])
         launched = [convert(x, 5) for x in launches if x]
-        with_ops = [(w, convert(o, 7)) for w, o, _ in new if o]
+        with_ops = [(w, as_rows(o)) for w, o, _ in new if o]
         spans = [convert(p, 7) for _, _, p in new if p]
         if convert.stopped:
             return False
@@ -163,7 +179,7 @@ class Flusher:
             taken[0] += len(o)
             taken[1] += len(p)
             taken[2] += len(x)
-        return any(len(o) == CHUNK_ROWS or len(p) == CHUNK_ROWS for _, o, p in new)
+        return more
 
     def _streams(self, o: np.ndarray) -> np.ndarray:
         """The stream of each op's launch (NONE: it launched nothing), from
