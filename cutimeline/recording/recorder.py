@@ -145,6 +145,7 @@ def record(*, device: str | Device = "auto", max_bytes: int = MAX_BYTES,
     With ``CUTIMELINE_DISABLE=1`` in the environment the recorder does
     nothing and its timeline is empty.
     """
+    _not_compiling("ctl.record()")
     disabled = os.environ.get("CUTIMELINE_DISABLE", "").strip() not in ("", "0")
     options = checked(dict(max_bytes=max_bytes, max_ops=max_ops, modules=modules,
                            threads=threads, steps=steps, measure=measure, timing=timing,
@@ -155,6 +156,21 @@ def record(*, device: str | Device = "auto", max_bytes: int = MAX_BYTES,
         return ScheduledRecorder(lambda: Recorder(dev, disabled=disabled, **options), plan,
                                  on_trace_ready, steps=steps, disabled=disabled)
     return Recorder(dev, disabled=disabled, **options)
+
+
+def _not_compiling(what: str) -> None:
+    """Refuse to start inside a function torch.compile compiles: dynamo
+    would trace the recorder's own code (numpy included) into graphs and
+    fail inside it. Traced, ``is_compiling()`` says so; run eagerly after a
+    graph break, the frame evaluation callback is still dynamo's."""
+    frame_callback = getattr(getattr(torch._C, "_dynamo", None), "eval_frame", None)
+    frame_callback = getattr(frame_callback, "get_eval_frame_callback", None)
+    if is_compiling() or (frame_callback is not None
+                          and frame_callback() not in (None, False)):
+        raise CutimelineError(
+            f"{what} was reached inside a function torch.compile is compiling; "
+            f"record around the compiled call instead: `with ctl.record(): "
+            f"compiled_fn(x)` (the recorder sees what compiled code runs).")
 
 
 class Recorder:
@@ -198,6 +214,7 @@ class Recorder:
     def start(self) -> "Recorder":
         """Begin recording in the calling thread."""
         global _ACTIVE, _RECORDER
+        _not_compiling("Starting a recorder")
         if self._state == "recording":
             raise CutimelineError("This recorder is already recording; call stop() "
                                   "before starting it again.")

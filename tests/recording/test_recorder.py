@@ -976,3 +976,30 @@ def test_a_thread_that_ends_recording_leaves_a_clean_exit_and_a_stoppable_record
     with ctl.record(measure=False) as again:  # nothing is left active
         torch.ones(2) + 1
     assert len(again.timeline.ops)
+
+
+def test_record_inside_a_compiled_function_is_a_sentence():
+    # dynamo traced the recorder's own code and failed in it (a RuntimeError
+    # from numpy under dynamo); then it ran it eagerly with its frame
+    # callback still set, compiling each of the recorder's frames.
+    @torch.compile(backend="eager")
+    def recorded_inside(x):
+        with ctl.record(measure=False):
+            y = x * 2
+        return y
+
+    rec = ctl.record(measure=False)
+
+    @torch.compile(backend="eager")
+    def started_inside(x):
+        rec.start()
+        return x * 2
+
+    for fn in (recorded_inside, started_inside):
+        torch._dynamo.reset()
+        with pytest.raises(CutimelineError, match="torch.compile is compiling"):
+            fn(torch.randn(4))
+    with ctl.record(measure=False) as around:  # the way the sentence says
+        recorded = torch.compile(lambda x: x * 2, backend="eager")
+        recorded(torch.randn(4))
+    assert "aten::mul.Tensor" in set(around.timeline.decode(around.timeline.ops["name"]))
