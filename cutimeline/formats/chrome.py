@@ -16,12 +16,23 @@ the Kineto import (``formats.kineto``, ``ctl.load``) reads it back and other Kin
   as chromeevents.py describes: args "source"/"function"/"code" and
   "flops" on ops and spans, a "GPU memory" counter per device and Kineto
   ``[memory]`` instant events;
-- metadata events naming and ordering processes and threads.
+- metadata events naming and ordering processes and threads;
+- before "traceEvents", Kineto's header keys, ``distributedInfo`` first
+  where the Timeline has a rank.
+
+HolisticTraceAnalysis 0.5 reads the file as a Kineto trace: correlation ids
+start at 2^15 (its int narrowing overflowed on smaller ones), a sync's
+stream is an arg of our own (an event with a "stream" and a correlation id
+is GPU work to HTA), and the rank is ``"rank": N`` in the first line (the
+form its file scan looks for).
 
 Times are written in µs as exact decimals of the integer ns (``12.345``), so
 nothing is lost; when times are too large for a float µs to hold ns
 (beyond 2^43 µs), they are written relative to a whole second, kept in
-``baseTimeNanoseconds`` and in ``cutimelineTimeShiftNanoseconds``.
+``baseTimeNanoseconds`` and in ``cutimelineTimeShiftNanoseconds``. (HTA
+rounds fractional µs, begins up and ends down, unless its environment has
+``HTA_DISABLE_NS_ROUNDING=1``; a file whose times are all whole µs is
+written in integers, which it reads as they are.)
 
 The events of each table are formatted as whole columns (chromeevents.py,
 jsonrows.py) and written a chunk at a time, gzipped on every core for a
@@ -156,7 +167,13 @@ def _jobs(tl: Timeline, shift: int, ahead: bool = False) -> Iterator[Callable[[]
         depth = early.submit(depth_points, tl).result if early else functools.partial(
             depth_points, tl)
         hosts = _host_tracks(tl)
-        head = '{"traceEvents": [\n' + ",\n".join(_metadata(tl, hosts))
+        # The header comes first, on a line of its own, as Kineto writes it:
+        # HolisticTraceAnalysis finds a file's rank by the first line that
+        # matches '"rank":\s+N' (json.dumps' ": " has the space it needs),
+        # and its streaming parser reads no key after "traceEvents".
+        header = json.dumps(_header(tl, shift), allow_nan=False)
+        head = (header[:-1] + ',\n"traceEvents": [\n'
+                + ",\n".join(_metadata(tl, hosts)))
         yield functools.partial(str.encode, head)
         lay = ev.Layout(tl, hosts, shift)
         templates = [ev.op_rows, ev.span_rows, ev.gpu_rows, ev.sync_rows,
@@ -167,8 +184,7 @@ def _jobs(tl: Timeline, shift: int, ahead: bool = False) -> Iterator[Callable[[]
             rows = template(lay)
             for a, b in rows.ranges():
                 yield functools.partial(rows.render, a, b)
-        tail = "\n],\n" + json.dumps(_header(tl, shift), allow_nan=False)[1:]
-        yield functools.partial(str.encode, tail)
+        yield functools.partial(str.encode, "\n]}")
     finally:
         if early:
             early.shutdown(wait=True, cancel_futures=True)
@@ -223,11 +239,22 @@ def _metadata(tl: Timeline, hosts: list[tuple[int, int]]) -> list[str]:
 
 
 def _header(tl: Timeline, shift: int) -> dict[str, Any]:
+    """The keys beside "traceEvents"; "distributedInfo" (where the Timeline
+    has a rank) right after "schemaVersion", so that its "rank" is the
+    first in the file."""
     meta = tl.meta
-    head: dict[str, Any] = {"schemaVersion": 1, "displayTimeUnit": "ms",
-                            "traceName": str(meta.get("file") or meta.get("trace_name")
-                                             or "cutimeline"),
-                            "exportedBy": f"{EXPORTER} {__version__}"}
+    head: dict[str, Any] = {"schemaVersion": 1}
+    info = meta.get("distributed")
+    rank = info.get("rank") if isinstance(info, dict) else meta.get("rank")
+    if isinstance(rank, int) and not isinstance(rank, bool):
+        rest = info if isinstance(info, dict) else {"world_size": meta.get("world_size", 1)}
+        head["distributedInfo"] = {"rank": rank, **{k: v for k, v in rest.items()
+                                                    if k != "rank"}}
+    elif isinstance(info, dict):
+        head["distributedInfo"] = info
+    head.update({"displayTimeUnit": "ms",
+                 "traceName": str(meta.get("file") or meta.get("trace_name") or "cutimeline"),
+                 "exportedBy": f"{EXPORTER} {__version__}"})
     base = int(meta.get("base_time_ns", 0) or 0)
     if base or shift:
         head["baseTimeNanoseconds"] = base + shift
@@ -235,11 +262,6 @@ def _header(tl: Timeline, shift: int) -> dict[str, Any]:
         head[SHIFT_KEY] = shift
     if meta.get("devices"):
         head["deviceProperties"] = meta["devices"]
-    if isinstance(meta.get("distributed"), dict):
-        head["distributedInfo"] = meta["distributed"]
-    elif isinstance(meta.get("rank"), int):
-        head["distributedInfo"] = {"rank": meta["rank"],
-                                   "world_size": meta.get("world_size", 1)}
     return head
 
 

@@ -22,14 +22,20 @@ from ..errors import CutimelineError
 from ..timeline.schema import NONE, GpuKind, OpFlag, SpanKind
 from ..timeline.timeline import Timeline
 from .jsonrows import Fragments, Rows, escape
-from .kineto.schema import FREED_ARG, KIND_ARG
+from .kineto.schema import FREED_ARG, KIND_ARG, SYNC_STREAM_ARG
 
 __all__ = ["Layout", "op_rows", "span_rows", "gpu_rows", "sync_rows", "counter_rows",
-           "memory_rows", "HOST_PID", "SYNC_TID", "LAUNCH_TID"]
+           "memory_rows", "HOST_PID", "SYNC_TID", "LAUNCH_TID", "FIRST_CORRELATION"]
 
 HOST_PID = 1 << 20   # a pid no device index reaches
 SYNC_TID = 1 << 30   # the host "syncs" track, apart from every thread
 LAUNCH_TID = SYNC_TID + 1   # launches of GPU work whose op is unknown
+# Correlation ids count from 2^15: HolisticTraceAnalysis narrows the column
+# to the smallest int that holds its ids, then writes event row numbers
+# into a copy of it. Ids all under 2^15 made that int16 (int8 under 128),
+# and a file of more events failed there (a TypeError under pandas 3); from
+# 2^15 on it is int32 at least, which holds any row number.
+FIRST_CORRELATION = 1 << 15
 GPU_CATEGORY = {GpuKind.MEMCPY: "gpu_memcpy", GpuKind.MEMSET: "gpu_memset"}
 LAUNCH_NAME = {GpuKind.MEMCPY: "cudaMemcpyAsync", GpuKind.MEMSET: "cudaMemsetAsync"}
 SYNC_CALL = {"Stream Sync": "cudaStreamSynchronize", "Event Sync": "cudaEventSynchronize",
@@ -147,10 +153,10 @@ def _sources(r: Rows, lay: Layout, column: str, n: int) -> None:
 
 def gpu_rows(lay: Layout) -> Rows:
     """Each GPU slice, its launch call and its flow arrow; correlation ids
-    are row index + 1."""
+    are ``FIRST_CORRELATION`` + row index."""
     g, o = lay.tl.gpu, lay.tl.ops
     n = len(g)
-    corr = np.arange(1, n + 1)
+    corr = FIRST_CORRELATION + np.arange(n)
     has_op, launched = g.op != NONE, g.launch_ns != NONE
     launcher = lay.op_track(g.op, lay.launcher)   # launched from a thread it does not know
     cat = _enum_names(g.kind, GpuKind, "gpu.kind",
@@ -185,9 +191,12 @@ def gpu_rows(lay: Layout) -> Rows:
 
 def sync_rows(lay: Layout) -> Rows:
     """Each sync, and the blocking call on its op's track where the sync
-    begins within the op; correlation ids follow the GPU rows'."""
+    begins within the op; correlation ids follow the GPU rows'. The stream
+    waited on is arg ``SYNC_STREAM_ARG``, not Kineto's "stream": an event
+    with a "stream" and a correlation id is GPU work to HolisticTraceAnalysis,
+    which would count the host's wait as busy GPU time."""
     tl, y, o = lay.tl, lay.tl.syncs, lay.tl.ops
-    corr = len(tl.gpu) + 1 + np.arange(len(y))
+    corr = FIRST_CORRELATION + len(tl.gpu) + np.arange(len(y))
     has_op = y.op != NONE
     kinds, which = np.unique(y.kind, return_inverse=True)
     names = [tl.string(int(k)) or "sync" for k in kinds]
@@ -203,7 +212,7 @@ def sync_rows(lay: Layout) -> Rows:
     r.us(y.host_begin_ns, minus=lay.shift)
     r.text(', "dur": ').us(y.host_end_ns, minus=y.host_begin_ns)
     r.text(', "args": {"cuda_sync_kind": ').pick(kind, which)
-    r.text(', "device": ').int(y.device).text(', "stream": ').int(y.stream)
+    r.text(', "device": ').int(y.device).text(f', "{SYNC_STREAM_ARG}": ').int(y.stream)
     r.text(', "correlation": ').int(corr)
     r.text(', "External id": ', has_op).int(_at(o.seq, y.op), has_op).text("}}")
     # The call ends with the sync or the op, whichever is first.

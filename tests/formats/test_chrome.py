@@ -16,6 +16,7 @@ import hashlib
 import json
 import os
 import pathlib
+import re
 import stat
 import sys
 import threading
@@ -25,7 +26,7 @@ import pytest
 
 from cutimeline import CutimelineError, Timeline, __version__
 from cutimeline.alignment import align
-from cutimeline.formats import chrome, jsonrows
+from cutimeline.formats import chrome, chromeevents, jsonrows
 from cutimeline.formats.chrome import export_chrome, queue_depth
 from cutimeline.formats.kineto import import_chrome
 from cutimeline.timeline.schema import NONE, GpuKind, OpFlag, SpanKind
@@ -291,6 +292,30 @@ def test_a_timeline_without_extras_writes_none_of_their_keys(tmp_path):
     text = (tmp_path / "h.json").read_text()
     for key in ('"source"', '"flops"', "GPU memory", "[memory]"):
         assert key not in text
+
+
+def test_what_hta_reads_is_in_the_file(tmp_path):
+    """What HolisticTraceAnalysis 0.5 needs (test_chrome_hta.py runs it where
+    installed): the rank on the first line, in the '"rank": N' its file scan
+    matches; correlation ids from 2^15 (it narrowed smaller ones to int16,
+    then overflowed them); no "stream" on a sync, which would make the
+    host's wait GPU work to it; the sync's stream still read back."""
+    tl = handmade()
+    tl = tl.replace(meta={**tl.meta, "rank": 3, "world_size": 4},
+                    syncs={**tl.syncs.columns, "stream": np.array([7])})
+    path = tmp_path / "r.json.gz"
+    export_chrome(tl, path)
+    with gzip.open(path, "rt") as fh:
+        assert re.search(r'"rank":\s+(\d+)', fh.readline()).group(1) == "3"
+    doc = json.loads(gzip.decompress(path.read_bytes()))
+    assert list(doc)[:2] == ["schemaVersion", "distributedInfo"]
+    assert doc["distributedInfo"] == {"rank": 3, "world_size": 4}
+    ids = [e["args"]["correlation"] for e in doc["traceEvents"]
+           if "correlation" in e.get("args", {})]
+    assert min(ids) == chromeevents.FIRST_CORRELATION == 2**15
+    syncs = [e["args"] for e in doc["traceEvents"] if e.get("cat") == "cuda_sync"]
+    assert syncs == [{**syncs[0], "cutimeline stream": 7}] and "stream" not in syncs[0]
+    assert import_chrome(path).syncs.stream.tolist() == [7]
 
 
 def test_empty_timeline_round_trips(tmp_path):

@@ -9,7 +9,7 @@ import numpy as np
 from ...timeline.schema import NONE, GpuKind, OpFlag
 from ...timeline.table import Strings
 from .schema import (DEVICES, GPU_CATEGORIES, KIND_ARG, NO_STREAM, NON_BLOCKING_SYNCS,
-                     RUNTIME_SYNCS, STREAMS, gpu_stream, int_arg)
+                     RUNTIME_SYNCS, STREAMS, SYNC_STREAM_ARG, gpu_stream, int_arg)
 
 __all__ = ["read_gpu", "read_syncs", "runtime_syncs", "flag_ops"]
 
@@ -77,7 +77,8 @@ def read_syncs(sync_ev: dict, links: dict, strings: Strings, ours: bool,
            warnings: list[str], name: str) -> dict:
     """One syncs row per cuda_sync event; kind is its name ("Stream Sync")."""
     args = sync_ev["args"]
-    stream = np.array([int_arg(a.get("stream"), NONE, STREAMS) for a in args], np.int64)
+    stream = np.array([int_arg(a.get(SYNC_STREAM_ARG, a.get("stream")), NONE, STREAMS)
+                       for a in args], np.int64)
     rows = {"op": np.array([links.get(c, (NONE,))[0] for c in sync_ev["corr"]], np.int64),
             "kind": np.array([strings.intern(s) for s in sync_ev["name"]], np.int32),
             "device": _devices(args, sync_ev["pid"], NONE, warnings, "syncs", name, True),

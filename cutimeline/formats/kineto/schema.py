@@ -18,6 +18,7 @@ __all__ = ["GPU_CATEGORIES", "LAUNCH_CATEGORIES", "RUNTIME_SYNCS", "UNREAD_DEVIC
            "READ_CATEGORIES", "OLD_CATEGORIES", "MEMORY_EVENT", "READ_INSTANTS",
            "GPU_DEVICE_TYPE", "SYNC_OP_NAMES", "FREED_ARG", "STREAM_TID", "NO_STREAM",
            "NON_BLOCKING_SYNCS", "BACKWARD_PREFIX", "STEP_RE", "SHIFT_KEY", "KIND_ARG",
+           "SYNC_STREAM_ARG",
            "EXPORTER", "TIME_LIMIT_NS", "DEVICES", "STREAMS", "INT64",
            "int_arg", "gpu_stream", "arg_keys"]
 
@@ -77,6 +78,9 @@ STEP_RE = re.compile(r"ProfilerStep#(\d{1,18})$")
 SHIFT_KEY = "cutimelineTimeShiftNanoseconds"
 # Written by export_chrome so kinds Kineto lacks (op, graph) survive.
 KIND_ARG = "cutimeline kind"
+# export_chrome's cuda_sync events: the stream waited on, read before
+# Kineto's "stream" (which HolisticTraceAnalysis takes for GPU work).
+SYNC_STREAM_ARG = "cutimeline stream"
 # export_chrome's "exportedBy": its External ids link GPU work to ops exactly.
 EXPORTER = "cutimeline"
 
