@@ -4,41 +4,60 @@
     $ cutimeline capture <pid> --steps 5 --out run.ctl    # from a shell, later
 
 ``arm()`` installs a trigger and nothing else: a signal handler (SIGUSR2
-by default, where the platform has it) that only sets a flag, two global
+by default, where the platform has it) that only counts it, two global
 optimizer hooks that count steps (``stepwatch.py``; per step, not per op,
 no dispatch mode), and a marker file ``armed-<pid>`` in the user's private
-capture folder (``capturefiles.py``: the folder, the files and whom they
-trust) that tells ``send_capture`` the process listens. At each step
-boundary the trigger checks the flag and the request file
-``capture-<pid>`` there (one ``os.stat``); on either it reads the request
-(JSON ``{"steps": N, "out": path}``, either key optional; an empty file, as
-``touch`` leaves, asks for the armed defaults) if the job's user owns it,
-deletes it and records the next N steps with an ordinary recorder
-(``ctl.record(**options)``), their STEP spans numbered by the steps
-counted since ``arm()``, meta ``steps`` [a, b] and ``capture``. It writes
-the Timeline to ``out``, which must lie under the folder chosen at
-``arm(out_dir=...)`` (default: the folder of ``path``, else the working
-folder at ``arm()``), by default ``<out_dir>/cutimeline-<pid>-<time>.ctl``
-(the time to the nanosecond: captures never share a name), whole or not
-at all, and appends the path to ``trigger.captures``; then it waits for
-the next request, or with ``rearm=False`` disarms. The self-cost probe
-runs at the first capture only. ``send_capture(pid, ...)`` checks the
-process and its marker, writes the request and sends the signal.
+capture folder (``capture/files.py``: the folder, the files and whom
+they trust) that tells ``send_capture`` the process listens. At each step
+boundary the trigger checks the signals counted and the request file
+``capture-<pid>`` there (one ``fstatat`` on the folder it holds open); it
+takes the request (JSON ``{"steps": N, "out": path, "signalled": true}``,
+every key optional; an empty file, as ``touch`` leaves, asks for the
+armed defaults) if the job's user owns it, and records the next N steps
+with an ordinary recorder (``ctl.record(**options)``), their STEP spans
+numbered by the steps counted since ``arm()``, meta ``steps`` [a, b] and
+``capture``. It writes the Timeline to ``out``, which must lie under the
+folder chosen at ``arm(out_dir=...)`` (default: the folder of ``path``,
+else the working folder at ``arm()``), by default
+``<out_dir>/cutimeline-<pid>-<time>.ctl`` (the time to the nanosecond:
+captures never share a name), whole or not at all, and appends the path
+to ``trigger.captures``; then it waits for the next request, or with
+``rearm=False`` disarms. The self-cost probe runs at the first capture
+only. ``send_capture(pid, ...)`` (``capture/request.py``) checks the
+process and its marker, writes the request (only where none is pending)
+and sends the signal.
+
+**One request, one capture.** A request file is one request; so is a
+signal that comes alone (``kill -USR2 <pid>``: the armed defaults). A
+request that says ``"signalled": true`` (as ``send_capture`` writes when
+it sends the signal too) comes with a signal that only wakes the job: that
+signal is matched to it whether it arrives before the file is taken or
+after, and starts nothing of its own. So N requests make N captures, in
+whichever order the file and the signal reach the job.
+
+**Where the capture goes.** ``out`` is walked below ``out_dir`` (opened as
+it resolved at ``arm()``) by descriptor (``capture/heldfolder.Folder``): each
+folder checked, then made, where it is, no link followed; a link swapped in
+below ``out_dir`` during a capture makes the write fail with a warning,
+never a folder or file elsewhere.
 """
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import signal as _signal
 import threading
-import time
 import warnings
 from typing import Any
 
 from ..errors import CutimelineError
-from .capturefiles import (armed_path, capture_dir, handles, inside, process, read_owned,
-                           request_path, start_time, write_private)
+from ..timeline.ctlfile import fileformat
+from .capture.files import (armed_name, armed_path, below, inside, private_folder, request_name,
+                            request_path, start_time)
+from .capture.heldfolder import Folder
+from .capture.request import count_steps, default_out, send_capture
 from .control.stepwatch import StepWatch, Window, cut
 from .recorder import record
 
@@ -47,22 +66,6 @@ __all__ = ["arm", "disarm", "Trigger", "send_capture", "request_path", "armed_pa
 _DEFAULT_SIGNAL = getattr(_signal, "SIGUSR2", None)
 _TRIGGER: Trigger | None = None  # the armed trigger of this process
 _LOCK = threading.Lock()
-
-
-def _count(value: Any, where: str) -> int:
-    """``value`` if a whole number ≥ 1; ``where``: how the user wrote it, {} the value."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise CutimelineError(f"{where.format(repr(value))} must be a whole number "
-                              f"of steps ≥ 1.")
-    return value
-
-
-def _default_out(pid: int, folder: str) -> str:
-    """``folder/cutimeline-<pid>-<date>-<time>.<ns>.ctl``: unique to the
-    nanosecond and the process."""
-    ns = time.time_ns()
-    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(ns // 10 ** 9))
-    return os.path.join(folder, f"cutimeline-{pid}-{stamp}.{ns % 10 ** 9:09d}.ctl")
 
 
 def arm(steps: int = 5, path: str | os.PathLike | None = None, *,
@@ -114,7 +117,7 @@ class Trigger:
     def __init__(self, steps: int, path: str | os.PathLike | None, *, signal: int | None,
                  rearm: bool, options: dict[str, Any] | None,
                  out_dir: str | os.PathLike | None = None):
-        self.steps = _count(steps, "arm(steps={})")
+        self.steps = count_steps(steps, "arm(steps={})")
         if path is not None and (not isinstance(path, (str, os.PathLike)) or
                                  not os.fspath(path)):
             raise CutimelineError(f"arm(path={path!r}) must name a file (a str or path).")
@@ -124,6 +127,8 @@ class Trigger:
             raise CutimelineError(f"arm(out_dir={out_dir!r}) must name a folder.")
         self.out_dir = os.path.abspath(os.fspath(out_dir)) if out_dir is not None else \
             os.path.dirname(self.path) if self.path else os.getcwd()
+        # the folder as it resolves now: captures are walked below it by descriptor
+        self._out_real = os.path.realpath(self.out_dir)
         if self.path is not None and not inside(self.path, self.out_dir):
             raise CutimelineError(f"arm(path={self.path!r}) lies outside out_dir "
                                   f"{self.out_dir!r}; give a path inside it.")
@@ -152,9 +157,12 @@ class Trigger:
         self.armed = False
         self.uid = os.geteuid()
         self.folder: str | None = None  # the private folder of the files (at install)
-        self.request = self.marker = ""
+        self.request = self.marker = ""  # their paths, for messages and by-hand requests
+        self._files: Folder | None = None  # the private folder, held open
         self._watch = StepWatch(self.options.get("steps", "auto"), self._on_step)
-        self._flag = False  # set by the signal handler
+        # one entry per signal received (the handler only appends: atomic)
+        self._signals: collections.deque[int] = collections.deque()
+        self._owed = 0  # signals still to come for requests taken before theirs came
         self._window: Window | None = None
         self._goal = (0, "")  # the capture under way: steps, out
         self._reuse: dict | None = None
@@ -183,12 +191,12 @@ class Trigger:
         finally:
             self._watch.remove()
             self._restore_signal()
-            for p in (self.marker, self.request) if os.getpid() == self.pid and \
-                    self.folder else ():
-                try:  # (a forked child leaves its parent's files alone)
-                    os.remove(p)
-                except OSError:
-                    pass
+            files, self._files = self._files, None
+            if files is not None:
+                if os.getpid() == self.pid:  # (a forked child leaves its parent's files alone)
+                    files.remove(armed_name(self.pid))
+                    files.remove(request_name(self.pid))
+                files.close()
             import atexit
             atexit.unregister(self.disarm)
             with _LOCK:
@@ -198,7 +206,9 @@ class Trigger:
     # -- installing -------------------------------------------------------------------
     def _install(self) -> None:
         import atexit
-        self.folder = capture_dir(create=True)  # checked: ours, 0700 (capturefiles.py)
+        # held open, checked on the descriptor: ours, 0700 (capture/files.py)
+        self._files = private_folder(create=True)
+        self.folder = self._files.path
         self.request, self.marker = request_path(self.pid, self.folder), \
             armed_path(self.pid, self.folder)
         if self.signal is not None:
@@ -206,7 +216,7 @@ class Trigger:
         self.armed = True
         try:
             self._watch.install()
-            write_private(self.marker, {
+            self._files.write_json(armed_name(self.pid), {
                 "pid": self.pid, "uid": self.uid, "start": start_time(self.pid),
                 "signal": self.signal, "out_dir": self.out_dir, "armed": True})
         except BaseException:
@@ -216,7 +226,7 @@ class Trigger:
 
     def _on_signal(self, signum: int, frame: Any) -> None:
         if self.armed:
-            self._flag = True  # read at the next step boundary
+            self._signals.append(signum)  # counted at the next step boundary
         elif callable(self._previous):  # disarmed off the main thread: pass it on
             self._previous(signum, frame)
 
@@ -236,38 +246,47 @@ class Trigger:
             if self._watch.number - w.first >= self._goal[0]:
                 self._finish()
             return
-        flagged, self._flag = self._flag, False
-        try:
-            os.stat(self.request)
-        except OSError:
-            if not flagged:
-                return
-        self._begin(self._watch.number)
+        while self._owed and self._signals:  # wake-ups of requests already taken
+            self._signals.popleft()
+            self._owed -= 1
+        if self._files is not None and self._files.lstat(request_name(self.pid)) is not None:
+            self._begin(self._watch.number, request=True)
+        elif self._signals:  # a signal alone: a request for the armed defaults
+            self._signals.popleft()
+            self._begin(self._watch.number, request=False)
 
-    def _begin(self, k: int) -> None:
+    def _begin(self, k: int, request: bool) -> None:
         steps, out = self.steps, self.path
-        # only a regular file of the job's user is read (capturefiles.py); it
-        # goes either way, so that a foreign one is not seen at every step
-        data = read_owned(self.request, self.uid)
-        foreign = data is None and os.path.lexists(self.request)
+        why = data = None
         try:
-            os.remove(self.request)
-        except OSError:  # the signal alone: the armed defaults
-            pass
+            # taken either way (renamed away, then read if a regular file of the
+            # job's user: capture/heldfolder.py), so a foreign one is not seen at every step
+            data = self._files.take(request_name(self.pid), self.uid) if request else None
+            if request and data is None:  # gone since it was seen (withdrawn)
+                return
+        except CutimelineError as exc:
+            why = (f"{str(exc).rstrip('.')}; a request is read only when it is a "
+                   f"regular file of uid {self.uid}'s, this job's user")
         try:
-            if foreign:
-                raise ValueError(f"it is not a file of uid {self.uid}'s, this job's user")
+            if why is not None:
+                raise ValueError(why)
             text = data.decode("utf-8") if data else ""
             asked = json.loads(text) if text.strip() else {}
             if not isinstance(asked, dict):
                 raise ValueError("not a JSON object")
-            steps = _count(asked.get("steps", steps), "the request's steps {}")
+            if asked.get("signalled") is True:  # its signal: come already, or owed
+                if self._signals:
+                    self._signals.popleft()
+                else:
+                    self._owed += 1
+            steps = count_steps(asked.get("steps", steps), "the request's steps {}")
             out = asked.get("out", out)
             if out is not None and not isinstance(out, str):
                 raise ValueError(f"out {out!r} is not a path")
             if out is not None:  # a relative one: in out_dir
                 out = os.path.join(self.out_dir, out)
-            if out is not None and not inside(out, self.out_dir):
+            if out is not None and (not inside(out, self.out_dir) or
+                                    self._below(out) is None):
                 raise ValueError(f"out {out!r} lies outside {self.out_dir}, the folder "
                                  f"arm(out_dir=...) allows")
         except (ValueError, CutimelineError) as exc:
@@ -284,7 +303,7 @@ class Trigger:
                           RuntimeWarning, 3)
             self._renew()
             return
-        self._goal = (steps, out or _default_out(self.pid, self.out_dir))
+        self._goal = (steps, out or default_out(self.pid, self.out_dir))
 
     def _finish(self) -> None:
         w, (steps, out) = self._window, self._goal
@@ -296,10 +315,7 @@ class Trigger:
             tl = cut(tl, w.first, w.first, self._watch.number,
                      {"capture": {"pid": self.pid, "requested_steps": steps}})
             if tl is not None:
-                os.makedirs(os.path.dirname(out), exist_ok=True)
-                if not inside(out, self.out_dir):  # a link made meanwhile
-                    raise CutimelineError(f"{out} now lies outside {self.out_dir}")
-                tl.save(out)
+                self._write(tl, out)
                 self.captures.append(out)
         except Exception as exc:  # a capture must not end the job it watches
             warnings.warn(f"cutimeline could not write the capture to {out} "
@@ -311,82 +327,23 @@ class Trigger:
             else:
                 self.disarm()
 
+    def _below(self, out: str) -> str | None:
+        """``out`` relative to ``out_dir``, spelled under it as armed or as it
+        resolved at ``arm()``; None when it is spelled under neither."""
+        return next((rel for rel in (below(out, self.out_dir), below(out, self._out_real))
+                     if rel is not None), None)
+
+    def _write(self, tl: Any, out: str) -> None:
+        """Write ``tl`` to ``out`` below ``out_dir``, every folder on the way
+        opened (made if missing) relative to the one above, no link followed."""
+        rel = self._below(out)
+        if rel is None or rel == os.curdir:
+            raise CutimelineError(f"{out} lies outside {self.out_dir}")
+        where, name = os.path.split(rel)
+        with Folder.open(self._out_real, create=True) as top, \
+                top.walk(where, create=True) as folder, folder.replacing(name) as f:
+            fileformat.write(tl, f)
+
     def _renew(self) -> None:
         if self.armed:
             self._next = record(**self.options)
-
-
-def send_capture(pid: int, steps: int = 5, out: str | os.PathLike | None = None, *,
-                 timeout: float | None = None, folder: str | None = None) -> str:
-    """Ask the armed process ``pid`` to capture its next ``steps`` steps
-    into ``out`` (made absolute here; it must lie under the folder the job
-    armed with; default ``<that folder>/cutimeline-<pid>-<time>.ctl``):
-    check the process and its marker (``capturefiles.py``), write the
-    request file, then send the signal it armed with if it handles it now.
-    With ``timeout`` (seconds), wait until the file is written. Returns
-    the path. ``folder``: the job's capture folder, when it is not the one
-    its environment names (``capturefiles.capture_dir``)."""
-    if isinstance(pid, bool) or not isinstance(pid, int) or pid < 1:
-        raise CutimelineError(f"send_capture(pid={pid!r}) must be a process id.")
-    steps = _count(steps, "send_capture(steps={})")
-    proc = process(pid)
-    if proc is None:
-        raise CutimelineError(f"There is no process {pid}; check the pid.")
-    me = os.geteuid()
-    if me not in (0, proc.uid):
-        raise CutimelineError(f"Process {pid} belongs to another user (uid {proc.uid}); "
-                              f"run the capture as that user. No signal was sent.")
-    not_armed = (f"Process {pid} is not armed for capture ({{}}); call ctl.arm() in it "
-                 f"first. No signal was sent: one would end a process that does not "
-                 f"handle it.")
-    if folder is None:  # the job's environment names it; else (changed since) ours may
-        folders, errors = [], []
-        for env in (proc.env, None) if pid != os.getpid() else (None,):
-            try:
-                folders.append(capture_dir(proc.uid, env))
-            except CutimelineError as exc:
-                errors.append(str(exc))
-        if not folders:
-            raise CutimelineError(not_armed.format(errors[0]))
-        folder = next((f for f in folders if os.path.lexists(armed_path(pid, f))), folders[0])
-    marker = armed_path(pid, folder)
-    data = read_owned(marker, proc.uid)
-    try:
-        armed = json.loads(data.decode("utf-8")) if data is not None else None
-    except (UnicodeDecodeError, ValueError):
-        armed = None
-    if not isinstance(armed, dict) or armed.get("pid") != pid or armed.get("armed") is not True:
-        raise CutimelineError(not_armed.format(
-            f"{marker} is missing" if data is None and not os.path.lexists(marker) else
-            f"{marker} is not a marker of uid {proc.uid}'s, the process's user"))
-    if proc.start is not None and armed.get("start") != proc.start:
-        raise CutimelineError(
-            f"The marker {marker} was left by an earlier process {pid}, which ended without "
-            f"removing it (the process now {pid} started later): process {pid} is not "
-            f"armed. No signal was sent.")
-    out_dir = armed.get("out_dir")
-    if not isinstance(out_dir, str) or not os.path.isabs(out_dir):
-        raise CutimelineError(not_armed.format(f"{marker} names no folder for captures"))
-    out = os.path.abspath(os.fspath(out)) if out is not None else _default_out(pid, out_dir)
-    if not inside(out, out_dir):
-        raise CutimelineError(f"{out} lies outside {out_dir}, the folder process {pid} "
-                              f"writes captures under (ctl.arm(out_dir=...)); give a path "
-                              f"inside it.")
-    if os.path.lexists(out):
-        raise CutimelineError(f"{out} exists already; give another out path or "
-                              f"remove it.")
-    write_private(request_path(pid, folder), {"steps": steps, "out": out}, owner=proc.uid)
-    signum = armed.get("signal")
-    if isinstance(signum, int) and not isinstance(signum, bool) and \
-            signum in _signal.valid_signals() and handles(pid, signum) is not False:
-        os.kill(pid, signum)  # only the signal it armed with, and only if it handles it
-    if timeout is not None:
-        end = time.monotonic() + timeout
-        while not os.path.exists(out):
-            if time.monotonic() > end:
-                raise CutimelineError(
-                    f"Process {pid} did not write {out} within {timeout:g} s; the "
-                    f"capture begins at its next step boundary (optimizer.step() or "
-                    f"rec.step()) and ends {steps} steps later.")
-            time.sleep(0.05)
-    return out

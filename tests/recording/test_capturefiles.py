@@ -1,6 +1,7 @@
-"""capturefiles.py and the trust model of on-demand capture: a private
-folder, files made without following links and read only when the job's
-user owns them, captures only under the folder the job chose, and a
+"""recording/capture/ and the trust model of on-demand capture: a private
+folder held by descriptor, every file below it opened through it without
+following links and read only when the job's user owns them, captures
+only under the folder the job chose (walked the same way), and a
 ``capture PID`` that checks the process before it sends any signal.
 
 The two-user tests run where the suite runs as root: the other user is
@@ -28,7 +29,9 @@ import torch
 import cutimeline as ctl
 import cutimeline.cli as cli
 from cutimeline import CutimelineError
-from cutimeline.recording import capturefiles, ondemand
+from cutimeline.recording import ondemand
+from cutimeline.recording.capture import files as capturefiles, heldfolder
+from cutimeline.recording.capture import request as capturerequest
 
 NOBODY = 65534
 root_only = pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0,
@@ -82,6 +85,12 @@ def _as(uid: int, fn, *args):
     got = here.recv()
     p.join(30)
     return got
+
+
+def _write(path, data):
+    """A request or marker written by hand (as its user would)."""
+    with open(path, "w") as f:
+        json.dump(data, f)
 
 
 def steps(n):
@@ -153,7 +162,7 @@ def test_a_request_another_user_owns_is_not_obeyed(shared):
     with open(trigger.request, "w") as f:
         json.dump({"steps": 1, "out": os.path.join(out, "x.ctl")}, f)
     os.chown(trigger.request, NOBODY, NOBODY)  # as if nobody had put it there
-    with pytest.warns(RuntimeWarning, match="not a file of uid 0's, this job's user"):
+    with pytest.warns(RuntimeWarning, match=f"belongs to uid {NOBODY}, not 0; .*this job's user"):
         steps(3)
     assert trigger.captures == [] and not os.path.lexists(trigger.request)
 
@@ -183,7 +192,7 @@ def test_captures_go_only_under_the_folder_armed_with(tmp_path, monkeypatch):
     (out / "link").symlink_to(tmp_path)  # inside by name, outside in fact
     with pytest.raises(CutimelineError, match="lies outside"):
         ondemand.send_capture(os.getpid(), out=out / "link" / "x.ctl")
-    capturefiles.write_private(trigger.request, {"out": str(tmp_path / "x.ctl")})
+    _write(trigger.request, {"out": str(tmp_path / "x.ctl")})
     with pytest.warns(RuntimeWarning, match="lies outside .* arm\\(out_dir=...\\) allows"):
         steps(2)
     assert trigger.captures == [] and not (tmp_path / "x.ctl").exists()
@@ -192,7 +201,7 @@ def test_captures_go_only_under_the_folder_armed_with(tmp_path, monkeypatch):
 
 
 def test_default_names_are_unique_to_the_nanosecond():
-    names = {ondemand._default_out(123, "/x") for _ in range(1000)}
+    names = {capturerequest.default_out(123, "/x") for _ in range(1000)}
     assert len(names) > 990 and all(n.startswith("/x/cutimeline-123-") for n in names)
 
 
@@ -222,11 +231,11 @@ def test_a_stale_marker_sends_no_signal_to_a_process_that_reused_its_pid(tmp_pat
         marker = capturefiles.armed_path(victim.pid, folder)
         base = {"pid": victim.pid, "uid": os.geteuid(), "signal": int(signal.SIGUSR2),
                 "out_dir": str(tmp_path), "armed": True}
-        capturefiles.write_private(marker, {**base, "start": start - 1})
+        _write(marker, {**base, "start": start - 1})
         with pytest.raises(CutimelineError, match="left by an earlier process.*No signal"):
             ondemand.send_capture(victim.pid, out=tmp_path / "a.ctl")
         # the right start time, but no handler for SIGUSR2: the request, no signal
-        capturefiles.write_private(marker, {**base, "start": start})
+        _write(marker, {**base, "start": start})
         ondemand.send_capture(victim.pid, out=tmp_path / "b.ctl")
         assert os.path.exists(capturefiles.request_path(victim.pid, folder))
         time.sleep(0.1)
@@ -254,7 +263,7 @@ def test_capture_from_another_user_is_refused_and_sends_nothing(shared):
     pid = os.getpid()
     _, (code, err) = _as(NOBODY, capture)
     assert code == 2 and "belongs to another user (uid 0)" in err, err
-    assert trigger._flag is False and not os.path.lexists(trigger.request)
+    assert not trigger._signals and not os.path.lexists(trigger.request)
 
 
 def _nobody_job(out: str, ready, stop) -> None:
@@ -295,3 +304,193 @@ def test_root_captures_another_user_s_job(shared):
         job.join(30)
         if job.is_alive():
             job.kill()
+
+
+# -- one walker: every path below a held folder (issue 45) -------------------------------
+
+def test_the_walker_checks_then_makes_each_folder_where_it_is(tmp_path, monkeypatch):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    with heldfolder.Folder.open(str(tmp_path / "top"), create=True) as top:
+        with top.walk("a/b", create=True) as b, b.replacing("f.bin") as f:
+            f.write(b"x")
+        assert (tmp_path / "top/a/b/f.bin").read_bytes() == b"x"
+        (tmp_path / "top/a/link").symlink_to(elsewhere)
+        with pytest.raises(CutimelineError, match="link.*a symlink; cutimeline follows no"):
+            top.walk("a/link/deeper", create=True)
+        with pytest.raises(CutimelineError, match="climbs out"):
+            top.walk("a/../..", create=True)
+        # a link swapped in between making a folder and opening it: refused
+        mkdir = os.mkdir
+
+        def mkdir_then_swap(name, mode=0o777, *, dir_fd=None):
+            mkdir(name, mode, dir_fd=dir_fd)
+            if name == "late":
+                os.rmdir(tmp_path / "top/late")
+                (tmp_path / "top/late").symlink_to(elsewhere)
+        monkeypatch.setattr(os, "mkdir", mkdir_then_swap)
+        with pytest.raises(CutimelineError, match="late: it is a symlink"):
+            top.walk("late/x", create=True)
+        monkeypatch.undo()
+        assert list(elsewhere.iterdir()) == []
+        # read: regular files of the uid only; a link or a FIFO is named, not followed
+        (tmp_path / "top/j").write_text("{}")
+        assert top.read("j", os.geteuid()) == b"{}" and top.read("absent", 0) is None
+        with pytest.raises(CutimelineError, match="j belongs to uid 0, not 12345"):
+            top.read("j", 12345)
+        (tmp_path / "top/l").symlink_to(tmp_path / "top/j")
+        with pytest.raises(CutimelineError, match="l is a symlink, not a regular file"):
+            top.read("l", os.geteuid())
+        os.mkfifo(tmp_path / "top/fifo")
+        with pytest.raises(CutimelineError, match="a FIFO"):
+            top.read("fifo", os.geteuid())
+        with pytest.raises(CutimelineError, match="it is a FIFO, and cutimeline replaces"):
+            with top.replacing("fifo") as f:
+                f.write(b"")
+        # take: renamed away first, then read and removed whatever it was
+        with pytest.raises(CutimelineError, match="/l is a symlink"):  # its own name
+            top.take("l", os.geteuid())
+        assert not os.path.lexists(tmp_path / "top/l") and (tmp_path / "top/j").exists()
+        # exclusive: published only where the name is free
+        assert top.write_json("req", {"a": 1}, exclusive=True)
+        assert not top.write_json("req", {"a": 2}, exclusive=True)
+        assert json.loads(top.take("req", os.geteuid())) == {"a": 1}
+        assert sorted(os.listdir(tmp_path / "top")) == ["a", "fifo", "j", "late"]
+
+
+def _private_capture_folder(tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
+
+
+def _swap_after_check(monkeypatch, swap):
+    """Run ``swap`` once, at the moment ``send_capture`` has checked the
+    job's folder and read its marker, before it writes the request."""
+    real = capturerequest.inside
+    done = []
+
+    def inside(path, folder):
+        if not done:
+            done.append(swap())
+        return real(path, folder)
+    monkeypatch.setattr(capturerequest, "inside", inside)
+    return done
+
+
+def test_a_folder_swapped_for_a_link_after_its_check_gets_the_request_not_the_link(
+        tmp_path, monkeypatch):
+    """The job's user swaps its capture folder for a link (to a folder the
+    sender may write and the user may not) between the sender's check and
+    its write: the request goes in the folder checked, nothing through
+    the link."""
+    _private_capture_folder(tmp_path, monkeypatch)
+    out = tmp_path / "out"
+    out.mkdir()
+    trigger = ctl.arm(steps=1, signal=None, options={"device": "cpu", "measure": False},
+                      out_dir=out)
+    target, moved = tmp_path / "root-only", tmp_path / "moved"
+    target.mkdir(mode=0o700)
+
+    def swap():
+        os.rename(trigger.folder, moved)
+        os.symlink(target, trigger.folder)
+    done = _swap_after_check(monkeypatch, swap)
+    path = ondemand.send_capture(os.getpid(), steps=1, out=out / "a.ctl")
+    assert done and os.path.islink(trigger.folder)
+    assert os.listdir(target) == []
+    assert f"capture-{os.getpid()}" in os.listdir(moved)
+    steps(2)  # the job holds its folder open: it takes the request where it was put
+    assert trigger.captures == [path] and ctl.load(path).meta["steps"]
+
+
+def test_a_named_folder_that_is_a_link_is_refused(tmp_path, monkeypatch):
+    _private_capture_folder(tmp_path, monkeypatch)
+    trigger = ctl.arm(steps=1, signal=None, options={"device": "cpu", "measure": False},
+                      out_dir=tmp_path)
+    link = tmp_path / "link"
+    link.symlink_to(trigger.folder)
+    with pytest.raises(CutimelineError, match="not a folder \\(a symlink\\)"):
+        ondemand.send_capture(os.getpid(), out=tmp_path / "a.ctl", folder=str(link))
+    assert not os.path.lexists(trigger.request)
+
+
+def test_a_link_swapped_in_during_a_capture_makes_nothing_outside(tmp_path, monkeypatch):
+    """A folder on the way to ``out`` becomes a link while the capture runs:
+    the write fails with a warning, and no folder or file is made where the
+    link points (the job made them before re-checking)."""
+    _private_capture_folder(tmp_path, monkeypatch)
+    out, elsewhere = tmp_path / "out", tmp_path / "elsewhere"
+    out.mkdir()
+    elsewhere.mkdir()
+    trigger = ctl.arm(steps=2, signal=None, options={"device": "cpu", "measure": False},
+                      out_dir=out)
+    _write(trigger.request, {"out": str(out / "sub" / "deeper" / "x.ctl")})
+    steps(1)
+    assert trigger._window is not None  # capturing
+    (out / "sub").symlink_to(elsewhere)
+    with pytest.warns(RuntimeWarning, match="could not write the capture") as caught:
+        steps(3)
+    assert list(elsewhere.iterdir()) == [] and trigger.captures == []
+    assert "sub: it is a symlink; cutimeline follows no link" in str(caught[0].message)
+    # without the link the same request makes its folders, below out_dir only
+    (out / "sub").unlink()
+    _write(trigger.request, {"out": str(out / "sub" / "deeper" / "x.ctl")})
+    steps(4)
+    assert trigger.captures == [str(out / "sub" / "deeper" / "x.ctl")]
+
+
+def test_a_request_is_sent_only_where_none_is_pending(tmp_path, monkeypatch):
+    _private_capture_folder(tmp_path, monkeypatch)
+    trigger = ctl.arm(steps=1, signal=None, options={"device": "cpu", "measure": False},
+                      out_dir=tmp_path)
+    first = ondemand.send_capture(os.getpid(), steps=1, out=tmp_path / "a.ctl")
+    with pytest.raises(CutimelineError, match="has not yet taken the capture request"):
+        ondemand.send_capture(os.getpid(), steps=1, out=tmp_path / "b.ctl")
+    steps(3)
+    assert trigger.captures == [first]
+    assert ondemand.send_capture(os.getpid(), steps=1, out=tmp_path / "b.ctl")
+
+
+@root_only
+@needs_sigusr2
+def test_root_capturing_for_a_user_who_swaps_the_folder_writes_nothing_elsewhere(shared):
+    """Root runs ``capture PID`` for nobody's job while nobody swaps the
+    job's folder for a link to a folder only root may enter: no file of
+    nobody's appears there; the request lands in the folder root checked,
+    and the capture is written as before."""
+    base, out = shared
+    secret = tempfile.mkdtemp(prefix="ctl-root-only-", dir="/tmp")
+    ctx = multiprocessing.get_context("fork")
+    here, there = ctx.Pipe()
+    stop = ctx.Event()
+    job = ctx.Process(target=_nobody_job, args=(out, there, stop))
+    job.start()
+    try:
+        assert here.poll(60)
+        folder = here.recv()
+        moved = os.path.join(base, "moved")
+
+        def swap():  # as nobody: its folder, in a sticky folder everyone may write
+            return _as(NOBODY, lambda: (os.rename(folder, moved), os.symlink(secret, folder)))
+
+        with pytest.MonkeyPatch.context() as mp:
+            done = _swap_after_check(mp, swap)
+            path = ondemand.send_capture(job.pid, steps=2, out=os.path.join(out, "cap.ctl"),
+                                         folder=folder)
+        assert done == [("ok", (None, None))] and os.path.islink(folder)
+        # (it was: capture-<pid>, a file of nobody's, made by root in root's folder)
+        assert [(name, os.lstat(os.path.join(secret, name)).st_uid)
+                for name in os.listdir(secret)] == []
+        for _ in range(600):  # the job takes the request where root put it
+            if os.path.exists(path):
+                break
+            time.sleep(0.1)
+        assert os.stat(path).st_uid == NOBODY and len(ctl.load(path).step_numbers()) == 2
+        stop.set()
+        assert here.poll(60) and here.recv() == [path]
+    finally:
+        stop.set()
+        job.join(30)
+        if job.is_alive():
+            job.kill()
+        subprocess.run(["rm", "-rf", secret], check=False)

@@ -5,6 +5,7 @@ import json
 import os
 import signal
 import threading
+import time
 
 import pytest
 import torch
@@ -212,3 +213,79 @@ def test_signal_needs_the_main_thread():
     t.start()
     t.join()
     assert caught and "main thread" in str(caught[0])
+
+
+# -- one request, one capture (issue 45) -------------------------------------------------
+
+@needs_sigusr2
+def test_a_request_taken_before_its_signal_is_one_capture(tmp_path, monkeypatch):
+    """The job takes the request file at a step boundary before the signal
+    that comes with it arrives: that signal is the request's, and starts no
+    second capture (it did: 30 requests made 31 captures)."""
+    trigger = ctl.arm(steps=1, options={"device": "cpu", "measure": False},
+                      out_dir=tmp_path)
+    kill = os.kill
+
+    def late_kill(pid, signum):  # the job reaches a step boundary first
+        steps(1)
+        assert trigger._window is not None  # the request was taken: capturing
+        kill(pid, signum)
+
+    monkeypatch.setattr(os, "kill", late_kill)
+    asked = []
+    for i in range(3):
+        asked.append(ondemand.send_capture(os.getpid(), steps=1, out=tmp_path / f"{i}.ctl"))
+        steps(4)  # the capture ends; then the signal, handled late, is matched
+    assert trigger.captures == asked
+    assert sorted(os.listdir(tmp_path)) == ["0.ctl", "1.ctl", "2.ctl"]
+
+
+@needs_sigusr2
+def test_each_request_is_one_capture_in_whatever_order_it_arrives(tmp_path):
+    """A bare signal, a touched file, a file and then its signal, a signal
+    and then its file: four requests, four captures."""
+    trigger = ctl.arm(steps=1, options={"device": "cpu", "measure": False},
+                      out_dir=tmp_path)
+    me = os.getpid()
+    os.kill(me, signal.SIGUSR2)                       # 1: the armed defaults
+    steps(3)
+    open(trigger.request, "w").close()                # 2: the armed defaults
+    steps(3)
+    with open(trigger.request, "w") as f:             # 3: file, taken, then its signal
+        json.dump({"out": "c.ctl", "signalled": True}, f)
+    steps(1)
+    os.kill(me, signal.SIGUSR2)
+    steps(3)
+    os.kill(me, signal.SIGUSR2)                       # 4: its signal, then the file
+    with open(trigger.request, "w") as f:
+        json.dump({"out": "d.ctl", "signalled": True}, f)
+    steps(5)
+    assert len(trigger.captures) == 4 and len(os.listdir(tmp_path)) == 4
+    assert trigger.captures[2:] == [str(tmp_path / "c.ctl"), str(tmp_path / "d.ctl")]
+    assert not trigger._signals and trigger._owed == 0
+
+
+@needs_sigusr2
+def test_n_requests_from_another_thread_make_n_captures(tmp_path):
+    """Requests sent while the job steps on another thread (the signal
+    lands on the main thread, the file is read on the training thread, in
+    either order): as many captures as requests, no more."""
+    trigger = ctl.arm(steps=1, options={"device": "cpu", "measure": False},
+                      out_dir=tmp_path)
+    done = threading.Event()
+
+    def train():
+        while not done.is_set():
+            steps(1)
+
+    worker = threading.Thread(target=train)
+    worker.start()
+    try:
+        asked = [ondemand.send_capture(os.getpid(), steps=1, out=tmp_path / f"{i}.ctl",
+                                       timeout=30) for i in range(8)]
+        time.sleep(0.3)  # time for a leftover signal to start a capture of its own
+    finally:
+        done.set()
+        worker.join()
+    steps(4)
+    assert trigger.captures == asked and len(os.listdir(tmp_path)) == 8

@@ -15,9 +15,10 @@ plane by plane (the zip's CRC covers them all). Older cutimelines read
 Formats 1 and 2 (read) are ``.npz`` archives: ``<table>.<column>.npy``
 arrays in the schema's dtypes (columns of ``_NPZ_ENCODING`` stored as
 differences), ``strings.blob``/``strings.offsets`` and ``meta.json`` as
-uint8 arrays. ``save`` writes a Timeline; ``read`` returns its parts, which
-``timeline.load`` makes into one; it reads a recording's journal
-(``journal.py``, what a killed process leaves) too.
+uint8 arrays. ``save`` writes a Timeline (``write``: to a file the caller
+opened); ``read`` returns its parts, which ``timeline.load`` makes into
+one; it reads a recording's journal (``journal.py``, what a killed
+process leaves) too.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import json
 import os
 import zipfile
 import zlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import numpy as np
 
@@ -43,7 +44,7 @@ from ..table import Table
 if TYPE_CHECKING:
     from ..timeline import Timeline
 
-__all__ = ["save", "read"]
+__all__ = ["save", "write", "read"]
 
 HEAD, COLUMNS = "meta.json", "columns.bin"
 _EPOCH = (1980, 1, 1, 0, 0, 0)  # zip entry times: the same Timeline, the same bytes
@@ -58,6 +59,20 @@ def save(tl: Timeline, path: str | os.PathLike) -> None:
     if not os.path.isdir(folder):
         raise CutimelineError(f"Cannot save to {path}: the folder {folder} "
                               f"does not exist.")
+    head, payload = _encode(tl)
+    with destination.replacing(path) as f:
+        _write(f, head, payload)
+
+
+def write(tl: Timeline, f: BinaryIO) -> None:
+    """Write ``tl`` as a ``.ctl`` to ``f``, a new file open for binary
+    writing: ``save`` for a caller that made the file itself (the
+    on-demand capture, in a folder it holds by descriptor)."""
+    _write(f, *_encode(tl))
+
+
+def _encode(tl: Timeline) -> tuple[bytes, bytes]:
+    """The bytes of ``meta.json`` and of ``columns.bin``."""
     manifest, payload = _columns(tl)
     try:
         head = json.dumps({"format": FORMAT, "format_version": FORMAT_VERSION,
@@ -66,8 +81,12 @@ def save(tl: Timeline, path: str | os.PathLike) -> None:
         raise CutimelineError(f"The Timeline's meta cannot be saved as JSON "
                               f"({exc}); keep meta to str, numbers, lists and "
                               f"dicts.") from None
-    with destination.replacing(path) as f, zipfile.ZipFile(f, "w") as z:
-        z.writestr(zipfile.ZipInfo(HEAD, _EPOCH), head.encode(), zipfile.ZIP_DEFLATED, 6)
+    return head.encode(), payload
+
+
+def _write(f: BinaryIO, head: bytes, payload: bytes) -> None:
+    with zipfile.ZipFile(f, "w") as z:
+        z.writestr(zipfile.ZipInfo(HEAD, _EPOCH), head, zipfile.ZIP_DEFLATED, 6)
         z.writestr(zipfile.ZipInfo(COLUMNS, _EPOCH), payload, zipfile.ZIP_STORED)
 
 
