@@ -21,7 +21,7 @@ __all__ = ["load"]
 
 def load(path: str | os.PathLike, *,
          progress: Callable[[str, float], None] | None = None,
-         steps_from: str | None = None) -> Timeline:
+         steps_from: str | None = None, max_bytes: int | None = None) -> Timeline:
     """A Timeline from a ``.ctl`` file or a torch.profiler trace (``.json``,
     ``.json.gz``); anything else raises ``CutimelineError`` naming the file
     and what it is not. ``progress`` and ``steps_from`` are
@@ -29,7 +29,10 @@ def load(path: str | os.PathLike, *,
     end each step (``"Optimizer.step"``, ``"train_step"``) where the trace
     has no ``ProfilerStep#N`` or they should not rule
     (``formats/kineto/steps.py``); a ``.ctl`` file keeps the steps it was
-    recorded with."""
+    recorded with. ``max_bytes``: the memory a file may claim to need
+    through load → analyze → plot → export, checked before it is read
+    (``timeline/budgets.py``; by default ``$CUTIMELINE_MAX_BYTES``, else
+    4 GiB or half this machine's memory)."""
 
     if not isinstance(path, (str, os.PathLike)):
         raise CutimelineError(f"load wants the path of a .ctl file or a torch.profiler "
@@ -52,10 +55,11 @@ def load(path: str | os.PathLike, *,
     except OSError as exc:
         raise CutimelineError(f"Cannot read {path}: {exc.strerror or exc}.") from None
     if head[:2] == b"\x1f\x8b" or head.lstrip()[:1] in (b"{", b"["):
-        return import_chrome(path, progress=progress, steps_from=steps_from)
+        return import_chrome(path, progress=progress, steps_from=steps_from,
+                             max_bytes=max_bytes)
     if steps_from is not None and head[:2] == b"PK":
         raise CutimelineError(
             f"steps_from={steps_from!r} picks the ranges a torch.profiler trace's "
             f"steps are made from; {os.path.basename(path)} is a cutimeline file, "
             f"whose steps were recorded with it. Leave steps_from out.")
-    return load_ctl(path)
+    return load_ctl(path, max_bytes=max_bytes)

@@ -372,11 +372,14 @@ def as_timeline(value: Any, who: str) -> Timeline:
                           f"{what(value)}" + (f": {hint}." if hint else "."))
 
 
-def load(path: str | os.PathLike) -> Timeline:
+def load(path: str | os.PathLike, *, max_bytes: int | None = None) -> Timeline:
     """Read a Timeline written by ``Timeline.save``, checked against
     ``invariants`` (a damaged file raises CutimelineError naming the file,
-    table, column and row)."""
+    table, column and row). A file that claims more rows than would fit
+    in ``max_bytes`` of memory is refused before it is decoded
+    (``budgets.max_bytes``: by default ``$CUTIMELINE_MAX_BYTES``, else 4 GiB
+    or half this machine's memory)."""
     path = os.fspath(path)
-    tables, strings, meta = fileformat.read(path)
+    tables, strings, meta = fileformat.read(path, max_bytes)
     invariants.check(tables, strings, meta, f"{path} is damaged")
     return Timeline(tables, strings, meta)

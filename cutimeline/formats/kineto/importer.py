@@ -41,7 +41,8 @@ from typing import Any, Callable
 import numpy as np
 
 from ...errors import CutimelineError
-from ...timeline.budgets import out_of_memory
+from ...timeline import budgets
+from ...timeline.budgets import PEAK_PER_EVENT, memory_budget, out_of_memory
 from ...timeline.invariants import check
 from ...timeline.schema import NONE, SCHEMA
 from ...timeline.table import Strings
@@ -63,7 +64,7 @@ RANKS = (0, 2**24)
 
 def import_chrome(path: str | os.PathLike, *,
                   progress: Callable[[str, float], None] | None = None,
-                  steps_from: str | None = None) -> Timeline:
+                  steps_from: str | None = None, max_bytes: int | None = None) -> Timeline:
     """Read a torch.profiler (Kineto) trace, ``.json`` or ``.json.gz``.
 
     Returns an aligned Timeline (all times integer ns on the trace's host
@@ -73,7 +74,11 @@ def import_chrome(path: str | os.PathLike, *,
     draws a bar with it). Steps come from ``ProfilerStep#N`` ranges, else
     from the optimizer's ``Optimizer.step#...`` annotations; ``steps_from``
     names the ranges that end each step instead (``steps.py``);
-    ``meta["steps_from"]`` says which marker made them.
+    ``meta["steps_from"]`` says which marker made them. A trace whose
+    text or events would take more than ``max_bytes`` of memory through
+    import and analysis is refused before they are parsed or made into
+    columns (``timeline/budgets.py``: by default ``$CUTIMELINE_MAX_BYTES``,
+    else 4 GiB or half this machine's memory).
     """
     # Parsing makes ~10^5 small dicts and lists, none of them cyclic; the
     # cyclic collector would rescan them again and again (a third of the
@@ -84,11 +89,12 @@ def import_chrome(path: str | os.PathLike, *,
     if progress is not None and not callable(progress):
         raise CutimelineError(f"import_chrome's progress wants a function (stage, "
                               f"fraction); got {type(progress).__name__}.")
+    budgets.max_bytes(max_bytes)  # a bad budget is refused whatever the trace
     collecting = gc.isenabled()
     gc.disable()
     try:
         return _import(os.fspath(path), progress or (lambda stage, fraction: None),
-                       steps_from)
+                       steps_from, max_bytes)
     except MemoryError:
         raise out_of_memory(os.fspath(path), f"{os.path.getsize(path):,} bytes of trace "
                             f"on disk") from None
@@ -98,10 +104,13 @@ def import_chrome(path: str | os.PathLike, *,
 
 
 def _import(path: str, progress: Callable[[str, float], None],
-            steps_from: str | None = None) -> Timeline:
+            steps_from: str | None = None, max_bytes: int | None = None) -> Timeline:
     name = os.path.basename(path)
     warnings: list[str] = []
-    doc = read_trace(path, progress, warnings)
+    doc = read_trace(path, progress, warnings, max_bytes)
+    # each event may become a row; the budget is held before any is made
+    memory_budget(path, PEAK_PER_EVENT * len(doc["traceEvents"]),
+                  f"{len(doc['traceEvents']):,} trace events", max_bytes)
     progress("sorting", 0.6)
     cats, flows, thread_names, skipped = bucket_events(
         doc["traceEvents"], READ_CATEGORIES, OLD_CATEGORIES, READ_INSTANTS)

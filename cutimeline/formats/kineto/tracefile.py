@@ -21,19 +21,24 @@ import numpy as np
 
 from ...errors import CutimelineError
 from ...timeline import budgets
-from ...timeline.budgets import input_file, out_of_memory, text_budget
+from ...timeline.budgets import (PEAK_PER_TEXT_BYTE, input_file, memory_budget, out_of_memory,
+                                 text_budget)
 
 __all__ = ["read_trace", "bucket_events", "to_ns", "columns", "take", "concat", "usable_id",
            "floats"]
 
 
-def read_trace(path: str, progress=None, notes: list[str] | None = None) -> dict[str, Any]:
+def read_trace(path: str, progress=None, notes: list[str] | None = None,
+               max_bytes: int | None = None) -> dict[str, Any]:
     """The JSON object of a Chrome trace file (gzip or plain), checked to
     hold a ``traceEvents`` list; a bare event list is accepted too.
     ``progress(stage, fraction)``, if given, hears how far reading got;
-    ``notes``, if given, what was mended (bytes that are no UTF-8)."""
+    ``notes``, if given, what was mended (bytes that are no UTF-8). Text
+    whose parsing would take more than ``max_bytes`` (``budgets.max_bytes``)
+    is refused before it is parsed, or inflated further."""
     name = os.path.basename(path)
     report = progress or (lambda stage, fraction: None)
+    most_text = budgets.max_bytes(max_bytes) // PEAK_PER_TEXT_BYTE
     try:
         with input_file(path) as fh:
             size = max(os.fstat(fh.fileno()).st_size, 1)
@@ -48,8 +53,14 @@ def read_trace(path: str, progress=None, notes: list[str] | None = None) -> dict
     if data[:2] == b"PK":
         raise CutimelineError(f"{name} is a zip archive (a cutimeline .ctl file?), "
                               f"not a Chrome trace; open .ctl files with ctl.load.")
+    packed = None
     if data[:2] == b"\x1f\x8b":
-        data = _gunzip(data, name)
+        packed, data = len(data), _gunzip(data, name, most_text + 1)
+    if len(data) > most_text:  # refused before json.loads makes ~5× the text of it
+        memory_budget(path, len(data) * PEAK_PER_TEXT_BYTE,
+                      f"{len(data):,} bytes of JSON text" if packed is None else
+                      f"more than {most_text:,} bytes of JSON text (gzipped in {packed:,})",
+                      max_bytes)
     report("parsing", 0.15)
     try:
         try:
@@ -99,25 +110,30 @@ def read_trace(path: str, progress=None, notes: list[str] | None = None) -> dict
     return doc
 
 
-def _gunzip(data: bytes, name: str) -> bytearray:
+def _gunzip(data: bytes, name: str, stop: int) -> bytearray:
     """The text of gzip ``data`` (every member, as gzip does), inflated as a
     stream a few MB at a time up to ``budgets.text_budget`` bytes: a file
     that would inflate past it is refused as the stream passes the budget
-    (its trailer's size cannot be trusted: a truncated file has none)."""
+    (its trailer's size cannot be trusted: a truncated file has none).
+    Past ``stop`` bytes (more than the memory budget lets be parsed) it
+    stops inflating and returns what it has, for the caller to refuse."""
     most = text_budget(len(data))
     out = bytearray()
     rest = data
     try:
         while rest:
             d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-            piece = d.decompress(rest, min(most - len(out) + 1, _STEP))
+            piece = d.decompress(rest, min(most - len(out) + 1, stop - len(out), _STEP))
             while True:
                 out += piece
                 if len(out) > most:
                     _too_big(name, most, len(data))
+                if len(out) >= stop:
+                    return out
                 if d.eof or not d.unconsumed_tail:
                     break
-                piece = d.decompress(d.unconsumed_tail, min(most - len(out) + 1, _STEP))
+                piece = d.decompress(d.unconsumed_tail,
+                                     min(most - len(out) + 1, stop - len(out), _STEP))
             if not d.eof:
                 raise EOFError("the compressed stream ends early")
             rest = d.unused_data.lstrip(b"\x00")  # members follow; gzip pads with zeros

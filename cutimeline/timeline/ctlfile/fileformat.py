@@ -35,7 +35,8 @@ from ...errors import CutimelineError
 from .. import destination
 from . import journal
 from .archive import check_names, json_member, member, npy_array
-from ..budgets import input_file, meta_budget, out_of_memory, row_budget
+from .. import budgets
+from ..budgets import input_file, memory_budget, meta_budget, out_of_memory, row_budget
 from .columncodec import CodecError, pack, pack_bytes, unpack, unpack_bytes
 from .prediction import candidates, choose, decode, residual
 from ..schema import FORMAT, FORMAT_VERSION, SCHEMA, TABLE_ADDED
@@ -125,12 +126,15 @@ def _columns(tl: Timeline) -> tuple[dict[str, Any], bytes]:
     return manifest, b"".join(parts)
 
 
-def read(path: str | os.PathLike) -> tuple[dict[str, Table], list[str], dict[str, Any]]:
+def read(path: str | os.PathLike, max_bytes: int | None = None
+         ) -> tuple[dict[str, Table], list[str], dict[str, Any]]:
     """The tables, strings and meta of a ``.ctl`` file; a damaged, foreign or
     newer file raises CutimelineError naming the file and the problem. What
-    it claims is held to ``budgets``, and what it holds to ``invariants``
-    (``timeline.load`` checks the latter)."""
+    it claims is held to ``budgets`` (memory: to ``max_bytes``, see
+    ``budgets.max_bytes``) before it is decoded, and what it holds to
+    ``invariants`` (``timeline.load`` checks the latter)."""
     path = os.fspath(path)
+    budgets.max_bytes(max_bytes)  # a bad budget is refused whatever the file
     try:
         opened = input_file(path)
     except FileNotFoundError:
@@ -148,16 +152,17 @@ def read(path: str | os.PathLike) -> tuple[dict[str, Table], list[str], dict[str
         claimed: list[int] = []   # rows, once the manifest is read
         try:
             if kept:  # its meta checked as a file's is
-                tables, strings, meta = journal.read(path)
+                tables, strings, meta = journal.read(path, max_bytes)
                 _check_head(path, {"format": FORMAT, "format_version": FORMAT_VERSION,
                                    "meta": meta})
             else:
                 with zipfile.ZipFile(fh) as z:
                     names = check_names(path, z)
                     if HEAD + ".npy" in names:
-                        tables, strings, meta = _read_npz(path, z, names, size)
+                        tables, strings, meta = _read_npz(path, z, names, size, max_bytes)
                     else:
-                        tables, strings, meta = _read_zip(path, z, names, size, claimed)
+                        tables, strings, meta = _read_zip(path, z, names, size, claimed,
+                                                          max_bytes)
             tables = {n: tables.get(n) or Table(n) for n in SCHEMA}  # newer: empty
         except CutimelineError as exc:
             if str(exc).startswith(path):
@@ -180,8 +185,8 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split())[:200]
 
 
-def _read_zip(path: str, z: zipfile.ZipFile, names: set[str], size: int, claimed: list[int]
-              ) -> tuple[dict[str, Table], list[str], dict[str, Any]]:
+def _read_zip(path: str, z: zipfile.ZipFile, names: set[str], size: int, claimed: list[int],
+              max_bytes: int | None) -> tuple[dict[str, Table], list[str], dict[str, Any]]:
     """Format 3 on."""
     if HEAD not in names:
         raise CutimelineError(f"{path} is a zip archive but not a "
@@ -201,6 +206,8 @@ def _read_zip(path: str, z: zipfile.ZipFile, names: set[str], size: int, claimed
     rows = _rows(path, manifest, head["format_version"])
     claimed.append(sum(rows.values()) + manifest["strings"])
     row_budget(path, claimed[0], size)
+    memory_budget(path, budgets.timeline_bytes(rows, manifest["strings"]),
+                  budgets.rows_claimed(rows, manifest["strings"]), max_bytes)
     tables, strings = _decode(path, manifest, rows, member(path, z, COLUMNS))
     return tables, strings, head["meta"]
 
@@ -316,10 +323,13 @@ _NPZ_ENCODING = {
 _ADDED = {("syncs", "thread"): 2}
 
 
-def _read_npz(path: str, z: zipfile.ZipFile, names: set[str], size: int
-              ) -> tuple[dict[str, Table], list[str], dict[str, Any]]:
+def _read_npz(path: str, z: zipfile.ZipFile, names: set[str], size: int,
+              max_bytes: int | None) -> tuple[dict[str, Table], list[str], dict[str, Any]]:
     meta_budget(path, z.getinfo(HEAD + ".npy").file_size,
                 sum(i.compress_size for i in z.infolist() if i.filename != HEAD + ".npy"))
+    rows, strings = _npz_claims(z, names)
+    memory_budget(path, budgets.timeline_bytes(rows, strings),
+                  budgets.rows_claimed(rows, strings), max_bytes)
     head = json_member(path, npy_array(path, z, HEAD + ".npy", np.dtype(np.uint8)).tobytes(),
                        HEAD)
     _check_head(path, head)
@@ -349,6 +359,17 @@ def _read_npz(path: str, z: zipfile.ZipFile, names: set[str], size: int
     row_budget(path, sum(map(len, tables.values())) + len(offsets), size)
     strings = _strings(path, npy_array(path, z, "strings.blob.npy", np.dtype(np.uint8)), offsets)
     return tables, strings, head["meta"]
+
+
+def _npz_claims(z: zipfile.ZipFile, names: set[str]) -> tuple[dict[str, int], int]:
+    """The rows of each table and the strings an ``.npz`` claims, from its
+    members' sizes (each column's bytes past a ``.npy`` header of at least
+    64), before any is read."""
+    def count(name: str, itemsize: int) -> int:
+        return max(z.getinfo(name).file_size - 64, 0) // itemsize if name in names else 0
+    rows = {t: max((count(f"{t}.{c}.npy", d.itemsize) for c, d in schema), default=0)
+            for t, schema in SCHEMA.items()}
+    return rows, count("strings.offsets.npy", 8)
 
 
 def _check_head(path: str, head: object) -> None:

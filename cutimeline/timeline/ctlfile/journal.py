@@ -31,8 +31,12 @@ since), ``step`` (the step under way), ``host_ns`` (when the rows were
 taken) and ``truncated``. An "end" chunk says the recording stopped
 (``step``); its file should have replaced the journal, and did not.
 
-The reader trusts nothing: a chunk whose lengths, CRC, JSON, numbering or
-columns are wrong ends the reading there, as a torn last write does; what
+The reader trusts nothing: before it decodes a row, it adds up the rows
+and strings the chunks' headers claim and holds them to the budgets of a
+``.ctl`` file (``budgets.row_budget``: rows per byte of the file;
+``budgets.memory_budget``: the memory they would take). A chunk whose
+lengths, CRC, JSON, numbering or columns are wrong ends the reading
+there, as a torn last write does; what
 came before is kept, ``meta["journal"]`` says how many chunks were read
 and how many bytes were not, and ``meta["partial"]`` says the recording
 ended unseen. Rows are as the recorder appended them (ops in completion
@@ -53,7 +57,7 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from ...errors import CutimelineError
-from .. import destination
+from .. import budgets, destination
 from .archive import json_member
 from .columncodec import CodecError, pack, pack_bytes, unpack, unpack_bytes
 from ..schema import FORMAT, FORMAT_VERSION, SCHEMA
@@ -180,11 +184,18 @@ class _Stop(Exception):
     """A chunk that cannot be read: the reading ends before it."""
 
 
-def read(path: str | os.PathLike) -> tuple[dict[str, Table], list[str], dict[str, Any]]:
+def read(path: str | os.PathLike, max_bytes: int | None = None
+         ) -> tuple[dict[str, Table], list[str], dict[str, Any]]:
     """The tables, strings and meta of a journal, up to its last whole
-    chunk (see the module doc); CutimelineError when not even its start is."""
+    chunk (see the module doc); CutimelineError when not even its start is,
+    or when its chunks claim more than ``budgets`` allow (memory: to
+    ``max_bytes``, see ``budgets.max_bytes``)."""
     path = os.fspath(path)
     size = os.path.getsize(path)
+    rows, strings_claimed = _claims(path, size)
+    budgets.row_budget(path, sum(rows.values()) + strings_claimed, size)
+    budgets.memory_budget(path, budgets.timeline_bytes(rows, strings_claimed),
+                          budgets.rows_claimed(rows, strings_claimed), max_bytes)
     cols: dict[str, dict[str, list[np.ndarray]]] = {t: {} for t in TABLES}
     strings: list[str] = []
     threads: list[str] = []
@@ -238,6 +249,45 @@ def read(path: str | os.PathLike) -> tuple[dict[str, Table], list[str], dict[str
                        f"(SIGKILL, a crash or os._exit?); this is its journal up to its "
                        f"last whole chunk (host side only)")
     return tables, strings, meta
+
+
+def _claims(path: str, size: int) -> tuple[dict[str, int], int]:
+    """The rows per table and the strings the "rows" chunks claim in their
+    headers, read without their payloads (nor CRCs) up to the first chunk
+    whose framing, header or counts are not what this layout writes, where
+    ``read`` stops too."""
+    rows, strings = dict.fromkeys(TABLES, 0), 0
+    with open(path, "rb") as f:
+        f.seek(len(MAGIC))
+        while True:
+            prefix = f.read(_PREFIX.size)
+            if len(prefix) < _PREFIX.size:
+                break
+            tag, h, p, _ = _PREFIX.unpack(prefix)
+            if tag != _CHUNK or h > MAX_HEADER or p > MAX_PAYLOAD or f.tell() + h + p > size:
+                break
+            try:
+                header = json_member(path, f.read(h), "a chunk")
+            except (ValueError, UnicodeDecodeError, CutimelineError):
+                break
+            f.seek(p, os.SEEK_CUR)
+            if not isinstance(header, dict) or header.get("kind") == "end":
+                break  # read stops after an end chunk
+            if header.get("kind") != "rows":
+                continue
+            tables, text = header.get("tables"), header.get("strings")
+            counts = [(name, t.get("rows") if isinstance(t, dict) else None)
+                      for name, t in (tables.items() if isinstance(tables, dict) else ())]
+            counts.append(("strings", text.get("count") if isinstance(text, dict) else None))
+            if not all(_count(n) and n <= MAX_ROWS and name in (*TABLES, "strings")
+                       for name, n in counts):
+                break  # read stops at this chunk too
+            for name, n in counts:
+                if name == "strings":
+                    strings += n
+                else:
+                    rows[name] += n
+    return rows, strings
 
 
 def _chunk(f: BinaryIO, size: int, number: int) -> tuple[dict | None, bytes]:
