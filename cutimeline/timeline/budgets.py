@@ -206,7 +206,8 @@ def memory_budget(path: str, needed: int, claimed: str, given: int | None = None
 
 
 def _size(n: int) -> str:
-    return f"{n / (1 << 30):.1f} GiB" if n >= 1 << 30 else f"{n / (1 << 20):.0f} MiB"
+    return (f"{n / (1 << 30):.1f} GiB" if n >= 1 << 30 else f"{n / (1 << 20):.0f} MiB"
+            if n >= 1 << 20 else f"{n:,} bytes")
 
 
 def _suggest(needed: int) -> str:

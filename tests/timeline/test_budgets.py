@@ -313,7 +313,7 @@ def test_the_budget_is_max_bytes_else_the_environment_else_the_default(monkeypat
     path.write_bytes(ctl_of_identical_ops(10_000))
     monkeypatch.setenv(budgets.ENV_MAX_BYTES, "100k")
     text = _refused_by_memory(ctl.load, path, "claims 10,000 rows")
-    assert "budget of 0 MiB ($CUTIMELINE_MAX_BYTES)" in text
+    assert "budget of 102,400 bytes ($CUTIMELINE_MAX_BYTES)" in text
     monkeypatch.setenv(budgets.ENV_MAX_BYTES, "10M")
     assert len(ctl.load(path).ops) == 10_000
 
