@@ -19,6 +19,7 @@ summary. ``lightning`` is imported when the profiler is made
 from __future__ import annotations
 
 import os
+import warnings
 from typing import Any
 
 from ..errors import CutimelineError
@@ -59,6 +60,26 @@ def _make_class(Profiler: type) -> type:
             self.report: Any = None  # the recording's Report, once it has ended
             self.saved: str | None = None  # where its .ctl went
             self._said = ""
+
+        def setup(self, stage: str, local_rank: int | None = None,
+                  log_dir: str | None = None) -> None:
+            super().setup(stage, local_rank=local_rank, log_dir=log_dir)
+            trainer = self._lightning_module.trainer if self._lightning_module else None
+            # Lightning tells its callbacks, not its profiler, that fit raised:
+            # one of ours ends the recording there (else its hooks stay on)
+            if trainer is not None and not any(isinstance(c, _Ender)
+                                               for c in trainer.callbacks):
+                trainer.callbacks.append(_Ender(self))
+
+        def failed(self, error: BaseException) -> None:
+            """``fit`` raised ``error``: the recording so far is saved and
+            logged; the error propagates unchanged (a failure here is a warning)."""
+            try:
+                if self.recording.recording and self.recording.end(error):
+                    self._deliver()
+            except Exception as own:
+                warnings.warn(f"cutimeline could not save the recording after fit raised: "
+                              f"{own}", RuntimeWarning, stacklevel=2)
 
         def start(self, action_name: str) -> None:
             if self._stage != "fit" or self.recording.run is not None:
@@ -108,7 +129,18 @@ def _make_class(Profiler: type) -> type:
             logged.close()
             self._said = f"cutimeline: wrote {self.saved}\n{logged.summary()}"
 
-    CutimelineProfiler.__module__ = __name__
+    from lightning.pytorch.callbacks import Callback
+
+    class _Ender(Callback):
+        """Ends the profiler's recording when ``fit`` raises."""
+
+        def __init__(self, profiler: Any):
+            self.profiler = profiler
+
+        def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
+            self.profiler.failed(exception)
+
+    CutimelineProfiler.__module__ = _Ender.__module__ = __name__
     return CutimelineProfiler
 
 

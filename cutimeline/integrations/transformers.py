@@ -16,7 +16,9 @@ at the recorded steps' global steps: "wandb" (the run the Trainer's
 (``tensorboard.log`` into ``TENSORBOARD_LOGGING_DIR`` when set, as the
 Trainer's ``TensorBoardCallback`` does, else transformers 4's
 ``args.logging_dir``, else ``<output_dir>/runs/cutimeline``, a run of its
-own beside the Trainer's). Only the main process logs and prints.
+own beside the Trainer's). Only the main process logs and prints. A
+``train()`` that raises tells no callback: ``callback.end(error)`` in
+your ``except`` ends the recording there and saves what it held.
 ``transformers`` is imported when the callback is made (``pip install
 'cutimeline[frameworks]'``).
 """
@@ -70,9 +72,11 @@ def _make_class(TrainerCallback: type) -> type:
             self.recording = TrainingRecording(skip, steps, out_dir, device, _WHERE)
             self.report: Any = None  # the recording's Report, once it has ended
             self.saved: str | None = None  # where its .ctl went
+            self._at: tuple = ()  # (args, state) of the training recorded
 
         def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             if self.recording.run is None:
+                self._at = (args, state)
                 self.recording.begin(state.global_step)
 
         def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
@@ -82,6 +86,14 @@ def _make_class(TrainerCallback: type) -> type:
         def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             if self.recording.end():
                 self._deliver(args, state)
+
+        def end(self, error: BaseException | None = None) -> str | None:
+            """End the recording where the Trainer could not: ``train()``
+            raised ``error`` (transformers tells no callback so). What it
+            held is saved, logged and printed; the path of its ``.ctl``."""
+            if self.recording.recording and self.recording.end(error):
+                self._deliver(*self._at)
+            return self.saved
 
         def _deliver(self, args: Any, state: Any) -> None:
             rec = self.recording

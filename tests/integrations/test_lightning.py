@@ -16,7 +16,7 @@ from cutimeline.timeline.schema import SpanKind
 from readback import tensorboard_events, tensorboard_scalars, wandb_run
 
 
-def _fit(steps, profiler, loggers, root, accumulate=1):
+def _fit(steps, profiler, loggers, root, accumulate=1, fail_at=None):
     import lightning as L
 
     class Classifier(L.LightningModule):
@@ -25,6 +25,8 @@ def _fit(steps, profiler, loggers, root, accumulate=1):
             self.net = nn.Sequential(nn.Linear(64, 128), nn.GELU(), nn.Linear(128, 10))
 
         def training_step(self, batch, batch_idx):
+            if batch_idx == fail_at:
+                raise ValueError("the user's bug")
             x, y = batch
             return nn.functional.cross_entropy(self.net(x), y)
 
@@ -91,6 +93,21 @@ def test_accumulated_batches_are_one_step_and_without_loggers_it_only_saves(tmp_
     # two micro-batches, one optimizer step
     assert int((tl.spans.kind == SpanKind.OPTIMIZER).sum()) == 1
     assert len([n for n in tl.decode(tl.ops.name) if n == "aten::addmm"]) == 4
+
+
+def test_a_fit_that_raises_keeps_what_was_recorded_and_its_error(tmp_path):
+    pytest.importorskip("lightning", reason="pip install 'cutimeline[frameworks]'")
+    from cutimeline.integrations.lightning import CutimelineProfiler
+    profiler = CutimelineProfiler(skip=1, steps=5)
+    gpu = ctl.SimGPU("h100")
+    with gpu.as_cuda():
+        with pytest.raises(ValueError, match="the user's bug"):
+            _fit(6, profiler, False, tmp_path, fail_at=3)
+    # steps 1 and 2 ended, step 3 raised in its forward: saved with what it holds
+    assert profiler.saved == str(tmp_path / "cutimeline-step-1-3.ctl")
+    assert ctl.load(profiler.saved).step_numbers().tolist()[:2] == [1, 2]
+    with ctl.record(device="cpu"):  # nothing of the recording is left installed
+        pass
 
 
 def test_misuse_is_one_sentence_naming_what_to_pass(tmp_path):

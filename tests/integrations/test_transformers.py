@@ -38,7 +38,8 @@ def _train(steps, callback, out, report_to, accumulate=1):
                              disable_tqdm=True, logging_steps=1,
                              gradient_accumulation_steps=accumulate)
     trainer = Trainer(model=GPT2LMHeadModel(config), args=args,
-                      train_dataset=Tokens(4 * steps * accumulate), callbacks=[callback])
+                      train_dataset=Tokens(4 * steps * accumulate),
+                      callbacks=callback if isinstance(callback, list) else [callback])
     trainer.train()
     return trainer
 
@@ -99,6 +100,31 @@ def test_accumulated_micro_batches_are_one_step(fresh_accelerate, tmp_path, monk
     acc = tensorboard_events(tmp_path / "tb")
     assert sorted(tensorboard_scalars(acc, "cutimeline/step_ms")) == [0]
     assert "train/loss" in acc.Tags()["scalars"]
+
+
+def test_a_train_that_raises_is_ended_by_hand(fresh_accelerate, tmp_path):
+    _need()
+    from transformers import TrainerCallback
+
+    from cutimeline.integrations.transformers import CutimelineCallback
+
+    class Bug(TrainerCallback):  # the user's code failing in step 2
+        def on_step_begin(self, args, state, control, **kwargs):
+            if state.global_step == 2:
+                raise ValueError("the user's bug")
+
+    callback = CutimelineCallback(skip=1, steps=5)
+    gpu = ctl.SimGPU("h100")
+    with gpu.as_cuda():
+        with pytest.raises(ValueError, match="the user's bug"):
+            try:
+                _train(6, [callback, Bug()], tmp_path, [])
+            except ValueError as error:
+                assert callback.end(error) == callback.saved
+                raise
+    assert ctl.load(callback.saved).step_numbers().tolist()[:1] == [1]
+    with ctl.record(device="cpu"):  # nothing of the recording is left installed
+        pass
 
 
 def test_misuse_is_one_sentence_naming_what_to_pass(fresh_accelerate, tmp_path):
