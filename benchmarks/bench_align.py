@@ -22,7 +22,7 @@ import subprocess
 import sys
 import time
 
-GOAL = 20e6  # events/s after warm-up, DESIGN.md
+GOAL = 20e6  # events/s after warm-up (benchmarks/RESULTS.md, Alignment)
 
 
 def _median_s(fn, reps: int) -> float:

@@ -103,7 +103,7 @@ STAGES = ("recording", "devices", "timeline", "alignment", "numeric", "analysis"
 
 
 def test_the_stages_import_one_way_with_no_circles(capsys):
-    # pyproject.toml's import-linter contracts: the layers of DESIGN.md and
+    # pyproject.toml's import-linter contracts: the layers of docs/ARCHITECTURE.md and
     # no circle between sibling modules or packages at any depth.
     from importlinter.cli import lint_imports
     rc = lint_imports(config_filename=str(ROOT / "pyproject.toml"), no_cache=True)
@@ -188,7 +188,7 @@ def _imports_of(path):
 
 def test_no_module_imports_another_modules_private_name():
     # A name shared across modules is public inside its package: no
-    # ``from .x import _name`` (DESIGN.md; rename it without the underscore).
+    # ``from .x import _name`` (docs/ARCHITECTURE.md; rename it without the underscore).
     found = [f"{path.relative_to(ROOT)}:{line} from {module} import {name}"
              for path in sorted((ROOT / "cutimeline").rglob("*.py"))
              for line, module, names in _imports_of(path)
