@@ -1,7 +1,7 @@
 """Overhead compensation against the truth: CPU workloads run with and
 without the recorder in one run; the step time ``analyze`` predicts for the
 uninstrumented run (the recorder's measured per-op cost replayed away, see
-``cutimeline/compensation.py``) is set beside the step time measured
+``cutimeline/analysis/replay/compensation.py``) is set beside the step time measured
 without the recorder.
 
     python benchmarks/bench_compensation.py [--steps 20] [--rounds 5]

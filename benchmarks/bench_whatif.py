@@ -30,7 +30,7 @@ Goal: median |error| ≤ 5 %, worst ≤ 15 %; exit status 1 when missed.
 
 There is no ``recorder`` pair: SimGPU's virtual host clock does charge
 the recorder's own bookkeeping (all host time outside an op's modelled
-dispatch counts as it really passed, ``simhost.py``), but SimGPU only
+dispatch counts as it really passed, ``devices/sim/host.py``), but SimGPU only
 simulates under the recorder (its dispatch mode is what drives the
 device), so no run of a loop without the recorder has a simulated step
 time to compare with. Overhead compensation is scored on real CPU timing,

@@ -4,7 +4,7 @@ A masked loss (``F.cross_entropy(logits[mask], y[mask])``) and top-1
 routing of tokens to experts by ``torch.where(route == e)``: each
 boolean-mask index, ``nonzero`` and mask write syncs the host on CUDA
 (the count comes back before the output can be allocated), and SimGPU
-models it so (``devices/simdatadep.py``: the host waits for the stream's
+models it so (``devices/sim/datadep.py``: the host waits for the stream's
 earlier work and a count pass over the input; ``nonzero_fraction`` of
 the candidates are kept). Registered in ``verdict_scenarios.SCENARIOS``
 after the others; the arithmetic uses the same H100 figures (its module

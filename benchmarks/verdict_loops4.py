@@ -3,11 +3,11 @@
 Each rank's gradients are all-reduced over 8 ranks, run in one process on
 torch's fake process group (``dist.init_process_group("fake", ...)``) on
 meta tensors; SimGPU runs each all-reduce as NCCL would
-(``devices/simcomm.py``): a COLLECTIVE row on its own stream, after the
+(``devices/sim/comm.py``): a COLLECTIVE row on its own stream, after the
 launching stream's work, for 15 µs + 2·7/8 × bytes / 450 GB/s (H100 SXM
 bus bandwidth), and ``Work.wait()`` makes the current stream wait for it.
 The analysis counts the collectives' time with no compute beside them as
-exposed communication (``analysis/communication.py``). Registered in
+exposed communication (``analysis/idle/communication.py``). Registered in
 ``verdict_scenarios.SCENARIOS`` after the others; the arithmetic uses the
 H100 figures of its module doc: fp32 67 TFLOP/s, 3.35 TB/s.
 

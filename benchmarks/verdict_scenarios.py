@@ -7,7 +7,7 @@ Each is recorded on a simulated H100 (``ctl.SimGPU("h100")``) over
 roofline (fp32: 67 TFLOP/s without TF32, 494.5 TFLOP/s for convolutions,
 which cuDNN runs on TF32 by default; bf16: 989 TFLOP/s; 3.35 TB/s; 2 µs
 per kernel at least; 4 µs launch latency) against a CUDA dispatch cost of
-about 4–8 µs per op (``devices/simhost.py``). ``verdict_loops.py`` and
+about 4–8 µs per op (``devices/sim/host.py``). ``verdict_loops.py`` and
 ``verdict_loops2.py`` add more loops, registered in the same table; the
 models are in ``verdict_models.py`` and ``verdict_models2.py``.
 """

@@ -488,7 +488,7 @@ def _compiled_mlp(dev: torch.device, small: bool):
     """A training step of an MLP compiled by Inductor (Triton on CUDA, C++
     on the CPU)."""
     torch.manual_seed(0)
-    if small:  # tests/test_compiled.py's: Inductor's cache has it compiled in CI
+    if small:  # tests/recording/hooks/test_compiled.py's: Inductor's cache has it compiled in CI
         net = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU(),
                                   torch.nn.Linear(16, 4)).to(dev)
         x = torch.randn(8, 16, device=dev)

@@ -99,7 +99,7 @@ def decomposes(name: str) -> bool:
     itself, only the ops of its decomposition.
 
     Kineto does not name the overload, so every overload (``out`` variants
-    aside) must decompose — the rule of tests/test_recorder.py. Unknown
+    aside) must decompose — the rule of tests/recording/test_recorder.py. Unknown
     names do not decompose."""
     import torch  # here, not at the top: importing Comparison must not load torch
     ns, _, op = base_name(name).partition("::")

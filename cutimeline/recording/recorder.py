@@ -16,7 +16,7 @@ also USER spans, ``hooks/ranges.py``); an active
 mode itself makes autograd save op outputs as ``aten::detach`` aliases (one
 more detach at unpacking), and makes composite code pick out-of-place
 variants (``aten::add`` for ``add_``, ``aten::view`` for ``_reshape_alias``);
-``tests/test_recorder.py`` checks this on three models.
+``tests/recording/test_recorder.py`` checks this on three models.
 
 An op whose tensors live on a device the recorder's ``Device`` owns, that is
 not metadata-only (flag VIEW: views, ``empty``, profiler ops) and that is

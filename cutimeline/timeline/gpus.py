@@ -1,7 +1,7 @@
 """Known GPUs' peak dense FLOP/s per precision, looked up by device name.
 
 The analysis divides achieved FLOP/s by these peaks for MFU; the simulated
-GPU's profiles (``devices/roofline.py``) hold the same datasheet figures.
+GPU's profiles (``devices/sim/roofline.py``) hold the same datasheet figures.
 It lives beside the Timeline because both stages read it and the stages
 import one way: ``devices`` and ``analysis`` may both import ``timeline``.
 

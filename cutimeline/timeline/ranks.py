@@ -53,7 +53,7 @@ def shift_host(tl: Timeline, ns: int, *, epoch: bool = False) -> Timeline:
 def warp_host(tl: Timeline, real: np.ndarray, virtual: np.ndarray) -> Timeline:
     """``tl`` with every host time mapped through the piecewise-linear map
     with knots (real, virtual) (see ``piecewise``): a simulator's virtual
-    host clock (``devices/simhost.py``). Done before alignment, so there
+    host clock (``devices/sim/host.py``). Done before alignment, so there
     are no clock fits yet whose offsets a non-shift map would garble."""
     tables, meta = _map_host(tl, lambda t: piecewise(t, real, virtual))
     return tl.replace(meta=meta, **tables)

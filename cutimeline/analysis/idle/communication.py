@@ -11,10 +11,10 @@ device: the collectives' part that no other work hides. The verdicts
 waits for an all-to-all reads communication-bound, not GPU-bound.
 
 Recordings on CUDA see a device collective's enqueue on the current
-stream, not NCCL's kernel on its own stream (``recording/collectives.py``),
+stream, not NCCL's kernel on its own stream (``recording/measures/collectives.py``),
 so there this is zero; traces with the kernels (torch.profiler's) and
 SimGPU's recordings (its collectives run on a communication stream of
-their own, ``devices/simcomm.py``) have them.
+their own, ``devices/sim/comm.py``) have them.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ durations of its direct children.
 
 Where the nesting comes from:
 
-* imported traces: ``ops.depth`` as ``kineto.py`` assigns it (per thread,
+* imported traces: ``ops.depth`` as ``formats/kineto/`` assigns it (per thread,
   in order of begin, longer first on ties, with External ids deciding
   where ops begin at one instant);
 * recordings (``meta["source"]`` "record" or "merge"), where ``ops.depth``

@@ -161,7 +161,7 @@ class CudaDevice(EventClock, StampClock, Device):
         self._free: list[Any] = []
         self._created = 0
         self._started = False
-        # graphs being captured now, on any thread (hooks/installer.py counts them):
+        # graphs being captured now, on any thread (recording/hooks/installer.py counts them):
         # no event may be queried meanwhile, so the pool grows instead
         self.captures = 0
 

@@ -36,7 +36,7 @@ the small-message time of the same runs (≈ 10–20 µs on 8 GPUs, ring LL).
 The model has one link: no inter-node network, no tree algorithm.
 
 The recorder puts such an op's gpu row on the stream ``collective_stream``
-names, with kind COLLECTIVE, so ``analysis/communication.py`` counts its
+names, with kind COLLECTIVE, so ``analysis/idle/communication.py`` counts its
 exposed part. Results on real devices are never touched: the ``Work.wait``
 hook only reads the simulator's clocks, and only while a SimGPU records.
 """

@@ -1,7 +1,9 @@
 """The ``.ctl`` file: one zip archive of columns and JSON, no pickle.
 
-Format 3 (written) has two members. ``meta.json``: UTF-8 JSON with
-``format``, ``format_version``, the Timeline's ``meta`` and a ``manifest``:
+Formats 3 and 4 (4 written, ``schema.FORMAT_VERSION``; it adds the tables
+sources, memory and flops, ``schema.TABLE_ADDED``) have two members.
+``meta.json``: UTF-8 JSON with ``format``, ``format_version``, the
+Timeline's ``meta`` and a ``manifest``:
 the rows of each table, the number of strings, and for each column
 (``<table>.<column>``, ``strings.lengths``: the UTF-8 length of each string,
 ``strings.blob``: their bytes) its prediction (``encoding``, see
