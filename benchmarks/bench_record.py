@@ -2,6 +2,7 @@
 
     python benchmarks/bench_record.py [--ops 2000] [--steps 20] [--reps 15] [--clock cpu]
     python benchmarks/bench_record.py --instructions --ops 400 --steps 2
+    python benchmarks/bench_record.py --trees /tmp/before . --ops 50000 --steps 300
 
 Two workloads: a loop of tiny CPU ops (``add``, ``mul``, ``relu``, ``sum``
 on 16-element tensors; the ops where dispatch dominates) and a training
@@ -18,8 +19,21 @@ and ``--steps`` that make a round outlast that, e.g. ``--ops 50000
 garbage collection before each, so that none pays for another's garbage;
 the order turns each round) so drift on a shared machine hits them alike; each figure is the median
 over rounds of µs per op. Also: bytes per op of the saved .ctl file beside
-torch.profiler's Kineto JSON of the same ops, and the Python memory held
-per op while recording (tracemalloc).
+torch.profiler's Kineto JSON of the same ops, and the memory held per op
+while recording (``held``): the Python heap's growth over N tiny ops
+inside the recording (tracemalloc, which sees numpy's arrays too), and
+the session's op rows counted object by object (``OpRows.held_bytes``),
+right after the ops and once the converter has had its rounds.
+
+``--trees A B``: the recorder of each checkout (its cutimeline first on
+the path), in alternating fresh processes ``--runs`` times; each times
+rounds of a bare mode and ``record(device="cpu", measure=False)`` in
+turn and reports the recorder's µs per op over the bare mode inside the
+recording (what the program feels) and including start and stop (the
+assembly at stop), medians of ``--reps`` rounds, and its bytes held per
+op at ``--ops`` tiny ops. Give ``--ops`` and ``--steps`` large enough that
+rows are converted while recording (``opstream.SLICE`` rows a thread,
+every ``opstream.PERIOD_S``): at the defaults no round converts anything.
 """
 
 from __future__ import annotations
@@ -345,6 +359,102 @@ def _counted(d: str, work: dict, modes: dict) -> None:
             os.waitpid(pid, 0)
 
 
+def held(n: int) -> str:
+    """Bytes held per op while recording ``n`` tiny ops: the heap's growth
+    (tracemalloc) and the op rows counted (``OpRows.held_bytes``, absent in
+    checkouts before it), right after the ops and once the converter has
+    had a few rounds (``opstream.PERIOD_S``)."""
+    from cutimeline.recording import opstream
+    period = getattr(opstream, "PERIOD_S", 0.02)
+    workload(400)  # torch's first-use allocations, outside the measure
+    tracemalloc.start()
+    try:
+        with ctl.record(device="cpu", measure=False, modules=False) as rec:
+            workload(400)
+            rows = getattr(rec._session, "rows", None)
+            base = tracemalloc.get_traced_memory()[0]
+            workload(n)
+            now = tracemalloc.get_traced_memory()[0] - base
+            counted = rows.held_bytes() if rows is not None else None
+            time.sleep(5 * period)
+            settled = tracemalloc.get_traced_memory()[0] - base
+            counted_settled = rows.held_bytes() if rows is not None else None
+    finally:
+        tracemalloc.stop()
+    line = (f"held while recording {n:,} ops: {now / n:.0f} B/op right after, "
+            f"{settled / n:.0f} B/op {5 * period * 1e3:.0f} ms later (tracemalloc)")
+    if counted is not None:
+        line += (f"; op rows counted: {counted / n:.0f} and {counted_settled / n:.0f} B/op "
+                 f"(OpRows.held_bytes)")
+    return line
+
+
+def _tree_child(a: argparse.Namespace) -> None:
+    """One process of ``--trees``: this checkout's recorder, as JSON."""
+    import json
+    assert os.path.abspath(ctl.__file__).startswith(os.path.abspath(a._tree)), ctl.__file__
+    torch.set_num_threads(1)
+    mlp = MLP()
+    work = {"tiny ops": (workload, a.ops, a.ops),
+            "MLP fwd+bwd+Adam": (mlp.steps, a.steps, a.steps * mlp.ops)}
+    modes = {"bare mode": Bare, "cutimeline": lambda: ctl.record(device="cpu", measure=False)}
+    inside, total = {}, {}
+    for i in range(a.reps + 1):  # the first: warm-up
+        for w, (run, n, ops) in work.items():
+            for k, make in rotated(modes, i).items():
+                gc.collect()
+                t0 = time.perf_counter_ns()
+                with make():
+                    t1 = time.perf_counter_ns()
+                    run(n)
+                    t2 = time.perf_counter_ns()
+                t3 = time.perf_counter_ns()
+                if i:
+                    inside.setdefault((w, k), []).append((t2 - t1) / ops / 1e3)
+                    total.setdefault((w, k), []).append((t3 - t0) / ops / 1e3)
+    out = {w: {"inside": statistics.median(x - y for x, y in zip(
+                   inside[w, "cutimeline"], inside[w, "bare mode"])),
+               "total": statistics.median(x - y for x, y in zip(
+                   total[w, "cutimeline"], total[w, "bare mode"])),
+               "bare": statistics.median(inside[w, "bare mode"])} for w in work}
+    out["held"] = held(a.ops)
+    print("RESULT " + json.dumps(out))
+
+
+def trees(a: argparse.Namespace) -> None:
+    """``--trees``: each checkout's recorder, alternating processes."""
+    import json
+    import subprocess
+    got: dict[str, list] = {t: [] for t in a.trees}
+    for r in range(a.runs):
+        order = a.trees if r % 2 == 0 else a.trees[::-1]
+        for t in order:
+            env = {**os.environ, "PYTHONPATH": os.path.abspath(t)}
+            p = subprocess.run([sys.executable, __file__, "--_tree", t, "--ops", str(a.ops),
+                                "--steps", str(a.steps), "--reps", str(a.reps)],
+                               capture_output=True, text=True, env=env, check=True)
+            res = json.loads(p.stdout.split("RESULT ", 1)[1])
+            got[t].append(res)
+            print(f"run {r + 1}, {t}: " + "; ".join(
+                f"{w} {res[w]['inside']:+.3f} inside, {res[w]['total']:+.3f} with stop"
+                for w in res if w != "held") + f"; {res['held']}", flush=True)
+    print(f"# {platform.node()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
+          f"torch {torch.__version__}; load average {os.getloadavg()[0]:.2f} at the end")
+    print(f"# {a.runs} runs a checkout, alternating; each the median of {a.reps} rounds of "
+          f"{a.ops} tiny ops and {a.steps} MLP steps; µs/op over a bare mode, "
+          f"median of the runs (range)")
+    work = [w for w in got[a.trees[0]][0] if w != "held"]
+    print("| checkout | " + " | ".join(f"{w} inside | {w} with stop" for w in work) + " |")
+    print("|---|" + "---:|" * (2 * len(work)))
+    for t, runs in got.items():
+        cells = []
+        for w in work:
+            for part in ("inside", "total"):
+                xs = [r[w][part] for r in runs]
+                cells.append(f"{statistics.median(xs):+.3f} ({min(xs):+.3f}…{max(xs):+.3f})")
+        print(f"| {t} | " + " | ".join(cells) + " |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ops", type=int, default=2000, help="tiny ops per round")
@@ -356,10 +466,18 @@ def main() -> None:
     ap.add_argument("--instructions", action="store_true",
                     help="count instructions per op under callgrind instead (try "
                          "--ops 400 --steps 2: valgrind runs ~50x slower)")
+    ap.add_argument("--trees", nargs="+", metavar="CHECKOUT",
+                    help="time the recorder of each checkout in alternating processes")
+    ap.add_argument("--runs", type=int, default=3, help="with --trees: runs a checkout")
     ap.add_argument("--_counted", help=argparse.SUPPRESS)
+    ap.add_argument("--_tree", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.instructions:
         return instructions(a)
+    if a.trees:
+        return trees(a)
+    if a._tree:
+        return _tree_child(a)
     clock = time.perf_counter_ns if a.clock == "wall" else time.thread_time_ns
     torch.set_num_threads(1)
     mlp = MLP()
@@ -397,12 +515,10 @@ def main() -> None:
     print("goals (cutimeline − bare mode): tiny ops ≤ +0.7, MLP ≤ +1.5 µs/op")
 
     n = 20000
-    tracemalloc.start()
+    for m in (n, 200_000):
+        print(held(m))
     with ctl.record(device="cpu", measure=False) as rec:
-        base = tracemalloc.get_traced_memory()[0]
         workload(n)
-        held = tracemalloc.get_traced_memory()[0] - base
-    tracemalloc.stop()
     tl = rec.timeline
     from torch.profiler import ProfilerActivity, profile
     with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
@@ -416,7 +532,6 @@ def main() -> None:
         with open(kineto, "rb") as f:
             raw = f.read()
     per = len(tl.ops)
-    print(f"memory while recording: {held / per:.0f} B/op ({per} ops, tracemalloc)")
     print(f"file: {size / per:.1f} B/op on disk (.ctl, goal ≤ 40); torch.profiler's "
           f"Kineto JSON of the same ops: {len(raw) / per:.0f} B/op, "
           f"{len(gzip.compress(raw)) / per:.0f} B/op gzipped")
