@@ -17,7 +17,9 @@ link's rate (PCIe), not HBM's (the MLP's batch copies and the side
 stream's). And once more: an op writing arguments in place that it does
 not return (Adam's foreach updates in the MLP) writes their bytes too.
 Its ``meta["sim"]`` digests once more, for a key added (``tf32``, the
-option), no time moved.
+option), no time moved. And the side stream's spans and strings, for the
+SYNC spans its ``gpu.synchronize()`` calls now get (with their source
+lines, as CUDA's syncs had), no time moved.
 """
 
 from __future__ import annotations

@@ -115,7 +115,9 @@ def wait_lines(tl: Timeline, h0, h1) -> dict:
     rows = np.where(op != NONE, by_op[np.maximum(op, 0)], NONE)
     bare = np.flatnonzero(op == NONE)
     if len(bare):  # no op: the SYNC span with the sync's times, if any
-        rows[bare] = _sync_spans(tl, y.host_begin_ns[sel[bare]], y.host_end_ns[sel[bare]])
+        rows[bare] = _sync_spans(tl, np.asarray(y.host_begin_ns, np.int64)[sel[bare]],
+                                 np.asarray(y.host_end_ns, np.int64)[sel[bare]],
+                                 np.asarray(y.thread)[sel[bare]])
     sync = line_table(tl, rows, (y.host_end_ns - y.host_begin_ns)[sel], "sync")
     data = np.flatnonzero((s.kind == SpanKind.DATA) &
                           _inside(np.asarray(s.begin_ns, np.int64), h0, h1))
@@ -125,18 +127,26 @@ def wait_lines(tl: Timeline, h0, h1) -> dict:
             "fetches": int(len(data))}
 
 
-def _sync_spans(tl: Timeline, b: np.ndarray, e: np.ndarray) -> np.ndarray:
-    """The sources row of the SYNC span that begins at each b and ends at
-    the matching e (NONE where none does)."""
+def _sync_spans(tl: Timeline, b: np.ndarray, e: np.ndarray, thread: np.ndarray) -> np.ndarray:
+    """The sources row of the SYNC span of ``thread`` around each sync
+    [b, e] (NONE where none is): the latest to begin at or before b, if it
+    ends at or after e. CUDA's wrapped syncs share their span's times; a
+    SimGPU's sync is timed inside the call its span times."""
     s = tl.spans
-    mine = np.flatnonzero(s.kind == SpanKind.SYNC)
-    mine = mine[np.argsort(np.asarray(s.begin_ns)[mine], kind="stable")]
-    sb = np.asarray(s.begin_ns, np.int64)[mine]
-    i = np.minimum(np.searchsorted(sb, b, side="left"), max(len(mine) - 1, 0))
     out = np.full(len(b), NONE, np.int64)
-    if len(mine):
-        hit = (sb[i] == b) & (np.asarray(s.end_ns, np.int64)[mine[i]] == e)
-        out[hit] = source_rows(tl, "spans")[mine[i[hit]]]
+    by_span = source_rows(tl, "spans")
+    sync = np.asarray(s.kind) == SpanKind.SYNC
+    for t in np.unique(thread):
+        mine = np.flatnonzero(sync & (np.asarray(s.thread) == t))
+        if not len(mine):
+            continue
+        mine = mine[np.argsort(np.asarray(s.begin_ns)[mine], kind="stable")]
+        sb = np.asarray(s.begin_ns, np.int64)[mine]
+        want = np.flatnonzero(thread == t)
+        i = np.searchsorted(sb, b[want], side="right") - 1
+        j = mine[np.maximum(i, 0)]
+        hit = (i >= 0) & (np.asarray(s.end_ns, np.int64)[j] >= e[want])
+        out[want[hit]] = by_span[j[hit]]
     return out
 
 

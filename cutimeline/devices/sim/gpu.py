@@ -117,6 +117,9 @@ class SimGPU(Device):
     kind = "sim"
     #: the stream collectives run on (NCCL's own, ``comm.py``)
     comm_stream = COMM_STREAM
+    #: set by the recorder while it records: ``(kind, host_begin_ns,
+    #: host_end_ns)`` of each sync ``synchronize`` makes, for its SYNC span
+    on_sync = None
 
     def __init__(self, profile: str | GpuProfile = "h100", *,
                  offset_ns: int | None = None, drift_ppm: float | None = None,
@@ -409,8 +412,10 @@ class SimGPU(Device):
         t0 = self._clock.now()
         self.streams.wait(s)
         if self.streams.recording:
-            self.note_sync("synchronize" if s is None else "stream_synchronize",
-                           s, NONE, t0, self._clock.now())
+            kind, t1 = "synchronize" if s is None else "stream_synchronize", self._clock.now()
+            self.note_sync(kind, s, NONE, t0, t1)
+            if self.on_sync is not None:
+                self.on_sync(kind, t0, t1)
 
     def drained_at(self, stream: int | None = None) -> int:
         """True host time (ns) at which ``stream`` (None: every stream)

@@ -38,7 +38,7 @@ from typing import Any, Callable
 from ...devices.cuda.eventclock import POOL_SPAN
 from ...timeline.schema import NONE, SpanKind
 
-__all__ = ["install"]
+__all__ = ["install", "install_sim"]
 
 _SYNC, _USER = int(SpanKind.SYNC), int(SpanKind.USER)
 
@@ -94,6 +94,17 @@ def install(torch: Any, s: Any, patch: Callable[[Any, str, Callable[[Any], Any]]
         patch(torch.cuda.CUDAGraph, "capture_begin",
               lambda original: _capture_begin(dev, original))
         patch(torch.cuda.CUDAGraph, "capture_end", lambda original: _capture_end(dev, original))
+
+
+def install_sim(s: Any, patch: Callable[[Any, str, Callable[[Any], Any]], None]) -> None:
+    """A SimGPU's ``synchronize`` (where ``torch.cuda.synchronize`` and the
+    Stream and Event syncs of ``SimGPU.as_cuda()`` arrive too) gets the SYNC
+    span, with its source line, that CUDA's wrapped syncs get, on the
+    sync's own times; the device notes the sync row itself."""
+    def on_sync(kind: str, t0: int, t1: int) -> None:
+        if not s.off:
+            s.span(s.writer(), _SYNC, s.intern(kind), 0, t0, NONE, t1)
+    patch(s.device, "on_sync", lambda original: on_sync)
 
 
 def _capture_begin(dev: Any, original: Any) -> Any:

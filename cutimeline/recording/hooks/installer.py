@@ -106,8 +106,11 @@ class Hooks:
             if self.threads:
                 self._patch(threading.Thread, "start", self._start)
             patch_nvtx(self.s, torch.cuda.nvtx, self._patch, is_compiling)
-            if getattr(self.s.device, "kind", "") == "cuda":
+            kind = getattr(self.s.device, "kind", "")
+            if kind == "cuda":
                 cuda.install(torch, self.s, self._patch)
+            elif kind == "sim":
+                cuda.install_sim(self.s, self._patch)
             fetches.install(self.s, self._patch)  # DataLoader fetches (fetches.py)
             if not self._install_compiled():
                 self.s.at_boundary.append(self._install_compiled)
@@ -120,15 +123,19 @@ class Hooks:
         for h in reversed(self._handles):
             h.remove()
         for owner, name, original in reversed(self._patches):
-            setattr(owner, name, original)
+            if original is _NOT_OWN:  # its class's attribute, patched on the instance
+                delattr(owner, name)
+            else:
+                setattr(owner, name, original)
         self._handles.clear()
         self._patches.clear()
         self._paths.clear()  # drop the references to root modules
 
     def _patch(self, owner: Any, name: str, make: Callable[[Any], Any]) -> None:
         original = owner.__dict__[name] if isinstance(owner, type) else getattr(owner, name)
+        own = isinstance(owner, type) or name in getattr(owner, "__dict__", (name,))
         setattr(owner, name, make(original))
-        self._patches.append((owner, name, original))
+        self._patches.append((owner, name, original if own else _NOT_OWN))
 
     # -- module stack ----------------------------------------------------------
     def _path(self, root: Any, module: Any, parent: int) -> int:
@@ -251,6 +258,9 @@ class Hooks:
         if cls and all(o is not cls for o, _, _ in self._patches):
             self._patch(cls, "__call__", lambda original: compiled.wrap(self.s, original))
         return True
+
+
+_NOT_OWN = object()  # _patches: delete the instance attribute the patch made
 
 
 def _record_thread(s: Any, thread: Any, data: bool) -> None:

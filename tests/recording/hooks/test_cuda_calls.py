@@ -197,3 +197,30 @@ def test_each_refill_of_the_event_pool_is_a_span_of_the_recorder(fake, monkeypat
     assert (sp.kind[rows] == SpanKind.USER).all()
     assert sorted(zip(sp.begin_ns[rows].tolist(), sp.end_ns[rows].tolist())) == \
         sorted(map(tuple, pauses))
+
+
+def test_a_simgpu_sync_gets_a_span_with_its_source_line_and_the_summary_says_it():
+    # A SimGPU's synchronize noted its sync row but no SYNC span: its
+    # source line was unknown and the summary had no "syncs by source line".
+    gpu = ctl.SimGPU()
+    m = torch.nn.Linear(256, 256, device="meta")
+    x = torch.randn(64, 256, device="meta")
+    with ctl.record(device=gpu, measure=False) as rec:
+        for _ in range(3):
+            for _ in range(4):
+                m(x)
+                gpu.synchronize()
+            gpu.synchronize(0)  # a stream's
+            rec.step()
+    gpu.synchronize()  # outside: no span, the hooks are gone
+    tl = rec.timeline
+    s = tl.spans
+    names = tl.decode(s["name"][s.kind == SpanKind.SYNC])
+    assert sorted(set(names)) == ["stream_synchronize", "synchronize"]
+    assert list(names).count("synchronize") == 12
+    rep = ctl.analyze(tl)
+    t = rep.source_table()
+    assert [(r["kind"], int(r["count"]), r["code"]) for r in t] == [
+        ("sync", 12, "gpu.synchronize()"), ("sync", 3, "gpu.synchronize(0)  # a stream's")]
+    assert "syncs by source line: 12× test_cuda_calls.py" in rep.summary()
+    assert "synchronize" not in vars(gpu)  # the class's method again
