@@ -141,7 +141,7 @@ def verdicts_s(tl: Timeline, engine: str, reps: int) -> float:
     """Median seconds of the first ``steps`` on a fresh Report of ``tl``
     (its verdicts: the fixes' replays), after one warm-up (its kernels
     loaded). What a report remembers of its Timeline's columns
-    (``facts.py``, the one-off calls) stays with the Timeline, as it does
+    (``numeric/columns.py``, the one-off calls) stays with the Timeline, as it does
     for a user's second report."""
     ctl.analyze(tl, engine=engine).steps
     times = []

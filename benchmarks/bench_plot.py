@@ -1,6 +1,6 @@
 """How long ``ctl.plot`` takes on large Timelines.
 
-A synthetic Timeline (``simclock.synthetic_events``: ops dispatched one
+A synthetic Timeline (``cutimeline.devices.sim.synthetic_events``: ops dispatched one
 after another onto several streams, a device-wide sync every 500 ops)
 is aligned once and given a step every ``--step-ops`` ops (so the verdict
 strip has cells, as a training loop's figure has), then drawn to a PNG.

@@ -11,7 +11,7 @@ both. Each device's clock is fitted to its points by ``clockfit.fit_clock``
 (``host = offset + slope·raw``, the convex-hull method), each raw reading
 widened by how far the device says it may lie from its instant
 (``meta["clock_resolution_ns"]``, keyed by device index, see
-``simclock.read_error_ns``; 0 when a Timeline does not say). With no upper
+``devices/clockread.py``'s ``read_error_ns``; 0 when a Timeline does not say). With no upper
 bound for a device nothing limits its offset, and ``align`` raises.
 
 Aligned event times are finally clamped into their bounds (host_record_ns
