@@ -200,7 +200,7 @@ def trace_table(folder: str, reps: int, hta_python: str | None) -> None:
     read off them."""
     from bench_traces import TRACES
 
-    from cutimeline.analysis.words import fmt_ns
+    from cutimeline.text import fmt_ns
     print(f"\nper trace (under {folder}; median of {reps} ctl.load after one warm-up):")
     print("| trace | steps | our window | idle % | idle by cause | verdict (steady steps) "
           "| HTA idle / compute / non-compute % | Δ idle | ctl.load s |"

@@ -371,7 +371,7 @@ class _Trace:
                                    f'"ts": {self.ts(ns)}, "args": {{"depth": {d}}}}}')
 
     def _header(self) -> dict[str, Any]:
-        from cutimeline import __version__
+        from cutimeline._version import __version__
         meta = self.tl.meta
         head: dict[str, Any] = {"schemaVersion": 1, "displayTimeUnit": "ms",
                                 "traceName": str(meta.get("file") or meta.get("trace_name")

@@ -23,13 +23,11 @@ is compiled until one runs (they are cached on disk after that).
 
 from __future__ import annotations
 
-# Before the imports below: the stages they load write it into their files.
-__version__ = "0.1.0"
-
 import importlib
 import warnings
 from typing import Any
 
+from ._version import __version__
 from .errors import CutimelineError
 from .timeline.timeline import Timeline
 
@@ -63,6 +61,17 @@ DEPRECATED = {
     "disarm": ("recording.ondemand", "trigger.disarm() on the Trigger ctl.arm() returned, "
                "or cutimeline.recording.ondemand.disarm()"),
 }
+
+
+def _first_picture(tl: Timeline) -> bytes | None:
+    """A Timeline's picture in a notebook until rendering has loaded: loading
+    it sets its own ``Timeline.notebook_png`` in this one's place."""
+    from .rendering.notebook import timeline_png
+    return timeline_png(tl)
+
+
+if Timeline.notebook_png is None:
+    Timeline.notebook_png = _first_picture
 
 
 def __getattr__(name: str) -> Any:

@@ -50,18 +50,17 @@ from typing import Any, Sequence
 
 import cutimeline as ctl
 
-from . import __version__
+from ._version import __version__
 from .analysis.headline import headline
 from .analysis.replay.edits import edit_named
 from .commands import command_parser
-from .analysis.words import fmt_ns, pct
 from .dist.straggler import describe
 from .errors import CutimelineError
 from .numeric.compiling import compile_notice
 from .numeric.engines import resolve_engine
 from .progress import Progress, bar as _bar, stage as _stage
 from .rendering.whatif import change_text
-from .timeline.display import terminal_text
+from .text import fmt_ns, pct, terminal_text
 from .timeline.windows import parse_window as _parse_window
 
 __all__ = ["main", "parse_window", "Progress"]
@@ -367,7 +366,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     asks for a report), 130 on Ctrl-C. Everything it prints goes through
     ``terminal_text``: names from a trace (ops, kernels, devices, files)
     reach every output, its error messages among them, and their control
-    characters must not reach the terminal (``timeline/display.py``)."""
+    characters must not reach the terminal (``cutimeline.text``)."""
     out, err = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = _Escaped(out), _Escaped(err)
     try:

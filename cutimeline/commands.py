@@ -21,7 +21,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from . import __version__
+from ._version import __version__
 
 __all__ = ["command_parser", "WINDOW_HELP"]
 

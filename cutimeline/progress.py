@@ -6,7 +6,7 @@ line for work without a known fraction.
 A bar redraws its line with ``\r``, which the command's escaping of what
 it prints (``cli.py``) would show as ``\x0d``: it writes to the stream
 under that escaping (``unescaped``) and escapes its label itself (the
-label may hold a file's name; ``timeline/display.py``)."""
+label may hold a file's name; ``cutimeline.text``)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import time
 from contextlib import contextmanager
 from typing import Iterator
 
-from .timeline.display import terminal_text
+from .text import terminal_text
 
 __all__ = ["PROGRESS_AFTER_S", "Progress", "bar", "stage"]
 

@@ -109,6 +109,7 @@ def _calls(tl, rep, tmp: pathlib.Path) -> dict:
         "Report.queue_depth": (rep.queue_depth, {"device": None, "stream": None}),
         "Report.table": (rep.table, {"name": "ops", "pandas": False}),
         "Report.what_if": (rep.what_if, {"edit": None}),
+        "Report.replay_report": (rep.replay_report, {"replay": tl}),
     }
 
 

@@ -5,7 +5,8 @@ Each level imports only the levels below it (a contract in
 ``pyproject.toml`` keeps it so):
 
 * ``analyzer.py`` (``analyze``), ``report.py`` (the ``Report``),
-  ``summary.py`` (its text and dict), ``advice.py`` (what to try for each
+  ``summary.py`` (its text and dict), ``notebook.py`` (its HTML in
+  Jupyter), ``advice.py`` (what to try for each
   verdict), ``ranks_report.py`` (the summary's lines on a cut, partial or
   merged run);
 * ``verdicts/`` — the verdict rule with its margin, the step table, the
@@ -15,9 +16,10 @@ Each level imports only the levels below it (a contract in
 * ``tables/`` — the op table, one-off costs, HTA-compatible measures,
   source lines, memory, FLOPs;
 * ``idle/`` — lanes, the gap-cause rules, idle time by cause, queues, CPU
-  lead, exposed communication, step windows;
-* ``facts.py`` (what a time column holds, read once) and ``words.py`` (how
-  numbers read in text).
+  lead, exposed communication, step windows.
+
+Below every level, outside this package: ``numeric.columns`` (what a time
+column holds, read once) and ``cutimeline.text`` (how numbers read in text).
 
 Interval work runs in Numba kernels (``engine="numba"``) or in their NumPy
 twins (``engine="numpy"``), which give equal results.

@@ -19,12 +19,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..text import fmt_ns, pct
 from ..timeline.schema import NONE
 from .replay.edits import EDITS
 from .tables.sources import counted, quote
 from .verdicts.causal import MIN_GAIN
 from .verdicts.margins import VERDICT_CAUSES, Verdict, fix_words
-from .words import fmt_ns, pct
 
 __all__ = ["ADVICE", "WAITING", "advice", "SIM_UNUSED", "host_only_advice"]
 

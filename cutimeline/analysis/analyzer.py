@@ -19,12 +19,12 @@ from typing import Any
 import numpy as np
 
 from ..errors import CutimelineError
+from ..numeric.columns import column_facts, extent
 from ..numeric.engines import resolve_engine
+from ..text import need_int
 from ..timeline.schema import NON_BLOCKING_SYNC_KINDS, NONE, SpanKind
-from ..timeline.arguments import need_int
 from ..timeline.timeline import Timeline, as_timeline
 from ..timeline.windows import parse_window
-from .facts import column_facts, extent
 from .idle.activity import HOST_GAP_NS, SYNC_SLACK_NS, host_activity
 from .idle.gaps import CAUSES, Cause
 from .idle.lanes import Group, lanes

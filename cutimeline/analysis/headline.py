@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..text import fmt_ns, pct
 from .advice import ADVICE, host_only_advice
 from .replay.gpuwork import gpu_time_words
 from .tables.sources import counted, wait_lines
 from .verdicts.causal import BOUNDS, MIN_GAIN, Judgement
 from .verdicts.margins import VERDICT_CAUSES, Verdict
-from .words import fmt_ns, pct
 
 if TYPE_CHECKING:
     from .report import Report

@@ -5,7 +5,7 @@
 * a recording cut at ``max_ops`` ("TRUNCATED: ..." with what reached it,
   ``meta["truncated_by"]``);
 * a rank's file that an interruption or an exception ended early
-  (``meta["partial"]``, ``meta["error"]``; ``recording/lifecycle.py``);
+  (``meta["partial"]``, ``meta["error"]``; ``recording/control/lifecycle.py``);
 * a merged run (``ctl.merge``): how many of the world's ranks are present,
   and each missing, partial, errored or truncated one ("ranks: 3 of 4
   present; rank 2 missing; rank 1 partial (SIGTERM at step 7)");
@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from ..text import fmt_ns, fmt_runs
 from ..timeline.timeline import Timeline
-from .words import fmt_ns, fmt_runs
 
 __all__ = ["run_notes"]
 

@@ -24,17 +24,17 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import CutimelineError
-from ..timeline.arguments import need_flag, need_int, need_text
-from ..timeline.display import terminal_text
+from ..text import fmt_ns, need_flag, need_int, need_text, terminal_text
 from ..timeline.schema import NONE
-from ..timeline.timeline import Timeline
+from ..timeline.timeline import Timeline, as_timeline
 from .advice import advice
 from .headline import headline, steady
 from .idle.gaps import CAUSES, Cause
 from .idle.lanes import queue_depth
 from .idle.overlap import device_idle_amounts
+from .notebook import report_html
 from .replay.predictions import weigh
-from .replay.whatif import replayed
+from .replay.whatif import REPLAY_SETTINGS, replayed
 from .summary import report_dict, summary_text
 from .tables.flops import run_compute
 from .tables.hta import measures
@@ -46,7 +46,6 @@ from .tables.sources import SOURCE_DTYPE, wait_lines
 from .verdicts.causal import Judgement, judge_run, judge_steps
 from .verdicts.margins import BY_CAUSE, CAUSE_OF, ON_GPU, VERDICT_CAUSES, Verdict, verdict_text
 from .verdicts.offenders import offenders
-from .words import fmt_ns
 
 __all__ = ["Report"]
 
@@ -64,6 +63,7 @@ class Report:
     overhead), ``settings``. Methods: ``summary()``, ``to_dict()``,
     ``table(name)``, ``op_table()``, ``gap_table()``, ``source_table()``,
     ``offenders()``, ``cpu_lead()``, ``queue_depth()``, ``what_if()``,
+    ``replay_report()``,
     ``memory()``, ``compute()``. ``source`` is the Timeline ``analyze``
     was given, ``timeline`` the one it read: the same, or without the
     syncs rows that block no host (``analyzer.host_blocking``)."""
@@ -348,6 +348,16 @@ class Report:
         self._judge()
         return self._weighing.predictions
 
+    def replay_report(self, replay: Timeline) -> Report:
+        """The Report of ``replay`` (a Timeline ``what_if(edit)`` gave),
+        analysed with this Report's settings as ``what_if()``'s predictions
+        were (``replay.whatif.REPLAY_SETTINGS``), to set beside this one."""
+        replay = as_timeline(replay, "Report.replay_report")
+        if self._reanalyze is None:
+            raise CutimelineError("This Report was not made by analyze(), so it cannot "
+                                  "analyse a replay; call ctl.analyze(replay) instead.")
+        return self._reanalyze(replay, **{k: self.settings[k] for k in REPLAY_SETTINGS})
+
     # -- text and dict -----------------------------------------------------------
     def ranges(self) -> list[dict]:
         """Consecutive steps with the same verdict, with their totals, the
@@ -399,7 +409,7 @@ class Report:
     def summary(self) -> str:
         """A short text to read first (see the module docs for the terms);
         names from the Timeline are data, not terminal commands: control
-        characters come escaped (``timeline/display.py``)."""
+        characters come escaped (``cutimeline.text``)."""
         return terminal_text(summary_text(self))
 
     def to_dict(self) -> dict:
@@ -413,12 +423,8 @@ class Report:
                              f"{len(self.steps)} steps, {headline(self)['short']}>")
 
     def _repr_html_(self) -> str:
-        """Jupyter: the verdict line and the step table (``rendering/notebook.py``,
-        loaded by name: analysis may not import rendering)."""
-        # by name, here: analysis may not import rendering (the layers
-        # contract), and the notebook's HTML needs no matplotlib until shown
-        import importlib
-        return importlib.import_module("cutimeline.rendering.notebook").report_html(self)
+        """Jupyter: the verdict line and the step table (``notebook.report_html``)."""
+        return report_html(self)
 
 
 def _range_fix(part: np.ndarray, fix: str, gain: str) -> tuple[str, float]:

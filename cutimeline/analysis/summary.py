@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..text import fmt_ns, pct as _pct, steps_from_text, warnings_text
 from .advice import host_only_advice
 from .headline import headline, steady
 from .idle.gaps import CAUSES
@@ -32,7 +33,6 @@ from .tables.flops import compute_text
 from .tables.memory import memory_text
 from .tables.oneoff import one_off_text
 from .tables.sources import quote
-from .words import fmt_ns, pct as _pct, steps_from_text, warnings_text
 
 if TYPE_CHECKING:
     from .report import Report

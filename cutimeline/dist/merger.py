@@ -1,4 +1,4 @@
-"""``ctl.merge``: the ranks' Timelines (``rank-<r>.ctl``, see ``dist.py``) as one.
+"""``ctl.merge``: the ranks' Timelines (``rank-<r>.ctl``, see ``recording/ranks.py``) as one.
 
 Each rank's host clock is related to the reference rank's (its epoch, then
 the collectives, ``rankclock.fit_rank_clocks``), and its tables are
@@ -17,8 +17,8 @@ import numpy as np
 from ..alignment.aligner import align
 from ..errors import CutimelineError
 from ..recording.measures.collectives import COLUMNS
+from ..text import need_callable, need_flag
 from ..timeline.ranks import HOST_COLUMNS, apply
-from ..timeline.arguments import need_callable, need_flag
 from ..timeline.invariants import check
 from ..timeline.schema import NONE, REFERENCES, SCHEMA, STRING_COLUMNS
 from ..timeline.table import Strings

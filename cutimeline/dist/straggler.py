@@ -19,9 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from ..analysis.words import fmt_ns, fmt_runs
 from ..errors import CutimelineError
 from ..recording.measures.collectives import KINDS
+from ..text import fmt_ns, fmt_runs
 from ..timeline.ranks import rank_of_device, rank_of_thread
 from ..timeline.schema import NONE, SpanKind
 from ..timeline.timeline import Timeline

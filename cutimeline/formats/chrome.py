@@ -52,10 +52,10 @@ from typing import Any
 
 import numpy as np
 
-from .. import __version__
+from .._version import __version__
 from ..errors import CutimelineError
+from ..text import need_path
 from ..timeline import destination
-from ..timeline.arguments import need_path
 from ..timeline.schema import NONE
 from ..timeline.timeline import Timeline, as_timeline
 from . import chromeevents as ev

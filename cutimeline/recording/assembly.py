@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .. import __version__
+from .._version import __version__
 from ..devices.device import Harvest
 from ..errors import CutimelineError
 from ..timeline.ranks import warp_host

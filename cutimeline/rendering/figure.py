@@ -71,7 +71,7 @@ import os
 from typing import Any, Sequence
 
 from ..errors import CutimelineError
-from ..timeline.display import figure_text
+from ..text import figure_text
 from ..timeline.timeline import Timeline
 from . import pixels as px
 from .frame import (check_options, check_path, lane_legend, legends, save_figure,

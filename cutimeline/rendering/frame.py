@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import CutimelineError
+from ..text import figure_text
 from ..timeline import destination
-from ..timeline.display import figure_text
 from .palette import (COMPILED_EDGE, COMPILED_HATCH, FLOW_COLOR, MEANINGS,
                       PHASE_COLORS, PHASES, USER_COLOR, VERDICT_COLORS)
 from .placement import FONT
@@ -190,7 +190,7 @@ def title_block(fig, ax, title: str, subtitle: str, verdict: str | None = None,
     after a square of the run verdict's colour; the subtitle."""
     x = ax.get_position().x0
     h = fig.get_figheight()
-    # they hold names from the trace (timeline/display.py)
+    # they hold names from the trace (cutimeline.text)
     title, subtitle = figure_text(title), figure_text(subtitle)
     verdict = None if verdict is None else figure_text(verdict)
     fig.text(x, 1 - 0.2 / h, title, ha="left", va="top", fontsize=FONT + 3,

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..analysis.words import fmt_bytes
+from ..text import fmt_bytes
 from ..timeline.timeline import Timeline
 from . import pixels as px
 from .palette import STREAM_COLORS

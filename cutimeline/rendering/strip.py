@@ -21,8 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..analysis.headline import headline
-from ..analysis.words import fmt_ns, fmt_tflops, pct
-from ..timeline.display import figure_text
+from ..text import figure_text, fmt_ns, fmt_tflops, pct
 from . import pixels as px
 from .artists import boxes
 from .palette import VERDICT_COLORS, text_color

@@ -11,7 +11,7 @@ import os
 
 import numpy as np
 
-from ..analysis.words import steps_from_text, warnings_text
+from ..text import steps_from_text, warnings_text
 
 __all__ = ["source_name", "window_text", "counts_text", "xlabel"]
 

@@ -4,17 +4,18 @@
 
 A prediction is only believable when one can see where the time went, so
 the figure draws the Timeline as recorded and as replayed under one fix
-(``analysis.replay.whatif.replayed``) on one time axis. The replay keeps the
-recording's origin and is shorter by what the fix saves: time 0 is the
-start of the recording in both, and the x axis runs to the end of the
-longer. Each Timeline gets its lanes (``lanes/scene.py``, as ``plot`` draws
-them) and a step strip above them (``strip.py``): the recorded one as in
-``plot`` ("step 3 · input-bound · 64.9 ms · GPU 66%"), the predicted one
-with each step's predicted time beside its recorded one and the gain
-("step 3 · 64.9 → 52.7 ms, −19% · GPU 81%"), coloured by the
-replay's own verdict. Every number comes from the ``whatif.Prediction``
-of ``Report.what_if()``: the step table it sets side by side, and the
-mean step times over the steady-state steps that the title quotes:
+(``Report.what_if(edit)``, analysed by ``Report.replay_report``) on one
+time axis. The replay keeps the recording's origin and is shorter by what
+the fix saves: time 0 is the start of the recording in both, and the x
+axis runs to the end of the longer. Each Timeline gets its lanes
+(``lanes/scene.py``, as ``plot`` draws them) and a step strip above them
+(``strip.py``): the recorded one as in ``plot`` ("step 3 · input-bound ·
+64.9 ms · GPU 66%"), the predicted one with each step's predicted time
+beside its recorded one and the gain ("step 3 · 64.9 → 52.7 ms, −19% · GPU
+81%"), coloured by the replay's own verdict. Every number comes from the
+``whatif.Prediction`` of ``Report.what_if()``: the step table it sets side
+by side, and the mean step times over the steady-state steps that the
+title quotes:
 
     DataLoader(num_workers>=2, pin_memory=True): 64.9 → 52.7 ms per step, −19%
 
@@ -22,7 +23,7 @@ mean step times over the steady-state steps that the title quotes:
 sync, host, graphs, launch, recorder, ...) or True, the fix predicted to
 gain most (the recorder's own cost is not a fix in the user's code, so it
 is taken only when nothing else applies, as the summary's advice does). An edit
-that does not apply raises the CutimelineError of ``replayed``.
+that does not apply raises the CutimelineError of ``Report.what_if``.
 
 ``fig.axes``: recorded lanes, predicted lanes, recorded strip, predicted
 strip; all share the x axis. No queue-depth, CPU-lead or memory panels:
@@ -34,13 +35,10 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ..analysis.analyzer import analyze
-# REPLAY_SETTINGS: the very replay settings the prediction measured
-from ..analysis.replay.predictions import steady
-from ..analysis.replay.whatif import REPLAY_SETTINGS, replayed
 from ..analysis.replay.edits import EDITS, edit_named
-from ..analysis.words import fmt_ns, pct
+from ..analysis.replay.predictions import steady
 from ..errors import CutimelineError
+from ..text import fmt_ns, pct
 from . import pixels as px
 from .frame import check_options, check_path, legends, save_figure, title_block
 from .lanes import Scene
@@ -70,7 +68,7 @@ def plot_what_if(tl: Any, path: str | os.PathLike | None = None, *, what_if: Any
     rec = Scene(tl, window, what="plot(what_if=...)", report=report)
     pred, replay = _replay(rec.report, what_if)
     scenes = [rec, Scene(replay, window, what="plot(what_if=...)",
-                         report=_analyzed(rec.report, replay))]
+                         report=rec.report.replay_report(replay))]
     fig, axes = layout([s.labels for s in scenes], width, dpi, panels=False, strip=True)
     span_ns = max(s.w1 - s.w0 for s in scenes)
     used, dense = [], []
@@ -116,28 +114,22 @@ def chosen(preds: list, what_if: Any):
 
 def _replay(rep, what_if: Any):
     """(Prediction, replayed Timeline) for ``what_if``; the error of
-    ``edit_named`` for an unknown name, of ``replayed`` for an edit that
-    does not apply."""
+    ``edit_named`` for an unknown name, of ``Report.what_if`` for an edit
+    that does not apply."""
     if what_if is not True and not isinstance(what_if, str):
         raise CutimelineError(f"what_if={what_if!r} must be True (the fix predicted to "
                               f"gain most) or the name of a fix: {', '.join(EDITS)}.")
     if isinstance(what_if, str):
         edit_named(what_if)  # an unknown name: the error lists the edits
-        replay = replayed(rep, what_if)  # one that does not apply: its error
+        replay = rep.what_if(what_if)  # one that does not apply: its error
     pred = chosen(rep.what_if(), what_if)
     if pred is None:
         raise CutimelineError(f"The replay under what_if={what_if!r} loses a step of "
                               f"the recording, so it predicts no step times to draw; "
                               f"choose a fix that Report.what_if() lists.")
     if what_if is True:
-        replay = replayed(rep, pred.edit)
+        replay = rep.what_if(pred.edit)
     return pred, replay
-
-
-def _analyzed(rep, replay):
-    """The replay's Report, made as ``whatif.predict`` made the one its
-    step times come from."""
-    return analyze(replay, **{k: rep.settings[k] for k in REPLAY_SETTINGS})
 
 
 def gain_text(gain: float) -> str:

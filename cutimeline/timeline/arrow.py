@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import CutimelineError
-from .arguments import need_text
+from ..text import need_text
 from .schema import ENUM_COLUMNS, NONE, REFERENCES, SCHEMA, STRING_COLUMNS
 
 if TYPE_CHECKING:   # timeline.py imports this module

@@ -24,7 +24,7 @@ import json
 import os
 from typing import TYPE_CHECKING, Any
 
-from .. import __version__
+from .._version import __version__
 from ..errors import CutimelineError
 from . import destination
 from .arrow import arrow_tables, pyarrow

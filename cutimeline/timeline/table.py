@@ -59,7 +59,7 @@ class Table:
         """``compute(column)``, computed once per column and ``what``: the
         columns are read-only, so what is known of one (its extent, whether
         it is sorted) holds as long as the table; a later stage asks again
-        for free (``analysis/facts.py``: the analysis read each time column
+        for free (``numeric/columns.py``: the analysis read each time column
         three to five times only to learn that). The table that ``take`` or
         ``replace`` returns starts with nothing remembered."""
         key = (col, what)

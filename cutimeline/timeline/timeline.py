@@ -10,15 +10,15 @@ untouched columns. The tables and their columns are fixed by
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, ClassVar
 
 import numpy as np
 
 from ..errors import CutimelineError
+from ..text import need_int, need_path, need_text, what
 from . import arrow, invariants, parquet
 from .ctlfile import fileformat
-from .arguments import need_int, need_path, need_text, what
 from .schema import ENUM_COLUMNS, NONE, REFERENCES, SCHEMA, STRING_COLUMNS, SpanKind
 from .table import Strings, Table
 from .windows import parse_window
@@ -28,6 +28,12 @@ __all__ = ["Timeline", "load", "as_timeline"]
 
 class Timeline:
     """One recording: the tables of ``SCHEMA``, a string table and meta."""
+
+    #: Its picture in a notebook (PNG bytes, or None for the text repr),
+    #: set from above: the store draws nothing. ``cutimeline.rendering``
+    #: sets ``notebook.timeline_png`` when it loads; ``import cutimeline``
+    #: a stand-in that loads rendering on the first picture asked for.
+    notebook_png: ClassVar[Callable[[Timeline], bytes | None] | None] = None
 
     def __init__(self, tables: Mapping[str, Table | Mapping[str, Any]] | None = None,
                  strings: Iterable[str] | Strings = (), meta: Mapping[str, Any] | None = None):
@@ -346,10 +352,10 @@ class Timeline:
         return invariants.warnings_of(self.meta)
 
     def _repr_png_(self) -> bytes | None:
-        """Jupyter: the figure as PNG (``rendering/notebook.py``, loaded by
-        name: the timeline stage may not import rendering)."""
-        import importlib
-        return importlib.import_module("cutimeline.rendering.notebook").timeline_png(self)
+        """Jupyter: ``Timeline.notebook_png(self)``, the figure as PNG; None
+        (the notebook shows the text repr) while nothing has set it."""
+        draw = Timeline.notebook_png
+        return None if draw is None else draw(self)
 
 
 def as_timeline(value: Any, who: str) -> Timeline:

@@ -452,7 +452,7 @@ def test_reports_keep_their_numbers(case, engine):
 
 @pytest.mark.parametrize("seed", range(3))
 def test_extent_twins_agree(seed):
-    from cutimeline.analysis.facts import extent as _extent
+    from cutimeline.numeric.columns import extent as _extent
     tl = random_timeline(seed, n=200, streams=2)
     g = tl.gpu
     begin = np.asarray(g.begin_ns).copy()

@@ -7,7 +7,7 @@ import pytest
 
 import cutimeline as ctl
 from cutimeline.analysis.idle.gaps import CAUSES
-from cutimeline.analysis.words import fmt_ns
+from cutimeline.text import fmt_ns
 from cutimeline.errors import CutimelineError
 from cutimeline.timeline.schema import OpFlag, SpanKind
 

@@ -10,6 +10,7 @@ import pytest
 import cutimeline as ctl
 from cutimeline.analysis.ranks_report import run_notes
 from cutimeline.dist.straggler import stragglers
+from cutimeline.text import fmt_ns
 from cutimeline.timeline.schema import NONE
 
 from fakeranks import fake_ranks
@@ -59,11 +60,11 @@ def test_the_straggler_per_step_is_in_the_summary():
     line = lines[0]
     whole = top[top["step"] == NONE][0]
     assert line.startswith(f"straggler: rank 2 held the others up "
-                           f"{ctl.analysis.words.fmt_ns(whole['held_ns'])} in all, last "
+                           f"{fmt_ns(whole['held_ns'])} in all, last "
                            f"to arrive at 12 of 12 collectives")
     per = top["held_ns"][top["step"] != NONE]
     assert (f"slowest rank per step: rank 2 in 12 of 12 steps, by "
-            f"{ctl.analysis.words.fmt_ns(np.median(per))} median") in line
+            f"{fmt_ns(np.median(per))} median") in line
     # each step's delay is about the 3 ms the slow rank sleeps
     assert np.all(np.abs(per - 3_000_000) < 500_000)
 

@@ -21,12 +21,11 @@ from torch.utils.data import DataLoader, Dataset
 
 import cutimeline as ctl
 from cutimeline.analysis.replay.edits import EDITS
-from cutimeline.analysis.words import fmt_ns
+from cutimeline.text import figure_text, fmt_ns
 from cutimeline.errors import CutimelineError
 from cutimeline.rendering.figure import plot
 from cutimeline.rendering.whatif import (arrow, change_text, chosen, gain_text, plot_what_if,
                                          step_labels)
-from cutimeline.timeline.display import figure_text
 
 from handmade import timeline
 

@@ -19,13 +19,13 @@ import numpy as np
 from numba import njit
 
 from ...numeric import intervals as iv
+from ...numeric.columns import column_facts
 from ...numeric.engines import empty_bool, empty_i64
 from ...numeric.ids import pair_ids
 from ...numeric.ordering import group_order, is_sorted
 from ...numeric.runs import gather_sorted, merge_rows, merge_values
 from ...timeline.schema import NONE, OpFlag
 from ...timeline.timeline import Timeline
-from ..facts import column_facts
 from .activity import HostActivity
 from .attribution import attribute
 from .queues import lead_stats, queue_series, window_stats_sorted
@@ -131,7 +131,7 @@ def lanes(tl: Timeline, act: HostActivity, w0, w1, engine: str = "numba",
         sync_row = (g.op != NONE) & sync_op[np.maximum(g.op, 0)]
     else:
         sync_row = np.zeros(0, bool)
-    # which of the columns the groups read come sorted (``facts.py``): one
+    # which of the columns the groups read come sorted (``numeric.columns``): one
     # stream's rows are then read in place, nothing checked again
     in_order = tuple(x is g[c] and column_facts(g, c, engine).sorted for x, c in
                      ((begin, "begin_ns"), (launch, "launch_ns"), (end, "end_ns")))

@@ -54,7 +54,7 @@ def device_windows(launch, begin, end, hb, he, fb=None, fe=None,
     to no step) and the steps' host windows [hb, he), in time order.
     ``fb, fe``: the windows of steps without GPU work (default [hb, he);
     the replay passes the host windows it moved). ``in_order``: whether
-    ``launch`` is sorted, when the caller knows (``facts.py``; None: the
+    ``launch`` is sorted, when the caller knows (``numeric.columns``; None: the
     kernel checks)."""
     hb, he = np.asarray(hb, np.int64), np.asarray(he, np.int64)
     start = hb if fb is None else np.asarray(fb, np.int64)  # the host windows' begins

@@ -56,10 +56,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ...numeric.columns import column_facts, facts_of
 from ...numeric.engines import as_i64
 from ...timeline.schema import NONE, OpFlag, SpanKind
 from ...timeline.timeline import Timeline
-from ..facts import column_facts, facts_of
 from .costs import costs, merge2_nb, mix_scale
 from .hostmap import HostShift, shifted
 from .replaying import FAR_PAST, held, replay_args, replay_breaks, replay_nb, waited_on
@@ -90,7 +90,7 @@ def engine_inputs(tl: Timeline, ln, sy: np.ndarray, keep: np.ndarray | None = No
     lam = ln.streams.lam
     sid = ln.streams.of_row
     launch = ln.launch if launch is None else launch
-    # the recorded column's facts are remembered (``facts.py``): no pass
+    # the recorded column's facts are remembered (``numeric.columns``): no pass
     f = column_facts(tl.gpu, "launch_ns", engine) if launch is tl.gpu.launch_ns else \
         facts_of(launch, engine)
     if f.none:

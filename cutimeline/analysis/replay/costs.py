@@ -16,11 +16,11 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from ...numeric.columns import column_facts
 from ...numeric.engines import as_i64, check_engine, empty_i64
 from ...numeric.ids import dense_ids, hash_slot
 from ...timeline.schema import NONE, OpFlag, SpanKind
 from ...timeline.timeline import Timeline
-from ..facts import column_facts
 
 __all__ = ["costs", "op_costs", "recorder_op_costs", "mix_scale", "repeats", "merge2_nb"]
 

@@ -59,10 +59,10 @@ import numpy as np
 
 from ...errors import CutimelineError
 from ...numeric import intervals as iv
+from ...numeric.columns import extent
 from ...numeric.ordering import sort_order
 from ...timeline.schema import NONE, GpuKind, OpFlag
 from ...timeline.timeline import Timeline
-from ..facts import extent
 from ..idle.activity import HostActivity, subtract
 from ..idle.steps import step_windows
 from ..tables.oneoff import one_offs

@@ -30,8 +30,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...numeric import intervals as iv
+from ...numeric.columns import column_facts
 from ...timeline.schema import NONE
-from ..facts import column_facts
 from ..idle.steps import device_windows, step_windows
 from .edits import EDITS, FIXES, Changes, Edit, changes, combined, edit_named
 from .whatif import apply

@@ -34,10 +34,10 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import CutimelineError
+from ...numeric.columns import column_facts
 from ...numeric.ordering import sort_order
 from ...timeline.schema import NONE
 from ...timeline.timeline import Timeline
-from ..facts import column_facts
 from .compensation import engine_inputs, fetch_waits, kept_waits, launch_queue, with_fetches
 from .edits import EDITS, Changes, Edit, changes, combined, edit_named
 from .hostmap import NO_SHIFT, HostShift, moved, snapped

@@ -34,10 +34,10 @@ import re
 import numpy as np
 
 from ...errors import CutimelineError
+from ...text import fmt_tflops
 from ...timeline.gpus import PRECISIONS, gpu_named
 from ...timeline.schema import NONE
 from ...timeline.timeline import Timeline
-from ..words import fmt_tflops
 
 __all__ = ["check_peak", "op_flops", "op_precision", "step_flops", "run_compute",
            "compute_text"]

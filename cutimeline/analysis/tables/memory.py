@@ -27,9 +27,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...text import fmt_bytes, fmt_ns
 from ...timeline.schema import NONE
 from ...timeline.timeline import Timeline
-from ..words import fmt_bytes, fmt_ns
 
 __all__ = ["MEMORY_STEP_DTYPE", "memory_device", "device_rows", "step_memory", "peak",
            "report_memory", "memory_text"]

@@ -26,9 +26,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...text import fmt_ns, pct
 from ...timeline.schema import NONE, OpFlag
 from ...timeline.timeline import Timeline
-from ..words import fmt_ns, pct
 from .nesting import parents, self_ns
 
 __all__ = ["FACTOR", "SHARE", "ONE_OFF_DTYPE", "one_offs", "one_off_text"]

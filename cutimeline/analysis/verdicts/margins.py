@@ -18,9 +18,9 @@ import enum
 
 import numpy as np
 
+from ...text import pct
 from ..idle.gaps import CAUSES, Cause
 from ..replay.edits import EDITS
-from ..words import pct
 
 __all__ = ["Verdict", "VERDICTS", "VERDICT_CAUSES", "BY_CAUSE", "CAUSE_OF", "GPU_BOUND_AT",
            "MIXED_MARGIN", "ON_GPU", "rank_causes", "verdict_text", "fix_words"]

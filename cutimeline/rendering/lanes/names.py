@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...timeline.display import figure_text
+from ...text import figure_text
 from ..artists import HALF
 from ..palette import PHASE_COLORS, text_color
 

@@ -32,7 +32,7 @@ from ...analysis.idle.overlap import device_idle_amounts
 from ...analysis.report import Report
 from ...errors import CutimelineError
 from ...numeric import intervals as iv
-from ...timeline.display import figure_text
+from ...text import figure_text
 from ...timeline.schema import NONE, GpuKind, SpanKind
 from ...timeline.timeline import as_timeline
 from ...timeline.windows import parse_window
@@ -105,7 +105,7 @@ class Scene:
         ln = self.lanes
         self.keys = ln.stream_keys if ln is not None else np.zeros((0, 2), np.int64)
         lay = lay_out(self.tl, self.keys, ln.streams.of_row if ln is not None else None)
-        # thread and device names from the trace, as figure text (timeline/display.py)
+        # thread and device names from the trace, as figure text (cutimeline.text)
         self.layout, self.labels = lay, [figure_text(str(t)) for t in lay.labels]
         self.threads, self.thread_y, self.stream_y = lay.threads, lay.thread_y, lay.stream_y
         self.folded = lay.folded  # streams on a shared "more streams" lane

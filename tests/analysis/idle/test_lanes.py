@@ -99,9 +99,9 @@ def test_prepare_twins_agree(seed):
 
 @pytest.mark.parametrize("seed", range(3))
 def test_one_stream_read_in_place_or_gathered_alike(seed):
-    # one stream: rows in time order are read in place (facts.py says they
+    # one stream: rows in time order are read in place (numeric/columns.py says they
     # are sorted); ends or launches out of order are gathered and sorted
-    from cutimeline.analysis.facts import column_facts
+    from cutimeline.numeric.columns import column_facts
     tl = random_timeline(seed, n=300, streams=1)
     g = tl.gpu
     rng = np.random.default_rng(seed)

@@ -85,7 +85,7 @@ def test_the_twins_agree_in_launch_order_and_out_of_it(seed):
     got = [device_windows(launch, begin, end, hb, he, fb, fe, e) for e in ("numba", "numpy")]
     for a, b in zip(*got):
         np.testing.assert_array_equal(a, b)
-    # the caller's word on the launches' order (facts.py) gives the same windows
+    # the caller's word on the launches' order (numeric/columns.py) gives the same windows
     in_order = bool(np.all(launch[1:] >= launch[:-1]))
     told = device_windows(launch, begin, end, hb, he, fb, fe, "numba", in_order)
     for a, b in zip(told, got[1]):

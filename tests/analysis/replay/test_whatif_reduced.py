@@ -220,7 +220,7 @@ def test_launch_cuts_unite_to_the_reference(seed, how, shuffled):
 
 @pytest.mark.parametrize("seed", range(3))
 def test_extent_from_facts_is_the_timelines(seed):
-    from cutimeline.analysis.facts import extent
+    from cutimeline.numeric.columns import extent
     tl = random_timeline(seed, n=300, streams=2, steps=4)
     assert extent(tl)[:2] == (tl.start_ns, tl.end_ns)
     unaligned = tl._take({}, dict(tl.meta, aligned=False))

@@ -4,7 +4,7 @@ and the table remembering them."""
 import numpy as np
 import pytest
 
-from cutimeline.analysis.facts import Facts, column_facts, facts_of
+from cutimeline.numeric.columns import Facts, column_facts, facts_of
 from cutimeline.timeline.schema import NONE
 from cutimeline.timeline.table import Table
 

@@ -1,4 +1,4 @@
-"""display.py: names from a trace are data, not terminal commands. A trace
+"""cutimeline/text.py: names from a trace are data, not terminal commands. A trace
 whose op, kernel, thread, device and file names hold terminal escapes,
 math text and a lone surrogate prints without one raw control character
 (summary, whatif, errors), plots (into a file and into the user's Axes),
@@ -15,7 +15,7 @@ import pytest
 
 import cutimeline as ctl
 from cutimeline.cli import main
-from cutimeline.timeline.display import figure_text, terminal_text
+from cutimeline.text import figure_text, terminal_text
 from cutimeline.timeline.schema import SCHEMA
 from handmade import random_timeline, timeline
 

@@ -1,5 +1,6 @@
-"""What an analysis needs to know of a time column before it reads it:
-its least and greatest value, whether it holds NONE, whether it is sorted.
+"""Column facts: what an analysis needs to know of a time column before
+it reads it: its least and greatest value, whether it holds NONE, whether
+it is sorted.
 
 Several stages ask (the extent of the trace, whether launches come in
 order, whether a column has unknown times); each asking read the column
@@ -16,10 +17,10 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from ..numeric.engines import readonly
 from ..timeline.schema import NONE
 from ..timeline.table import Table
 from ..timeline.timeline import Timeline
+from .engines import readonly
 
 __all__ = ["Facts", "column_facts", "facts_of", "HOST_TIMES", "extent"]
 
