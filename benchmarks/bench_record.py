@@ -32,8 +32,8 @@ turn and reports the recorder's µs per op over the bare mode inside the
 recording (what the program feels) and including start and stop (the
 assembly at stop), medians of ``--reps`` rounds, and its bytes held per
 op at ``--ops`` tiny ops. Give ``--ops`` and ``--steps`` large enough that
-rows are converted while recording (``opstream.SLICE`` rows a thread,
-every ``opstream.PERIOD_S``): at the defaults no round converts anything.
+rows are converted while recording (every ``opstream.CHUNK`` ops of a
+thread): at the defaults no round converts anything.
 """
 
 from __future__ import annotations
@@ -362,10 +362,7 @@ def _counted(d: str, work: dict, modes: dict) -> None:
 def held(n: int) -> str:
     """Bytes held per op while recording ``n`` tiny ops: the heap's growth
     (tracemalloc) and the op rows counted (``OpRows.held_bytes``, absent in
-    checkouts before it), right after the ops and once the converter has
-    had a few rounds (``opstream.PERIOD_S``)."""
-    from cutimeline.recording import opstream
-    period = getattr(opstream, "PERIOD_S", 0.02)
+    checkouts before it)."""
     workload(400)  # torch's first-use allocations, outside the measure
     tracemalloc.start()
     try:
@@ -376,16 +373,11 @@ def held(n: int) -> str:
             workload(n)
             now = tracemalloc.get_traced_memory()[0] - base
             counted = rows.held_bytes() if rows is not None else None
-            time.sleep(5 * period)
-            settled = tracemalloc.get_traced_memory()[0] - base
-            counted_settled = rows.held_bytes() if rows is not None else None
     finally:
         tracemalloc.stop()
-    line = (f"held while recording {n:,} ops: {now / n:.0f} B/op right after, "
-            f"{settled / n:.0f} B/op {5 * period * 1e3:.0f} ms later (tracemalloc)")
+    line = f"held while recording {n:,} ops: {now / n:.0f} B/op (tracemalloc)"
     if counted is not None:
-        line += (f"; op rows counted: {counted / n:.0f} and {counted_settled / n:.0f} B/op "
-                 f"(OpRows.held_bytes)")
+        line += f"; op rows counted: {counted / n:.0f} B/op (OpRows.held_bytes)"
     return line
 
 

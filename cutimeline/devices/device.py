@@ -120,6 +120,11 @@ class Device(abc.ABC):
         """End the recording (closing pings, synchronize) and return raw
         event times and syncs. Called once, after the last op."""
 
+    def recorder_work(self, ns: int) -> None:
+        """The calling thread just spent ``ns`` on the recorder's own work
+        between two ops (moving its rows into chunks). Nothing for a real
+        device; a simulator with a host clock of its own leaves it out."""
+
     def memory_meter(self) -> Any:
         """A new meter of this device's memory for one recording (see the
         module doc), or None when it cannot be read."""

@@ -72,7 +72,7 @@ def meta_at_stop(s: Session, harvest: Harvest | None, meta: dict[str, Any],
             "index": dev.index, "kind": dev.kind,
             "name": meta.get("device_name", getattr(dev, "name", repr(dev)))}],
         "threads": [w.name for w in s.writers],
-        # may fp32 matmuls run on TF32 tensor cores (MFU's peak: analysis/flops.py)
+        # may fp32 matmuls run on TF32 tensor cores (MFU's peak: analysis/tables/flops.py)
         "float32_matmul_precision": torch.get_float32_matmul_precision(),
         # and convolutions (cuDNN's own switch), and whether cuDNN benchmarked
         # its algorithms (the GPU-side what-if edits read both)

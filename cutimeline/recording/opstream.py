@@ -31,30 +31,26 @@ record Python has, but it holds about 190 B an op (the tuple, three new
 ints: seq, host begin and end, and the list's slot). ``OpRows``, one per
 session, moves them into chunks of the structured dtype ``OP_ROW``
 (``OP_ROW_BYTES`` = 40 B an op: int64 seq and host times, int32
-signature, context, grad_fn and flags) from a background thread that
-wakes every ``PERIOD_S`` and converts each writer's rows ``SLICE`` at a
-time, deleting the converted prefix from the writer's list (``del
-ops[:n]``: under the GIL it cannot interleave with the owning thread's
-appends, which go to the list's end). A recording thus holds 40 B an op
-plus the rows not yet converted: fewer than ``SLICE`` a writer, plus
-what its threads append in one period. ``OpRows`` is the lists' one
-consumer: their rows are read through it (``table``, under its lock, at
-stop or as the process ends; the journal's flusher reads
-``Writer.chunks``, append-only, and calls ``drain`` at stop).
-
-Its cost: nothing on the op path. The conversion (the one assembly did at
-stop, ~0.2 µs a row: ``benchmarks/RESULTS.md``) runs while recording,
-holding the GIL one slice at a time and letting it go (``time.sleep(0)``)
-between slices: a recorded thread waits one slice at most at a time. It
-is not hidden: ``OpRows.stats`` (rows, slices, ns held) goes to the
-Timeline's meta as ``op_rows_converted``. The thread is started with
-``_thread``, as the flusher's is: a recording with ``threads=True``
-records the ``threading.Thread``s started while it runs.
+signature, context, grad_fn and flags). The recording thread does it
+itself, every ``CHUNK`` of its ops: the op-count check the cap needs
+anyway (``seq >= limit``, the limit the nearer of the cap and the next
+conversion) costs the op path nothing more, and the conversion (~0.2 µs
+a row, the work assembly did at stop) runs between two ops, where the
+recorder's clock does not see it: the next op begins after it, and a
+device that keeps a host clock of its own is told the time was the
+recorder's (``Device.recorder_work``: SimGPU's virtual host skips it).
+A thread would have to take the GIL from the recorded one at moments
+nobody chooses, stalls that read as the program's host time. A recording
+thus holds 40 B an op plus fewer than ``CHUNK`` tuples a thread.
+``OpRows`` is the lists' one consumer: their rows are read through it
+(``table``, under its lock, at stop or as the process ends; the journal's
+flusher reads ``Writer.chunks``, append-only, and calls ``drain`` at
+stop). What it cost: ``OpRows.stats`` (rows, chunks, ns) goes to the
+Timeline's meta as ``op_rows_converted``.
 """
 
 from __future__ import annotations
 
-import _thread
 import itertools
 import sys
 import threading
@@ -72,7 +68,7 @@ from .signatures import RULE_COLL, RULE_WAIT, ragged_key
 if TYPE_CHECKING:
     from .session import Session, Writer
 
-__all__ = ["Mode", "OP_ROW", "OP_ROW_BYTES", "OpRows", "PERIOD_S", "SLICE", "as_rows",
+__all__ = ["Mode", "OP_ROW", "OP_ROW_BYTES", "OpRows", "CHUNK", "as_rows",
            "skip_dynamo"]
 
 _VIEW, _TRUNCATED = int(OpFlag.VIEW), int(OpFlag.TRUNCATED)
@@ -118,6 +114,8 @@ class Mode(TorchDispatchMode):
         self.count, self.sigs = session.count, session.sigs  # one lookup less per op
         self.lead = session.lead  # id(func) -> leading tensors, 0 for the loop
         self.max_ops, self.host_only = session.max_ops, session.device is None
+        # the next op count at which this thread converts its rows (OpRows), or the cap
+        self.limit = min(self.max_ops, CHUNK)
         # a CPU scalar first (torch.tensor(2.) / x) runs where the others are
         self.scalar_first = getattr(session.device, "kind", None) in ("cuda", "sim")
         skip_dynamo()
@@ -222,11 +220,14 @@ class Mode(TorchDispatchMode):
                     gid = s.node(node)
                 if _ident() != self.ident:  # an autograd engine device thread
                     w = s.writer()
-        if seq >= self.max_ops:
-            if seq > self.max_ops:
+        if seq >= self.limit:
+            if seq < self.max_ops:  # this thread's rows into a chunk, between two ops
+                t0 = self.compact(w, seq)
+            elif seq > self.max_ops:
                 return func(*args, **(kwargs or _NO_KWARGS))
-            s.truncate()
-            flags |= _TRUNCATED
+            else:
+                s.truncate()
+                flags |= _TRUNCATED
         if rule >= RULE_COLL:  # collectives, and ops measured (FLOPs, allocations)
             kwargs = kwargs or _NO_KWARGS
             if rule > RULE_WAIT:
@@ -249,6 +250,19 @@ class Mode(TorchDispatchMode):
         w.ops.append((seq, t0, _now(), sid, w.ctx, gid, flags))
         return out
 
+    def compact(self, w: Writer, seq: int) -> int:
+        """Move writer ``w``'s rows into a chunk (``OpRows``) before op
+        ``seq``; the time it took is the recorder's (``recorder_work``).
+        Returns the op's new begin: after it."""
+        t = _now()
+        self.s.rows.convert_writer(w)
+        self.limit = min(self.max_ops, seq + CHUNK)
+        now = _now()
+        lost = getattr(self.s.device, "recorder_work", None)
+        if lost is not None:
+            lost(now - t)
+        return now
+
     __torch_dispatch__ = dispatch
 
 
@@ -268,9 +282,7 @@ def skip_dynamo() -> None:
 OP_ROW = np.dtype([("seq", "<i8"), ("host_begin_ns", "<i8"), ("host_end_ns", "<i8"),
                    ("sig", "<i4"), ("ctx", "<i4"), ("grad_fn", "<i4"), ("flags", "<i4")])
 OP_ROW_BYTES = OP_ROW.itemsize  # 40
-PERIOD_S = 0.02  # between the converter's rounds: what its threads append in one stays
-SLICE = 2048  # rows converted while holding the GIL; a chunk's rows
-CLOSE_WAIT_S = 10.0  # at stop, for a slice under way
+CHUNK = 4096  # a thread's rows converted at once (below 64 B an op from ~30k ops)
 
 
 def _converted(rows: list[tuple]) -> np.ndarray:
@@ -305,57 +317,42 @@ class OpRows:
 
     def __init__(self, writers: list):
         self.writers = writers  # the session's list (appended to, never replaced)
-        self.lock = threading.Lock()  # one consumer at a time; readers see whole slices
-        self.rows = self.slices = self.ns = 0  # converted while recording
-        self._stop = threading.Event()
-        self._done = threading.Event()
-        self._done.set()  # no thread yet
+        self.lock = threading.Lock()  # one consumer at a time; readers see whole chunks
+        self.rows = self.chunks = self.ns = 0  # converted while recording
 
-    def start(self) -> "OpRows":
-        """Convert in the background from now on; a machine that has no
-        thread to give converts nothing before stop (it only holds more)."""
-        self._done.clear()
-        try:
-            _thread.start_new_thread(self._run, ())
-        except RuntimeError:
-            self._done.set()
-        return self
+    def convert_writer(self, w: Any, most: int | None = None) -> None:
+        """Move the rows writer ``w`` holds now (the first ``most``) into
+        one chunk. Safe from any thread: its owner appends at the list's
+        end, this deletes the prefix it read."""
+        with self.lock:
+            t0 = _now()
+            part = w.ops[:most]
+            if not part:
+                return
+            w.chunks.append(_converted(part))
+            del w.ops[:len(part)]
+            self.ns += _now() - t0
+            self.rows += len(part)
+            self.chunks += 1
 
-    def close(self) -> None:
-        """Stop the converter's thread (waiting for a slice under way). A
-        second call does nothing."""
-        self._stop.set()
-        self._done.wait(CLOSE_WAIT_S)
-
-    def _run(self) -> None:
-        try:
-            while not self._stop.wait(PERIOD_S):
-                self.convert(SLICE, self._stop)
-        finally:
-            self._done.set()
-
-    def convert(self, least: int = SLICE, stop: threading.Event | None = None) -> None:
-        """Move each writer's rows into chunks, ``SLICE`` at a time, while
-        it has ``least`` or more; give up once ``stop`` is set."""
+    def convert(self, least: int = 1, most: int | None = None,
+                stop: threading.Event | None = None) -> None:
+        """Convert each writer's rows while it holds ``least`` or more, in
+        chunks of ``most`` (all at once when None), letting the GIL go
+        between them; give up once ``stop`` is set (the journal's flusher,
+        from its thread)."""
         for w in list(self.writers):
             while len(w.ops) >= least:
                 if stop is not None and stop.is_set():
                     return
-                with self.lock:
-                    t0 = _now()
-                    part = w.ops[:SLICE]
-                    if not part:
-                        break
-                    w.chunks.append(_converted(part))
-                    del w.ops[:len(part)]  # the owning thread appends at the end
-                    self.ns += _now() - t0
-                    self.rows += len(part)
-                    self.slices += 1
-                time.sleep(0)  # a recorded thread waits one slice at most
+                self.convert_writer(w, most)
+                if most is None:
+                    break
+                time.sleep(0)  # a recorded thread waits one chunk at most
 
     def drain(self) -> None:
         """Convert every row there is now (the journal's last chunk, at stop)."""
-        self.convert(1)
+        self.convert()
 
     def table(self, w: Any) -> np.ndarray:
         """Writer ``w``'s rows so far, in the order appended, as int64
@@ -365,9 +362,9 @@ class OpRows:
         return as_rows(chunks, rest)
 
     def stats(self) -> dict[str, int]:
-        """What converting cost the recording: rows and slices converted
-        while it ran, and the ns the converter held the GIL for them."""
-        return {"rows": self.rows, "slices": self.slices, "ns": self.ns}
+        """What converting cost the recording: rows and chunks converted
+        while it ran, and the ns it took."""
+        return {"rows": self.rows, "chunks": self.chunks, "ns": self.ns}
 
     def held_bytes(self) -> int:
         """Bytes the op rows hold now: each writer's list (its slots, each

@@ -271,7 +271,6 @@ class Recorder:
                 _THREAD_END.guard = ThreadEnd(self)
             _ACTIVE = s
             self._state = "recording"
-            s.rows.start()  # op rows into compact chunks from now on (opstream.py)
         if self.options.get("out_dir"):  # last: a SIGTERM finds the recording whole
             self._guard = RankGuard(self).install()
         return self
@@ -307,7 +306,6 @@ class Recorder:
             guard.hold()
             guard.close_journal()  # its last rows, while they are there (flusher.py)
         s.off = True
-        s.rows.close()  # its thread; assembly reads the rest
         if not orphan and getattr(_THREAD_END, "guard", None) is not None:
             _THREAD_END.guard.rec = None
             del _THREAD_END.guard

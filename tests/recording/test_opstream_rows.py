@@ -1,7 +1,7 @@
 """opstream.py's OpRows: a recording holds its op rows in compact chunks, ≤ 64 B an
 op while it runs, and the Timeline is the one the tuples alone make: the
 same session assembled from its chunks and from its tuples gives equal
-tables, with tiny slices converted all through the recording (threads,
+tables, with tiny chunks converted all through the recording (threads,
 autograd, a cut at max_ops, an exception, a simulated device, a journal)."""
 
 from __future__ import annotations
@@ -44,25 +44,16 @@ def _held(s) -> int:
     return n
 
 
-def _settled(s, timeout_s: float = 5.0) -> None:
-    """Wait (inside the recording) until the converter has had its rounds:
-    fewer than one slice of rows left in each list, or ``timeout_s``."""
-    end = time.monotonic() + timeout_s
-    while time.monotonic() < end and any(len(w.ops) >= oprows.SLICE for w in s.writers):
-        time.sleep(oprows.PERIOD_S)
-
-
 def test_50k_ops_hold_at_most_64_bytes_each_while_recording():
     with ctl.record(device="cpu", measure=False, modules=False) as rec:
         s = rec._session
         _ops(N_OPS)
-        _settled(s)
         counted = _held(s)
         assert oprows.OpRows.held_bytes(s.rows) == pytest.approx(counted, rel=0.02)
     assert len(rec.timeline.ops) >= N_OPS
     per_op = counted / N_OPS
     assert per_op <= 64, f"{per_op:.0f} B/op held while recording"
-    assert rec.timeline.meta["op_rows_converted"]["rows"] > N_OPS - 2 * oprows.SLICE
+    assert rec.timeline.meta["op_rows_converted"]["rows"] > N_OPS - 2 * oprows.CHUNK
 
 
 def test_tracemalloc_sees_at_most_64_bytes_an_op_while_recording():
@@ -75,7 +66,6 @@ def test_tracemalloc_sees_at_most_64_bytes_an_op_while_recording():
             _ops(400)
             base = tracemalloc.get_traced_memory()[0]
             _ops(N_OPS)
-            _settled(rec._session)
             held = tracemalloc.get_traced_memory()[0] - base
     finally:
         tracemalloc.stop()
@@ -86,12 +76,11 @@ def test_tracemalloc_sees_at_most_64_bytes_an_op_while_recording():
 
 @pytest.fixture
 def both(monkeypatch):
-    """Record with slices of 5 rows converted every millisecond, and at
+    """Record with each thread's rows converted every 5 of its ops, and at
     stop assemble the session twice: from its chunks (the Timeline the
     recorder returns) and from the tuples those chunks were made of, put
     back in front of each writer's list. Yields the list of pairs."""
-    monkeypatch.setattr(oprows, "SLICE", 5)
-    monkeypatch.setattr(oprows, "PERIOD_S", 0.001)
+    monkeypatch.setattr(oprows, "CHUNK", 5)
     made: dict[int, tuple[np.ndarray, list]] = {}  # id(chunk) -> (chunk, its tuples)
     real_converted = oprows._converted
 
@@ -199,8 +188,7 @@ def test_the_journal_holds_the_ops_of_the_chunks(tmp_path, monkeypatch):
     """With out_dir, the journal (here left as the file: writing the
     final one fails) holds every op the Timeline holds."""
     from cutimeline.recording.control import lifecycle
-    monkeypatch.setattr(oprows, "SLICE", 7)
-    monkeypatch.setattr(oprows, "PERIOD_S", 0.001)
+    monkeypatch.setattr(oprows, "CHUNK", 7)
 
     def fail(*args, **kwargs):
         raise OSError("disk full")
@@ -250,13 +238,22 @@ def test_a_bad_cap_says_what_it_takes(kwargs, words):
     assert words in str(info.value)
 
 
-def test_the_converter_thread_ends_at_stop():
+def test_the_recorded_thread_converts_its_rows_between_ops_off_the_device_clock(monkeypatch):
+    """No thread of its own: every CHUNK of a thread's ops, that thread
+    converts them between two ops; a SimGPU's virtual host leaves the time
+    out, so no op and no gap of the simulated host grows by it."""
+    assert not any(t.name.startswith("cutimeline") for t in threading.enumerate())
+    lost = []
+    gpu = ctl.SimGPU(seed=0)
+    real = gpu.recorder_work
+    monkeypatch.setattr(gpu, "recorder_work", lambda ns: (lost.append(ns), real(ns)))
+    x = torch.ones(8, device="meta")
+    with ctl.record(device=gpu, measure=False, modules=False) as rec:
+        for _ in range(3 * oprows.CHUNK // 2 + 10):
+            x = x + 1
+    stats = rec.timeline.meta["op_rows_converted"]
+    assert stats["chunks"] == len(lost) >= 1 and stats["rows"] >= oprows.CHUNK
+    assert all(ns > 0 for ns in lost)
     with ctl.record(device="cpu", measure=False) as rec:
-        s = rec._session
         _ops(100)
-        assert not s.rows._done.is_set()  # its thread runs
-    assert s.rows._done.is_set()
-    assert rec.timeline.meta["op_rows_converted"]["rows"] == 0  # 100 < one slice
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        OpRows([]).close()  # never started: nothing to wait for
+    assert rec.timeline.meta["op_rows_converted"]["rows"] == 0  # 100 < one chunk

@@ -341,6 +341,11 @@ class SimGPU(Device):
             self._require("note_sync")
             self.streams.note_sync(kind, stream, seq, host_begin_ns, host_end_ns)
 
+    def recorder_work(self, ns: int) -> None:
+        """The recorder's own time between two ops: not the program's, so
+        the virtual host leaves it out (``SimLocal.discount``)."""
+        self._local.discount += ns
+
     def memory_meter(self) -> StorageMeter:
         """The bytes of the storages its ops make (``memory.py``)."""
         return StorageMeter()

@@ -17,11 +17,12 @@ are read, never locked or copied by it); the thread's own work holds the
 GIL while it turns Python tuples (spans, launches, new signatures) into
 columns, each row once, so it converts at most ``SLICE`` rows at a time
 and then lets the GIL go (``time.sleep(0)``): the recorded thread waits
-for one slice at most at a time. Ops come converted already. Compression
-and writing let the GIL go by themselves. What a kill can take: the rows
-of the last ``PERIOD_S`` plus the time one flush takes, and the ops not
-yet converted (fewer than ``opstream.SLICE`` a thread, plus one
-``opstream.PERIOD_S``; ``benchmarks/RESULTS.md`` has the measured figures).
+for one slice at most at a time. Ops the recorded threads have not
+converted yet (``opstream.OpRows``: every ``opstream.CHUNK`` of a thread's
+ops) it converts first, the same way. Compression and writing let the GIL
+go by themselves. What a kill can take: the rows of the last
+``PERIOD_S`` plus the time one flush takes (``benchmarks/RESULTS.md`` has
+the measured figures).
 The journal survives the death of the process, not of the machine (no
 fsync: the kernel writes it out).
 
@@ -81,6 +82,9 @@ class Flusher:
     def _run(self) -> None:
         try:
             while not self._stop.wait(PERIOD_S):
+                # the rows the recorded threads have not converted yet
+                # (they do every opstream.CHUNK ops), in GIL-sized pieces
+                self.s.rows.convert(1, SLICE, self._stop)
                 while self._chunk(self._stop):
                     pass
         except BaseException as exc:  # a full disk, say: the recording goes on
