@@ -27,6 +27,7 @@ from typing import Any
 
 from ..devices.device import Device
 from ..devices.sim import SimGPU
+from ..devices.sim.cuda import mapped_gpu
 from ..errors import CutimelineError
 from ..recording.control.firststeps import FirstSteps
 from ..recording.devicespec import device_spelling, recording_device
@@ -42,13 +43,6 @@ def whole_number(where: str, name: str, value: Any, least: int) -> int:
         raise CutimelineError(f"{where}({name}={value!r}) must be a whole number of "
                               f"steps ≥ {least}.")
     return value
-
-
-def mapped_gpu() -> SimGPU | None:
-    """The SimGPU CUDA is mapped to now (``SimGPU.as_cuda``), or None."""
-    from ..devices.sim.cuda.api import SimCudaStream  # torch's mode machinery
-    mapping = SimCudaStream.mapping
-    return None if mapping is None else mapping.gpu
 
 
 class TrainingRecording:

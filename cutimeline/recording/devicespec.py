@@ -3,7 +3,9 @@
 ``Device`` a ``record(device=..., timing=...)`` names.
 
 "auto" is CUDA when available, else none (host rows only); "cpu" is none;
-"cuda" and "cuda:N" need CUDA and that GPU; "sim" is ``SimGPU("h100")``
+"cuda" and "cuda:N" need CUDA and that GPU (while CUDA is mapped to a
+SimGPU, ``SimGPU.as_cuda()``, "auto", "cuda" and "cuda:0" are that SimGPU
+and other GPUs an error); "sim" is ``SimGPU("h100")``
 and "sim:PROFILE" ``SimGPU(PROFILE)`` ("sim:a100"); a ``torch.device``
 is read as its string and a ``Device`` is taken as given. A spelling
 outside these, or a ``timing`` the device cannot take, is a
@@ -20,6 +22,7 @@ import torch
 from ..devices.cuda import CudaDevice
 from ..devices.device import Device
 from ..devices.sim import SimGPU
+from ..devices.sim.cuda import mapped_gpu
 from ..devices.sim.roofline import PROFILES
 from ..errors import CutimelineError
 
@@ -98,6 +101,14 @@ def recording_device(device: Any, *, resolve: bool, timing: str = "events",
         return None
     if sim:
         return simulated(spec)
+    mapped = mapped_gpu()
+    if mapped is not None:  # CUDA is a SimGPU's now (as_cuda): its only GPU, cuda:0
+        if spec not in ("auto", "cuda", "cuda:0"):
+            raise CutimelineError(
+                f"{where.replace('...', repr(device))}: CUDA is mapped to a simulated "
+                f"GPU here (SimGPU.as_cuda()), which is cuda:0; give 'auto', 'cuda' or "
+                f"'cuda:0', or the SimGPU itself.")
+        return mapped
     if spec == "auto":
         return CudaDevice(timing=timing) if torch.cuda.is_available() else None
     return CudaDevice(cuda_index(spec, where), timing=timing)

@@ -73,3 +73,20 @@ def test_cuda_without_cuda_says_so_and_what_to_give(spelling):
     with pytest.raises(CutimelineError, match=re.escape(f"--device {spelling!r} needs CUDA")):
         cuda_index(spelling, "--device ...")
     assert recording_device("auto", resolve=True) is None  # auto without CUDA: host rows only
+
+
+def test_auto_and_cuda_are_the_simgpu_cuda_is_mapped_to():
+    # record(device="auto") inside as_cuda() made a CudaDevice, which
+    # failed in torch's CUDA calls (AttributeError: _cuda_getDevice).
+    gpu = ctl.SimGPU()
+    with gpu.as_cuda():
+        for spec in ("auto", "cuda", "cuda:0", torch.device("cuda", 0)):
+            assert recording_device(spec, resolve=True) is gpu
+        with pytest.raises(CutimelineError, match="mapped to a simulated GPU here"):
+            recording_device("cuda:1", resolve=True)
+        m = torch.nn.Linear(16, 16).cuda()
+        with ctl.record(measure=False) as rec:
+            m(torch.randn(4, 16, device="cuda")).sum().backward()
+    assert rec.device is gpu and len(rec.timeline.gpu) > 0
+    assert recording_device("auto", resolve=True) is None or not isinstance(
+        recording_device("auto", resolve=True), ctl.SimGPU)  # unmapped again

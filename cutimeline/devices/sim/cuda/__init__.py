@@ -4,6 +4,6 @@ recordings), the ``torch.cuda`` calls it answers (``api.py``),
 ``torch.autocast("cuda")``'s casts (``autocast.py``), and module moves
 that keep their Parameter objects (``moves.py``)."""
 
-from .mapping import CudaMapping
+from .mapping import CudaMapping, mapped_gpu
 
-__all__ = ["CudaMapping"]
+__all__ = ["CudaMapping", "mapped_gpu"]

@@ -54,7 +54,7 @@ from .api import SimCudaEvent, SimCudaStream, patches, warn_untimed
 from .autocast import Casts
 from .moves import LEFT, mark, patches as move_patches
 
-__all__ = ["CudaMapping"]
+__all__ = ["CudaMapping", "mapped_gpu"]
 
 _META = torch.device("meta")
 _CUDA0 = torch.device("cuda", 0)
@@ -62,6 +62,11 @@ _DEVICE, _IS_CUDA = torch.Tensor.device, torch.Tensor.is_cuda
 _Tensor = torch.Tensor
 _LOCK = threading.Lock()
 _ACTIVE: list["CudaMapping"] = []  # at most one
+
+
+def mapped_gpu() -> Any:
+    """The SimGPU CUDA is mapped to now (``SimGPU.as_cuda``), or None."""
+    return _ACTIVE[0].gpu if _ACTIVE else None
 
 
 def is_cuda(device: Any) -> bool:
