@@ -19,6 +19,7 @@ import numpy as np
 from ..text import fmt_ns, pct
 from .advice import ADVICE, host_only_advice
 from .replay.gpuwork import gpu_time_words
+from .replay.predictions import steady as steady_rows
 from .tables.sources import counted, wait_lines
 from .verdicts.causal import BOUNDS, MIN_GAIN, Judgement
 from .verdicts.margins import VERDICT_CAUSES, Verdict
@@ -39,11 +40,11 @@ _CLASS_CAUSE = {"input": "data", "sync": "sync", "host": "host", "launch": "laun
 
 
 def steady(rep: Report) -> tuple[np.ndarray, str]:
-    """The steady-state steps (all but the first, which pays for warm-up,
-    when there are three or more; the window as one row without steps)
-    and which they are, in words."""
+    """The steady-state steps (``predictions.steady``'s rule, the one
+    definition: all but the first when there are three or more; the window
+    as one row without steps) and which they are, in words."""
     s = rep.steps if len(rep.steps) else np.array([rep.overall])
-    part = s[1:] if len(s) >= 3 else s
+    part = steady_rows(s)
     numbers = part["number"]
     if numbers[0] == -1:
         which = "the whole window (no steps)"

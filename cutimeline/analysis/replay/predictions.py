@@ -70,7 +70,9 @@ class Prediction:
 
 def steady(steps: np.ndarray) -> np.ndarray:
     """The steady-state rows of a step table: all but the first (which pays
-    for warm-up) when there are three or more."""
+    for warm-up) when there are three or more. The one definition of
+    "steady": the verdicts, the predictions and ``headline.steady`` (the
+    summary, the compute line, the integrations) all read it."""
     return steps[1:] if len(steps) >= 3 else steps
 
 
