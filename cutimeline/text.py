@@ -39,7 +39,7 @@ import numpy as np
 
 from .errors import CutimelineError
 
-__all__ = ["fmt_ns", "pct", "fmt_bytes", "fmt_tflops", "fmt_runs", "steps_from_text",
+__all__ = ["fmt_ns", "pct", "fmt_bytes", "fmt_tflops", "fmt_mfu", "fmt_runs", "steps_from_text",
            "warnings_text", "terminal_text", "figure_text", "what", "need_int",
            "need_path", "need_callable", "need_text", "need_flag"]
 
@@ -75,6 +75,15 @@ def fmt_tflops(flop_per_s: float, digits: int = 3) -> str:
     "989.5 TFLOP/s" (a datasheet peak, ``digits=4``); whole from 10**digits."""
     t = float(flop_per_s) / 1e12
     return f"{t:.0f} TFLOP/s" if abs(t) >= 10 ** digits else f"{t:.{digits}g} TFLOP/s"
+
+
+def fmt_mfu(mfu: float) -> str:
+    """MFU (a fraction of the peak) as a percentage to two significant
+    digits, whole from 10%: 0.412 → "41%", 0.042 → "4.2%", 0.0021 →
+    "0.21%". The one MFU text: the summary's compute line and the figure's
+    step strip both print it."""
+    m = 100 * float(mfu)
+    return f"{m:.0f}%" if abs(m) >= 10 else f"{m:.2g}%"
 
 
 def fmt_runs(numbers: list[int]) -> str:

@@ -15,7 +15,7 @@ import pytest
 
 import cutimeline as ctl
 from cutimeline.cli import main
-from cutimeline.text import figure_text, terminal_text
+from cutimeline.text import figure_text, fmt_mfu, terminal_text
 from cutimeline.timeline.schema import SCHEMA
 from handmade import random_timeline, timeline
 
@@ -38,6 +38,14 @@ def evil(tmp_path_factory):
     path = tmp_path_factory.mktemp("evil") / "evil.ctl"
     evil_names(random_timeline(3)).save(path)
     return path
+
+
+@pytest.mark.parametrize("mfu, text", [(0.412, "41%"), (0.0996, "10%"), (0.042, "4.2%"),
+                                       (0.021, "2.1%"), (0.0021, "0.21%"), (1.0, "100%"),
+                                       (0.0, "0%")])
+def test_mfu_reads_to_two_significant_digits(mfu, text):
+    """One MFU text for the summary and the figure's strip (issue 47)."""
+    assert fmt_mfu(mfu) == text
 
 
 def test_terminal_text_escapes_what_drives_a_terminal():

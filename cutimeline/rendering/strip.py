@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..analysis.headline import headline
-from ..text import figure_text, fmt_ns, fmt_tflops, pct
+from ..text import figure_text, fmt_mfu, fmt_ns, fmt_tflops, pct
 from . import pixels as px
 from .artists import boxes
 from .palette import VERDICT_COLORS, text_color
@@ -78,7 +78,7 @@ def compute_text(row) -> str:
     text = fmt_tflops(per_s)
     mfu = float(row["mfu"]) if "mfu" in names else float("nan")
     if np.isfinite(mfu):
-        text += f" · MFU {100 * mfu:.1f}%" if mfu < 0.1 else f" · MFU {pct(mfu)}"
+        text += f" · MFU {fmt_mfu(mfu)}"
     return text
 
 

@@ -20,6 +20,7 @@ from cutimeline.rendering.figure import plot
 from cutimeline.rendering.palette import VERDICT_COLORS
 from cutimeline.rendering.strip import STRIP_LABEL, compute_text, verdict_line
 from cutimeline.timeline.schema import SpanKind
+from cutimeline.text import fmt_mfu
 from cutimeline.timeline.timeline import Timeline
 
 from figurepixels import T0, known_gaps, render, rgb
@@ -193,4 +194,4 @@ def test_the_analysis_flops_reach_the_cells():
     texts = strip_texts(plot(tl, flows=0, report=rep, width=30))
     for text, step in zip(texts, rep.steps):
         rate = step["flops"] / (step["duration_ns"] / 1e9)
-        assert text.endswith(f" · {rate / 1e12:.3g} TFLOP/s · MFU {100 * rate / 1e15:.1f}%")
+        assert text.endswith(f" · {rate / 1e12:.3g} TFLOP/s · MFU {fmt_mfu(rate / 1e15)}")

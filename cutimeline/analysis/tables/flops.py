@@ -34,7 +34,7 @@ import re
 import numpy as np
 
 from ...errors import CutimelineError
-from ...text import fmt_tflops
+from ...text import fmt_mfu, fmt_tflops
 from ...timeline.gpus import PRECISIONS, gpu_named
 from ...timeline.schema import NONE
 from ...timeline.timeline import Timeline
@@ -199,9 +199,7 @@ def compute_text(c: dict) -> str:
     text = f"Compute ({c['steps']}): " + (
         f"{fmt_tflops(rate)} achieved" if not math.isnan(rate) else "no device time")
     if c["mfu"] is not None and not math.isnan(rate):
-        m = 100 * c["mfu"]
-        text += f", MFU {m:.1f}% of {c['label']}" if m >= 1 else \
-            f", MFU {m:.2g}% of {c['label']}"
+        text += f", MFU {fmt_mfu(c['mfu'])} of {c['label']}"
     elif c["why"]:
         text += f"; {c['why'][0].lower()}{c['why'][1:-1]}"
     top = c.get("top_op")
