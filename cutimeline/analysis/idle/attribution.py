@@ -14,6 +14,8 @@ same with ``classify`` and ``searchsorted``.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 from numba import njit
 
@@ -22,9 +24,33 @@ from ...timeline.schema import NONE
 from .activity import HostActivity
 from .gaps import classify
 
-__all__ = ["attribute", "segments", "gap_amounts_nb", "sync_budget_nb"]
+__all__ = ["attribute", "Segments", "segments", "gap_amounts_nb", "sync_budget_nb"]
 
 _MAX = I64_MAX
+
+
+class Segments(NamedTuple):
+    """The host's segments as the kernels take them, one argument read by
+    name (twelve arrays in a row invite a silent transposition): sorted,
+    disjoint [begin, end) ns of each kind (``HostActivity``), with, for the
+    kinds the kernels measure coverage of, the time the segments before
+    each cover (``*_before``, one longer: 0 first)."""
+
+    data_begin: np.ndarray
+    data_end: np.ndarray
+    data_before: np.ndarray
+    sync_begin: np.ndarray
+    sync_end: np.ndarray
+    #: per sync segment, the time the host blocked in it and the reads
+    #: chained before it (``HostActivity.chain``)
+    sync_chain: np.ndarray
+    sync_only_begin: np.ndarray
+    sync_only_end: np.ndarray
+    sync_only_before: np.ndarray
+    launch_begin: np.ndarray  # the launch-only segments
+    launch_end: np.ndarray
+    launch_before: np.ndarray
+    slack_ns: np.int64  # ``HostActivity.slack_ns``: a gap this near a sync follows it
 
 
 @njit(cache=True)
@@ -51,11 +77,15 @@ def _covered(b, e, pre, t, c):
 
 
 @njit(cache=True)
-def gap_amounts_nb(g0, g1, launch, has_next, after, lam, qa, qb, i, j, jo, jl, db, de, dpre,
-             sb, se, sc, ob, oe, opre, lb, le, lpre, slack):
+def gap_amounts_nb(g0, g1, launch, has_next, after, lam, qa, qb, i, j, jo, jl, seg):
     """(data, sync, launch, host, dependency, unknown) ns of [qa, qb) of the
     gap [g0, g1); i, j, jo, jl: how many data, sync, sync-only and
-    launch-only segments begin ≤ g0; sc: each sync segment's chain (``gaps.py``)."""
+    launch-only segments begin ≤ g0; seg: the host's ``Segments``."""
+    db, de, dpre = seg.data_begin, seg.data_end, seg.data_before
+    se = seg.sync_end
+    ob, oe, opre = seg.sync_only_begin, seg.sync_only_end, seg.sync_only_before
+    lb, le, lpre = seg.launch_begin, seg.launch_end, seg.launch_before
+    slack = seg.slack_ns
     qa = max(qa, g0)
     qb = max(min(qb, g1), qa)
     if has_next and launch == NONE:  # rule 1
@@ -70,7 +100,7 @@ def gap_amounts_nb(g0, g1, launch, has_next, after, lam, qa, qb, i, j, jo, jl, d
     near = after or (j > 0 and g0 <= se[j - 1] + slack)
     in_data = i > 0 and g0 < de[i - 1]
     nxt_d = db[i] if i < len(db) else _MAX
-    cut = min(nxt_d, h, sync_budget_nb(g0, launch, j, se, sc, lb, le, jl)) \
+    cut = min(nxt_d, h, sync_budget_nb(g0, launch, j, jl, seg)) \
         if near and not in_data else g0
     hb = min(qb, h)
     sync = max(min(cut, hb) - qa, 0)  # rule 3
@@ -103,14 +133,15 @@ def gap_amounts_nb(g0, g1, launch, has_next, after, lam, qa, qb, i, j, jo, jl, d
 
 
 @njit(cache=True)
-def sync_budget_nb(g0, launch, j, se, sc, lb, le, jl):
+def sync_budget_nb(g0, launch, j, jl, seg):
     """Where a post-sync gap's sync part ends at the latest (``gaps.py``):
     nowhere while the host dispatched on from the sync (j sync segments
     begin ≤ g0) to the next launch; else g0 plus the time the host blocked
-    in it and in the reads chained before it (``sc``), or the end of its
-    dispatching if later. lb, le: launch-only segments, jl of them ≤ g0."""
+    in it and in the reads chained before it (``Segments.sync_chain``), or
+    the end of its dispatching if later (jl launch-only segments ≤ g0)."""
     if j == 0:
         return _MAX
+    se, sc, lb, le = seg.sync_end, seg.sync_chain, seg.launch_begin, seg.launch_end
     t = max(g0, se[j - 1])
     c = _count_from(lb, t, jl)
     run = le[c - 1] if c > 0 and t < le[c - 1] else t
@@ -136,25 +167,27 @@ def _launched(lb, le, lpre, ra, rb, jl):
 
 
 @njit(cache=True)
-def _part(acc, w, a, b, g0, g1, launch, has_next, after, lam, i, j, jo, jl, db, de,
-          dpre, sb, se, sc, ob, oe, opre, lb, le, lpre, slack):
+def _part(acc, w, a, b, g0, g1, launch, has_next, after, lam, i, j, jo, jl, seg):
     """Add the part inside window w, [a, b), of the gap [g0, g1) that
     sticks out of it to acc[w]."""
-    c = gap_amounts_nb(g0, g1, launch, has_next, after, lam, a, b, i, j, jo, jl, db, de,
-                 dpre, sb, se, sc, ob, oe, opre, lb, le, lpre, slack)
+    c = gap_amounts_nb(g0, g1, launch, has_next, after, lam, a, b, i, j, jo, jl, seg)
     for x in range(6):
         acc[w, x] += c[x]
 
 
 @njit(cache=True)
-def _attribute_nb(gb, ge, nl, has_next, after, lam, gstart, w0, w1, steps, keep, db,
-                  de, dpre, sb, se, sc, ob, oe, opre, lb, le, lpre, slack):
+def _attribute_nb(gb, ge, nl, has_next, after, lam, gstart, w0, w1, steps, keep, seg):
     """One pass over each group's gaps (time-sorted): their amounts, and,
     when ``steps`` (windows 1.. sorted and disjoint), the windows' sums on
     the way; otherwise the windows are summed in a second pass. The common
     case is written out here, not called (a call per gap costs more than
     the arithmetic); a gap that meets a data or sync segment, or sticks
     out of a window, goes through ``gap_amounts_nb``."""
+    db, de = seg.data_begin, seg.data_end
+    sb, se = seg.sync_begin, seg.sync_end
+    ob, oe = seg.sync_only_begin, seg.sync_only_end
+    lb, le, lpre = seg.launch_begin, seg.launch_end, seg.launch_before
+    slack = seg.slack_ns
     n, G, W = len(gb), len(gstart) - 1, len(w0)
     nd, ns, no, nla = len(db), len(sb), len(ob), len(lb)
     amounts = np.empty((n if keep else 0, 6), np.int64)  # keep: the per-gap table too
@@ -185,7 +218,7 @@ def _attribute_nb(gb, ge, nl, has_next, after, lam, gstart, w0, w1, steps, keep,
                 near = after[k] or (j > 0 and g0 <= se[j - 1] + slack)
                 in_data = i > 0 and g0 < de[i - 1]
                 nxt_d = db[i] if i < nd else _MAX
-                cut = min(nxt_d, h, sync_budget_nb(g0, launch, j, se, sc, lb, le, jl)) \
+                cut = min(nxt_d, h, sync_budget_nb(g0, launch, j, jl, seg)) \
                     if near and not in_data else g0
                 ra = cut
                 rb = max(h, ra)
@@ -194,8 +227,7 @@ def _attribute_nb(gb, ge, nl, has_next, after, lam, gstart, w0, w1, steps, keep,
                 if rb > ra and (in_data or rb > nxt_d or (jo > 0 and g0 < oe[jo - 1])
                                 or rb > nxt_o):
                     a0, a1, a2, a3, a4, a5 = gap_amounts_nb(
-                        g0, g1, launch, nxt, after[k], lk, g0, g1, i, j, jo, jl, db, de,
-                        dpre, sb, se, sc, ob, oe, opre, lb, le, lpre, slack)
+                        g0, g1, launch, nxt, after[k], lk, g0, g1, i, j, jo, jl, seg)
                 else:  # no data or sync meets the host part (rules 4, 5): sync up
                     a1 = min(cut, h) - g0  # to the cut (3), then launch (6, 7) or host (8)
                     if rb > ra:
@@ -219,8 +251,7 @@ def _attribute_nb(gb, ge, nl, has_next, after, lam, gstart, w0, w1, steps, keep,
                     acc[w, 4] += a4
                     acc[w, 5] += a5
                 elif b > g0 and a < g1:
-                    _part(acc, w, a, b, g0, g1, launch, nxt, after[k], lk, i, j, jo, jl,
-                          db, de, dpre, sb, se, sc, ob, oe, opre, lb, le, lpre, slack)
+                    _part(acc, w, a, b, g0, g1, launch, nxt, after[k], lk, i, j, jo, jl, seg)
                 if w == 0:
                     while kw < W and w1[kw] <= g0:
                         kw += 1
@@ -252,9 +283,7 @@ def _attribute_nb(gb, ge, nl, has_next, after, lam, gstart, w0, w1, steps, keep,
                                  np.searchsorted(db, g0, side="right"),
                                  np.searchsorted(sb, g0, side="right"),
                                  np.searchsorted(ob, g0, side="right"),
-                                 np.searchsorted(lb, g0, side="right"),
-                                 db, de, dpre, sb, se, sc, ob, oe, opre, lb, le, lpre,
-                                 slack)
+                                 np.searchsorted(lb, g0, side="right"), seg)
                     for x in range(6):
                         acc[x] += c[x]
                 q += 1
@@ -310,18 +339,17 @@ def attribute(gb, ge, nl, has_next, lam, gstart, act: HostActivity, w0, w1,
     steps = bool(np.all(w0[2:] >= w1[1:-1]))  # windows 1.. sorted, disjoint
     keep = amounts or not steps  # the second pass over windows reads them
     out = _attribute_nb(gb, ge, nl, has_next, after, lam, gstart, w0, w1, steps, keep,
-                        *segments(act))
+                        segments(act))
     return out if amounts else (None, out[1])
 
 
-def segments(act: HostActivity) -> tuple:
-    """The host's segments as the kernels take them: data (begin, end, time
-    covered before each), sync (begin, end, chain: ``HostActivity.chain``),
-    sync-only (with theirs), launch-only (with theirs), and the slack."""
+def segments(act: HostActivity) -> Segments:
+    """The host's segments as the kernels read them (``Segments``)."""
     i64 = as_i64
     (db, de), (sb, se), (ob, oe) = act.data, act.sync, act.sync_only
     lb, le = act.launch_only
     pre = [np.concatenate([[0], np.cumsum(e - b)]).astype(np.int64)
            for b, e in (act.data, act.sync_only, act.launch_only)]
-    return (i64(db), i64(de), pre[0], i64(sb), i64(se), i64(act.chain()), i64(ob), i64(oe),
-            pre[1], i64(lb), i64(le), pre[2], np.int64(act.slack_ns))
+    return Segments(i64(db), i64(de), pre[0], i64(sb), i64(se), i64(act.chain()),
+                    i64(ob), i64(oe), pre[1], i64(lb), i64(le), pre[2],
+                    np.int64(act.slack_ns))

@@ -122,12 +122,12 @@ def _pieces(ln: Lanes, act: HostActivity, k, qa, qb, row, n_out: int):
     return _pieces_nb(i64(k), i64(qa), i64(qb), i64(row), int(n_out), i64(st.gb),
                       i64(st.ge), i64(st.nl), i64(st.gnext),
                       np.ascontiguousarray(st.after, np.bool_), i64(st.lam), i64(st.gg),
-                      i64(dev), i64(dv.gb), i64(dv.ge), i64(dv.gstart), *segments(act))
+                      i64(dev), i64(dv.gb), i64(dv.ge), i64(dv.gstart), segments(act))
 
 
 @njit(cache=True)
 def _pieces_nb(k, qa, qb, row, n_out, gb, ge, nl, gnext, after, lam, gg, dev, dgb, dge,
-               dgs, db, de, dpre, sb, se, sc, ob, oe, opre, lb, le, lpre, slack):
+               dgs, seg):
     """Per stream gap k[x], clipped to [qa[x], qb[x]) (one bound: for all):
     the device gaps inside, each classified with the stream gap's rules
     and added to out[row[x]]; the rest of the clipped gap to over[row[x]].
@@ -138,7 +138,12 @@ def _pieces_nb(k, qa, qb, row, n_out, gb, ge, nl, gnext, after, lam, gg, dev, dg
     arithmetic): the gap's host part [cut, h) meets no data or sync
     segment and lies inside one launching segment (all launch) or between
     two (host, less the launch's own latency); other gaps' pieces go
-    through ``gap_amounts_nb``."""
+    through ``gap_amounts_nb``. seg: the host's ``attribution.Segments``."""
+    db, de = seg.data_begin, seg.data_end
+    sb, se = seg.sync_begin, seg.sync_end
+    ob, oe = seg.sync_only_begin, seg.sync_only_end
+    lb, le = seg.launch_begin, seg.launch_end
+    slack = seg.slack_ns
     out = np.zeros((n_out, 6), np.int64)
     over = np.zeros(n_out, np.int64)
     nq, nd, ns, no, nla = len(qa), len(db), len(sb), len(ob), len(lb)
@@ -188,7 +193,7 @@ def _pieces_nb(k, qa, qb, row, n_out, gb, ge, nl, gnext, after, lam, gg, dev, dg
         near = aft or (j > 0 and g0 <= se[j - 1] + slack)
         in_data = i > 0 and g0 < de[i - 1]
         nxt_d = db[i] if i < nd else big
-        cut = min(nxt_d, h, sync_budget_nb(g0, launch, j, se, sc, lb, le, jl)) \
+        cut = min(nxt_d, h, sync_budget_nb(g0, launch, j, jl, seg)) \
             if near and not in_data else g0
         nxt_o = ob[jo] if jo < no else big
         # 0: all launch (rule 6), 1: host (8) but the latency (7), 2: gap_amounts_nb
@@ -215,8 +220,7 @@ def _pieces_nb(k, qa, qb, row, n_out, gb, ge, nl, gnext, after, lam, gg, dev, dg
                 a5 = pb - pa
             elif mode == 2:
                 a0, a1, a2, a3, a4, a5 = gap_amounts_nb(
-                    g0, g1, launch, nxt, aft, lk, pa, pb, i, j, jo, jl, db, de, dpre,
-                    sb, se, sc, ob, oe, opre, lb, le, lpre, slack)
+                    g0, g1, launch, nxt, aft, lk, pa, pb, i, j, jo, jl, seg)
             else:
                 hb = min(pb, h)
                 a1 = max(min(cut, hb) - pa, 0)  # rule 3
