@@ -7,6 +7,7 @@ they are not given, and goes on to draw the jitter of op costs.
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -17,7 +18,21 @@ from ...errors import CutimelineError
 from .clock import HostClock
 from .roofline import GpuProfile, profile_named
 
-__all__ = ["SimOptions", "checked", "check_host_cost", "check_fraction", "check_world_size"]
+#: what ``owns=("cpu",)`` cannot give, said once per SimGPU made with it
+CPU_OWNED = (
+    "SimGPU(owns=('cpu', ...)): CPU tensors stand for device tensors here, but torch "
+    "still takes its CPU code paths on them (optimizers without foreach or fused "
+    "kernels, step counts kept as tensors read with .item(), simulated here as device "
+    "syncs), so the timeline and its verdict are not what CUDA would give; for that, "
+    "keep the code's .cuda() and record inside SimGPU().as_cuda() (`cutimeline record "
+    "--device sim`), or build the model on 'meta'.")
+
+
+class CpuOwnedWarning(UserWarning):
+    """A SimGPU owns CPU tensors (``CPU_OWNED``): fine for tests that need
+    real values, not for a verdict."""
+
+__all__ = ["SimOptions", "CPU_OWNED", "CpuOwnedWarning", "checked", "check_host_cost", "check_fraction", "check_world_size"]
 
 
 @dataclass(frozen=True)
@@ -142,6 +157,8 @@ def checked(profile: Any, *, offset_ns: Any, drift_ppm: Any, quantum_ns: Any,
             not all(isinstance(o, str) and o for o in owns):
         raise CutimelineError(f"SimGPU option owns={owns!r} must name tensor "
                               f"device types, such as ('cpu', 'meta').")
+    if "cpu" in owns:
+        warnings.warn(CPU_OWNED, CpuOwnedWarning, stacklevel=3)
     host_cost = check_host_cost(host_cost)
     launch_queue = _check_int("launch_queue", 0 if launch_queue is None
                               else launch_queue, 0, "")

@@ -3,6 +3,7 @@ roofline cost model, truth, validation; and end to end under the recorder."""
 
 import math
 import threading
+import warnings
 
 import numpy as np
 import pytest
@@ -699,3 +700,17 @@ def test_dropout_in_training_is_one_kernel_as_on_cuda():
     assert not any(n.startswith(("aten::bernoulli", "aten::div_")) for n in names)
     assert torch.nn.functional.dropout.__name__ == "dropout"
     assert not hasattr(torch.nn.functional.dropout, "__wrapped__")  # undone at stop
+
+
+def test_owning_cpu_tensors_warns_that_the_verdict_is_not_cudas():
+    # torch takes its CPU code paths on CPU tensors (AdamW without foreach,
+    # its step counts read with .item(): device syncs here): a loop that is
+    # GPU-bound on meta tensors read host-bound on CPU ones, silently.
+    from cutimeline.devices.sim.options import CpuOwnedWarning
+    with pytest.warns(CpuOwnedWarning, match="not what CUDA would give") as caught:
+        SimGPU(owns=("cpu", "meta"))
+    assert caught[0].filename == __file__  # the user's line
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        SimGPU(owns=("meta",))
+        SimGPU()
