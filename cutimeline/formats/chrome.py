@@ -54,6 +54,7 @@ import numpy as np
 
 from .._version import __version__
 from ..errors import CutimelineError
+from ..numeric.queuedepth import stream_depths
 from ..text import need_path
 from ..timeline import destination
 from ..timeline.schema import NONE
@@ -106,9 +107,9 @@ def queue_depth(tl: Timeline) -> dict[tuple[int, int], tuple[np.ndarray, np.ndar
     """Work launched but not finished, per (device, stream): times (ns) at
     which the depth changes and the depth from each time on.
 
-    Work enters the queue at its launch (``launch_ns``; else its op's end,
-    the latest it can have been launched; else its own begin) and leaves at
-    its end."""
+    The model is ``numeric.queuedepth``'s, the one ``Report.queue_depth``
+    reads: work enters the queue at its launch (``launch_ns``) and leaves
+    at its end; work with no launch time is not counted."""
     dev, stream, t, depth = depth_points(tl)
     cut = np.flatnonzero((dev[1:] != dev[:-1]) | (stream[1:] != stream[:-1])) + 1
     bounds = np.concatenate([[0], cut, [len(t)]]) if len(t) else np.zeros(1, np.int64)
@@ -118,27 +119,9 @@ def queue_depth(tl: Timeline) -> dict[tuple[int, int], tuple[np.ndarray, np.ndar
 
 def depth_points(tl: Timeline) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """``queue_depth`` as columns (device, stream, time ns, depth), sorted
-    by device, stream and time."""
-    g, o = tl.gpu, tl.ops
-    enq = g.launch_ns.copy()
-    no_launch = enq == NONE
-    has_op = no_launch & (g.op >= 0)
-    enq[has_op] = o.host_end_ns[g.op[has_op]]
-    enq[no_launch & ~has_op] = g.begin_ns[no_launch & ~has_op]
-    enq = np.minimum(enq, g.end_ns)
-    n = len(g)
-    dev = np.concatenate([g.device, g.device]).astype(np.int64)
-    stream = np.concatenate([g.stream, g.stream])
-    t = np.concatenate([enq, g.end_ns])
-    step = np.concatenate([np.ones(n, np.int64), -np.ones(n, np.int64)])
-    order = np.lexsort((step, t, stream, dev))   # at one instant, leaving comes first
-    dev, stream, t = dev[order], stream[order], t[order]
-    # Each stream's steps add up to 0, so the running sum starts afresh at
-    # each stream's first point.
-    depth = np.cumsum(step[order])
-    same = (dev[1:] == dev[:-1]) & (stream[1:] == stream[:-1])
-    last = np.append((t[1:] != t[:-1]) | ~same, True) if len(t) else np.zeros(0, bool)
-    return dev[last], stream[last], t[last], depth[last]
+    by device, stream and time (``numeric.queuedepth.stream_depths``)."""
+    g = tl.gpu
+    return stream_depths(g.device, g.stream, g.launch_ns, g.begin_ns, g.end_ns)
 
 
 def _shift(tl: Timeline) -> int:

@@ -11,6 +11,7 @@ of the export, rewrite them (and review the diff):
 from __future__ import annotations
 
 import collections
+import decimal
 import gzip
 import hashlib
 import json
@@ -29,6 +30,7 @@ from cutimeline.alignment import align
 from cutimeline.formats import chrome, chromeevents, jsonrows
 from cutimeline.formats.chrome import export_chrome, queue_depth
 from cutimeline.formats.kineto import import_chrome
+from cutimeline.formats.kineto.schema import SHIFT_KEY
 from cutimeline.timeline.schema import NONE, GpuKind, OpFlag, SpanKind
 
 from handmade import random_timeline
@@ -329,8 +331,9 @@ def test_queue_depth_counts_launched_unfinished_work():
     q = queue_depth(tl)
     assert set(q) == {(0, 7), (1, 3)}
     t, d = q[0, 7]
-    # row 0: launched 40, ends 300; row 1: no launch, op ends 140, ends 1000
-    assert t.tolist() == [40, 140, 300, 1000] and d.tolist() == [1, 2, 1, 0]
+    # row 0: launched 40, ends 300; row 1: no launch time, so not counted
+    # (when it entered the queue is unknown: Report.queue_depth's model)
+    assert t.tolist() == [40, 300] and d.tolist() == [1, 0]
     rng = np.random.default_rng(3)
     n = 500
     begin = np.sort(rng.integers(0, 10_000, n))
@@ -345,6 +348,38 @@ def test_queue_depth_counts_launched_unfinished_work():
             want = int(((launch[mine] <= probe) & (end[mine] > probe)).sum())
             k = np.searchsorted(t, probe, side="right") - 1
             assert (d[k] if k >= 0 else 0) == want
+
+
+def held(t, d):
+    """A step function with one point per time: the last at each."""
+    t, d = np.asarray(t), np.asarray(d)
+    keep = np.append(t[1:] != t[:-1], True) if len(t) else np.zeros(0, bool)
+    return t[keep].tolist(), d[keep].tolist()
+
+
+@pytest.mark.parametrize("case", ["nccl", "rank0", "multi_stream"])
+def test_the_exported_counter_is_the_report_s_queue_depth(tmp_path, imported, case):
+    """One queue-depth model (issue 47): the Perfetto counter of an
+    imported trace's export holds, per stream, the points of
+    ``Report.queue_depth`` (one per time)."""
+    from cutimeline.analysis.analyzer import analyze
+    tl = imported[case]
+    rep = analyze(tl)
+    export_chrome(tl, tmp_path / "t.json")
+    doc = json.loads((tmp_path / "t.json").read_text(), parse_float=decimal.Decimal)
+    shift = doc.get(SHIFT_KEY, 0)   # times relative to a whole second where large
+    counters = collections.defaultdict(list)
+    for e in doc["traceEvents"]:
+        if e.get("ph") == "C" and e["name"].startswith("queue depth"):
+            counters[e["pid"], e["name"]].append((shift + int(e["ts"] * 1000),
+                                                  e["args"]["depth"]))
+    depths = queue_depth(tl)
+    assert depths and len(counters) == len(depths)
+    for (dev, stream), (t, d) in depths.items():
+        want = held(*rep.queue_depth(device=dev, stream=stream))
+        assert (t.tolist(), d.tolist()) == want
+        got = counters[dev, f"queue depth (stream {stream})"]
+        assert [a for a, _ in got] == want[0] and [b for _, b in got] == want[1]
 
 
 def test_export_needs_an_aligned_timeline(tmp_path):

@@ -287,7 +287,9 @@ def _starts(group_sorted: np.ndarray, n: int) -> np.ndarray:
 
 def queue_depth(ln: Lanes, grp: Group, k: int, engine: str = "numba"):
     """(t_ns, depth) of group k: the queue depth from each t on, +1 at each
-    launch and −1 when that work ends (launched, not finished)."""
+    launch and −1 when that work ends (launched, not finished; rows with
+    no launch time not counted): ``numeric.queuedepth``'s model, which the
+    Chrome export's counter reads too."""
     s, e = grp.q_starts[k], grp.q_starts[k + 1]
     t, d = queue_series(ln.launch, ln.end, grp.q_order[s:e],
                            np.array([0, e - s]), engine)

@@ -1,6 +1,8 @@
 """Queue depth and CPU lead statistics per group of gpu rows, over windows.
 
-* ``queue_series`` — the queue depth as a step function (t, depth).
+* ``queue_series`` — the queue depth as a step function (t, depth): the
+  one model, ``cutimeline.numeric.queuedepth``'s (the Chrome export's
+  counter reads it too), named here as before.
 * ``window_stats`` — the queue depth (launched, not finished) per group
   and window: the time-weighted mean, min and max, and for the first
   window the time-weighted median and p95 (the smallest depth held for at
@@ -19,6 +21,7 @@ from numba import njit
 
 from ...numeric.engines import as_i64, empty_i64
 from ...numeric.quantiles import group_quantiles, quantile_pair_inplace
+from ...numeric.queuedepth import ascending_nb, merge_counts_nb, queue_series
 from ...numeric.runs import gather_sorted
 from ...timeline.schema import NONE
 
@@ -27,70 +30,6 @@ __all__ = ["queue_series", "window_stats", "window_stats_sorted", "sample_stats"
 
 SAMPLE_FIELDS = ("count", "mean", "std", "min", "25%", "50%", "75%", "max")
 _LOWEST = -(2 ** 63)
-
-
-@njit(cache=True)
-def _sorted(x):
-    for i in range(1, len(x)):
-        if x[i] < x[i - 1]:
-            return np.sort(x)
-    return x
-
-
-@njit(cache=True)
-def _merge_counts(p, m):
-    """For sorted p and m: how many m come before each p (m < p: at equal
-    times the +1 goes first) and how many p before each m (p ≤ m)."""
-    before_p, before_m = empty_i64(len(p)), empty_i64(len(m))
-    j = 0
-    for i in range(len(p)):  # pointer walks: no data-dependent branch per event
-        while j < len(m) and m[j] < p[i]:
-            j += 1
-        before_p[i] = j
-    i = 0
-    for j in range(len(m)):
-        while i < len(p) and p[i] <= m[j]:
-            i += 1
-        before_m[j] = i
-    return before_p, before_m
-
-
-@njit(cache=True)
-def _queue_nb(plus, minus, order, starts):
-    n = len(order)
-    t, q = empty_i64(2 * n), empty_i64(2 * n)
-    for g in range(len(starts) - 1):
-        s, e = starts[g], starts[g + 1]
-        p = _sorted(plus[order[s:e]])
-        m = _sorted(minus[order[s:e]])
-        bp, bm = _merge_counts(p, m)
-        for i in range(e - s):  # each event's place in the merged sequence
-            k = 2 * s + i + bp[i]
-            t[k], q[k] = p[i], i + 1 - bp[i]
-        for j in range(e - s):
-            k = 2 * s + j + bm[j]
-            t[k], q[k] = m[j], bm[j] - j - 1
-    return t, q
-
-
-def _queue_np(plus, minus, order, starts):
-    G = len(starts) - 1
-    grp = np.repeat(np.arange(G, dtype=np.int64), np.diff(starts))
-    t = np.concatenate([plus[order], minus[order]])
-    kind = np.repeat(np.array([0, 1], np.int64), len(order))
-    o = np.lexsort((kind, t, np.concatenate([grp, grp])))
-    # each group adds and removes each row once, so one running sum serves
-    return t[o], np.cumsum(1 - 2 * kind[o])
-
-
-def queue_series(plus, minus, order, starts, engine: str = "numba"):
-    """Each group's queue depth as a step function: (t, depth) with depth
-    the value from t on, 2 entries per row (+1 at ``plus``, −1 at
-    ``minus``), group g at ``2*starts[g]:2*starts[g+1]``, time-sorted, and
-    at equal times the +1 first (as HTA, which lists launches before
-    kernels)."""
-    args = (as_i64(plus), as_i64(minus), as_i64(order), as_i64(starts))
-    return (_queue_nb if engine == "numba" else _queue_np)(*args)
 
 
 @njit(cache=True)
@@ -251,9 +190,9 @@ def _sample_stats_nb(plus, minus, order, starts):
         if m == 0:
             out[g, 0] = 0
             continue
-        p = _sorted(plus[order[s:e]])
-        q = _sorted(minus[order[s:e]])
-        bp, bm = _merge_counts(p, q)
+        p = ascending_nb(plus[order[s:e]])
+        q = ascending_nb(minus[order[s:e]])
+        bp, bm = merge_counts_nb(p, q)
         hist = np.zeros(m + 1, np.int64)
         total = sq = 0
         mn, mx = m, -m
