@@ -20,7 +20,18 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["GpuPeaks", "GPUS", "PRECISIONS", "gpu_named"]
+__all__ = ["GpuPeaks", "GPUS", "PRECISIONS", "gpu_named", "LAUNCH_QUEUE", "EVENT_TICK_NS"]
+
+# -- CUDA's behaviour, one definition (the replay, SimGPU and the CUDA device
+# all model it, and ``devices`` and ``analysis`` may both import this module)
+#: pending launches per stream at which a launch blocks the host: CUDA's
+#: launch queue holds about 1,024 (the replay's default for a recording
+#: whose device wrote no ``meta["launch_queue"]``; SimGPU's default)
+LAUNCH_QUEUE = 1024
+#: the tick of CUDA's event clock: cudaEventElapsedTime has "a resolution
+#: of around 0.5 microseconds" (CUDA runtime API reference); SimGPU's
+#: clock has the same quantum by default
+EVENT_TICK_NS = 500
 
 PRECISIONS = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8")
 T = 1e12

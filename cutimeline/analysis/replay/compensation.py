@@ -58,6 +58,7 @@ import numpy as np
 
 from ...numeric.columns import column_facts, facts_of
 from ...numeric.engines import as_i64
+from ...timeline.gpus import LAUNCH_QUEUE  # CUDA's, named here as before
 from ...timeline.schema import NONE, OpFlag, SpanKind
 from ...timeline.timeline import Timeline
 from .costs import costs, merge2_nb, mix_scale
@@ -67,8 +68,6 @@ from .replaying import FAR_PAST, held, replay_args, replay_breaks, replay_nb, wa
 __all__ = ["compensate", "Compensation", "engine_inputs", "launch_queue", "LAUNCH_QUEUE",
            "fetch_waits", "with_fetches",
            "kept_waits"]
-
-LAUNCH_QUEUE = 1024  # pending launches per stream at which CUDA blocks the host
 
 
 def engine_inputs(tl: Timeline, ln, sy: np.ndarray, keep: np.ndarray | None = None,

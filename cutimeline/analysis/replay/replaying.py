@@ -14,6 +14,7 @@ from numba import njit
 
 from ...errors import CutimelineError
 from ...numeric.engines import I64_MAX, as_i64, empty_i64
+from ...timeline.gpus import LAUNCH_QUEUE
 
 __all__ = ["replay", "replay_breaks", "breaks", "held", "waited_on", "replay_nb",
            "replay_args", "WAIT_LATENCY_NS", "FAR_PAST"]
@@ -428,7 +429,7 @@ def replay_args(cost_t, cost, sb, se, s_grp, g_launch, g_grp, g_begin, g_end, la
     the queue depth checked."""
     if isinstance(depth, bool) or not isinstance(depth, (int, np.integer)) or depth < 0:
         raise CutimelineError(f"The replay's launch queue depth={depth!r} must be an "
-                              f"integer ≥ 0 (0: unbounded); CUDA's is about 1024.")
+                              f"integer ≥ 0 (0: unbounded); CUDA's is about {LAUNCH_QUEUE}.")
     i64 = as_i64
     return (i64(cost_t), i64(cost), i64(sb), i64(se), i64(s_grp), i64(g_launch),
             i64(g_grp), i64(g_begin), i64(g_end), i64(lam),

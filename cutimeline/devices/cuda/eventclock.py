@@ -34,14 +34,14 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ...timeline.gpus import EVENT_TICK_NS as CUDA_EVENT_TICK_NS
 from ...timeline.schema import NONE, EventKind
 
 __all__ = ["EVENT_TICK_NS", "EventClock", "POOL_SPAN"]
 
-#: the tick of CUDA's event clock: cudaEventElapsedTime has "a resolution
-#: of around 0.5 microseconds" (CUDA runtime API reference); the floor of
-#: the tick ``_measure_tick`` finds
-EVENT_TICK_NS = 500
+#: the tick of CUDA's event clock (``timeline.gpus.EVENT_TICK_NS``, 0.5 µs):
+#: the floor of the tick ``_measure_tick`` finds
+EVENT_TICK_NS = CUDA_EVENT_TICK_NS
 #: the name of the USER span a pool refill is shown as
 POOL_SPAN = "cutimeline event pool"
 #: completed events read per event taken, at most, while the pool is low:

@@ -54,6 +54,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ...errors import CutimelineError
+from ...timeline.gpus import EVENT_TICK_NS, LAUNCH_QUEUE
 from ...timeline.schema import NONE, EventKind
 from ..device import Device, Harvest
 from .comm import COMM_STREAM, SimComm
@@ -123,14 +124,14 @@ class SimGPU(Device):
 
     def __init__(self, profile: str | GpuProfile = "h100", *,
                  offset_ns: int | None = None, drift_ppm: float | None = None,
-                 quantum_ns: int = 500, launch_latency_ns: int | None = None,
+                 quantum_ns: int = EVENT_TICK_NS, launch_latency_ns: int | None = None,
                  event_latency_ns: int | None = None,
                  cost: Mapping[str, int] | Callable[..., float] | None = None,
                  jitter: float = 0.0, seed: int = 0, tf32: bool | None = None,
                  owns: tuple[str, ...] = ("meta",), index: int = 0,
                  anchor_interval_ns: int = 1_000_000_000, pings: int = 3,
                  clock: Any = None, bracket: str = "cuda", host_cost: Any = None,
-                 launch_queue: int | None = 1024, nonzero_fraction: float = 0.5,
+                 launch_queue: int | None = LAUNCH_QUEUE, nonzero_fraction: float = 0.5,
                  unique_fraction: float = 0.5, world_size: int | None = None,
                  read_limit: int = 1000, values: Callable | None = None):
         o = self.options = checked(

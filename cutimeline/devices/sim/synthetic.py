@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import CutimelineError
+from ...timeline.gpus import EVENT_TICK_NS
 from ...timeline.schema import NONE, EventKind, GpuKind, OpFlag
 from ...timeline.timeline import Timeline
 from ..clockread import read_error_ns
@@ -31,7 +32,7 @@ def synthetic_events(n_ops: int, *, streams: int = 1,
                      dispatch_ns: tuple[int, int] = (3_000, 30_000),
                      cost_ns: tuple[int, int] = (1_000, 60_000),
                      sync_every: int = 500, offset_ns: int = 500_000_000_000,
-                     drift_ppm: float = 12.5, quantum_ns: int = 500,
+                     drift_ppm: float = 12.5, quantum_ns: int = EVENT_TICK_NS,
                      launch_latency_ns: int = 4_000, event_latency_ns: int = 2_000,
                      anchor_interval_ns: int = 1_000_000_000, pings: int = 3,
                      start_ns: int = 1_000_000_000, seed: int = 0) -> Timeline:
