@@ -33,6 +33,7 @@ from .tables.flops import compute_text
 from .tables.memory import memory_text
 from .tables.oneoff import one_off_text
 from .tables.sources import quote
+from .thresholds import THRESHOLDS
 
 if TYPE_CHECKING:
     from .report import Report
@@ -40,8 +41,8 @@ if TYPE_CHECKING:
 __all__ = ["summary_text", "report_dict", "source_words", "top_k", "biggest_gaps",
            "SHOWN_SHARE", "WARM_UP_SHARE"]
 
-SHOWN_SHARE = 0.005  # a cause's share of idle time that would read "0%": left out
-WARM_UP_SHARE = 0.2  # one-off costs take this of the steady steps: they measure warm-up
+SHOWN_SHARE = THRESHOLDS.shown_share  # why: analysis/thresholds.py
+WARM_UP_SHARE = THRESHOLDS.warm_up_share  # why: analysis/thresholds.py
 
 
 def _shares(idle: dict[str, int]) -> str:

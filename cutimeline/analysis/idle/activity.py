@@ -28,20 +28,13 @@ from ...numeric.engines import as_i64, empty_i64
 from ...numeric.ordering import sorted_copy
 from ...timeline.schema import NONE, OpFlag, SpanKind
 from ...timeline.timeline import Timeline
+from ..thresholds import THRESHOLDS
 
 __all__ = ["HOST_GAP_NS", "SYNC_SLACK_NS", "FETCH_WORD", "HostActivity", "fetch_spans",
            "host_activity", "launching", "host_compute", "sync_chains", "subtract"]
 
-#: op-free host stretches this long are the host's own time (rule 8, cause
-#: "host"), shorter ones between a thread's ops the cost of launching (rule
-#: 6; the rules: ``gaps.py``): it sits
-#: above any framework glue between ops (~5–30 µs per module call on
-#: current CPUs), so a host that sat idle is not read as launch overhead
-HOST_GAP_NS = 200_000
-#: a gap that begins this soon after a sync returned is still the sync's
-#: (``gaps.py``, rule 3): it absorbs the clock alignment error between host and device
-SYNC_SLACK_NS = 100_000
-#: a user span whose name holds this is a DataLoader fetch: torch.profiler
+HOST_GAP_NS = THRESHOLDS.host_gap_ns  # why: analysis/thresholds.py
+SYNC_SLACK_NS = THRESHOLDS.sync_slack_ns  # why: analysis/thresholds.py
 #: names its fetches "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
 FETCH_WORD = "DataLoader"
 

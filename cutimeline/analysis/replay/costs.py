@@ -21,14 +21,12 @@ from ...numeric.engines import as_i64, check_engine, empty_i64
 from ...numeric.ids import dense_ids, hash_slot
 from ...timeline.schema import NONE, OpFlag, SpanKind
 from ...timeline.timeline import Timeline
+from ..thresholds import THRESHOLDS
 
 __all__ = ["costs", "op_costs", "recorder_op_costs", "mix_scale", "repeats", "merge2_nb"]
 
 _LAUNCH = int(OpFlag.LAUNCH)
-#: an op whose key is one of the ops this many before it on its thread runs
-#: the recorder's code warm in the CPU's caches (the start-up model's price);
-#: ``recording/selfcost._repeats`` uses the same window (it cannot import this)
-REPEAT_WINDOW = 8
+REPEAT_WINDOW = THRESHOLDS.repeat_window  # why: analysis/thresholds.py
 
 
 def _pair(name, shapes) -> np.ndarray:

@@ -66,15 +66,14 @@ from ...timeline.timeline import Timeline
 from ..idle.activity import HostActivity, subtract
 from ..idle.steps import step_windows
 from ..tables.oneoff import one_offs
+from ..thresholds import THRESHOLDS
 from .costs import costs
 from .gpuside import gpu_edit
 
 __all__ = ["Edit", "EDITS", "FIXES", "Changes", "changes", "combined", "edit_named",
            "STAGED_LAUNCHES"]
 
-#: a copy that is no sync yet took the host more than this many launches
-#: staged pageable memory on the way in (a copy to the host stages nothing)
-STAGED_LAUNCHES = 2
+STAGED_LAUNCHES = THRESHOLDS.staged_launches  # why: analysis/thresholds.py
 
 
 @dataclass(frozen=True)

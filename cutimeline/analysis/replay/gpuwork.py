@@ -26,6 +26,7 @@ from ...devices.sim.roofline import GpuProfile, profile_for_device
 from ...timeline.schema import NONE, GpuKind, OpFlag, SpanKind
 from ...timeline.timeline import Timeline
 from ..tables.flops import op_flops
+from ..thresholds import THRESHOLDS
 
 __all__ = ["Pricing", "pricing", "cannot_price", "Rows", "rows_of", "recorded_precision",
            "signature", "TENSOR", "FP32_OPS", "MATMUL", "CONV", "ATTENTION",
@@ -342,8 +343,7 @@ def gpu_top_text(tl: Timeline, begins: np.ndarray, ends: np.ndarray, k: int = 3)
     return "top GPU work: " + "; ".join(parts) if parts else ""
 
 
-#: convolutions' share of GPU time from which their settings are worth advice
-CONV_ADVICE_SHARE = 0.3
+CONV_ADVICE_SHARE = THRESHOLDS.conv_advice_share  # why: analysis/thresholds.py
 
 
 def conv_advice(tl: Timeline, begins: np.ndarray, ends: np.ndarray) -> list[str]:

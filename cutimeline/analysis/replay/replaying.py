@@ -15,6 +15,7 @@ from numba import njit
 from ...errors import CutimelineError
 from ...numeric.engines import I64_MAX, as_i64, empty_i64
 from ...timeline.gpus import LAUNCH_QUEUE
+from ..thresholds import THRESHOLDS
 
 __all__ = ["replay", "replay_breaks", "breaks", "held", "waited_on", "replay_nb",
            "replay_args", "WAIT_LATENCY_NS", "FAR_PAST"]
@@ -271,11 +272,7 @@ def _held_nb(g_launch, g_grp, g_begin, g_end, lam):
     return hold
 
 
-#: a row that began this soon after a row of another stream ended may have
-#: waited for it: a cross-stream event wait resumes within a few µs on
-#: current GPUs; one that began later waited for something else (an event
-#: the host recorded late, another device)
-WAIT_LATENCY_NS = 20_000
+WAIT_LATENCY_NS = THRESHOLDS.wait_latency_ns  # why: analysis/thresholds.py
 
 
 def waited_on(hold, g_launch, g_grp, g_begin, g_end, device_of_grp) -> np.ndarray | None:

@@ -29,17 +29,13 @@ import numpy as np
 from ...text import fmt_ns, pct
 from ...timeline.schema import NONE, OpFlag
 from ...timeline.timeline import Timeline
+from ..thresholds import THRESHOLDS
 from .nesting import parents, self_ns
 
 __all__ = ["FACTOR", "SHARE", "ONE_OFF_DTYPE", "one_offs", "one_off_text"]
 
-#: a first call this many times its signature's typical call pays for what
-#: the later calls reuse; a call's ordinary spread (caches, contention,
-#: the allocator) stays well under it
-FACTOR = 20
-#: and it exceeds the typical call by this share of the window: enough to
-#: move the window's verdict, where smaller first-call costs are noise
-SHARE = 0.02
+FACTOR = THRESHOLDS.oneoff_factor  # why: analysis/thresholds.py
+SHARE = THRESHOLDS.oneoff_share  # why: analysis/thresholds.py
 
 ONE_OFF_DTYPE = [("op", np.int64), ("name", object), ("outer", object),
                  ("begin_ns", np.int64), ("self_ns", np.int64),

@@ -95,6 +95,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from ..replay.predictions import Prediction, steady
+from ..thresholds import THRESHOLDS
 from .margins import GPU_BOUND_AT, MIXED_MARGIN, Verdict
 
 __all__ = ["CLASSES", "BOUNDS", "MIN_GAIN", "EXPOSED_SHARE", "Judgement", "judge_window",
@@ -113,16 +114,9 @@ _CLASS_OF_CAUSE = {"data": "input", "sync": "sync", "host": "host", "launch": "l
 #: the step table's column of it
 BOUNDS = {"dependency": "dependency_ns", "communication": "communication_ns",
           "unknown": "unknown_ns"}
-#: a predicted gain below this is within the replay's own error
-#: (``bench_whatif.py``: median 0.5 %, worst 4.7 % of the step): no fix
-#: is named on less
-MIN_GAIN = 0.05
-#: rule 3's pairs: a sync exposes these classes' host work
+MIN_GAIN = THRESHOLDS.min_gain  # why: analysis/thresholds.py
 _EXPOSED_BY_SYNC = ("input", "host")
-#: a sync-bound window whose fetches or host Python hold this share of its
-#: idle time or more says that the sync exposes them: the idle-time view
-#: would blame them, and the replay says the sync is why they show
-EXPOSED_SHARE = 0.25
+EXPOSED_SHARE = THRESHOLDS.exposed_share  # why: analysis/thresholds.py
 _IDLE_OF = {"input": "data_ns", "host": "host_ns"}
 
 

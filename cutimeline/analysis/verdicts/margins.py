@@ -21,18 +21,13 @@ import numpy as np
 from ...text import pct
 from ..idle.gaps import CAUSES, Cause
 from ..replay.edits import EDITS
+from ..thresholds import THRESHOLDS
 
 __all__ = ["Verdict", "VERDICTS", "VERDICT_CAUSES", "BY_CAUSE", "CAUSE_OF", "GPU_BOUND_AT",
            "MIXED_MARGIN", "ON_GPU", "rank_causes", "verdict_text", "fix_words"]
 
-#: computing for at least this share of a window, and no fix predicted to
-#: save ``1 − GPU_BOUND_AT`` of it, it is GPU-bound: the host keeps the GPU
-#: fed, and removing every idle cause could shorten it by 15 % at most
-GPU_BOUND_AT = 0.85
-#: the best fix's gain must lead the runner-up's by this share of itself to
-#: name the verdict, else "mixed": fixing one of two bottlenecks that weigh
-#: about the same leaves the other (−45 % and −40 % must not read like one)
-MIXED_MARGIN = 0.2
+GPU_BOUND_AT = THRESHOLDS.gpu_bound_at  # why: analysis/thresholds.py
+MIXED_MARGIN = THRESHOLDS.mixed_margin  # why: analysis/thresholds.py
 
 
 
