@@ -30,7 +30,7 @@ Parts, run in this order:
                 predicted from a GPU-bound script's recording and set against
                 the script run with each fix, every run through
                 ``ctl.record_script`` (``cutimeline record``) on CUDA as written.
-  v  verdicts   ``benchmarks/bench_verdicts.py --fast --repeats 1`` (SimGPU
+  v  verdicts   ``benchmarks/verdicts/bench_verdicts.py --fast --repeats 1`` (SimGPU
                 scenarios whose right verdict is known), when the checkout
                 has it: its exit code and table.
   a  tests      the tests/gpu suite (pytest), with what time is left; counts

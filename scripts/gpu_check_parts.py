@@ -64,9 +64,9 @@ def sync(dev: torch.device) -> None:
 
 
 def _bench_record():
-    """benchmarks/bench_record.py, for its bare mode and tiny-op loop."""
+    """benchmarks/overhead/bench_record.py, for its bare mode and tiny-op loop."""
     spec = importlib.util.spec_from_file_location("bench_record",
-                                                  ROOT / "benchmarks" / "bench_record.py")
+                                                  ROOT / "benchmarks" / "overhead" / "bench_record.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -666,9 +666,9 @@ def part_g(part) -> str:
 # -- v: the verdict scenarios ------------------------------------------------------------------
 
 def part_v(part) -> str:
-    """benchmarks/bench_verdicts.py --fast --repeats 1, when the checkout has
+    """benchmarks/verdicts/bench_verdicts.py --fast --repeats 1, when the checkout has
     it: its exit code, its table, its last line ("8/8 right in 9 s")."""
-    script = ROOT / "benchmarks" / "bench_verdicts.py"
+    script = ROOT / "benchmarks" / "verdicts" / "bench_verdicts.py"
     if not script.exists():
         raise Skip(f"{script.relative_to(ROOT)} is not in this checkout")
     cmd = [sys.executable, str(script), "--fast", "--repeats", "1"]
@@ -679,7 +679,7 @@ def part_v(part) -> str:
     print(p.stdout + p.stderr)
     lines = [x for x in p.stdout.splitlines() if x.strip()]
     last = next((x for x in reversed(lines) if " right in " in x), None)
-    part.put("command", " ".join(["python", "benchmarks/bench_verdicts.py", *cmd[2:]]))
+    part.put("command", " ".join(["python", "benchmarks/verdicts/bench_verdicts.py", *cmd[2:]]))
     part.put("exit_code", p.returncode)
     part.put("right", last.split()[0] if last else None)
     part.put("table", p.stdout)

@@ -21,7 +21,7 @@ from numba.core import event
 __all__ = ["COMPILE_ESTIMATE_S", "CompileNotice", "compile_notice"]
 
 # What compiling every kernel an analysis and a plot need takes on a cold
-# cache (benchmarks/bench_coldstart.py, 2 shared cores: 17-21 s for an
+# cache (benchmarks/speed/bench_coldstart.py, 2 shared cores: 17-21 s for an
 # analysis, 25 s for the demo's analysis and plot); the notice gives the
 # worst case: most runs compile fewer kernels.
 COMPILE_ESTIMATE_S = 30

@@ -28,14 +28,14 @@ def _run(script: Path, *args: str, timeout: float) -> subprocess.CompletedProces
 def test_fast_what_if_pairs_meet_the_error_goals():
     # medians of 3 rounds: SimGPU's host side runs on real time, which other
     # work on the machine stretches in one round
-    done = _run(BENCH / "bench_whatif.py", "--fast", "--repeats", "3", timeout=300)
+    done = _run(BENCH / "accuracy" / "bench_whatif.py", "--fast", "--repeats", "3", timeout=300)
     out = done.stdout + done.stderr[-2000:]
     assert done.returncode == 0, out
     assert out.count("| ") >= 4 and "median |error|" in out
 
 
 def test_every_fast_verdict_scenario_gets_its_verdict():
-    done = _run(BENCH / "bench_verdicts.py", "--fast", "--repeats", "1", timeout=600)
+    done = _run(BENCH / "verdicts" / "bench_verdicts.py", "--fast", "--repeats", "1", timeout=600)
     table = done.stdout + done.stderr[-2000:]
     assert "Traceback" not in done.stderr, table
     assert done.returncode == 0, f"scenarios missed their verdict:\n{table}"

@@ -1,4 +1,4 @@
-"""benchmarks/bench_verdicts.py: the verdict scenarios of known answer.
+"""benchmarks/verdicts/bench_verdicts.py: the verdict scenarios of known answer.
 
 The benchmark runs in a subprocess: it sets torch to one thread and starts
 DataLoader workers, neither of which should touch the test process.
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_verdicts.py"
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "verdicts" / "bench_verdicts.py"
 
 
 def _bench(*args: str, timeout: float) -> subprocess.CompletedProcess:
@@ -35,10 +35,10 @@ def test_the_benchmark_lists_at_least_twenty_scenarios_and_a_fast_subset():
 
 
 _TABLE = """
-import json, sys, verdict_scenarios as vs, bench_verdicts
+import json, sys, sets
 print(json.dumps({n: [s.expect if isinstance(s.expect, str) else list(s.expect),
                       s.run.__module__, s.run.__doc__ or "", s.fast]
-                  for n, s in vs.SCENARIOS.items()}))
+                  for n, s in sets.scenarios().items()}))
 """
 
 
@@ -49,7 +49,7 @@ def test_every_scenario_names_known_verdicts_and_derives_them_in_its_docstring()
                           timeout=120, env=env, check=False)
     assert done.returncode == 0, done.stderr
     table = json.loads(done.stdout)
-    third = {n for n, (_, mod, _, _) in table.items() if mod == "verdict_loops2"}
+    third = {n for n, (_, mod, _, _) in table.items() if mod == "loop_kinds"}
     assert len(third) >= 8, sorted(third)
     assert sum(table[n][3] for n in third) <= 2  # the test suite's fast subset stays small
     for name, (expect, _, doc, _) in table.items():

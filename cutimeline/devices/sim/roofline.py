@@ -40,7 +40,7 @@ block holds is read three times). Where the figures come from:
   124M in TF32 and mixed precision (Lambda's PyTorch benchmarks of the
   NGC DeepLearningExamples models, NVIDIA's DeepLearningExamples tables,
   and PyTorch GPT-2 on an A100; the table, its sources and SimGPU's step
-  times: ``benchmarks/zoo_calibration.md``), which SimGPU now matches
+  times: ``benchmarks/zoo/zoo_calibration.md``), which SimGPU now matches
   within 25 %. On the A100 the fit lands where cuBLAS benchmarks put
   matmuls (about 80 % of peak) and cuDNN's convolutions in those models
   far lower (about 25 %: layout transforms, small spatial tiles, and

@@ -130,7 +130,7 @@ def test_an_older_cutimeline_sees_a_newer_format(tmp_path):
 
 def fixture_timeline():
     """The Timeline tests/data/ctl/v1.ctl and v2.ctl were written from, by the
-    writer of format 2 (``save_before`` in benchmarks/bench_io.py; v1.ctl
+    writer of format 2 (``save_before`` in benchmarks/speed/bench_io.py; v1.ctl
     from a Timeline without syncs.thread, as version 1 wrote)."""
     tl = make_timeline(n=40, seed=1, extras=False)
     s = Strings(list(tl.strings) + ["naïve ✓ \udcff"])
