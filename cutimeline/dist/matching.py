@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..recording.measures.collectives import ALL, FROM_ROOT, RECV, SEND, TO_ROOT
+from ..timeline.collectives import ALL, FROM_ROOT, RECV, SEND, TO_ROOT
 from ..timeline.schema import NONE
 from ..timeline.timeline import Timeline
 

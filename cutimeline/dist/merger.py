@@ -16,10 +16,10 @@ import numpy as np
 
 from ..alignment.aligner import align
 from ..errors import CutimelineError
-from ..recording.measures.collectives import COLUMNS
 from ..text import need_callable, need_flag
-from ..timeline.ranks import HOST_COLUMNS, apply
+from ..timeline.collectives import COLUMNS
 from ..timeline.invariants import check
+from ..timeline.ranks import HOST_COLUMNS, apply
 from ..timeline.schema import NONE, REFERENCES, SCHEMA, STRING_COLUMNS
 from ..timeline.table import Strings
 from ..timeline.timeline import Timeline, load

@@ -20,8 +20,9 @@ from typing import Any
 import numpy as np
 
 from ..errors import CutimelineError
-from ..recording.measures.collectives import KINDS
 from ..text import fmt_ns, fmt_runs
+from ..timeline.collectives import KINDS
+from ..timeline.metakeys import STRAGGLER_COLUMNS
 from ..timeline.ranks import rank_of_device, rank_of_thread
 from ..timeline.schema import NONE, SpanKind
 from ..timeline.timeline import Timeline
@@ -158,13 +159,12 @@ def slowest(tl: Timeline) -> dict[str, Any]:
     ``ctl.analyze``'s summary (``analysis/ranks_report.py``): for the whole
     run (step NONE, first) and per step, the rank ``stragglers`` ranks
     first, where it held the others up (``held_ns`` > 0), as columns
-    ``step``, ``rank``, ``held_ns``, ``last``, ``collectives``,
-    ``late_mean_ns`` (None unknown); ``steps``: how many steps had
-    collectives."""
+    ``metakeys.STRAGGLER_COLUMNS`` (``late_mean_ns`` None: unknown);
+    ``steps``: how many steps had collectives."""
     s = stragglers(tl)
     top = s[(s["order"] == 1) & (s["held_ns"] > 0)]
-    out: dict[str, Any] = {c: top[c].tolist() for c in
-                           ("step", "rank", "held_ns", "last", "collectives")}
+    out: dict[str, Any] = {c: top[c].tolist() for c in STRAGGLER_COLUMNS
+                           if c != "late_mean_ns"}
     out["late_mean_ns"] = [None if np.isnan(x) else float(x) for x in top["late_mean_ns"]]
     out["steps"] = len(np.unique(s["step"][s["step"] != NONE]))
     return out

@@ -25,8 +25,10 @@ and check nothing of their own. What holds:
   computed in int64 from the first time: a file whose times run over
   centuries is damage, not a recording).
 * **numbers** — counts and sizes are not negative; floats are finite.
-* **meta** — the fields later stages compute with have the types they
-  expect (``META``), ranks and world sizes are below ``MAX_RANKS``.
+* **meta** — every key ``metakeys.KEYS`` declares holds what it declares
+  (``META``: ranks and world sizes below ``MAX_RANKS``, times within
+  ±``TIME_LIMIT_NS``, ...); a rank lies below the world size. Keys not
+  declared are kept unchecked (a newer cutimeline's, or the user's).
 
 A violation raises ``CutimelineError`` naming the source (a file, or
 "Timeline 2" of a list), the table, column and row, the value, and what it
@@ -42,22 +44,18 @@ from typing import Any
 import numpy as np
 
 from ..errors import CutimelineError
-from .schema import ENUM_COLUMNS, NONE, REFERENCES, SCHEMA, STRING_COLUMNS, OpFlag
+from .metakeys import KEYS
+from .schema import (ENUM_COLUMNS, MAX_RANKS, NONE, REFERENCES, SCHEMA, STRING_COLUMNS,
+                     TIME_LIMIT_NS, OpFlag)
 
 __all__ = ["TIME_LIMIT_NS", "MAX_SPAN_NS", "MAX_RANKS", "TIME_COLUMNS", "INTERVALS",
            "META", "check", "check_references", "check_meta", "warnings_of"]
 
-#: times lie within ±2^62 ns (±146 years): a sum or difference of two stays
-#: inside int64, where every stage computes
-TIME_LIMIT_NS = 2 ** 62
 #: all host-clock times of one Timeline lie within 2^50 ns (13 days) of
 #: each other: the plot's pixel columns are (t − t0)·width in int64, exact
 #: for 2^50 ns at any width below 8192 columns; no recording or profiler
 #: trace runs that long (a step loop recorded for days is many files)
 MAX_SPAN_NS = 2 ** 50
-#: ranks and world sizes: a job of 2^20 processes is past any run today;
-#: merge lists the ranks of its world, so a larger one is damage
-MAX_RANKS = 2 ** 20
 
 #: (table, column) → whether NONE (-1) is allowed there, for every time column
 TIME_COLUMNS = {
@@ -160,13 +158,17 @@ def check_references(tables: Mapping[str, Any], n_strings: int, source: str | No
 
 
 def check_meta(meta: Mapping[str, Any], source: str) -> None:
-    """The fields of ``META`` have the types the stages compute with."""
-    for key, (fits, what) in META.items():
-        value = meta.get(key)
-        if value is not None and not fits(value):
+    """Every declared key of ``meta`` (``metakeys.KEYS``) holds what it
+    declares; keys it does not declare are kept unchecked (a newer
+    cutimeline's, or the user's)."""
+    for key, value in meta.items():
+        k = KEYS.get(key)
+        if k is not None and value is not None and not k.fits(value):
             text = json.dumps(value, default=lambda v: type(v).__name__)
-            raise CutimelineError(f"{source}: its meta[{key!r}] is "
-                                  f"{text[:40]}, not {what}.")
+            if len(text) > 60:
+                text = text[:57] + "..."
+            raise CutimelineError(f"{source}: its meta[{key!r}] is {text}, not {k.what} "
+                                  f"({k.meaning}; written by {k.writer}).")
     rank, world = meta.get("rank"), meta.get("world_size")
     if isinstance(rank, int) and isinstance(world, int) and rank >= world:
         raise CutimelineError(f"{source}: its meta names rank {rank} of a world of "
@@ -277,59 +279,9 @@ def _times(tables: Mapping[str, Any], aligned: bool, source: str) -> None:
                 f"clocks?).")
 
 
-# -- meta ---------------------------------------------------------------------------
+# -- meta ----------------------------------------------------------------------------
 
-def _ns(x: object) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and 0 <= x < 2 ** 62
-
-
-def _int(x: object, lo: int, hi: int) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool) and lo <= x <= hi
-
-
-def _int64s(x: object, n: int | None = None) -> bool:
-    return isinstance(x, list) and (n is None or len(x) == n) and all(
-        _int(v, -2 ** 63, 2 ** 63 - 1) for v in x)
-
-
-def _ranks(x: object) -> bool:
-    return isinstance(x, list) and all(_int(v, 0, MAX_RANKS - 1) for v in x)
-
-
-def _texts(x: object) -> bool:
-    return isinstance(x, list) and all(isinstance(v, str) for v in x)
-
-
-#: the fields of meta that later stages compute with: what each must be
-#: when present (None is as absent)
+#: every declared meta key (``metakeys.KEYS``): the checker of its value
+#: when present (None is as absent) and what it must be
 META: dict[str, tuple[Callable[[Any], bool], str]] = {
-    "source": (lambda x: isinstance(x, str), "a str"),
-    "overhead_ns_per_op": (_ns, "a number of ns"),
-    "overhead_ns_per_launch": (_ns, "a number of ns"),
-    "overhead_model": (lambda x: isinstance(x, dict) and all(map(_ns, x.values())),
-                       "an object of numbers of ns"),
-    "clock_resolution_ns": (lambda x: isinstance(x, dict) and all(map(_ns, x.values())),
-                            "an object of numbers of ns by device"),
-    "overhead_calibrations": (lambda x: isinstance(x, list) and all(_int64s(c, 3) for c in x),
-                              "a list of [begin_ns, end_ns, ratio] integer triples"),
-    "overhead_ns_by_signature": (
-        lambda x: isinstance(x, dict) and all(_int64s(x.get(k)) for k in ("name", "shapes"))
-        and isinstance(x.get("ns"), list) and all(map(_ns, x["ns"]))
-        and len(x["name"]) == len(x["shapes"]) == len(x["ns"]),
-        'an object of equally long "name", "shapes" (string ids) and "ns" lists'),
-    "rank": (lambda x: _int(x, 0, MAX_RANKS - 1), f"a rank from 0 to {MAX_RANKS - 1}"),
-    "world_size": (lambda x: _int(x, 1, MAX_RANKS), f"a world size from 1 to {MAX_RANKS}"),
-    "threads": (lambda x: isinstance(x, list) and all(isinstance(v, (str, dict)) for v in x),
-                "a list of thread names"),
-    "thread_rank": (_ranks, "a list of ranks, one per thread"),
-    "device_rank": (_ranks, "a list of ranks, one per device"),
-    "devices": (lambda x: isinstance(x, list) and all(isinstance(v, dict) for v in x),
-                "a list of objects describing devices"),
-    "import_warnings": (_texts, "a list of sentences"),
-    "warnings": (_texts, "a list of sentences"),
-    "start_epoch_ns": (lambda x: _int(x, -TIME_LIMIT_NS, TIME_LIMIT_NS), "a time in ns"),
-    "start_host_ns": (lambda x: _int(x, -TIME_LIMIT_NS, TIME_LIMIT_NS), "a time in ns"),
-    "epoch_offset_ns": (lambda x: _int(x, -TIME_LIMIT_NS, TIME_LIMIT_NS), "a time in ns"),
-    # the replay's launch queue per stream (0: unbounded); CUDA's is 1,024
-    "launch_queue": (lambda x: _int(x, 0, 2 ** 20), "a queue depth from 0 to 2^20"),
-}
+    k.name: (k.fits, k.what) for k in KEYS.values()}

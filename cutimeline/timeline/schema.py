@@ -19,9 +19,17 @@ __all__ = [
     "NONE", "SCHEMA", "FORMAT", "FORMAT_VERSION", "OpFlag", "SpanKind", "GpuKind",
     "EventKind", "STRING_COLUMNS", "ENUM_COLUMNS", "REFERENCES", "ENCODING",
     "COMPILED_PREFIX", "TABLE_ADDED", "NON_BLOCKING_SYNC_KINDS", "DEFAULTS",
+    "TIME_LIMIT_NS", "MAX_RANKS",
 ]
 
 NONE = -1
+#: times lie within ±2^62 ns (±146 years): a sum or difference of two stays
+#: inside int64, where every stage computes (``invariants`` holds columns
+#: and ``metakeys`` the meta's times to it)
+TIME_LIMIT_NS = 2 ** 62
+#: ranks and world sizes: a job of 2^20 processes is past any run today;
+#: merge lists the ranks of its world, so a larger one is damage
+MAX_RANKS = 2 ** 20
 FORMAT = "cutimeline"
 # 2: syncs.thread (files of version 1 read with it NONE)
 # 3: one zip of meta.json (with a manifest) and columns.bin (each column

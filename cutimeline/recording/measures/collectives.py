@@ -41,13 +41,12 @@ from functools import partial
 from time import perf_counter_ns as _now
 from typing import Any
 
+# the kinds and columns are the Timeline's (dist/ reads them too)
+from ...timeline.collectives import (ALL, COLUMNS, FROM_ROOT, KINDS, RECV, SEND, TO_ROOT,
+                                     WAIT)
 from ...timeline.schema import NONE
 
 __all__ = ["KINDS", "OPS", "COLUMNS", "CollectiveLog"]
-
-#: What completing a collective proves (see ``matching.roles``).
-KINDS = ("all", "from_root", "to_root", "send", "recv", "wait")
-ALL, FROM_ROOT, TO_ROOT, SEND, RECV, WAIT = range(6)
 
 # op name -> (kind, index of the root/peer argument or None, peer is global)
 OPS: dict[str, tuple[int, int | None, bool]] = {
@@ -71,7 +70,6 @@ OPS: dict[str, tuple[int, int | None, bool]] = {
     "_c10d_functional::isend": (SEND, 1, True), "_c10d_functional::irecv": (RECV, 1, True),
     "_c10d_functional::wait_tensor": (WAIT, None, False),
 }
-COLUMNS = ("seq", "group", "kind", "number", "peer", "done_ns")
 
 
 class CollectiveLog:
