@@ -601,9 +601,9 @@ def test_an_op_that_raises_is_kept():
 
 
 def test_max_ops_truncates_once_and_the_program_goes_on():
-    x = torch.ones(3)
+    x, gpu = torch.ones(3), quiet_sim()  # made outside: it owns CPU tensors (a warning)
     with pytest.warns(RuntimeWarning, match="max_ops=10") as caught:
-        with ctl.record(device=quiet_sim(), max_ops=10, measure=False) as rec:
+        with ctl.record(device=gpu, max_ops=10, measure=False) as rec:
             for _ in range(30):
                 x = x + 1
     assert len(caught) == 1
