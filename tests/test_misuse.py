@@ -101,6 +101,7 @@ def _calls(tl, rep, tmp: pathlib.Path) -> dict:
         "Timeline.slice_time": (tl.slice_time, {"begin_ns": tl.start_ns,
                                                 "end_ns": tl.end_ns}),
         "Timeline.slice_steps": (tl.slice_steps, {"first": 0, "last": 1}),
+        "Timeline.keep_rows": (tl.keep_rows, {"spans": np.ones(len(tl.spans), bool)}),
         "Timeline.step_bounds": (tl.step_bounds, {"first": 0, "last": 1}),
         "Timeline.window_bounds": (tl.window_bounds, {"window": 0}),
         "Report.gap_table": (rep.gap_table, {"level": "device"}),

@@ -327,7 +327,7 @@ def _match(recorded: Timeline, theirs: Timeline, warmup: int, steps: int,
     # at the boundary), so the slice holds the neighbours' STEP spans too.
     sp = ours.spans
     other = (sp.kind == SpanKind.STEP) & ((sp.number < warmup) | (sp.number >= warmup + steps))
-    ours = ours.replace(spans=sp.take(~other))
+    ours = ours.keep_rows(spans=~other)  # their sources' rows go with them
     return ours, match, (our_rows, their_rows, owner)
 
 

@@ -242,6 +242,23 @@ class Timeline:
     def slice_steps(self, first: int, last: int | None = None) -> Timeline:
         return self.slice_time(*self.step_bounds(first, last))
 
+    def keep_rows(self, **keep: np.ndarray) -> Timeline:
+        """The rows each bool mask selects (``spans=mask``: one per row of
+        that table), references between tables renumbered: a row of another
+        table that refers to a dropped row goes too (a span's source, a
+        sync's op), one that refers to none (NONE) stays."""
+        for name, mask in keep.items():
+            if name not in self._tables:
+                raise CutimelineError(f"keep_rows({name}=...): no table {name!r}; the "
+                                      f"tables are {', '.join(self._tables)}.")
+            mask = keep[name] = np.asarray(mask)
+            if mask.dtype != bool or mask.shape != (len(self._tables[name]),):
+                raise CutimelineError(
+                    f"keep_rows({name}=...) takes one bool per row of {name!r} "
+                    f"({len(self._tables[name])}), not an array of {mask.dtype} "
+                    f"{mask.shape}.")
+        return self._take(keep, self.meta)
+
     def _take(self, keep: Mapping[str, np.ndarray], meta: dict) -> Timeline:
         """The rows ``keep`` selects, references renumbered. A table ``keep``
         does not name keeps the rows whose references all survive (NONE

@@ -76,3 +76,31 @@ def test_repr_is_useful():
     r = repr(make_timeline())
     assert "50 ops" in r and "50 gpu rows on 1 stream" in r and "2 steps" in r
     assert "±0.4 µs" in r
+
+
+def test_keep_rows_drops_what_refers_to_dropped_rows_and_renumbers_the_rest():
+    # the comparison runner dropped spans with Table.take, leaving the
+    # sources of a SimGPU's sync spans pointing past the spans table
+    import torch
+    from cutimeline.errors import CutimelineError
+    from cutimeline.timeline.schema import SpanKind
+    gpu = ctl.SimGPU()
+    x = torch.randn(8, 8, device="meta")
+    with ctl.record(device=gpu, measure=False) as rec:
+        for _ in range(3):
+            x @ x
+            gpu.synchronize()
+    tl = rec.timeline
+    sync = np.asarray(tl.spans.kind) == SpanKind.SYNC
+    assert sync.sum() == 3 and (tl.sources.span >= 0).sum() == 3
+    first = np.flatnonzero(sync)[0]
+    kept = tl.keep_rows(spans=np.arange(len(tl.spans)) != first)
+    assert len(kept.spans) == len(tl.spans) - 1
+    assert (kept.sources.span >= 0).sum() == 2
+    assert (np.asarray(kept.spans.kind)[kept.sources.span[kept.sources.span >= 0]]
+            == SpanKind.SYNC).all()
+    assert len(kept.ops) == len(tl.ops)
+    with pytest.raises(CutimelineError, match="no table 'span'"):
+        tl.keep_rows(span=sync)
+    with pytest.raises(CutimelineError, match="one bool per row"):
+        tl.keep_rows(spans=sync[:-1])
