@@ -256,9 +256,31 @@ def test_the_graph_sees_what_python_runs():
     assert "cutimeline.analysis.analyzer" in edges["cutimeline"]           # _LAZY["analyze"]
     assert "cutimeline.recording.ondemand" in edges["cutimeline"]          # DEPRECATED
     assert {"cutimeline.analysis", "cutimeline.analysis.analyzer"} <= \
-        edges["cutimeline.rendering.lanes.scene"]                           # parents run
+        edges["cutimeline.integrations.logged"]                             # parents run
+    assert "cutimeline.analysis.analyzer" in edges["cutimeline.analysis"]   # a package's body
     assert "cutimeline.rendering" not in edges["cutimeline.rendering.figure"]  # its own parent
     assert "cutimeline._version" in edges["cutimeline.timeline.parquet"]
     assert edges["cutimeline._version"] == set()
     # and they find a cycle where there is one
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_rendering_reads_the_analysis_through_its_public_names():
+    # A renderer draws what the Report says (docs/ARCHITECTURE.md): it reads
+    # the Report's methods and the names ``cutimeline.analysis`` exports
+    # (its ``__all__``), never a module inside analysis, whose internals
+    # may then change without a figure knowing.
+    import cutimeline.analysis as analysis
+    edges, _ = graph()
+    inside = [f"{m} imports {t}" for m in sorted(edges)
+              if m == "cutimeline.rendering" or m.startswith("cutimeline.rendering.")
+              for t in sorted(edges[m]) if t.startswith("cutimeline.analysis.")]
+    assert inside == [], "rendering imports analysis internals:\n" + "\n".join(inside)
+    names = [f"{path.relative_to(ROOT)}:{node.lineno} {a.name}"
+             for m, path in modules().items() if m.startswith("cutimeline.rendering")
+             for node in _statements(ast.parse(path.read_text()))
+             if isinstance(node, ast.ImportFrom)
+             and _absolute(m, path.name == "__init__.py", node) == "cutimeline.analysis"
+             for a in node.names if a.name not in analysis.__all__]
+    assert names == [], "rendering imports names analysis does not export:\n" + \
+        "\n".join(names)

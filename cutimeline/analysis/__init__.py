@@ -23,4 +23,20 @@ column holds, read once) and ``cutimeline.text`` (how numbers read in text).
 
 Interval work runs in Numba kernels (``engine="numba"``) or in their NumPy
 twins (``engine="numpy"``), which give equal results.
+
+What a later stage reads (``__all__``; rendering imports nothing else from
+here, ``tests/test_imports.py`` holds it so): ``analyze`` and its ``Report``
+(whose methods give the measures: ``idle_amounts``, ``fetches``,
+``queue_depth``, ``headline``, ...), ``CAUSES`` (the idle causes' names, in
+the order of the amounts' columns), ``EDITS`` and ``edit_named`` (the
+what-if fixes by name) and ``steady`` (the steady-state rows of a step
+table).
 """
+
+from .analyzer import analyze
+from .idle.gaps import CAUSES
+from .replay.edits import EDITS, edit_named
+from .replay.predictions import steady
+from .report import Report
+
+__all__ = ["analyze", "Report", "CAUSES", "EDITS", "edit_named", "steady"]

@@ -29,6 +29,7 @@ from ..timeline.schema import NONE
 from ..timeline.timeline import Timeline, as_timeline
 from .advice import advice
 from .headline import headline, steady
+from .idle.activity import fetch_spans
 from .idle.gaps import CAUSES, Cause
 from .idle.lanes import queue_depth
 from .idle.overlap import device_idle_amounts
@@ -62,8 +63,8 @@ class Report:
     use; None without gpu rows), ``compensation`` (the overhead replay, None without measured
     overhead), ``settings``. Methods: ``summary()``, ``to_dict()``,
     ``table(name)``, ``op_table()``, ``gap_table()``, ``source_table()``,
-    ``offenders()``, ``cpu_lead()``, ``queue_depth()``, ``what_if()``,
-    ``replay_report()``,
+    ``offenders()``, ``cpu_lead()``, ``queue_depth()``, ``idle_amounts()``,
+    ``fetches()``, ``headline()``, ``what_if()``, ``replay_report()``,
     ``memory()``, ``compute()``. ``source`` is the Timeline ``analyze``
     was given, ``timeline`` the one it read: the same, or without the
     syncs rows that block no host (``analyzer.host_blocking``)."""
@@ -214,8 +215,7 @@ class Report:
         out["begin_ns"], out["end_ns"] = grp.gb[sel], grp.ge[sel]
         out["next_row"], out["next_launch_ns"] = grp.gnext[sel], grp.nl[sel]
         if level == "stream" and ln.devices is not ln.streams:
-            am, over = device_idle_amounts(ln, self.activity, sel,
-                                           engine=self.settings["engine"])
+            am, over = self.idle_amounts(sel)
         else:
             am, over = grp.amounts[sel], np.zeros(len(sel), np.int64)
         for c in Cause:
@@ -225,6 +225,27 @@ class Report:
         out["cause"] = names[np.argmax(np.column_stack([am, over]), axis=1)] \
             if len(sel) else np.zeros(0, object)
         return out
+
+    def idle_amounts(self, gaps, begin_ns=None, end_ns=None) -> tuple[np.ndarray, np.ndarray]:
+        """How each of the stream gaps ``gaps`` (indices into
+        ``lanes.streams``' gaps) was idle, over the part of it in
+        [``begin_ns``, ``end_ns``) (host ns, one per gap; default the whole
+        gap): ((n, len(CAUSES)) ns by cause, in ``CAUSES``' order, for the
+        time its device was idle too; (n,) ns overlapped, while another
+        stream of its device ran). The split ``gap_table("stream")``
+        reports, for any part of a gap (a figure's pixel column)."""
+        if self.lanes is None:
+            raise CutimelineError("idle_amounts needs gpu rows; this Timeline "
+                                  "has none.")
+        return device_idle_amounts(self.lanes, self.activity, gaps, begin_ns, end_ns,
+                                   self.settings["engine"])
+
+    def fetches(self) -> np.ndarray:
+        """Which spans are DataLoader fetches: a read-only bool per row of
+        the Timeline's spans table (``timeline``'s and ``source``'s, the
+        same rows): DATA spans and USER spans named as fetches
+        (``activity.fetch_spans``, the one statement of what a fetch is)."""
+        return fetch_spans(self.timeline)
 
     def source_table(self) -> np.ndarray:
         """Per user source line, the syncs and DataLoader fetches that began
@@ -406,6 +427,17 @@ class Report:
             i = j + 1
         return out
 
+    def headline(self) -> dict:
+        """The run's verdict in words, as ``summary()``'s first line and a
+        figure's title say it (``headline.headline``): ``verdict``,
+        ``text`` (the sentence), ``steps`` (which, in words), ``change``
+        (the change in code, "" for none), ``fix`` and ``second`` (dicts,
+        or None), ``gain`` (a fraction of the step time), ``busy`` (the
+        GPU's computing share, a fraction), ``exposes``, ``evidence``
+        (GPU idle ns by cause over the steady-state steps) and ``short``
+        (a few words for a figure)."""
+        return headline(self)
+
     def summary(self) -> str:
         """A short text to read first (see the module docs for the terms);
         names from the Timeline are data, not terminal commands: control
@@ -420,7 +452,7 @@ class Report:
         """The window, its steps and the run's verdict with its first fix,
         in the words of ``summary()``'s first line (``headline.py``)."""
         return terminal_text(f"<Report {fmt_ns(self.window[1] - self.window[0])}, "
-                             f"{len(self.steps)} steps, {headline(self)['short']}>")
+                             f"{len(self.steps)} steps, {self.headline()['short']}>")
 
     def _repr_html_(self) -> str:
         """Jupyter: the verdict line and the step table (``notebook.report_html``)."""

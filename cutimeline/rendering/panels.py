@@ -1,6 +1,6 @@
 """The lower panels under the lanes: queue depth and CPU lead per stream.
 
-Both are measures from ``analyze`` (``lanes.queue_depth``, ``Lanes.lead``)
+Both are measures from ``analyze`` (``Report.queue_depth``, ``Lanes.lead``)
 reduced to the pixel columns they are drawn in (``pixels.py``).
 """
 
@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..analysis.idle.lanes import queue_depth
 from ..timeline.schema import NONE
 from . import pixels as px
 from .palette import STREAM_COLORS
@@ -23,7 +22,8 @@ def draw_queue(scene, ax, cols, *, prefix: str = "", ls: str = "-") -> list:
         return handles
     edges = cols.ms(np.arange(cols.width + 1))
     for j, k in enumerate(scene.stream_order):
-        t, d = queue_depth(ln, ln.streams, int(k), scene.report.settings["engine"])
+        device, stream = scene.keys[k]
+        t, d = scene.report.queue_depth(int(device), int(stream))
         v = px.step_max(t, d, cols)
         # a steps-post line, not ax.stairs: a Patch of ``width`` steps
         # costs a slow bounding-box update

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..analysis.headline import headline
 from ..text import figure_text, fmt_mfu, fmt_ns, fmt_tflops, pct
 from . import pixels as px
 from .artists import boxes
@@ -39,7 +38,7 @@ def verdict_line(rep) -> str:
     holds for, in the words of the summary's first line, short enough for
     a title: "Verdict: sync-bound: −48% with no host reads of GPU values
     inside the step (steps 1–5, all but the first)"."""
-    h = headline(rep)
+    h = rep.headline()
     return f"Verdict: {h['short']} ({h['steps']})"
 
 

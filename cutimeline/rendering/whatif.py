@@ -19,7 +19,7 @@ title quotes:
 
     DataLoader(num_workers>=2, pin_memory=True): 64.9 → 52.7 ms per step, −19%
 
-``what_if``: an edit's name (``analysis.replay.edits.EDITS``: data,
+``what_if``: an edit's name (``cutimeline.analysis.EDITS``: data,
 sync, host, graphs, launch, recorder, ...) or True, the fix predicted to
 gain most (the recorder's own cost is not a fix in the user's code, so it
 is taken only when nothing else applies, as the summary's advice does). An edit
@@ -35,8 +35,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ..analysis.replay.edits import EDITS, edit_named
-from ..analysis.replay.predictions import steady
+from ..analysis import EDITS, edit_named, steady
 from ..errors import CutimelineError
 from ..text import fmt_ns, pct
 from . import pixels as px

@@ -89,6 +89,40 @@ def test_queue_depth_of_a_stream_and_errors():
     assert cpu.cpu_lead().tolist() == [] and cpu.gap_table() is None
 
 
+def test_the_measures_a_figure_reads_come_from_the_report():
+    # what rendering asks the Report for (it imports no analysis module):
+    # idle time by cause of any part of a stream gap, the fetches, the headline
+    rep = ctl.analyze(random_timeline(3, streams=2))
+    gaps = rep.gap_table("stream")
+    g = rep.lanes.streams
+    k = np.flatnonzero((g.ge > rep.window[0]) & (g.gb < rep.window[1]))
+    am, over = rep.idle_amounts(k)
+    assert am.shape == (len(k), len(CAUSES)) and am.dtype == np.int64
+    for c, name in enumerate(CAUSES):   # whole gaps: the stream gap table's split
+        assert am[:, c].tolist() == gaps[f"{name}_ns"].tolist()
+    assert over.tolist() == gaps["overlapped_ns"].tolist()
+    mid = (g.gb[k] + g.ge[k]) // 2     # a part of each gap: no more than the whole
+    part, part_over = rep.idle_amounts(k, g.gb[k], mid)
+    assert (part <= am).all() and (part_over <= over).all()
+    assert (part.sum(axis=1) + part_over <= mid - g.gb[k]).all()
+    fetch = ctl.analyze(input_bound()).fetches()
+    assert fetch.tolist() == (input_bound().spans.kind == SpanKind.DATA).tolist()
+    assert not fetch.flags.writeable
+    assert rep.headline()["short"] in repr(rep)
+    cpu = ctl.analyze(timeline(ops=[("aten::add", 0, 5, 0)]))
+    with pytest.raises(CutimelineError, match="idle_amounts needs gpu rows"):
+        cpu.idle_amounts([0])
+
+
+def test_the_analysis_package_exports_what_later_stages_read():
+    import cutimeline.analysis as analysis
+    from cutimeline.analysis.report import Report
+    assert analysis.Report is Report and analysis.analyze is ctl.analyze
+    assert analysis.CAUSES == CAUSES
+    assert sorted(analysis.__all__) == sorted(
+        ["analyze", "Report", "CAUSES", "EDITS", "edit_named", "steady"])
+
+
 @pytest.mark.parametrize("name, advice", [
     ("next(DataLoader, num_workers=0)",
      "num_workers=0); GPU busy 10% — try num_workers > 0"),

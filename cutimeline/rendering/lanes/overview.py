@@ -8,7 +8,7 @@ window is drawn as an overview instead: in each pixel column of a stream's
 lane, from the bottom, a band as tall as the share of the column the
 stream was busy (split by phase: forward, backward, ...), then a band per
 idle cause as tall as that cause's share of the column (the causes
-``overlap.device_idle_amounts`` gives each gap's part in that column, as
+``Report.idle_amounts`` gives each gap's part in that column, as
 the detailed figure shades them, side streams shaded for dependency only:
 ``scene.py``); the rest of the column, idle beside a busy stream of the
 device or outside any gap, stays blank. The numbers are the report's
@@ -21,8 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...analysis.idle.gaps import CAUSES
-from ...analysis.idle.overlap import device_idle_amounts
+from ...analysis import CAUSES
 from .. import pixels as px
 from ..artists import GAP_HALF, band
 from ..palette import CAUSE_COLORS, PHASE_COLORS, PHASES
@@ -50,8 +49,7 @@ def column_shares(scene, cols: px.Columns) -> tuple[np.ndarray, np.ndarray]:
     cnt = c1 - c0 + 1  # one piece of the gap per column it touches
     r = np.repeat(sel, cnt)
     col = np.repeat(c0 - np.cumsum(cnt) + cnt, cnt) + np.arange(int(cnt.sum()))
-    amounts, _ = device_idle_amounts(scene.lanes, scene.act, r, cols.time(col),
-                                     cols.time(col + 1))
+    amounts, _ = scene.report.idle_amounts(r, cols.time(col), cols.time(col + 1))
     amounts = scene.unblamed(amounts, grp.gg[r])
     k = len(CAUSES)
     flat = (scene.stream_slot[grp.gg[r]][:, None] * k + np.arange(k)) * w + col[:, None]

@@ -6,7 +6,7 @@ DataLoader fetches, user spans), one lane per CPU thread that dispatched
 ops, one lane per GPU stream, grouped by device — once per rank in a
 merged Timeline. Every metric drawn comes from ``analyze`` (a Report made
 here, or the one given): gap intervals and causes
-(``overlap.device_idle_amounts`` per pixel column), queue depth and CPU
+(``Report.idle_amounts`` per pixel column), queue depth and CPU
 lead (``panels.py``), step verdicts (``strip.py``). A stream's idle time
 while another stream of its device ran has no cause (``overlap.py``) and
 is left unshaded; so is all idle time of a *side stream* (busy less than
@@ -25,11 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from ...analysis.analyzer import analyze
-from ...analysis.idle.activity import fetch_spans
-from ...analysis.idle.gaps import CAUSES
-from ...analysis.idle.overlap import device_idle_amounts
-from ...analysis.report import Report
+from ...analysis import CAUSES, Report, analyze
 from ...errors import CutimelineError
 from ...numeric import intervals as iv
 from ...text import figure_text
@@ -239,7 +235,7 @@ class Scene:
 
     def _gaps(self, ax, cols, used) -> None:
         """Idle shading on GPU lanes: each whole pixel column inside a gap
-        gets the cause that claims most of it (``overlap.device_idle_amounts``
+        gets the cause that claims most of it (``Report.idle_amounts``
         over that column), none where other streams of the device ran for
         most of it. Gaps narrower than a column are hidden by the work on
         both sides anyway."""
@@ -258,9 +254,7 @@ class Scene:
         n = c1 - c0
         r = np.repeat(sel, n)
         col = np.repeat(c0 - np.cumsum(n) + n, n) + np.arange(n.sum())
-        amounts, over = device_idle_amounts(ln, self.act, r, cols.time(col),
-                                            cols.time(col + 1),
-                                            self.report.settings["engine"])
+        amounts, over = self.report.idle_amounts(r, cols.time(col), cols.time(col + 1))
         amounts = self.unblamed(amounts, grp.gg[r])
         cause = np.argmax(np.column_stack([amounts, over]), axis=1)
         # the last column: other streams ran; all zero: a side stream's idle
@@ -301,7 +295,7 @@ class Scene:
             lay.thread_rank[s.thread] == rank
         step = np.flatnonzero((s.kind == SpanKind.STEP) & mine)
         step = step[np.argsort(s.begin_ns[step], kind="stable")]
-        fetch = fetch_spans(self.tl)  # drawn as data, not as user spans
+        fetch = self.report.fetches()  # drawn as data, not as user spans
         user = np.flatnonzero((s.kind == SpanKind.USER) & mine & ~fetch)
         if rank is None:
             db, de = self.act.data
