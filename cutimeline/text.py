@@ -2,7 +2,9 @@
 (durations, percentages, bytes, FLOP rates, runs of ranks, and the two
 notes every surface gives on how a Timeline was read), how a name from a
 trace is made harmless where it becomes text, and the sentences in which a
-public function refuses an argument. It imports nothing of cutimeline but
+public function refuses an argument; ``Word``, the base of the enums whose
+members are words every surface prints (verdicts, idle causes, what-if
+edits). It imports nothing of cutimeline but
 the error type, so every stage may use it.
 
 Names from a trace (op, kernel, module, thread, device and file names come
@@ -31,6 +33,7 @@ stages share (``timeline.as_timeline`` checks for a Timeline).
 
 from __future__ import annotations
 
+import enum
 import os
 import re
 from typing import Any
@@ -41,7 +44,21 @@ from .errors import CutimelineError
 
 __all__ = ["fmt_ns", "pct", "fmt_bytes", "fmt_tflops", "fmt_mfu", "fmt_runs", "steps_from_text",
            "warnings_text", "terminal_text", "figure_text", "what", "need_int",
-           "need_path", "need_callable", "need_text", "need_flag"]
+           "need_path", "need_callable", "need_text", "need_flag", "Word"]
+
+
+class Word(str, enum.Enum):
+    """The base of an enum of words (``Verdict``, ``CauseName``,
+    ``EditName``): a member equals, hashes, formats and prints as its value,
+    so plain strings still name it, and f-strings, JSON and the command line
+    print the word as they did before there was an enum (Python 3.11's
+    ``enum.StrEnum``, on 3.10 too)."""
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
 
 
 # -- numbers as words ------------------------------------------------------------

@@ -21,6 +21,7 @@ import numpy as np
 
 from ..text import fmt_ns, pct
 from ..timeline.schema import NONE
+from .idle.gaps import CauseName
 from .replay.edits import EDITS
 from .tables.sources import counted, quote
 from .verdicts.causal import MIN_GAIN
@@ -131,7 +132,7 @@ def _change(r: dict, fallback: str | None) -> str:
         second = f"; or {other.code} (predicted −{pct(r['runner_gain'])})" \
             if other is not None else f"; or {fix_words(r['runner_fix'], r['runner_gain'])}"
         return f"{edit.code} (predicted −{pct(r['gain'])}){second}"
-    if edit is not None and edit.cause == "gpu" and r["verdict"] == Verdict.GPU_BOUND \
+    if edit is not None and edit.on_gpu and r["verdict"] == Verdict.GPU_BOUND \
             and r.get("gain", 0.0) >= MIN_GAIN:  # a GPU-side fix (replay/gpuside.py)
         return f"{edit.code} (predicted −{pct(r['gain'])} of the step)"
     if edit is None or r["verdict"] in (Verdict.GPU_BOUND, Verdict.HOST_ONLY,
@@ -145,7 +146,7 @@ def _change(r: dict, fallback: str | None) -> str:
 def _mixed(c: _Range) -> tuple[str, None]:
     a, b = sorted(VERDICT_CAUSES, key=lambda x: -c.share[x])[:2]  # stable: ties by Cause
     # the offenders are the top cause's: its leading op, when launch
-    lead_a = f" ({c.called[2:]})" if c.called and a == "launch" else ""
+    lead_a = f" ({c.called[2:]})" if c.called and a == CauseName.LAUNCH else ""
     return (f"{c.steps}: GPU busy {c.busy}; no single fix: "
             f"{fix_words(c.r.get('fix', ''), c.r.get('gain', 0.0))} and "
             f"{fix_words(c.r.get('runner_fix', ''), c.r.get('runner_gain', 0.0))}; "
@@ -162,7 +163,7 @@ def _input_bound(c: _Range) -> tuple[str, str | None]:
     workers = _num_workers(n for n, _ in spans)
     if workers is not None:
         what += f", num_workers={workers}"
-    what += _where(c.r, "data", c.n_steps, "; ", "")
+    what += _where(c.r, CauseName.DATA, c.n_steps, "; ", "")
     text = (f"{c.steps}: {pct(c.share['data'])} of GPU idle time is spent waiting "
             f"for DataLoader fetches ({what}); GPU busy {c.busy}")
     if workers:  # workers already: more of them, or a cheaper dataset
@@ -177,13 +178,14 @@ def _sync_bound(c: _Range) -> tuple[str, None]:
     mods = ", ".join(n for n, _ in c.off.get("modules", [])[:1])
     text = (f"{c.steps}: {c.off.get('count', 0)} host syncs"
             + (f", top {c.tops}" if c.tops else "")
-            + (f" in {mods}" if mods else "") + _where(c.r, "sync", c.n_steps, "; ", "")
+            + (f" in {mods}" if mods else "") + _where(c.r, CauseName.SYNC, c.n_steps, "; ", "")
             + f"; GPU busy {c.busy}, {pct(c.share['sync'])} of its idle time right after "
             f"the syncs")
-    exposed = {"input": "data", "host": "host"}.get(c.r.get("exposes", ""))
+    exposed = {"input": CauseName.DATA, "host": CauseName.HOST}.get(c.r.get("exposes", ""))
     if exposed:  # the idle time the syncs expose (``causal.py``, rule 3)
         text += (f", {pct(c.share[exposed])} "
-                 + ("in DataLoader fetches" if exposed == "data" else "in the host's Python")
+                 + ("in DataLoader fetches" if exposed == CauseName.DATA
+                    else "in the host's Python")
                  + " the syncs expose: without them that work overlaps queued GPU work")
     return text, None
 
@@ -252,9 +254,9 @@ def _where(r: dict, cause: str, steps: int, before: str = " (", after: str = ")"
     """The top source line of the syncs (cause "sync") or fetches ("data")
     of range ``r`` with its count ("" without one; ``sources.counted``)."""
     w = r.get("sources")
-    if w is None or cause not in ("sync", "data"):
+    if w is None or cause not in (CauseName.SYNC, CauseName.DATA):
         return ""
-    said = counted(w["sync"], w["syncs"], "syncs", steps) if cause == "sync" else \
+    said = counted(w["sync"], w["syncs"], "syncs", steps) if cause == CauseName.SYNC else \
         counted(w["data"], w["fetches"], "fetches", steps)
     return f"{before}{said}{after}" if said else ""
 

@@ -18,6 +18,7 @@ import numpy as np
 
 from ..text import fmt_ns, pct
 from .advice import ADVICE, host_only_advice
+from .idle.gaps import CauseName
 from .replay.gpuwork import gpu_time_words
 from .replay.predictions import steady as steady_rows
 from .tables.sources import counted, wait_lines
@@ -36,7 +37,8 @@ _BOUND_WORDS = {"dependency": ("queued work waiting on other streams or events",
                                   "overlapping communication with compute"),
                 "unknown": ("idle time of unknown cause (the trace lacks launch times)",
                             "a trace with launch times to tell")}
-_CLASS_CAUSE = {"input": "data", "sync": "sync", "host": "host", "launch": "launch"}
+_CLASS_CAUSE = {"input": CauseName.DATA, "sync": CauseName.SYNC, "host": CauseName.HOST,
+                "launch": CauseName.LAUNCH}
 
 
 def steady(rep: Report) -> tuple[np.ndarray, str]:
@@ -92,7 +94,7 @@ def _change(j: Judgement, fix, second) -> str:
     dependency-, communication-bound, host-only); none for "unknown",
     where the replay finds nothing worth changing."""
     if j.verdict == Verdict.UNKNOWN:
-        return ADVICE[Verdict.UNKNOWN] if j.fix == "unknown" else ""
+        return ADVICE[Verdict.UNKNOWN] if j.fix == CauseName.UNKNOWN else ""
     if _gpu_fix(j, fix):
         return fix.edit.code
     if j.verdict in (Verdict.GPU_BOUND, Verdict.HOST_ONLY) or fix is None:
@@ -156,7 +158,7 @@ def _sentence(rep: Report, j: Judgement, part: np.ndarray, fix, second, idle: di
     text += _quoted(rep, part, _CLASS_CAUSE.get(j.top, ""))
     if exposes:
         cause = _CLASS_CAUSE[exposes]
-        what = "DataLoader fetches" if cause == "data" else "host's Python"
+        what = "DataLoader fetches" if cause == CauseName.DATA else "host's Python"
         where = _quoted(rep, part, cause)  # "; 1 fetch per step, 1 at train.py:40 `…`"
         text += (f"; the syncs expose the {what} ({pct(idle.get(cause, 0) / max(total, 1))}"
                  f" of GPU idle time{where.replace(';', ':', 1)}), which without them "
@@ -192,10 +194,10 @@ def _quoted(rep: Report, part: np.ndarray, cause: str) -> str:
     """For a verdict that names syncs or DataLoader fetches: their top
     source line over the steps ``part``, as "; 12 syncs per step, 11 at
     train.py:57 `…`" ("" without a sources table)."""
-    if cause not in ("sync", "data") or not len(rep.timeline.sources):
+    if cause not in (CauseName.SYNC, CauseName.DATA) or not len(rep.timeline.sources):
         return ""
     w = wait_lines(rep.timeline, part["host_begin_ns"], part["host_end_ns"])
     steps = len(part) if part["number"][0] != -1 else 1
-    said = counted(w["sync"], w["syncs"], "syncs", steps) if cause == "sync" else \
+    said = counted(w["sync"], w["syncs"], "syncs", steps) if cause == CauseName.SYNC else \
         counted(w["data"], w["fetches"], "fetches", steps)
     return f"; {said}" if said else ""

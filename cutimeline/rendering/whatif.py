@@ -106,7 +106,7 @@ def chosen(preds: list, what_if: Any):
                                   "(Report.what_if() is empty: it needs gpu rows and "
                                   "something a fix would remove); plot it without "
                                   "what_if.")
-        return next((p for p in preds if p.edit.name != "recorder" and p.edit.complete),
+        return next((p for p in preds if p.edit.is_fix and p.edit.complete),
                     preds[0])
     return next((p for p in preds if p.edit.name == what_if), None)
 

@@ -81,10 +81,11 @@ import numpy as np
 
 from ...numeric import intervals as iv
 from ...numeric.engines import I64_MAX
+from ...text import Word
 from ...timeline.schema import NONE
 from .activity import HostActivity
 
-__all__ = ["Cause", "CAUSES", "Rule", "RULES", "classify"]
+__all__ = ["Cause", "CauseName", "CAUSES", "Rule", "RULES", "classify"]
 
 
 class Cause(enum.IntEnum):
@@ -97,7 +98,23 @@ class Cause(enum.IntEnum):
     UNKNOWN = 5
 
 
-CAUSES = tuple(c.name.lower() for c in Cause)
+class CauseName(Word):
+    """An idle cause's name, as every surface prints it (the step table's
+    ``<name>_ns`` columns, ``Report.to_dict()``'s ``idle_ns`` keys, the
+    CLI): the six gap causes of ``Cause``, in its order, then exposed
+    communication (``communication.py``), which the verdicts rank beside
+    them. A member equals, hashes and formats as its name."""
+    DATA = "data"
+    SYNC = "sync"
+    LAUNCH = "launch"
+    HOST = "host"
+    DEPENDENCY = "dependency"
+    UNKNOWN = "unknown"
+    COMMUNICATION = "communication"
+
+
+#: the gap causes' names (plain ``str``), indexed by ``Cause``
+CAUSES = tuple(CauseName[c.name].value for c in Cause)
 
 
 class Rule(NamedTuple):

@@ -64,13 +64,15 @@ from ...numeric.ordering import sort_order
 from ...timeline.schema import NONE, GpuKind, OpFlag
 from ...timeline.timeline import Timeline
 from ..idle.activity import HostActivity, subtract
+from ..idle.gaps import CauseName
 from ..idle.steps import step_windows
 from ..tables.oneoff import one_offs
 from ..thresholds import THRESHOLDS
 from .costs import costs
-from .gpuside import gpu_edit
+from .editname import EditName
+from .gpuside import GPU_EDITS, gpu_edit
 
-__all__ = ["Edit", "EDITS", "FIXES", "Changes", "changes", "combined", "edit_named",
+__all__ = ["Edit", "EditName", "EDITS", "FIXES", "Changes", "changes", "combined", "edit_named",
            "STAGED_LAUNCHES"]
 
 STAGED_LAUNCHES = THRESHOLDS.staged_launches  # why: analysis/thresholds.py
@@ -80,48 +82,60 @@ STAGED_LAUNCHES = THRESHOLDS.staged_launches  # why: analysis/thresholds.py
 class Edit:
     """One fix: ``name`` (what ``Report.what_if(edit=...)`` takes),
     ``code`` (the change in the user's code), ``cause`` (the idle cause it
-    addresses, "" for the recorder), ``remedy`` (what the program would do
+    addresses, a ``CauseName``; "gpu" for the GPU-side edits, "" for the
+    recorder), ``remedy`` (what the program would do
     instead, as a verdict says it), ``complete`` (whether it removes that
     bottleneck whole, as a verdict asks, or only makes it cheaper)."""
-    name: str
+    name: EditName
     code: str
     cause: str
     remedy: str = ""
     complete: bool = True
 
+    @property
+    def is_fix(self) -> bool:
+        """A change in the user's code (``FIXES``): every edit but the
+        recorder's own cost."""
+        return self.name != EditName.RECORDER
+
+    @property
+    def on_gpu(self) -> bool:
+        """A GPU-side edit (``gpuside.GPU_EDITS``): it changes GPU work."""
+        return self.name in GPU_EDITS
+
 
 EDITS = {e.name: e for e in (
-    Edit("data", "DataLoader(num_workers>=2, pin_memory=True): batches ready "
-         "when the step asks", "data", "batches ready when the step asks"),
-    Edit("sync", "keep values on the GPU and read them back every N steps, "
-         "not in each step (.item(), .cpu(), print of a GPU value)", "sync",
+    Edit(EditName.DATA, "DataLoader(num_workers>=2, pin_memory=True): batches ready "
+         "when the step asks", CauseName.DATA, "batches ready when the step asks"),
+    Edit(EditName.SYNC, "keep values on the GPU and read them back every N steps, "
+         "not in each step (.item(), .cpu(), print of a GPU value)", CauseName.SYNC,
          "no host reads of GPU values inside the step"),
-    Edit("copies", "copy batches asynchronously: pin_memory=True, "
+    Edit(EditName.COPIES, "copy batches asynchronously: pin_memory=True, "
          ".to(device, non_blocking=True) on a side stream, an event for the compute",
-         "sync", "batches copied asynchronously from pinned memory"),
-    Edit("host", "move the Python between ops (logging, metrics, bookkeeping) "
-         "out of the step or overlap it", "host",
+         CauseName.SYNC, "batches copied asynchronously from pinned memory"),
+    Edit(EditName.HOST, "move the Python between ops (logging, metrics, bookkeeping) "
+         "out of the step or overlap it", CauseName.HOST,
          "the Python between ops moved out of the step"),
-    Edit("graphs", "CUDA graphs: torch.compile(mode=\"reduce-overhead\") or "
-         "torch.cuda.graph, one launch per sync-free piece of the step", "launch",
+    Edit(EditName.GRAPHS, "CUDA graphs: torch.compile(mode=\"reduce-overhead\") or "
+         "torch.cuda.graph, one launch per sync-free piece of the step", CauseName.LAUNCH,
          "CUDA graphs, one launch per sync-free piece of the step"),
-    Edit("launch", "halve the host's launch cost: a faster dispatcher, "
-         "torch.compile, fused/foreach ops", "launch", "a dispatcher twice as fast",
+    Edit(EditName.LAUNCH, "halve the host's launch cost: a faster dispatcher, "
+         "torch.compile, fused/foreach ops", CauseName.LAUNCH, "a dispatcher twice as fast",
          complete=False),
-    Edit("tf32", "torch.set_float32_matmul_precision(\"high\"): fp32 matmuls on TF32 "
+    Edit(EditName.TF32, "torch.set_float32_matmul_precision(\"high\"): fp32 matmuls on TF32 "
          "tensor cores", "gpu", "fp32 matmuls on TF32 tensor cores"),
-    Edit("bf16", "torch.autocast(\"cuda\", dtype=torch.bfloat16) around the forward "
+    Edit(EditName.BF16, "torch.autocast(\"cuda\", dtype=torch.bfloat16) around the forward "
          "and the loss", "gpu", "bf16 autocast"),
-    Edit("fused_optimizer", "the optimizer with fused=True (e.g. torch.optim.AdamW(..., "
+    Edit(EditName.FUSED_OPTIMIZER, "the optimizer with fused=True (e.g. torch.optim.AdamW(..., "
          "fused=True)): one kernel per step", "gpu",
          "a fused optimizer, one kernel per step"),
-    Edit("compile", "torch.compile(model): element-wise and normalisation ops fused", "gpu",
+    Edit(EditName.COMPILE, "torch.compile(model): element-wise and normalisation ops fused", "gpu",
          "torch.compile's fused element-wise ops"),
-    Edit("recorder", "run without the recorder (its own host cost removed)", "",
+    Edit(EditName.RECORDER, "run without the recorder (its own host cost removed)", "",
          "no recorder"),
 )}
 #: the edits a user can make, in ``EDITS`` order (the recorder is not one)
-FIXES = tuple(n for n in EDITS if n != "recorder")
+FIXES = tuple(n for n, e in EDITS.items() if e.is_fix)
 
 
 def edit_named(name: str) -> Edit:
@@ -162,20 +176,20 @@ def changes(tl: Timeline, edit: Edit, act: HostActivity,
     none = np.zeros(0, np.int64)
     drop_ops, drop_syncs = np.zeros(len(o), bool), np.zeros(len(y), bool)
     cuts = (none, none)
-    if edit.cause == "gpu":
+    if edit.on_gpu:
         got = gpu_edit(tl, edit.name, act)
         if got is None:
             return None
         return Changes(none, none, got.cut_b, got.cut_e, got.drop_ops, drop_syncs,
                        gpu_scale=got.scale)
-    if edit.name == "recorder":
+    if edit.name == EditName.RECORDER:
         spent = costs(tl, engine)
         if spent is None or not spent[1].sum():
             return None
         return Changes(spent[0], spent[1], none, none, drop_ops, drop_syncs)
-    if edit.name == "data":
+    if edit.name == EditName.DATA:
         cuts = act.data
-    elif edit.name == "sync":
+    elif edit.name == EditName.SYNC:
         sync_ops = (o.flags & OpFlag.SYNC) != 0
         # the host's waits made by those ops, and those of no op (the user's
         # torch.cuda.synchronize(), a trace's runtime syncs); the recorder's
@@ -189,7 +203,7 @@ def changes(tl: Timeline, edit: Edit, act: HostActivity,
         cuts = iv.union(np.concatenate([o.host_begin_ns[sync_ops], y.host_begin_ns[drop_syncs]]),
                         np.concatenate([o.host_end_ns[sync_ops], y.host_end_ns[drop_syncs]]),
                         engine)
-    elif edit.name == "copies":
+    elif edit.name == EditName.COPIES:
         side = _h2d_copies(tl)
         if side is None or not side.any():
             return None
@@ -200,14 +214,14 @@ def changes(tl: Timeline, edit: Edit, act: HostActivity,
         order = np.argsort(b, kind="stable")
         b, e = iv.union(b[order][e[order] > b[order]], e[order][e[order] > b[order]], engine)
         return Changes(none, none, b, e, drop_ops, drop_syncs, side)
-    elif edit.name == "host":
+    elif edit.name == EditName.HOST:
         cuts = _host_stretches(tl, act, engine)
-    elif edit.name == "launch":
+    elif edit.name == EditName.LAUNCH:
         cuts = _launch_cuts(tl, engine)
-    elif edit.name == "graphs":
+    elif edit.name == EditName.GRAPHS:
         cuts = _graph_cuts(tl, act, engine)
     else:
-        raise CutimelineError(f"The what-if edit {edit.name!r} has no replay inputs.")
+        raise CutimelineError(f"The what-if edit {edit.name.value!r} has no replay inputs.")
     b, e = (np.asarray(c, np.int64) for c in cuts)
     keep = e > b
     if not keep.all():

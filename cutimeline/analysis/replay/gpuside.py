@@ -47,13 +47,14 @@ from ...timeline.schema import NONE, SpanKind
 from ...timeline.timeline import Timeline
 from ..idle.activity import HostActivity, subtract
 from ..idle.steps import step_windows
+from .editname import EditName
 from .gpuwork import CONV, MATMUL, TENSOR, Pricing, Rows, pricing, recorded_precision, \
     rows_of, signature
 
 __all__ = ["GPU_EDITS", "PASSES", "GpuChange", "gpu_edit"]
 
 #: the GPU-side edits, by name (``edits.EDITS`` holds their words)
-GPU_EDITS = ("tf32", "bf16", "fused_optimizer", "compile")
+GPU_EDITS = (EditName.TF32, EditName.BF16, EditName.FUSED_OPTIMIZER, EditName.COMPILE)
 
 #: tensors' worth of traffic one fused optimizer kernel makes per parameter:
 #: Adam(W) reads param, grad, exp_avg, exp_avg_sq and writes param, exp_avg,
@@ -91,15 +92,15 @@ def gpu_edit(tl: Timeline, name: str, act: HostActivity | None = None) -> GpuCha
     r = rows_of(tl)
     g = tl.gpu
     dur = np.maximum(np.asarray(g.end_ns, np.int64) - np.asarray(g.begin_ns, np.int64), 0)
-    if name == "tf32":
+    if name == EditName.TF32:
         scale = _tf32(p, r)
         return None if scale is None else _scaled(tl, scale)
-    if name == "bf16":
+    if name == EditName.BF16:
         scale = _bf16(p, r, dur)
         return None if scale is None else _scaled(tl, scale)
-    if name == "fused_optimizer":
+    if name == EditName.FUSED_OPTIMIZER:
         return _fused_optimizer(tl, p, r, dur, act)
-    if name == "compile":
+    if name == EditName.COMPILE:
         return _compile(tl, p, r, dur, act)
     raise ValueError(name)
 

@@ -33,7 +33,7 @@ from ...numeric import intervals as iv
 from ...numeric.columns import column_facts
 from ...timeline.schema import NONE
 from ..idle.steps import device_windows, step_windows
-from .edits import EDITS, FIXES, Changes, Edit, changes, combined, edit_named
+from .edits import EDITS, FIXES, Changes, Edit, EditName, changes, combined, edit_named
 from .whatif import apply
 
 __all__ = ["Prediction", "Weighing", "STEP_DTYPE", "predict", "weigh", "steady",
@@ -61,7 +61,8 @@ class Prediction:
     steps: np.ndarray
 
     def to_dict(self) -> dict:
-        return {"edit": self.edit.name, "code": self.edit.code, "cause": self.edit.cause,
+        return {"edit": self.edit.name.value, "code": self.edit.code,
+                "cause": str(self.edit.cause),
                 "complete": self.edit.complete, "step_ns": self.step_ns,
                 "predicted_step_ns": self.predicted_step_ns, "busy_frac": self.busy_frac,
                 "predicted_busy_frac": self.predicted_busy_frac, "gain": self.gain,
@@ -79,7 +80,7 @@ def steady(steps: np.ndarray) -> np.ndarray:
 def base_changes(rep) -> Changes | None:
     """The recorder's edit on the report's Timeline (its own host cost
     removed), None where the recording did not measure it."""
-    return changes(rep.timeline, EDITS["recorder"], rep.activity, rep.settings["engine"])
+    return changes(rep.timeline, EDITS[EditName.RECORDER], rep.activity, rep.settings["engine"])
 
 
 class _Frame:
@@ -177,14 +178,14 @@ def weigh(rep, edits=None) -> Weighing:
                         np.zeros(len(rows)), [])
     frame = _Frame(rep, rows)
     rec = base_changes(rep)
-    base = _replay(rep, frame, rec, EDITS["recorder"])
+    base = _replay(rep, frame, rec, EDITS[EditName.RECORDER])
     out = []
     for name in (FIXES if edits is None else edits):
         edit = edit_named(name)
         ch = changes(rep.timeline, edit, rep.activity, rep.settings["engine"])
         if ch is None:
             continue
-        if edit.name == "recorder":
+        if edit.name == EditName.RECORDER:
             ref, got = _replay(rep, frame, None, edit), base
         else:
             ref, got = base, _replay(rep, frame, combined(rec, ch), edit)

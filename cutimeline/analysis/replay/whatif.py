@@ -39,7 +39,7 @@ from ...numeric.ordering import sort_order
 from ...timeline.schema import NONE
 from ...timeline.timeline import Timeline
 from .compensation import engine_inputs, fetch_waits, kept_waits, launch_queue, with_fetches
-from .edits import EDITS, Changes, Edit, changes, combined, edit_named
+from .edits import EDITS, Changes, Edit, EditName, changes, combined, edit_named
 from .hostmap import NO_SHIFT, HostShift, moved, snapped
 from .replaying import held, replay_breaks
 
@@ -70,10 +70,10 @@ def replayed(rep, edit: str | Edit, engine: str | None = None) -> Timeline:
                               "none; record on a GPU or a ctl.SimGPU() to get them.")
     ch = changes(tl, edit, rep.activity, engine)
     if ch is None:
-        raise CutimelineError(f"The what-if edit {edit.name!r} does not apply to this "
-                              f"Timeline: there is nothing it would remove.")
-    if edit.name != "recorder":  # a fix is judged on the program without the recorder
-        ch = combined(changes(tl, EDITS["recorder"], rep.activity, engine), ch)
+        raise CutimelineError(f"The what-if edit {edit.name.value!r} does not apply to "
+                              f"this Timeline: there is nothing it would remove.")
+    if edit.name != EditName.RECORDER:  # a fix is judged on the program without the recorder
+        ch = combined(changes(tl, EDITS[EditName.RECORDER], rep.activity, engine), ch)
     return apply(tl, ln, ch, edit, engine)
 
 
@@ -170,7 +170,7 @@ def apply(tl: Timeline, ln, ch: Changes, edit: Edit, engine: str, lean: bool = F
         ops=ops, gpu=g2, syncs=y2,
         spans=s.replace(begin_ns=move(s.begin_ns), end_ns=move(s.end_ns)))
     meta = {k: v for k, v in tl.meta.items() if k not in _OVERHEAD_KEYS}
-    meta.update(aligned=True, what_if=edit.name, what_if_code=edit.code)
+    meta.update(aligned=True, what_if=edit.name.value, what_if_code=edit.code)
     keep = {"ops": ~ch.drop_ops, "gpu": keep_g, "syncs": keep_y,
             "events": np.zeros(len(tl.events), bool), "truth": np.zeros(len(tl.truth), bool)}
     # a table that keeps every row is not copied: ``_take`` keeps a table it

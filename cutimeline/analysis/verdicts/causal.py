@@ -94,6 +94,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from ..idle.gaps import CAUSES, CauseName
 from ..replay.predictions import Prediction, steady
 from ..thresholds import THRESHOLDS
 from .margins import GPU_BOUND_AT, MIXED_MARGIN, Verdict
@@ -108,8 +109,8 @@ CLASSES = {"input": Verdict.INPUT_BOUND, "sync": Verdict.SYNC_BOUND,
            "dependency": Verdict.DEPENDENCY_BOUND,
            "communication": Verdict.COMMUNICATION_BOUND, "unknown": Verdict.UNKNOWN}
 #: the idle cause each fix's class addresses (``Edit.cause``), by cause
-_CLASS_OF_CAUSE = {"data": "input", "sync": "sync", "host": "host", "launch": "launch",
-                   "gpu": "gpu"}
+_CLASS_OF_CAUSE = {CauseName.DATA: "input", CauseName.SYNC: "sync", CauseName.HOST: "host",
+                   CauseName.LAUNCH: "launch", "gpu": "gpu"}
 #: classes no replay removes: their gain is bounded by their own time,
 #: the step table's column of it
 BOUNDS = {"dependency": "dependency_ns", "communication": "communication_ns",
@@ -150,7 +151,7 @@ def _class_gains(preds: list[Prediction], pick) -> dict[str, tuple[float, str]]:
             continue
         g = float(pick(p))
         if cls not in out or g > out[cls][0]:
-            out[cls] = (g, p.edit.name)
+            out[cls] = (g, p.edit.name.value)  # the word the tables hold (plain str)
     return out
 
 
@@ -266,10 +267,8 @@ def _idle(rows: np.ndarray) -> dict[str, int]:
     """The rows' idle time by class (all idle causes; ``_IDLE_OF`` names
     the classes a sync may expose)."""
     names = rows.dtype.names
-    out = {c: int(rows[f"{c}_ns"].sum()) for c in ("data", "sync", "launch", "host",
-                                                   "dependency", "unknown")
-           if f"{c}_ns" in names}
-    return {("input" if c == "data" else c): v for c, v in out.items()}
+    out = {c: int(rows[f"{c}_ns"].sum()) for c in CAUSES if f"{c}_ns" in names}
+    return {("input" if c == CauseName.DATA else c): v for c, v in out.items()}
 
 
 def kept_gains(steps: np.ndarray) -> np.ndarray:

@@ -14,12 +14,10 @@ moved out of the step −19%", "GPU-bound — GPU busy 97%".
 
 from __future__ import annotations
 
-import enum
-
 import numpy as np
 
-from ...text import pct
-from ..idle.gaps import CAUSES, Cause
+from ...text import Word, pct
+from ..idle.gaps import CAUSES, Cause, CauseName
 from ..replay.edits import EDITS
 from ..thresholds import THRESHOLDS
 
@@ -31,7 +29,7 @@ MIXED_MARGIN = THRESHOLDS.mixed_margin  # why: analysis/thresholds.py
 
 
 
-class Verdict(str, enum.Enum):
+class Verdict(Word):
     """A window's verdict (see the module doc). Its value is the word every
     surface prints (tables, ``summary()``, ``to_dict()``, figures, the
     CLI); a member equals, hashes and formats as that word, and the tables
@@ -47,16 +45,10 @@ class Verdict(str, enum.Enum):
     UNKNOWN = "unknown"
     HOST_ONLY = "host-only"
 
-    def __str__(self) -> str:
-        return self.value
-
-    def __format__(self, spec: str) -> str:
-        return format(self.value, spec)
-
 
 VERDICTS = tuple(v.value for v in Verdict)
 # the idle causes, then exposed communication: the columns verdicts rank
-VERDICT_CAUSES = CAUSES + ("communication",)
+VERDICT_CAUSES = CAUSES + (CauseName.COMMUNICATION.value,)
 #: the verdict each cause names when it leads
 BY_CAUSE = {"data": Verdict.INPUT_BOUND, "sync": Verdict.SYNC_BOUND,
             "launch": Verdict.LAUNCH_BOUND, "host": Verdict.HOST_BOUND,
