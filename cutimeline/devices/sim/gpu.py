@@ -45,16 +45,19 @@ work in line on the parts' fields: a Python call layer costs ~0.1 µs an op.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import inspect
 import math
+import operator
 import threading
+import warnings
 from collections import deque
-from collections.abc import Iterator, Mapping
-from typing import Any, Callable
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 
 from ...errors import CutimelineError
-from ...timeline.gpus import EVENT_TICK_NS, LAUNCH_QUEUE
 from ...timeline.schema import NONE, EventKind
 from ..device import Device, Harvest
 from .comm import COMM_STREAM, SimComm
@@ -63,7 +66,7 @@ from .host import SimHost, pin
 from .local import SimLocal
 from .memory import StorageMeter
 from .ops import SimOps
-from .options import checked
+from .options import CPU_OWNED, CpuOwnedWarning, SimOptions
 from .roofline import GpuProfile, OpModel
 from .streams import SimEvent, SimStreams, check_stream
 from .values import SimValues
@@ -98,6 +101,9 @@ class SimGPU(Device):
     ``world_size`` (ranks a collective's time assumes; None: its group's),
     ``read_limit`` and ``values`` (what host reads of simulated tensors
     return, and the bound on modelled reads that steer a loop: ``values.py``).
+    They are ``SimOptions``' fields (``options.py``: the defaults, the
+    checks); ``gpu.options`` holds them checked, and ``SHOWN_OPTIONS`` read
+    as the SimGPU's own attributes (``gpu.profile``, ``gpu.seed``).
 
     ``bracket="cuda"`` (the default): events behave as CUDA events do; a
     BEGIN executes when its stream reaches it, which on an idle stream is
@@ -122,36 +128,15 @@ class SimGPU(Device):
     #: host_end_ns)`` of each sync ``synchronize`` makes, for its SYNC span
     on_sync = None
 
-    def __init__(self, profile: str | GpuProfile = "h100", *,
-                 offset_ns: int | None = None, drift_ppm: float | None = None,
-                 quantum_ns: int = EVENT_TICK_NS, launch_latency_ns: int | None = None,
-                 event_latency_ns: int | None = None,
-                 cost: Mapping[str, int] | Callable[..., float] | None = None,
-                 jitter: float = 0.0, seed: int = 0, tf32: bool | None = None,
-                 owns: tuple[str, ...] = ("meta",), index: int = 0,
-                 anchor_interval_ns: int = 1_000_000_000, pings: int = 3,
-                 clock: Any = None, bracket: str = "cuda", host_cost: Any = None,
-                 launch_queue: int | None = LAUNCH_QUEUE, nonzero_fraction: float = 0.5,
-                 unique_fraction: float = 0.5, world_size: int | None = None,
-                 read_limit: int = 1000, values: Callable | None = None):
-        o = self.options = checked(
-            profile, offset_ns=offset_ns, drift_ppm=drift_ppm, quantum_ns=quantum_ns,
-            launch_latency_ns=launch_latency_ns, event_latency_ns=event_latency_ns,
-            cost=cost, jitter=jitter, seed=seed, tf32=tf32, owns=owns, index=index,
-            anchor_interval_ns=anchor_interval_ns, pings=pings, clock=clock, bracket=bracket,
-            host_cost=host_cost, launch_queue=launch_queue, nonzero_fraction=nonzero_fraction,
-            unique_fraction=unique_fraction, world_size=world_size, read_limit=read_limit,
-            values=values)
-        self.profile, self.seed, self.index, self.bracket = o.profile, o.seed, o.index, o.bracket
-        self.offset_ns, self.drift_ppm, self.quantum_ns = o.offset_ns, o.drift_ppm, o.quantum_ns
-        self.launch_latency_ns, self.event_latency_ns = o.launch_latency_ns, o.event_latency_ns
-        self.launch_queue, self.anchor_interval_ns, self.pings = \
-            o.launch_queue, o.anchor_interval_ns, o.pings
-        self.cost, self.jitter, self.world_size = o.cost, o.jitter, o.world_size
-        self.nonzero_fraction, self.unique_fraction = o.nonzero_fraction, o.unique_fraction
-        self._owns, self._rng = o.owns, o.rng
+    def __init__(self, profile: str | GpuProfile = "h100", **options: Any):
+        # the keyword options are SimOptions' fields, with its defaults: the
+        # signature help() shows is made from them (below the class)
+        o = self.options = SimOptions(profile, **options)
+        if "cpu" in o.owns:
+            warnings.warn(CPU_OWNED, CpuOwnedWarning, stacklevel=2)  # the user's line
+        self.index = o.index  # the Device interface's, read by the recorder
         self._owned: dict[Any, bool] = {}  # device -> owns(device)
-        self.name = f"SimGPU {self.profile.name} (simulated)"
+        self.name = f"SimGPU {o.profile.name} (simulated)"
         # the parts, sharing the host clock, one lock and each thread's state
         clock, lock, loc = self._clock, self._lock, self._local = \
             o.clock, threading.Lock(), SimLocal()
@@ -180,7 +165,7 @@ class SimGPU(Device):
         mine = self._owned.get(device)
         if mine is None:
             kind = getattr(device, "type", None)
-            mine = (str(device).split(":")[0] if kind is None else kind) in self._owns
+            mine = (str(device).split(":")[0] if kind is None else kind) in self.options.owns
             if len(self._owned) < 64:
                 self._owned[device] = mine
         return mine
@@ -216,7 +201,7 @@ class SimGPU(Device):
         # The dispatch's start (a knot of the virtual host clock, SimHost.knot)
         # and its BEGIN (SimStreams.record) in line: this and end() run for
         # every simulated op (module doc)
-        loc, host, st = self._local, self.virtual_host, self.streams
+        loc, host, st, o = self._local, self.virtual_host, self.streams, self.options
         with self._lock:
             if not st.recording:
                 self._require("begin")
@@ -244,20 +229,20 @@ class SimGPU(Device):
                     kv.append(v)
                     host.skew = now - v
                 loc.mark = (now, v)
-            if now - st.anchor_host_ns >= self.anchor_interval_ns:
+            if now - st.anchor_host_ns >= o.anchor_interval_ns:
                 st.anchor(stream, now, v)
-            true = v + self.event_latency_ns
+            true = v + o.event_latency_ns
             free_at = st.free_at
             free = free_at.get(stream, 0)
             if free > true:
                 true = free
-            if self.bracket == "cuda":
+            if o.bracket == "cuda":
                 free_at[stream] = true
             ev = st.events
             i = len(ev)
             ev.append((stream, _BEGIN, seq, now, true, len(st.anchors) - 1))
             st.last_on[stream] = i
-        if self.bracket == "kernel":  # executes at the launch: end() or wait()
+        if o.bracket == "kernel":  # executes at the launch: end() or wait()
             # a list: a compiled region's BEGIN waits for its first work, which
             # may be an op launched inside it
             if loc.pending is None:
@@ -271,7 +256,7 @@ class SimGPU(Device):
         ops = self.ops
         cost = ops.model.cost_ns(func, args, kwargs, out) if ops.cost is None \
             and stream != COMM_STREAM else ops.cost_ns(func, args, kwargs, out, stream)
-        loc, host, st = self._local, self.virtual_host, self.streams
+        loc, host, st, o = self._local, self.virtual_host, self.streams, self.options
         with self._lock:
             if not st.recording:
                 self._require("end")
@@ -294,14 +279,14 @@ class SimGPU(Device):
                 host.skew = now - v
             loc.op = None
             v = now - host.skew if now >= kr[-1] else host.virtual(now)
-            if self.jitter and cost:
+            if o.jitter and cost:
                 cost = int(round(cost * math.exp(
-                    self.jitter * self._rng.standard_normal())))
+                    o.jitter * o.rng.standard_normal())))
             # the kernel starts launch_latency after its dispatch began, not
             # before the launch returned: on an idle stream, at the return
             # (no mark: a region's END, its dispatch's start unknown here)
-            start = v + self.launch_latency_ns if m is None else \
-                max(v, m[1] + self.launch_latency_ns)
+            start = v + o.launch_latency_ns if m is None else \
+                max(v, m[1] + o.launch_latency_ns)
             free_at = st.free_at
             free = free_at.get(stream, 0)
             if free > start:
@@ -309,12 +294,12 @@ class SimGPU(Device):
             if loc.pending:
                 st.settle(stream, start, now)
             finish = start + cost
-            if self.launch_queue:
+            if o.launch_queue:
                 q = st.pending.get(stream)
                 if q is None:
                     q = st.pending[stream] = deque()
                 q.append(finish)
-            true = v + self.event_latency_ns  # the END event (SimStreams.record)
+            true = v + o.event_latency_ns  # the END event (SimStreams.record)
             if finish > true:
                 true = finish
             free_at[stream] = true
@@ -463,3 +448,23 @@ class SimGPU(Device):
         if not self.streams.recording:
             raise CutimelineError(f"{self.name}: {what}() was called while not "
                                   f"recording; call start() first.")
+
+
+#: the options a SimGPU shows as its own read-only attributes (``gpu.profile``,
+#: ``gpu.seed``, ...), read from ``gpu.options``
+SHOWN_OPTIONS = ("profile", "seed", "bracket", "offset_ns", "drift_ppm", "quantum_ns",
+                 "launch_latency_ns", "event_latency_ns", "launch_queue",
+                 "anchor_interval_ns", "pings", "cost", "jitter", "world_size",
+                 "nonzero_fraction", "unique_fraction")
+for _name in SHOWN_OPTIONS:
+    setattr(SimGPU, _name, property(operator.attrgetter(f"options.{_name}"),
+                                    doc=f"``options.{_name}`` (``SimOptions``)."))
+
+# SimGPU(profile, *, every SimOptions field with its default): what help()
+# and inspect.signature show, written once, in SimOptions
+SimGPU.__init__.__signature__ = inspect.Signature(
+    [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)] +
+    [inspect.Parameter(f.name, inspect.Parameter.POSITIONAL_OR_KEYWORD if f.name == "profile"
+                       else inspect.Parameter.KEYWORD_ONLY, default=f.default,
+                       annotation=f.type)
+     for f in dataclasses.fields(SimOptions) if f.init])

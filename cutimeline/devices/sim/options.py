@@ -1,20 +1,21 @@
-"""SimGPU's options checked: each bad one is a ``CutimelineError`` sentence
-that names it and what it takes (``SimGPU``'s docstring says what each
-means). The seed's generator draws the device clock's offset and drift when
+"""SimGPU's options: ``SimOptions``, one frozen object that holds their
+defaults and checks itself when made; each bad option is a
+``CutimelineError`` sentence that names it and what it takes (``SimGPU``'s
+docstring says what each means; its signature is made from the fields). The seed's generator draws the device clock's offset and drift when
 they are not given, and goes on to draw the jitter of op costs.
 """
 
 from __future__ import annotations
 
 import math
-import warnings
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from ...errors import CutimelineError
+from ...timeline.gpus import EVENT_TICK_NS, LAUNCH_QUEUE
 from .clock import HostClock
 from .roofline import GpuProfile, profile_named
 
@@ -32,37 +33,50 @@ class CpuOwnedWarning(UserWarning):
     """A SimGPU owns CPU tensors (``CPU_OWNED``): fine for tests that need
     real values, not for a verdict."""
 
-__all__ = ["SimOptions", "CPU_OWNED", "CpuOwnedWarning", "checked", "check_host_cost", "check_fraction", "check_world_size"]
+__all__ = ["SimOptions", "CPU_OWNED", "CpuOwnedWarning", "check_host_cost", "check_fraction",
+           "check_world_size"]
 
 
 @dataclass(frozen=True)
 class SimOptions:
-    """``SimGPU``'s options, checked; times in ns."""
-    profile: GpuProfile
-    seed: int
+    """``SimGPU``'s options, with their defaults (``SimGPU``'s signature is
+    made from these fields, its docstring says what each means), checked
+    and completed when made; times in ns. Made, ``profile`` is a
+    ``GpuProfile``, ``offset_ns``/``drift_ppm`` are drawn from ``seed``'s
+    generator (``rng``) where None, the latencies are the profile's where
+    None, ``owns`` is a frozenset, ``launch_queue`` None is 0 (unbounded)
+    and ``clock`` None a ``HostClock``."""
+    profile: str | GpuProfile = "h100"
+    offset_ns: int | None = None
+    drift_ppm: float | None = None
+    quantum_ns: int = EVENT_TICK_NS
+    launch_latency_ns: int | None = None
+    event_latency_ns: int | None = None
+    cost: Mapping[str, int] | Callable[..., float] | None = None
+    jitter: float = 0.0
+    seed: int = 0
+    tf32: bool | None = None
+    owns: tuple[str, ...] | frozenset = ("meta",)
+    index: int = 0
+    anchor_interval_ns: int = 1_000_000_000
+    pings: int = 3
+    clock: Any = None
+    bracket: str = "cuda"
+    host_cost: Any = None
+    launch_queue: int | None = LAUNCH_QUEUE
+    nonzero_fraction: float = 0.5
+    unique_fraction: float = 0.5
+    world_size: int | None = None
+    read_limit: int = 1000
+    values: Callable | None = None
     #: the seed's generator, after it drew what ``offset_ns``/``drift_ppm`` left open
-    rng: np.random.Generator
-    offset_ns: int
-    drift_ppm: float
-    quantum_ns: int
-    launch_latency_ns: int
-    event_latency_ns: int
-    cost: Any
-    jitter: float
-    tf32: bool | None
-    owns: frozenset
-    host_cost: Any
-    launch_queue: int
-    bracket: str
-    index: int
-    anchor_interval_ns: int
-    pings: int
-    clock: Any
-    nonzero_fraction: float
-    unique_fraction: float
-    world_size: int | None
-    read_limit: int
-    values: Any
+    rng: np.random.Generator = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # each option checked in the order SimGPU lists them: the first bad
+        # one is the one named
+        for name, value in _checked(self).items():
+            object.__setattr__(self, name, value)
 
 
 def _check_int(name: str, value: Any, low: int, unit: str = "ns") -> int:
@@ -109,16 +123,12 @@ def check_world_size(value: Any) -> int | None:
     return value
 
 
-def checked(profile: Any, *, offset_ns: Any, drift_ppm: Any, quantum_ns: Any,
-            launch_latency_ns: Any, event_latency_ns: Any, cost: Any, jitter: Any,
-            seed: Any, tf32: Any, owns: Any, index: Any, anchor_interval_ns: Any,
-            pings: Any, clock: Any, bracket: Any, host_cost: Any, launch_queue: Any,
-            nonzero_fraction: Any, unique_fraction: Any, world_size: Any,
-            read_limit: Any = 1000, values: Any = None) -> SimOptions:
-    """``SimGPU(...)``'s arguments checked, in the order it lists them."""
-    profile = profile_named(profile)
-    seed = _check_int("seed", seed, 0, "")
+def _checked(o: SimOptions) -> dict[str, Any]:
+    """``o``'s fields checked and completed (``SimOptions``' docstring)."""
+    profile = profile_named(o.profile)
+    seed = _check_int("seed", o.seed, 0, "")
     rng = np.random.default_rng(seed)
+    offset_ns, drift_ppm = o.offset_ns, o.drift_ppm
     if offset_ns is None:
         offset_ns = int(rng.integers(10**9, 10**12))
     if drift_ppm is None:
@@ -129,13 +139,14 @@ def checked(profile: Any, *, offset_ns: Any, drift_ppm: Any, quantum_ns: Any,
         raise CutimelineError(f"SimGPU option drift_ppm={drift_ppm!r} must be "
                               f"a finite number of ppm below 100000 in size.")
     drift_ppm = float(drift_ppm)
-    quantum_ns = _check_int("quantum_ns", quantum_ns, 1)
+    quantum_ns = _check_int("quantum_ns", o.quantum_ns, 1)
     launch_latency_ns = _check_int(
-        "launch_latency_ns", profile.launch_latency_ns if launch_latency_ns is None
-        else launch_latency_ns, 0)
+        "launch_latency_ns", profile.launch_latency_ns if o.launch_latency_ns is None
+        else o.launch_latency_ns, 0)
     event_latency_ns = _check_int(
-        "event_latency_ns", profile.event_latency_ns if event_latency_ns is None
-        else event_latency_ns, 0)
+        "event_latency_ns", profile.event_latency_ns if o.event_latency_ns is None
+        else o.event_latency_ns, 0)
+    cost = o.cost
     if not (cost is None or callable(cost) or isinstance(cost, Mapping)):
         raise CutimelineError(
             f"SimGPU option cost={cost!r} must be None (roofline), a dict "
@@ -143,49 +154,47 @@ def checked(profile: Any, *, offset_ns: Any, drift_ppm: Any, quantum_ns: Any,
     if isinstance(cost, Mapping):
         cost = {str(k): _check_int(f"cost[{k!r}]", v, 0)
                 for k, v in cost.items()}
+    jitter = o.jitter
     if isinstance(jitter, bool) or not isinstance(jitter, (int, float)) \
             or not 0 <= jitter <= 2:
         raise CutimelineError(f"SimGPU option jitter={jitter!r} must be a "
                               f"number from 0 to 2 (relative spread).")
-    jitter = float(jitter)
-    if tf32 not in (None, True, False):
-        raise CutimelineError(f"SimGPU option tf32={tf32!r} must be None "
+    if o.tf32 not in (None, True, False):
+        raise CutimelineError(f"SimGPU option tf32={o.tf32!r} must be None "
                               f"(follow torch), True or False.")
-    if isinstance(owns, str):
-        owns = (owns,)
+    owns = (o.owns,) if isinstance(o.owns, str) else o.owns
     if not isinstance(owns, (tuple, list, set, frozenset)) or not owns or \
-            not all(isinstance(o, str) and o for o in owns):
+            not all(isinstance(d, str) and d for d in owns):
         raise CutimelineError(f"SimGPU option owns={owns!r} must name tensor "
                               f"device types, such as ('cpu', 'meta').")
-    if "cpu" in owns:
-        warnings.warn(CPU_OWNED, CpuOwnedWarning, stacklevel=3)
-    host_cost = check_host_cost(host_cost)
-    launch_queue = _check_int("launch_queue", 0 if launch_queue is None
-                              else launch_queue, 0, "")
-    if bracket not in ("kernel", "cuda"):
-        raise CutimelineError(f"SimGPU option bracket={bracket!r} must be "
+    host_cost = check_host_cost(o.host_cost)
+    launch_queue = _check_int("launch_queue", 0 if o.launch_queue is None
+                              else o.launch_queue, 0, "")
+    if o.bracket not in ("kernel", "cuda"):
+        raise CutimelineError(f"SimGPU option bracket={o.bracket!r} must be "
                               f"'kernel' (rows are the simulated work) or "
                               f"'cuda' (BEGIN executes when recorded).")
-    index = _check_int("index", index, 0, "")
-    read_limit = _check_int("read_limit", read_limit, 1, "reads")
-    if values is not None and not callable(values):
-        raise CutimelineError(f"SimGPU option values={values!r} must be None (the value "
+    index = _check_int("index", o.index, 0, "")
+    read_limit = _check_int("read_limit", o.read_limit, 1, "reads")
+    if o.values is not None and not callable(o.values):
+        raise CutimelineError(f"SimGPU option values={o.values!r} must be None (the value "
                               f"model) or a callable (site, shape, dtype) -> number, "
                               f"array or None.")
-    anchor_interval_ns = _check_int("anchor_interval_ns", anchor_interval_ns, 1)
-    pings = _check_int("pings", pings, 1, "")
+    anchor_interval_ns = _check_int("anchor_interval_ns", o.anchor_interval_ns, 1)
+    pings = _check_int("pings", o.pings, 1, "")
+    clock = o.clock
     if clock is None:
         clock = HostClock()
     elif not (callable(getattr(clock, "now", None))
               and callable(getattr(clock, "wait_until", None))):
         raise CutimelineError(f"SimGPU option clock={clock!r} must have "
                               f"now() -> ns and wait_until(ns) methods.")
-    return SimOptions(
+    return dict(
         profile=profile, seed=seed, rng=rng, offset_ns=offset_ns, drift_ppm=drift_ppm,
         quantum_ns=quantum_ns, launch_latency_ns=launch_latency_ns,
-        event_latency_ns=event_latency_ns, cost=cost, jitter=jitter, tf32=tf32,
-        owns=frozenset(owns), host_cost=host_cost, launch_queue=launch_queue,
-        bracket=bracket, index=index, anchor_interval_ns=anchor_interval_ns, pings=pings,
-        clock=clock, nonzero_fraction=check_fraction("nonzero_fraction", nonzero_fraction),
-        unique_fraction=check_fraction("unique_fraction", unique_fraction),
-        world_size=check_world_size(world_size), read_limit=read_limit, values=values)
+        event_latency_ns=event_latency_ns, cost=cost, jitter=float(jitter),
+        owns=frozenset(owns), host_cost=host_cost, launch_queue=launch_queue, index=index,
+        anchor_interval_ns=anchor_interval_ns, pings=pings, clock=clock,
+        nonzero_fraction=check_fraction("nonzero_fraction", o.nonzero_fraction),
+        unique_fraction=check_fraction("unique_fraction", o.unique_fraction),
+        world_size=check_world_size(o.world_size), read_limit=read_limit)
