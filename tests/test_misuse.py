@@ -110,6 +110,8 @@ def _calls(tl, rep, tmp: pathlib.Path) -> dict:
         "Report.queue_depth": (rep.queue_depth, {"device": None, "stream": None}),
         "Report.table": (rep.table, {"name": "ops", "pandas": False}),
         "Report.what_if": (rep.what_if, {"edit": None}),
+        "Report.idle_amounts": (rep.idle_amounts, {"gaps": [0], "begin_ns": None,
+                                                   "end_ns": None}),
         "Report.replay_report": (rep.replay_report, {"replay": tl}),
     }
 

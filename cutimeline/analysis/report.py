@@ -56,6 +56,23 @@ GAP_DTYPE = [("device", np.int64), ("stream", np.int64), ("begin_ns", np.int64),
                                                ("cause", object)]
 
 
+def _whole_numbers(value, name: str, what: str) -> np.ndarray:
+    """``value`` as int64 (a number or a 1-d sequence of whole numbers), or
+    a sentence naming ``name`` and ``what`` it takes."""
+    try:
+        a = np.asarray(value)
+    except Exception:  # a ragged or odd object
+        a = np.asarray(None)
+    if a.dtype == bool or a.dtype.kind not in "iu" or a.ndim > 1:
+        raise CutimelineError(f"idle_amounts({name}={value!r:.60}) takes {what}.")
+    return a.astype(np.int64)
+
+
+def _wrong_shape(name: str, k: np.ndarray) -> None:
+    raise CutimelineError(f"idle_amounts({name}=...) takes one host ns per gap "
+                          f"({len(k)}) or one for all.")
+
+
 class Report:
     """What ``analyze`` found. Attributes: ``window`` (host ns),
     ``streams``, ``devices``, ``steps`` (tables), ``overall`` (the window as
@@ -237,7 +254,16 @@ class Report:
         if self.lanes is None:
             raise CutimelineError("idle_amounts needs gpu rows; this Timeline "
                                   "has none.")
-        return device_idle_amounts(self.lanes, self.activity, gaps, begin_ns, end_ns,
+        n = len(self.lanes.streams.gb)
+        k = _whole_numbers(gaps, "gaps", f"stream gap indices from 0 to {n - 1}").reshape(-1)
+        if len(k) and (k.min() < 0 or k.max() >= n):
+            raise CutimelineError(f"idle_amounts(gaps=...) holds {int(k.min())}..{int(k.max())}; "
+                                  f"the stream gaps are 0 to {n - 1}.")
+        bounds = [None if b is None else np.broadcast_to(
+            _whole_numbers(b, name, "host ns, one per gap or one for all"), k.shape)
+            if np.ndim(b) == 0 or np.shape(b) == k.shape else _wrong_shape(name, k)
+            for b, name in ((begin_ns, "begin_ns"), (end_ns, "end_ns"))]
+        return device_idle_amounts(self.lanes, self.activity, k, *bounds,
                                    self.settings["engine"])
 
     def fetches(self) -> np.ndarray:
