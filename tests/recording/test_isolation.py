@@ -210,6 +210,11 @@ def sample_iterators_find_no_test():
     find, common_utils.extract_test_fn = common_utils.extract_test_fn, lambda: None
     yield
     common_utils.extract_test_fn = find
+    # torch's test helpers freeze torch.backends' global flags as they load
+    # (disable_global_flags): every later test that sets cudnn.benchmark or
+    # allow_tf32 would raise
+    # (the flag is a global of the module's functions, not an attribute)
+    torch.backends.flags_frozen.__globals__["__allow_nonbracketed_mutation_flag"] = True
 
 
 def _picked() -> list:
