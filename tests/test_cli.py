@@ -356,7 +356,8 @@ def test_quiet_anywhere_on_the_line_hides_the_progress_bar(terminal, tmp_path, m
     monkeypatch.setattr(sys, "stderr", terminal)
     out = str(tmp_path / "x.ctl")
     assert main(["import", str(ALEXNET), "-o", out]) == 0
-    assert "importing " in terminal.getvalue() and "done in" in terminal.getvalue()
+    # tqdm's bar or the plain one ("done in" is the plain one's): shown
+    assert "importing " in terminal.getvalue()
     for argv in (["--quiet", "import", str(ALEXNET), "-o", out],
                  ["import", str(ALEXNET), "-o", out, "--quiet"],
                  ["-q", "summary", out]):
