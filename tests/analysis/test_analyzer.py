@@ -14,12 +14,12 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 import cutimeline as ctl
-from cutimeline.devices.sim import FakeClock
 from cutimeline.errors import CutimelineError
 from cutimeline.recording.recorder import record
 from cutimeline.timeline.schema import NONE, OpFlag
 
 from handmade import random_timeline, timeline
+from tickclock import TickClock, on_clock
 
 DATA = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data", "kineto")
 MATMUL_NS = {"aten::addmm": 1_000_000, "aten::mm": 1_000_000}
@@ -71,35 +71,13 @@ def test_dataloader_without_workers_is_input_bound():
     assert fast.steps["idle_ns"][2:].sum() <= 0.5 * slow.steps["idle_ns"][2:].sum()
 
 
-class TickClock(FakeClock):
-    """SimGPU's host clock, moved only by the test: ``tick`` ns at each of
-    SimGPU's reads (its dispatches), and by ``advance`` (the user's Python);
-    the recorder reads it without moving it (``on_fake_clock``)."""
-
-    def __init__(self, tick: int = 2_000):
-        super().__init__()
-        self.tick = tick
-
-    def now(self) -> int:
-        self.t += self.tick
-        return self.t
-
-    def read(self) -> int:
-        return self.t
-
-
 @pytest.fixture
-def clock(monkeypatch):
-    """A TickClock that the recorder and SimGPU both read, no run-queue
-    time: no verdict below depends on how fast this machine is."""
-    from cutimeline.devices.sim.host import SimHost
-    from cutimeline.recording import opstream, recorder, session
-    from cutimeline.recording.hooks import installer
-    c = TickClock()
-    for mod in (opstream, session, installer, recorder):
-        monkeypatch.setattr(mod, "_now", c.read)
-    monkeypatch.setattr(SimHost, "runqueue_ns", lambda self: 0)
-    return c
+def clock():
+    """A TickClock (2 µs a SimGPU read) that the recorder and SimGPU both
+    read, no run-queue time: no verdict below depends on how fast this
+    machine is."""
+    with on_clock(TickClock(2_000), runqueue=lambda: 0) as c:
+        yield c
 
 
 def test_a_read_then_python_longer_than_its_wait_is_host_bound(clock):

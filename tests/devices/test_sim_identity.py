@@ -34,54 +34,17 @@ import pytest
 import torch
 
 import cutimeline as ctl
-from cutimeline.devices.sim import FakeClock, SimGPU
-from cutimeline.devices.sim.host import SimHost
+from cutimeline.devices.sim import SimGPU
+
+from tickclock import TickClock, on_clock
 
 DATA = pathlib.Path(__file__).resolve().parents[1] / "data" / "sim_identity.json"
 aten = torch.ops.aten
 
 
-class TickClock(FakeClock):
-    """A fake host clock that moves ``tick`` ns at each of SimGPU's reads:
-    the time its dispatches and its own bookkeeping take (the recorder
-    reads it without moving it; the programs advance it for their Python)."""
-
-    def __init__(self, tick: int = 250):
-        super().__init__()
-        self.tick = tick
-
-    def now(self) -> int:
-        self.t += self.tick
-        return self.t
-
-    def read(self) -> int:
-        return self.t
-
-
-class _Patch:
-    """The recorder's clock onto ``clock.read`` and the runqueue onto a
-    counter (a tiny stand-in for monkeypatch, so ``--write`` runs without
-    pytest)."""
-
-    def __init__(self, clock: TickClock):
-        self.clock, self.saved = clock, []
-
-    def __enter__(self):
-        from cutimeline.recording import opstream, recorder, session
-        from cutimeline.recording.hooks import installer as hooks
-        read = self.clock.read
-        rq = iter(range(0, 10**12, 137))
-        for mod, name, value in ((opstream, "_now", read), (session, "_now", read),
-                                 (hooks, "_now", read), (recorder, "_now", read),
-                                 (SimHost, "runqueue_ns", lambda self: next(rq))):
-            self.saved.append((mod, name, getattr(mod, name)))
-            setattr(mod, name, value)
-        return self
-
-    def __exit__(self, *exc):
-        for mod, name, value in reversed(self.saved):
-            setattr(mod, name, value)
-        return False
+def _runqueue():
+    """Run-queue readings that move 137 ns a read: exact, and not 0."""
+    return iter(range(0, 10**12, 137)).__next__
 
 
 def _mlp(gpu, clock):
@@ -170,9 +133,9 @@ def recorded(name: str) -> dict[str, str]:
     and its simulator meta."""
     program, opts = PROGRAMS[name]
     opts = dict(opts)
-    clock = TickClock()
+    clock = TickClock(250)
     gpu = SimGPU(opts.pop("profile"), clock=clock, pings=2, **opts)
-    with _Patch(clock):
+    with on_clock(clock, _runqueue()):
         with ctl.record(device=gpu, measure=False) as rec:
             program(gpu, clock)
         tl = rec.timeline
@@ -194,11 +157,11 @@ def recorded(name: str) -> dict[str, str]:
 def driven() -> dict[str, str]:
     """The device driven by hand as the recorder drives it (BEGIN, run,
     END, waits, syncs), its Harvest's columns and host map."""
-    clock = TickClock()
+    clock = TickClock(250)
     gpu = SimGPU("h100", seed=11, clock=clock, anchor_interval_ns=20_000, launch_queue=3,
                  jitter=0.2)
     x = torch.ones(1024, device="meta")
-    with _Patch(clock):
+    with on_clock(clock, _runqueue()):
         gpu.start()
         for seq in range(24):
             stream = seq % 2
