@@ -3,8 +3,8 @@
 notes every surface gives on how a Timeline was read), how a name from a
 trace is made harmless where it becomes text, and the sentences in which a
 public function refuses an argument; ``Word``, the base of the enums whose
-members are words every surface prints (verdicts, idle causes, what-if
-edits). It imports nothing of cutimeline but
+members are words every surface prints (verdicts, bottleneck classes,
+idle causes, what-if edits). It imports nothing of cutimeline but
 the error type, so every stage may use it.
 
 Names from a trace (op, kernel, module, thread, device and file names come
@@ -48,8 +48,8 @@ __all__ = ["fmt_ns", "pct", "fmt_bytes", "fmt_tflops", "fmt_mfu", "fmt_runs", "s
 
 
 class Word(str, enum.Enum):
-    """The base of an enum of words (``Verdict``, ``CauseName``,
-    ``EditName``): a member equals, hashes, formats and prints as its value,
+    """The base of an enum of words (``Verdict``, ``Bottleneck``,
+    ``CauseName``, ``EditName``): a member equals, hashes, formats and prints as its value,
     so plain strings still name it, and f-strings, JSON and the command line
     print the word as they did before there was an enum (Python 3.11's
     ``enum.StrEnum``, on 3.10 too)."""

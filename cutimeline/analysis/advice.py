@@ -24,7 +24,7 @@ from ..timeline.schema import NONE
 from .idle.gaps import CauseName
 from .replay.edits import EDITS
 from .tables.sources import counted, quote
-from .verdicts.causal import MIN_GAIN
+from .verdicts.causal import MIN_GAIN, Bottleneck
 from .verdicts.margins import VERDICT_CAUSES, Verdict, fix_words
 
 __all__ = ["ADVICE", "WAITING", "advice", "SIM_UNUSED", "host_only_advice"]
@@ -181,7 +181,8 @@ def _sync_bound(c: _Range) -> tuple[str, None]:
             + (f" in {mods}" if mods else "") + _where(c.r, CauseName.SYNC, c.n_steps, "; ", "")
             + f"; GPU busy {c.busy}, {pct(c.share['sync'])} of its idle time right after "
             f"the syncs")
-    exposed = {"input": CauseName.DATA, "host": CauseName.HOST}.get(c.r.get("exposes", ""))
+    exposed = {Bottleneck.INPUT: CauseName.DATA,
+               Bottleneck.HOST: CauseName.HOST}.get(c.r.get("exposes", ""))
     if exposed:  # the idle time the syncs expose (``causal.py``, rule 3)
         text += (f", {pct(c.share[exposed])} "
                  + ("in DataLoader fetches" if exposed == CauseName.DATA

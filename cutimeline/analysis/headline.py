@@ -22,7 +22,7 @@ from .idle.gaps import CauseName
 from .replay.gpuwork import gpu_time_words
 from .replay.predictions import steady as steady_rows
 from .tables.sources import counted, wait_lines
-from .verdicts.causal import BOUNDS, MIN_GAIN, Judgement
+from .verdicts.causal import BOUNDS, MIN_GAIN, Bottleneck, Judgement
 from .verdicts.margins import VERDICT_CAUSES, Verdict
 
 if TYPE_CHECKING:
@@ -31,14 +31,15 @@ if TYPE_CHECKING:
 __all__ = ["headline", "steady"]
 
 #: what a bound class's time is, and what removing it would take
-_BOUND_WORDS = {"dependency": ("queued work waiting on other streams or events",
-                               "overlapping the streams"),
-                "communication": ("collectives running with no compute beside them",
-                                  "overlapping communication with compute"),
-                "unknown": ("idle time of unknown cause (the trace lacks launch times)",
-                            "a trace with launch times to tell")}
-_CLASS_CAUSE = {"input": CauseName.DATA, "sync": CauseName.SYNC, "host": CauseName.HOST,
-                "launch": CauseName.LAUNCH}
+_BOUND_WORDS = {Bottleneck.DEPENDENCY: ("queued work waiting on other streams or events",
+                                         "overlapping the streams"),
+                Bottleneck.COMMUNICATION: ("collectives running with no compute beside them",
+                                           "overlapping communication with compute"),
+                Bottleneck.UNKNOWN: ("idle time of unknown cause (the trace lacks launch "
+                                     "times)", "a trace with launch times to tell")}
+#: the idle cause a class's fix addresses, where its syncs or fetches are quoted
+_CLASS_CAUSE = {Bottleneck.INPUT: CauseName.DATA, Bottleneck.SYNC: CauseName.SYNC,
+                Bottleneck.HOST: CauseName.HOST, Bottleneck.LAUNCH: CauseName.LAUNCH}
 
 
 def steady(rep: Report) -> tuple[np.ndarray, str]:
@@ -76,7 +77,7 @@ def headline(rep: Report) -> dict:
         idle.pop("communication", None)
     preds = {p.edit.name: p for p in rep.what_if()}
     fix, second = preds.get(j.fix), preds.get(j.second_fix)
-    exposes = j.exposes
+    exposes = str(j.exposes)  # the word, "" for none
     text = _sentence(rep, j, part, fix, second, idle, exposes)
     change = host_only_advice(rep.timeline.meta) if j.verdict == Verdict.HOST_ONLY \
         else _change(j, fix, second)
@@ -94,7 +95,7 @@ def _change(j: Judgement, fix, second) -> str:
     dependency-, communication-bound, host-only); none for "unknown",
     where the replay finds nothing worth changing."""
     if j.verdict == Verdict.UNKNOWN:
-        return ADVICE[Verdict.UNKNOWN] if j.fix == CauseName.UNKNOWN else ""
+        return ADVICE[Verdict.UNKNOWN] if j.fix == Bottleneck.UNKNOWN else ""
     if _gpu_fix(j, fix):
         return fix.edit.code
     if j.verdict in (Verdict.GPU_BOUND, Verdict.HOST_ONLY) or fix is None:
@@ -106,7 +107,7 @@ def _change(j: Judgement, fix, second) -> str:
 
 def _gpu_fix(j: Judgement, fix) -> bool:
     """A GPU-bound verdict that names a GPU-side fix (``replay/gpuside.py``)."""
-    return j.verdict == Verdict.GPU_BOUND and fix is not None and j.top == "gpu" \
+    return j.verdict == Verdict.GPU_BOUND and fix is not None and j.top == Bottleneck.GPU \
         and j.gain >= MIN_GAIN
 
 

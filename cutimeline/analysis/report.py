@@ -502,7 +502,7 @@ def _write(row, j: Judgement) -> None:
     row["verdict"] = j.verdict.value
     row["fix"], row["gain"] = j.fix, j.gain
     row["runner_fix"], row["runner_gain"] = j.second_fix, j.second_gain
-    row["exposes"] = j.exposes
+    row["exposes"] = str(j.exposes)  # the word (plain str), as the tables hold it
 
 
 def _find(keys: np.ndarray, value: int, what: str) -> int:

@@ -19,7 +19,8 @@ critical path read backwards from the recording names the work on the
 path but not what removing it would save, since the next-longest path
 takes over.
 
-The bottlenecks and the fixes that remove them (``edits.Edit.complete``):
+The bottlenecks, each a class (``Bottleneck``), and the fixes that remove
+them (``edits.Edit.complete``):
 
 =================  =============================================  ==========
 verdict            fix replayed                                   class
@@ -94,54 +95,76 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from ...text import Word
 from ..idle.gaps import CAUSES, CauseName
 from ..replay.predictions import Prediction, steady
 from ..thresholds import THRESHOLDS
 from .margins import GPU_BOUND_AT, MIXED_MARGIN, Verdict
 
-__all__ = ["CLASSES", "BOUNDS", "MIN_GAIN", "EXPOSED_SHARE", "Judgement", "judge_window",
-           "judge_steps", "judge_run", "kept_gains"]
+__all__ = ["Bottleneck", "CLASSES", "BOUNDS", "MIN_GAIN", "EXPOSED_SHARE", "Judgement",
+           "judge_window", "judge_steps", "judge_run", "kept_gains"]
+
+
+class Bottleneck(Word):
+    """A bottleneck class, the "class" column of the module doc's first
+    table: what a ``Judgement``'s ``top``, ``second`` and ``exposes`` name,
+    the keys of its ``gains``, and, for a bound, its ``fix``. A member
+    equals, hashes and formats as its value, so plain strings still name a
+    class and every surface prints the word."""
+    INPUT = "input"
+    SYNC = "sync"
+    HOST = "host"
+    LAUNCH = "launch"
+    GPU = "gpu"
+    DEPENDENCY = "dependency"
+    COMMUNICATION = "communication"
+    UNKNOWN = "unknown"
+
 
 #: the verdict each bottleneck class names
-CLASSES = {"input": Verdict.INPUT_BOUND, "sync": Verdict.SYNC_BOUND,
-           "host": Verdict.HOST_BOUND, "launch": Verdict.LAUNCH_BOUND,
-           "gpu": Verdict.GPU_BOUND,
-           "dependency": Verdict.DEPENDENCY_BOUND,
-           "communication": Verdict.COMMUNICATION_BOUND, "unknown": Verdict.UNKNOWN}
-#: the idle cause each fix's class addresses (``Edit.cause``), by cause
-_CLASS_OF_CAUSE = {CauseName.DATA: "input", CauseName.SYNC: "sync", CauseName.HOST: "host",
-                   CauseName.LAUNCH: "launch", "gpu": "gpu"}
+CLASSES = {Bottleneck.INPUT: Verdict.INPUT_BOUND, Bottleneck.SYNC: Verdict.SYNC_BOUND,
+           Bottleneck.HOST: Verdict.HOST_BOUND, Bottleneck.LAUNCH: Verdict.LAUNCH_BOUND,
+           Bottleneck.GPU: Verdict.GPU_BOUND,
+           Bottleneck.DEPENDENCY: Verdict.DEPENDENCY_BOUND,
+           Bottleneck.COMMUNICATION: Verdict.COMMUNICATION_BOUND,
+           Bottleneck.UNKNOWN: Verdict.UNKNOWN}
+#: the class of the idle cause each fix addresses (``Edit.cause``: a
+#: ``CauseName``, or "gpu" for the GPU-side edits)
+_CLASS_OF_CAUSE = {CauseName.DATA: Bottleneck.INPUT, CauseName.SYNC: Bottleneck.SYNC,
+                   CauseName.HOST: Bottleneck.HOST, CauseName.LAUNCH: Bottleneck.LAUNCH,
+                   "gpu": Bottleneck.GPU}
 #: classes no replay removes: their gain is bounded by their own time,
 #: the step table's column of it
-BOUNDS = {"dependency": "dependency_ns", "communication": "communication_ns",
-          "unknown": "unknown_ns"}
+BOUNDS = {Bottleneck.DEPENDENCY: "dependency_ns", Bottleneck.COMMUNICATION: "communication_ns",
+          Bottleneck.UNKNOWN: "unknown_ns"}
 MIN_GAIN = THRESHOLDS.min_gain  # why: analysis/thresholds.py
-_EXPOSED_BY_SYNC = ("input", "host")
+#: the classes a sync may expose (rule 3, ``Judgement.exposes``)
+_EXPOSED_BY_SYNC = (Bottleneck.INPUT, Bottleneck.HOST)
 EXPOSED_SHARE = THRESHOLDS.exposed_share  # why: analysis/thresholds.py
-_IDLE_OF = {"input": "data_ns", "host": "host_ns"}
 
 
 @dataclass(frozen=True)
 class Judgement:
     """The verdict of one window: ``verdict``; the class whose fix gains
-    most (``top``, "" for GPU-bound and host-only), its ``gain`` (of the
-    window's base step time) and ``fix`` (the edit's name, or the class
-    for a bound); the runner-up the same (``second``, ``second_gain``,
+    most (``top``, a ``Bottleneck``, "" for GPU-bound and host-only), its
+    ``gain`` (of the window's base step time) and ``fix`` (the edit's
+    name, or the class's for a bound: plain ``str``, as the tables hold
+    it); the runner-up the same (``second``, ``second_gain``,
     ``second_fix``); ``busy`` (the GPU's computing share without the
     recorder); ``exposes`` (rule 3: the class the sync exposes, or "")."""
     verdict: Verdict
     busy: float
-    top: str = ""
+    top: Bottleneck | str = ""
     gain: float = 0.0
     fix: str = ""
-    second: str = ""
+    second: Bottleneck | str = ""
     second_gain: float = 0.0
     second_fix: str = ""
-    exposes: str = ""
-    gains: dict = field(default_factory=dict)  # class -> (gain, fix)
+    exposes: Bottleneck | str = ""
+    gains: dict = field(default_factory=dict)  # Bottleneck -> (gain, fix)
 
 
-def _class_gains(preds: list[Prediction], pick) -> dict[str, tuple[float, str]]:
+def _class_gains(preds: list[Prediction], pick) -> dict[Bottleneck, tuple[float, str]]:
     """Per class, the best gain among its complete fixes and that fix's
     name; ``pick(p)``: a prediction's gain for the window judged."""
     out: dict[str, tuple[float, str]] = {}
@@ -155,13 +178,15 @@ def _class_gains(preds: list[Prediction], pick) -> dict[str, tuple[float, str]]:
     return out
 
 
-def judge_window(busy: float, gains: dict[str, tuple[float, str]], has_gpu: bool = True,
+def judge_window(busy: float, gains: dict[Bottleneck, tuple[float, str]], has_gpu: bool = True,
                  gpu_bound_at: float = GPU_BOUND_AT, mixed_margin: float = MIXED_MARGIN,
                  idle: dict | None = None) -> Judgement:
     """The rules of the module doc for one window: ``busy`` (the GPU's
-    computing share without the recorder), ``gains`` (class → (predicted
-    gain, the fix's name)), ``idle`` (its idle time by class, for what a
-    sync exposes)."""
+    computing share without the recorder), ``gains`` (``Bottleneck`` →
+    (predicted gain, the fix's name)), ``idle`` (its idle time by class,
+    for what a sync exposes). Classes may be given as their words; the
+    Judgement names them by ``Bottleneck``."""
+    gains = {Bottleneck(c): v for c, v in gains.items()}
     j = _rules(busy, gains, has_gpu, gpu_bound_at, mixed_margin)
     if j.verdict == Verdict.SYNC_BOUND and not j.exposes and idle:
         total = sum(idle.values())
@@ -171,19 +196,19 @@ def judge_window(busy: float, gains: dict[str, tuple[float, str]], has_gpu: bool
     return j
 
 
-def _rules(busy: float, gains: dict[str, tuple[float, str]], has_gpu: bool,
+def _rules(busy: float, gains: dict[Bottleneck, tuple[float, str]], has_gpu: bool,
            gpu_bound_at: float, mixed_margin: float) -> Judgement:
-    gpu = gains.get("gpu")
+    gpu = gains.get(Bottleneck.GPU)
     if gpu is not None:  # GPU-side fixes only say what a GPU-bound verdict changes
-        gains = {c: v for c, v in gains.items() if c != "gpu"}
+        gains = {c: v for c, v in gains.items() if c != Bottleneck.GPU}
     j = _host_rules(busy, gains, has_gpu, gpu_bound_at, mixed_margin)
     if j.verdict != Verdict.GPU_BOUND or gpu is None or gpu[0] < MIN_GAIN:
         return j
-    return Judgement(Verdict.GPU_BOUND, busy, "gpu", gpu[0], gpu[1], j.top, j.gain, j.fix,
-                     gains={**gains, "gpu": gpu})
+    return Judgement(Verdict.GPU_BOUND, busy, Bottleneck.GPU, gpu[0], gpu[1], j.top, j.gain,
+                     j.fix, gains={**gains, Bottleneck.GPU: gpu})
 
 
-def _host_rules(busy: float, gains: dict[str, tuple[float, str]], has_gpu: bool,
+def _host_rules(busy: float, gains: dict[Bottleneck, tuple[float, str]], has_gpu: bool,
                 gpu_bound_at: float, mixed_margin: float) -> Judgement:
     if not has_gpu:  # rule 1
         return Judgement(Verdict.HOST_ONLY, busy)
@@ -199,18 +224,19 @@ def _host_rules(busy: float, gains: dict[str, tuple[float, str]], has_gpu: bool,
                          **base)
     # a hair of slack: 0.8 × 0.25 is 0.19999999999999998 in floating point
     close = g2 >= (1 - mixed_margin) * g1 - 1e-12 and g2 >= MIN_GAIN
-    if close and {c1, c2} & {"sync"} and ({c1, c2} - {"sync"}) <= set(_EXPOSED_BY_SYNC):
-        other = c2 if c1 == "sync" else c1  # rule 3: the sync, which exposes the other
-        s_gain, s_fix = gains["sync"]
+    sync = Bottleneck.SYNC
+    if close and {c1, c2} & {sync} and ({c1, c2} - {sync}) <= set(_EXPOSED_BY_SYNC):
+        other = c2 if c1 == sync else c1  # rule 3: the sync, which exposes the other
+        s_gain, s_fix = gains[sync]
         o_gain, o_fix = gains[other]
-        return Judgement(Verdict.SYNC_BOUND, busy, "sync", s_gain, s_fix, other, o_gain,
+        return Judgement(Verdict.SYNC_BOUND, busy, sync, s_gain, s_fix, other, o_gain,
                          o_fix, exposes=other, gains=gains)
     if close:  # rule 4
         return Judgement(Verdict.MIXED, **base)
     return Judgement(CLASSES[c1], **base)  # rule 5
 
 
-def _bounds(rows: np.ndarray, dur: np.ndarray) -> dict[str, np.ndarray]:
+def _bounds(rows: np.ndarray, dur: np.ndarray) -> dict[Bottleneck, np.ndarray]:
     """Per bound class, each row's time in it over its step time (the most
     removing it could save)."""
     out = {}
@@ -235,7 +261,7 @@ def judge_steps(rows: np.ndarray, preds: list[Prediction], base_busy: np.ndarray
     for k in range(len(rows)):
         gains = _class_gains(preds, lambda p: kept[id(p)][k])
         for cls, v in bounds.items():
-            gains.setdefault(cls, (float(v[k]), cls))
+            gains.setdefault(cls, (float(v[k]), cls.value))  # a bound's fix: its class
         out.append(judge_window(float(busy[k]), gains, has_gpu, gpu_bound_at, mixed_margin,
                           _idle(rows[k:k + 1])))
     return out
@@ -259,16 +285,16 @@ def judge_run(rows: np.ndarray, preds: list[Prediction], base_busy: np.ndarray,
     total = float(part["duration_ns"].sum())
     for cls, col in BOUNDS.items():
         if col in part.dtype.names and part[col].any():
-            gains.setdefault(cls, (float(part[col].sum()) / max(total, 1), cls))
+            gains.setdefault(cls, (float(part[col].sum()) / max(total, 1), cls.value))
     return judge_window(busy, gains, has_gpu, gpu_bound_at, mixed_margin, _idle(part))
 
 
-def _idle(rows: np.ndarray) -> dict[str, int]:
-    """The rows' idle time by class (all idle causes; ``_IDLE_OF`` names
-    the classes a sync may expose)."""
+def _idle(rows: np.ndarray) -> dict[Bottleneck, int]:
+    """The rows' idle time by class, of every idle cause (each cause's
+    class has the cause's name, but data's: input)."""
     names = rows.dtype.names
-    out = {c: int(rows[f"{c}_ns"].sum()) for c in CAUSES if f"{c}_ns" in names}
-    return {("input" if c == CauseName.DATA else c): v for c, v in out.items()}
+    return {(Bottleneck.INPUT if c == CauseName.DATA else Bottleneck(c)):
+            int(rows[f"{c}_ns"].sum()) for c in CAUSES if f"{c}_ns" in names}
 
 
 def kept_gains(steps: np.ndarray) -> np.ndarray:

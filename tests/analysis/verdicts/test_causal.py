@@ -68,6 +68,18 @@ def test_bounds_stand_beside_the_replayed_fixes_and_no_gpu_is_host_only():
     assert judge_window(0.5, {}).verdict == "unknown"
 
 
+def test_classes_are_one_enum_that_reads_as_its_words():
+    from cutimeline.analysis.verdicts.causal import BOUNDS, CLASSES, Bottleneck
+    assert set(CLASSES) == set(Bottleneck) and set(BOUNDS) <= set(Bottleneck)
+    # plain strings name the classes in, members come out, each the word
+    j = judge_window(0.6, g(sync=0.18, input=0.19), idle={"input": 5, "sync": 1})
+    assert (j.top, j.second, j.exposes) == (Bottleneck.SYNC, Bottleneck.INPUT, "input")
+    assert isinstance(j.exposes, Bottleneck) and f"{j.exposes}" == str(j.exposes) == "input"
+    # a bound's fix is its class's word, a plain str as the tables hold it
+    j = judge_window(0.4, {"dependency": (0.5, "dependency")})
+    assert type(j.fix) is str and j.top is Bottleneck.DEPENDENCY
+
+
 def _steps(base, predicted):
     from cutimeline.analysis.replay.predictions import STEP_DTYPE
     t = np.zeros(len(base), STEP_DTYPE)
