@@ -51,8 +51,7 @@ from typing import Any, Sequence
 import cutimeline as ctl
 
 from ._version import __version__
-from .analysis.headline import headline
-from .analysis.replay.edits import edit_named
+from .analysis import edit_named
 from .commands import command_parser
 from .dist.straggler import describe
 from .errors import CutimelineError
@@ -149,7 +148,7 @@ def _cmd_demo(a: argparse.Namespace) -> int:
     print(rep.summary())
     print(f"\nwrote {paths['png']} (timeline), {paths['trace']} (open in "
           f"https://ui.perfetto.dev) and {paths['ctl']} (ctl.load)")
-    h = headline(rep)  # the answer again, last: what to change first
+    h = rep.headline()  # the answer again, last: what to change first
     print(f"\nIn one line: {h['short']}" + (f". Change first: {h['change']}." if
                                             h["change"] else "."))
     return 0
@@ -191,7 +190,7 @@ def _cmd_whatif(a: argparse.Namespace) -> int:
     if not preds:
         raise CutimelineError(f"{a.file} gives no what-if predictions: it needs gpu rows "
                               f"and something a fix would remove.")
-    h = headline(rep)
+    h = rep.headline()
     print(f"Verdict: {h['text']} ({h['steps']}).")
     base = "without the recorder's cost" if rep.compensation is not None else "as recorded"
     print(f"what if (steady-state steps, mean; step {base} "

@@ -26,6 +26,8 @@ import ast
 import functools
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "cutimeline"
 
@@ -255,8 +257,9 @@ def test_the_graph_sees_what_python_runs():
     assert "cutimeline.rendering.notebook" in edges["cutimeline"]          # _first_picture
     assert "cutimeline.analysis.analyzer" in edges["cutimeline"]           # _LAZY["analyze"]
     assert "cutimeline.recording.ondemand" in edges["cutimeline"]          # DEPRECATED
-    assert {"cutimeline.analysis", "cutimeline.analysis.analyzer"} <= \
+    assert {"cutimeline.timeline", "cutimeline.timeline.timeline"} <= \
         edges["cutimeline.integrations.logged"]                             # parents run
+    assert "cutimeline.analysis" in edges["cutimeline.integrations.logged"]  # a name of its body
     assert "cutimeline.analysis.analyzer" in edges["cutimeline.analysis"]   # a package's body
     assert "cutimeline.rendering" not in edges["cutimeline.rendering.figure"]  # its own parent
     assert "cutimeline._version" in edges["cutimeline.timeline.parquet"]
@@ -265,22 +268,32 @@ def test_the_graph_sees_what_python_runs():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
-def test_rendering_reads_the_analysis_through_its_public_names():
-    # A renderer draws what the Report says (docs/ARCHITECTURE.md): it reads
-    # the Report's methods and the names ``cutimeline.analysis`` exports
-    # (its ``__all__``), never a module inside analysis, whose internals
-    # may then change without a figure knowing.
+#: the stages above analysis that read it only through its public names
+#: (a package with all its modules, or one module)
+READERS = ("cutimeline.rendering", "cutimeline.integrations", "cutimeline.cli",
+           "cutimeline.commands")
+
+
+@pytest.mark.parametrize("reader", READERS)
+def test_readers_read_the_analysis_through_its_public_names(reader):
+    # A renderer draws what the Report says, an integration logs it, the
+    # command line prints it (docs/ARCHITECTURE.md): each reads the
+    # Report's methods and the names ``cutimeline.analysis`` exports (its
+    # ``__all__``), never a module inside analysis, whose internals may
+    # then change without a figure, a logger or the CLI knowing.
     import cutimeline.analysis as analysis
     edges, _ = graph()
-    inside = [f"{m} imports {t}" for m in sorted(edges)
-              if m == "cutimeline.rendering" or m.startswith("cutimeline.rendering.")
+    mine = {m: path for m, path in modules().items()
+            if m == reader or m.startswith(reader + ".")}
+    assert mine, f"{reader} is no module of the package"
+    inside = [f"{m} imports {t}" for m in sorted(mine)
               for t in sorted(edges[m]) if t.startswith("cutimeline.analysis.")]
-    assert inside == [], "rendering imports analysis internals:\n" + "\n".join(inside)
+    assert inside == [], f"{reader} imports analysis internals:\n" + "\n".join(inside)
     names = [f"{path.relative_to(ROOT)}:{node.lineno} {a.name}"
-             for m, path in modules().items() if m.startswith("cutimeline.rendering")
+             for m, path in mine.items()
              for node in _statements(ast.parse(path.read_text()))
              if isinstance(node, ast.ImportFrom)
              and _absolute(m, path.name == "__init__.py", node) == "cutimeline.analysis"
              for a in node.names if a.name not in analysis.__all__]
-    assert names == [], "rendering imports names analysis does not export:\n" + \
+    assert names == [], f"{reader} imports names analysis does not export:\n" + \
         "\n".join(names)

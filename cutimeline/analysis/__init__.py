@@ -24,8 +24,9 @@ column holds, read once) and ``cutimeline.text`` (how numbers read in text).
 Interval work runs in Numba kernels (``engine="numba"``) or in their NumPy
 twins (``engine="numpy"``), which give equal results.
 
-What a later stage reads (``__all__``; rendering imports nothing else from
-here, ``tests/test_imports.py`` holds it so): ``analyze`` and its ``Report``
+What a later stage reads (``__all__``; rendering, the integrations and the
+command line import nothing else from here, ``tests/test_imports.py`` holds
+it so): ``analyze`` and its ``Report``
 (whose methods give the measures: ``idle_amounts``, ``fetches``,
 ``queue_depth``, ``headline``, ...), ``CAUSES`` (the idle causes' names, in
 the order of the amounts' columns), ``EDITS`` and ``edit_named`` (the

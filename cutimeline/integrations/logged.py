@@ -21,10 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from ..analysis.analyzer import analyze
-from ..analysis.headline import steady
-from ..analysis.idle.gaps import CAUSES
-from ..analysis.report import Report
+from ..analysis import CAUSES, Report, analyze, steady
 from ..errors import CutimelineError
 from ..timeline.timeline import Timeline
 
@@ -95,7 +92,7 @@ class Logged:
         if self._fields is None:
             rep = self.report
             said = rep.to_dict()["verdict"]
-            part, _ = steady(rep)
+            part = steady(self.rows())
             span = float(part["duration_ns"].sum())
             compute = rep.compute()
             mfu = None if compute is None else compute.get("mfu")

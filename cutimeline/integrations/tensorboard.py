@@ -27,7 +27,7 @@ from __future__ import annotations
 import os
 from typing import Any, Callable
 
-from ..analysis.report import Report
+from ..analysis import Report
 from ..errors import CutimelineError
 from ..timeline.timeline import Timeline
 from .logged import check_name, need, prepared

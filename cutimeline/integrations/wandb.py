@@ -25,7 +25,7 @@ import os
 import tempfile
 from typing import Any
 
-from ..analysis.report import Report
+from ..analysis import Report
 from ..errors import CutimelineError
 from .logged import check_name, need, prepared
 
