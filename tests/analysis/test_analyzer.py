@@ -6,7 +6,6 @@ import hashlib
 import json
 import os
 import pathlib
-import time
 
 import numpy as np
 import pytest
@@ -26,13 +25,18 @@ MATMUL_NS = {"aten::addmm": 1_000_000, "aten::mm": 1_000_000}
 
 
 class SlowDataset(Dataset):
-    """5 ms per sample, as a dataset that decodes or reads from disk."""
+    """5 ms per sample, as a dataset that decodes or reads from disk: 5 ms
+    of the test's clock (``tickclock.py``), in the main process or in a
+    forked worker, which has a copy of the clock."""
+
+    def __init__(self, clock: TickClock):
+        self.clock = clock
 
     def __len__(self):
         return 64
 
     def __getitem__(self, i):
-        time.sleep(0.005)
+        self.clock.advance(5_000_000)
         return torch.ones(32), torch.zeros(1)
 
 
@@ -42,11 +46,14 @@ def mlp():
                                torch.nn.Linear(64, 1))
 
 
-def train_on_loader(num_workers):
+def train_on_loader(num_workers, clock):
     model = mlp()
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    loader = DataLoader(SlowDataset(), batch_size=8, num_workers=num_workers)
-    gpu = ctl.SimGPU("h100", owns=("cpu", "meta"), cost=MATMUL_NS, seed=1)
+    # fork, whatever the platform's default: the workers must inherit the
+    # patched clock (spawned ones would import the real one)
+    loader = DataLoader(SlowDataset(clock), batch_size=8, num_workers=num_workers,
+                        multiprocessing_context="fork" if num_workers else None)
+    gpu = ctl.SimGPU("h100", owns=("cpu", "meta"), cost=MATMUL_NS, seed=1, clock=clock)
     with record(device=gpu) as rec:
         for x, y in loader:
             loss = torch.nn.functional.mse_loss(model(x), y)
@@ -56,8 +63,11 @@ def train_on_loader(num_workers):
     return ctl.analyze(rec.timeline)
 
 
-def test_dataloader_without_workers_is_input_bound():
-    slow = train_on_loader(0)
+def test_dataloader_without_workers_is_input_bound(clock):
+    # 40 ms of fetch (8 samples of 5 ms, on the test's clock) before each
+    # step's ≈ 6 ms of GPU work: the verdict does not depend on how fast
+    # this machine runs the loop
+    slow = train_on_loader(0, clock)
     # step 0 also creates the iterator; the last step's device window holds
     # only its own work (its fetch, before that work, is the step before's)
     steady = slow.steps[1:-1]
@@ -65,7 +75,9 @@ def test_dataloader_without_workers_is_input_bound():
     assert steady["data_ns"].sum() >= 0.8 * steady["idle_ns"].sum()
     assert slow.summary().startswith("Verdict: input-bound — batches ready when the step asks")
     assert "DataLoader(num_workers>=2, pin_memory=True)" in slow.summary()
-    fast = train_on_loader(2)
+    # two workers make a 40 ms batch each, on the clock as the workers
+    # are modelled (``recording/hooks/fetches.py``): one every 20 ms
+    fast = train_on_loader(2, clock)
     # steps 0-1 wait for the workers to start; compare the rest
     assert len(fast.steps) == len(slow.steps)
     assert fast.steps["idle_ns"][2:].sum() <= 0.5 * slow.steps["idle_ns"][2:].sum()
