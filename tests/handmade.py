@@ -123,7 +123,16 @@ def make_timeline(n=50, seed=0, extras=True):
                                 allocated=(m + 1) * 4096, freed=m * 1024,
                                 in_use=np.cumsum((m + 1) * 4096 - m * 1024))
         tables["flops"] = dict(op=m, flops=m * 2.0e6)
-    return Timeline(tables, s, {"source": "test", "aligned": True, "nested": {"a": [1, 2]}})
+        c = np.arange(2, n, 7)  # all-reduces on group 0, a broadcast from rank 1 on group 1
+        tables["collectives"] = dict(
+            op=c, group=np.arange(len(c)) % 2, kind=np.arange(len(c)) % 2,
+            number=np.arange(len(c)) // 2, peer=np.where(np.arange(len(c)) % 2, 1, NONE),
+            done_ns=np.where(np.arange(len(c)) == 1, NONE, end[c] - 50))
+    meta = {"source": "test", "aligned": True, "nested": {"a": [1, 2]}}
+    if extras:
+        meta["groups"] = [{"name": "0", "ranks": [0, 1], "backend": "gloo"},
+                          {"name": "1", "ranks": [1, 0], "backend": "gloo"}]
+    return Timeline(tables, s, meta)
 
 
 def assert_same(a: Timeline, b: Timeline):

@@ -17,7 +17,7 @@ import numpy as np
 from ..alignment.aligner import align
 from ..errors import CutimelineError
 from ..text import need_callable, need_flag
-from ..timeline.collectives import COLUMNS
+from ..timeline.collectives import META_COLUMNS as COLUMNS
 from ..timeline.invariants import check
 from ..timeline.ranks import HOST_COLUMNS, apply
 from ..timeline.schema import NONE, REFERENCES, SCHEMA, STRING_COLUMNS

@@ -25,6 +25,9 @@ and check nothing of their own. What holds:
   computed in int64 from the first time: a file whose times run over
   centuries is damage, not a recording).
 * **numbers** — counts and sizes are not negative; floats are finite.
+* **collectives** — each row is an op's (``op`` ≥ 0), its ``group`` one
+  of ``meta["groups"]`` or NONE, its ``peer`` a rank below ``MAX_RANKS``
+  or NONE.
 * **meta** — every key ``metakeys.KEYS`` declares holds what it declares
   (``META``: ranks and world sizes below ``MAX_RANKS``, times within
   ±``TIME_LIMIT_NS``, ...); a rank lies below the world size. Keys not
@@ -66,14 +69,15 @@ TIME_COLUMNS = {
     ("spans", "begin_ns"): False, ("spans", "end_ns"): False,
     ("clocks", "ref_raw_ns"): False, ("clocks", "offset_ns"): False,
     ("clocks", "ping_offset_ns"): True,
-    ("truth", "host_ns"): False, ("memory", "host_ns"): False}
+    ("truth", "host_ns"): False, ("memory", "host_ns"): False,
+    ("collectives", "done_ns"): True}
 #: (table, begin, end): intervals that must not end before they begin
 INTERVALS = (("ops", "host_begin_ns", "host_end_ns"), ("gpu", "begin_ns", "end_ns"),
              ("syncs", "host_begin_ns", "host_end_ns"), ("spans", "begin_ns", "end_ns"))
 #: host-clock times (gpu rows' only once aligned), which span MAX_SPAN_NS at most
 _HOST_TIMES = (("ops", "host_begin_ns"), ("ops", "host_end_ns"), ("syncs", "host_begin_ns"),
                ("syncs", "host_end_ns"), ("spans", "begin_ns"), ("spans", "end_ns"),
-               ("memory", "host_ns"))
+               ("memory", "host_ns"), ("collectives", "done_ns"))
 _GPU_TIMES = (("gpu", "launch_ns"), ("gpu", "begin_ns"), ("gpu", "end_ns"))
 #: (table, column) → (lowest allowed value, what it is) for ids and counts
 _LOWEST = {
@@ -95,6 +99,9 @@ _LOWEST = {
     ("memory", "allocated"): (0, "a number of bytes"),
     ("memory", "freed"): (0, "a number of bytes"),
     ("memory", "in_use"): (0, "a number of bytes"),
+    ("collectives", "op"): (0, "the row of its op in table 'ops' (a collective is an op)"),
+    ("collectives", "number"): (NONE, "a count of its group's collectives or -1 (unknown)"),
+    ("collectives", "peer"): (NONE, "a global rank or -1 (none or unknown)"),
 }
 #: (table, column) of threads: whether NONE is allowed
 _THREADS = {("ops", "thread"): False, ("spans", "thread"): False, ("syncs", "thread"): True}
@@ -124,6 +131,7 @@ def check(tables: Mapping[str, Any], strings: Sequence[str], meta: Mapping[str, 
     for (name, col), (lowest, what) in _LOWEST.items():
         _at_least(tables, name, col, lowest, what, source)
     _threads(tables, meta, source)
+    _collectives(tables, meta, source)
     _times(tables, bool(meta.get("aligned", len(tables["gpu"]) == 0)), source)
     for name, cols in SCHEMA.items():
         for col, dtype in cols:
@@ -236,6 +244,22 @@ def _threads(tables: Mapping[str, Any], meta: Mapping[str, Any], source: str) ->
                         f"that many devices)")
 
 
+def _collectives(tables: Mapping[str, Any], meta: Mapping[str, Any], source: str) -> None:
+    """Groups of ``meta["groups"]``, peers below ``MAX_RANKS``."""
+    c = tables["collectives"]
+    if not len(c):
+        return
+    groups = meta.get("groups")
+    n = len(groups) if isinstance(groups, list) else 0
+    if c.group.min() < NONE or c.group.max() >= n:
+        _refuse(source, "collectives", "group", c.group, (c.group < NONE) | (c.group >= n),
+                f"an index into meta['groups'] (which names {n} process group"
+                f"{'s' * (n != 1)}) or -1 (unknown)")
+    if c.peer.max() >= MAX_RANKS:
+        _refuse(source, "collectives", "peer", c.peer, c.peer >= MAX_RANKS,
+                f"a global rank below {MAX_RANKS:,} or -1")
+
+
 def _times(tables: Mapping[str, Any], aligned: bool, source: str) -> None:
     for (name, col), none_ok in TIME_COLUMNS.items():
         a = tables[name][col]
@@ -263,7 +287,7 @@ def _times(tables: Mapping[str, Any], aligned: bool, source: str) -> None:
     where: list[tuple[int, str, int]] = []
     for name, col in _HOST_TIMES + (_GPU_TIMES if aligned else ()):
         a = tables[name][col]
-        if name == "gpu":
+        if TIME_COLUMNS[name, col]:  # NONE: no time
             a = a[a != NONE]
         if not len(a):
             continue

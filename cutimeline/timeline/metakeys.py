@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .collectives import COLUMNS as COLLECTIVE_COLUMNS, KINDS as COLLECTIVE_KINDS
+from .collectives import META_COLUMNS as COLLECTIVE_COLUMNS, KINDS as COLLECTIVE_KINDS
 from .schema import MAX_RANKS, NONE, TIME_LIMIT_NS
 
 __all__ = ["Key", "KEYS", "STRAGGLER_COLUMNS", "declared"]

@@ -17,7 +17,7 @@ import numpy as np
 
 __all__ = [
     "NONE", "SCHEMA", "FORMAT", "FORMAT_VERSION", "OpFlag", "SpanKind", "GpuKind",
-    "EventKind", "STRING_COLUMNS", "ENUM_COLUMNS", "REFERENCES", "ENCODING",
+    "EventKind", "CollectiveKind", "STRING_COLUMNS", "ENUM_COLUMNS", "REFERENCES", "ENCODING",
     "COMPILED_PREFIX", "TABLE_ADDED", "NON_BLOCKING_SYNC_KINDS", "DEFAULTS",
     "TIME_LIMIT_NS", "MAX_RANKS",
 ]
@@ -35,7 +35,9 @@ FORMAT = "cutimeline"
 # 3: one zip of meta.json (with a manifest) and columns.bin (each column
 #    predicted, narrowed and deflated on its own; versions 1-2: an .npz)
 # 4: tables sources, memory and flops (older files read with them empty)
-FORMAT_VERSION = 4
+# 5: table collectives (older files kept them in meta["collectives"], which
+#    becomes the table as they load: timeline/collectives.py)
+FORMAT_VERSION = 5
 
 i8, i16, i32, i64, u8, f64 = (np.dtype(t) for t in
                               ("i1", "i2", "i4", "i8", "u1", "f8"))
@@ -88,6 +90,17 @@ class EventKind(enum.IntEnum):
     PING = 3    # calibration ping (the host waited for it; see syncs)
 
 
+class CollectiveKind(enum.IntEnum):
+    """``collectives.kind``: what completing one proves across ranks
+    (``dist/matching.py``'s roles)."""
+    ALL = 0        # every rank of the group takes part (all_reduce, barrier, ...)
+    FROM_ROOT = 1  # data from the root (broadcast, scatter)
+    TO_ROOT = 2    # data to the root (reduce, gather)
+    SEND = 3       # a point-to-point send
+    RECV = 4       # a point-to-point receive
+    WAIT = 5       # a functional collective's wait (an op kind; no row holds it)
+
+
 SCHEMA: dict[str, tuple[tuple[str, np.dtype], ...]] = {
     # One row per dispatched aten op (host side), in dispatch order.
     "ops": (("seq", i64), ("thread", i32), ("name", i32), ("shapes", i32),
@@ -129,6 +142,15 @@ SCHEMA: dict[str, tuple[tuple[str, np.dtype], ...]] = {
                ("freed", i64), ("in_use", i64)),
     # Floating-point operations of an op's device work (torch's formulas).
     "flops": (("op", i64), ("flops", f64)),
+    # One row per torch.distributed collective, by its op (op), in op order:
+    # group indexes meta["groups"] (NONE: unknown), kind its CollectiveKind,
+    # number its count on the group from 0 (p2p: on the sender-receiver
+    # pair; NONE: unknown), peer the global rank of the root or of the
+    # other side (NONE: none or unknown), done_ns the host time it had
+    # completed by (NONE: unknown). Its rank is its op's thread's
+    # (meta["thread_rank"] in a merged Timeline).
+    "collectives": (("op", i64), ("group", i32), ("kind", u8), ("number", i64),
+                    ("peer", i32), ("done_ns", i64)),
 }
 
 #: what a column left out of a new Table holds where that is not NONE (or 0
@@ -137,7 +159,7 @@ SCHEMA: dict[str, tuple[tuple[str, np.dtype], ...]] = {
 DEFAULTS = {("ops", "thread"): 0, ("spans", "thread"): 0}
 
 #: the format version that added each table after version 3
-TABLE_ADDED = {"sources": 4, "memory": 4, "flops": 4}
+TABLE_ADDED = {"sources": 4, "memory": 4, "flops": 4, "collectives": 5}
 
 # Columns holding string ids, decoded by to_pandas.
 STRING_COLUMNS = {("ops", "name"), ("ops", "shapes"), ("ops", "module"),
@@ -145,14 +167,14 @@ STRING_COLUMNS = {("ops", "name"), ("ops", "shapes"), ("ops", "module"),
                   ("spans", "name"), ("sources", "file"), ("sources", "function"),
                   ("sources", "code")}
 ENUM_COLUMNS = {("spans", "kind"): SpanKind, ("gpu", "kind"): GpuKind,
-                ("events", "kind"): EventKind}
+                ("events", "kind"): EventKind, ("collectives", "kind"): CollectiveKind}
 # Columns holding a row index of another table.
 REFERENCES = {("gpu", "op"): "ops", ("events", "op"): "ops",
               ("syncs", "op"): "ops", ("syncs", "last_event"): "events",
               ("gpu", "begin_event"): "events", ("gpu", "end_event"): "events",
               ("truth", "event"): "events", ("sources", "op"): "ops",
               ("sources", "span"): "spans", ("memory", "op"): "ops",
-              ("flops", "op"): "ops"}
+              ("flops", "op"): "ops", ("collectives", "op"): "ops"}
 # On disk (format 3 on) an integer column is stored as its residual after a
 # prediction: ("raw",) none; ("delta",) the previous row's value; ("minus",
 # c) column c of the same row; ("after", c) column c of the previous row
@@ -191,6 +213,10 @@ ENCODING = {
     ("memory", "host_ns"): (_DELTA, ("ref", "op", "ops", "host_end_ns")),
     ("memory", "in_use"): (_DELTA,),
     ("flops", "op"): (_DELTA,),
+    ("collectives", "op"): (_DELTA,),
+    ("collectives", "number"): (("raw",), _DELTA),
+    # a blocking collective completes just before its op returns
+    ("collectives", "done_ns"): (_DELTA, ("ref", "op", "ops", "host_end_ns")),
 }
 
 # The op name of a torch.compile graph's call: COMPILED_PREFIX + its number

@@ -108,11 +108,13 @@ def _cast(table: str, col: str, arr: np.ndarray, dtype: np.dtype) -> np.ndarray:
         if arr.min() < info.min or arr.max() > info.max:
             raise CutimelineError(
                 f"Column {table}.{col} holds values outside {dtype} "
-                f"({arr.min()}..{arr.max()}).")
+                f"({arr.min()}..{arr.max()}), where each must lie within "
+                f"{info.min}..{info.max} (its dtype in schema.SCHEMA).")
     elif arr.size and dtype.kind in "iu" and arr.dtype.kind == "f":
         if not np.all(np.isfinite(arr)) or np.any(arr != np.round(arr)):
-            raise CutimelineError(f"Column {table}.{col} must hold integers "
-                                  f"(nanoseconds), not fractions or NaN.")
+            unit = " (nanoseconds)" if col.endswith("_ns") else ""
+            raise CutimelineError(f"Column {table}.{col} must hold integers{unit}, "
+                                  f"not fractions or NaN.")
     elif arr.dtype.kind not in "iubf":
         raise CutimelineError(f"Column {table}.{col} must be numeric, "
                               f"not {arr.dtype}.")

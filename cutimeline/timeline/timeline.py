@@ -74,6 +74,7 @@ class Timeline:
     sources = property(lambda self: self._tables["sources"])
     memory = property(lambda self: self._tables["memory"])
     flops = property(lambda self: self._tables["flops"])
+    collectives = property(lambda self: self._tables["collectives"])
 
     def table(self, name: str) -> Table:
         need_text(name, "the table's name", "Timeline.table")

@@ -115,3 +115,17 @@ def test_the_readme_recipe_finds_the_slowest_rank_of_each_step(tmp_path, monkeyp
         rank, slowest_ms = got[step][:2]
         assert int(rank) == max(by_rank, key=by_rank.get)
         assert slowest_ms == pytest.approx(max(by_rank.values()) / 1e6)
+
+
+def test_collectives_read_back_with_their_kinds_named_and_ops_as_rows(tmp_path):
+    pq = pytest.importorskip("pyarrow.parquet")
+    tl = ctl.load(pathlib.Path(__file__).parents[1] / "data" / "ctl" / "v4_merged.ctl")
+    tl.to_parquet(tmp_path)
+    t = pq.read_table(tmp_path / "collectives.parquet").to_pydict()
+    c = tl.collectives
+    assert t["op"] == c.op.tolist() and t["group"] == c.group.tolist()
+    assert t["kind"] == ["all", "from_root", "to_root"] * 4
+    assert t["number"] == c.number.tolist() and t["peer"] == c.peer.tolist()
+    assert t["done_ns"] == c.done_ns.tolist()
+    head = json.loads((tmp_path / "meta.json").read_text())
+    assert head["tables"]["collectives"]["rows"] == 12 and "collectives" not in head["meta"]

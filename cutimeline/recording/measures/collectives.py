@@ -42,8 +42,8 @@ from time import perf_counter_ns as _now
 from typing import Any
 
 # the kinds and columns are the Timeline's (dist/ reads them too)
-from ...timeline.collectives import (ALL, COLUMNS, FROM_ROOT, KINDS, RECV, SEND, TO_ROOT,
-                                     WAIT)
+from ...timeline.collectives import (ALL, FROM_ROOT, KINDS, RECV, SEND, TO_ROOT, WAIT,
+                                     META_COLUMNS as COLUMNS)
 from ...timeline.schema import NONE
 
 __all__ = ["KINDS", "OPS", "COLUMNS", "CollectiveLog"]

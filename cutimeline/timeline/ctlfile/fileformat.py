@@ -1,7 +1,8 @@
 """The ``.ctl`` file: one zip archive of columns and JSON, no pickle.
 
-Formats 3 and 4 (4 written, ``schema.FORMAT_VERSION``; it adds the tables
-sources, memory and flops, ``schema.TABLE_ADDED``) have two members.
+Formats 3 to 5 (5 written, ``schema.FORMAT_VERSION``; 4 adds the tables
+sources, memory and flops, 5 the table collectives, ``schema.TABLE_ADDED``)
+have two members.
 ``meta.json``: UTF-8 JSON with ``format``, ``format_version``, the
 Timeline's ``meta`` and a ``manifest``:
 the rows of each table, the number of strings, and for each column
@@ -20,7 +21,9 @@ differences), ``strings.blob``/``strings.offsets`` and ``meta.json`` as
 uint8 arrays. ``save`` writes a Timeline (``write``: to a file the caller
 opened); ``read`` returns its parts, which ``timeline.load`` makes into
 one; it reads a recording's journal (``journal.py``, what a killed
-process leaves) too.
+process leaves) too. A file older than a table reads with it empty, but
+for collectives: formats 1–4 kept them in ``meta["collectives"]``, which
+``read`` makes the table (``collectives.from_meta``) and drops from meta.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from .. import destination
 from . import journal
 from .archive import check_names, json_member, member, npy_array
 from .. import budgets
+from ..collectives import from_meta
 from ..budgets import input_file, memory_budget, meta_budget, out_of_memory, row_budget
 from .columncodec import CodecError, pack, pack_bytes, unpack, unpack_bytes
 from .prediction import candidates, choose, decode, residual
@@ -153,6 +157,7 @@ def read(path: str | os.PathLike, max_bytes: int | None = None
                                   f"archive, or truncated).{hint}")
         claimed: list[int] = []   # rows, once the manifest is read
         try:
+            version = FORMAT_VERSION
             if kept:  # its meta checked as a file's is
                 tables, strings, meta = journal.read(path, max_bytes)
                 _check_head(path, {"format": FORMAT, "format_version": FORMAT_VERSION,
@@ -161,11 +166,18 @@ def read(path: str | os.PathLike, max_bytes: int | None = None
                 with zipfile.ZipFile(fh) as z:
                     names = check_names(path, z)
                     if HEAD + ".npy" in names:
-                        tables, strings, meta = _read_npz(path, z, names, size, max_bytes)
+                        tables, strings, meta, version = _read_npz(path, z, names, size,
+                                                                   max_bytes)
                     else:
-                        tables, strings, meta = _read_zip(path, z, names, size, claimed,
-                                                          max_bytes)
+                        tables, strings, meta, version = _read_zip(path, z, names, size,
+                                                                   claimed, max_bytes)
             tables = {n: tables.get(n) or Table(n) for n in SCHEMA}  # newer: empty
+            if version < TABLE_ADDED["collectives"] and "collectives" in meta:
+                meta = dict(meta)
+                kept_in_meta = meta.pop("collectives")
+                if kept_in_meta is not None:
+                    tables["collectives"] = Table("collectives", from_meta(
+                        kept_in_meta, tables["ops"], meta, path, version))
         except CutimelineError as exc:
             if str(exc).startswith(path):
                 raise
@@ -188,8 +200,9 @@ def _one_line(exc: BaseException) -> str:
 
 
 def _read_zip(path: str, z: zipfile.ZipFile, names: set[str], size: int, claimed: list[int],
-              max_bytes: int | None) -> tuple[dict[str, Table], list[str], dict[str, Any]]:
-    """Format 3 on."""
+              max_bytes: int | None
+              ) -> tuple[dict[str, Table], list[str], dict[str, Any], int]:
+    """Format 3 on: tables, strings, meta and the format version."""
     if HEAD not in names:
         raise CutimelineError(f"{path} is a zip archive but not a "
                               f"cutimeline file (it has no meta.json).")
@@ -211,7 +224,7 @@ def _read_zip(path: str, z: zipfile.ZipFile, names: set[str], size: int, claimed
     memory_budget(path, budgets.timeline_bytes(rows, manifest["strings"]),
                   budgets.rows_claimed(rows, manifest["strings"]), max_bytes)
     tables, strings = _decode(path, manifest, rows, member(path, z, COLUMNS))
-    return tables, strings, head["meta"]
+    return tables, strings, head["meta"], head["format_version"]
 
 
 def _rows(path: str, manifest: dict, version: int) -> dict[str, int]:
@@ -326,7 +339,8 @@ _ADDED = {("syncs", "thread"): 2}
 
 
 def _read_npz(path: str, z: zipfile.ZipFile, names: set[str], size: int,
-              max_bytes: int | None) -> tuple[dict[str, Table], list[str], dict[str, Any]]:
+              max_bytes: int | None
+              ) -> tuple[dict[str, Table], list[str], dict[str, Any], int]:
     meta_budget(path, z.getinfo(HEAD + ".npy").file_size,
                 sum(i.compress_size for i in z.infolist() if i.filename != HEAD + ".npy"))
     rows, strings = _npz_claims(z, names)
@@ -360,7 +374,7 @@ def _read_npz(path: str, z: zipfile.ZipFile, names: set[str], size: int,
     offsets = npy_array(path, z, "strings.offsets.npy", np.dtype(np.int64))
     row_budget(path, sum(map(len, tables.values())) + len(offsets), size)
     strings = _strings(path, npy_array(path, z, "strings.blob.npy", np.dtype(np.uint8)), offsets)
-    return tables, strings, head["meta"]
+    return tables, strings, head["meta"], head["format_version"]
 
 
 def _npz_claims(z: zipfile.ZipFile, names: set[str]) -> tuple[dict[str, int], int]:
