@@ -14,6 +14,8 @@ from torch.utils.data import DataLoader, Dataset
 
 import cutimeline as ctl
 
+from tickclock import TickClock, on_clock
+
 META = torch.device("meta")
 ITEM_CPU_NS = 2_000_000  # each item costs its worker 2 ms of CPU: 16 ms a batch of 8
 
@@ -28,6 +30,21 @@ class Burning(Dataset):
         t = time.thread_time_ns()
         while time.thread_time_ns() - t < ITEM_CPU_NS:
             pass
+        return torch.zeros(4), i
+
+
+class Ticking(Dataset):
+    """Items that cost their worker ``ITEM_CPU_NS`` of the test's clock
+    (``tickclock.py``; a forked worker advances its copy of it)."""
+
+    def __init__(self, clock: TickClock):
+        self.clock = clock
+
+    def __len__(self) -> int:
+        return 10 * 8
+
+    def __getitem__(self, i: int):
+        self.clock.advance(ITEM_CPU_NS)
         return torch.zeros(4), i
 
 
@@ -118,19 +135,23 @@ def test_a_fetch_keeps_its_wait_and_a_faster_host_finds_the_batch_no_sooner():
     # ≈ 6 ms of GPU a step: it waits ≈ 7–10 ms in each fetch. Each fetch's
     # span holds its wait, and the replay keeps the batch's ready time:
     # removing the Python gains nothing (the host waits longer for the
-    # worker), giving the loader workers gains what the waits cost.
+    # worker), giving the loader workers gains what the waits cost. All
+    # of it on the test's clock (the worker's batches, the Python), so the
+    # gains do not depend on how fast or how loaded this machine is.
     from cutimeline.timeline.schema import NONE, SpanKind
     a = torch.empty(4096, 4096, device=META)
-    data = DataLoader(Burning(), batch_size=8, num_workers=1)
-    with ctl.record(device=ctl.SimGPU("h100", tf32=False), steps="manual") as rec:
-        for x, _ in data:
-            x = x.to(META)
-            a @ a
-            t = time.perf_counter_ns()
-            while time.perf_counter_ns() - t < 3_000_000:  # Python between ops
-                pass
-            a @ a
-            rec.step()
+    with on_clock(TickClock(2_000), runqueue=lambda: 0) as clock:
+        # forked, whatever the platform's default: the worker inherits the clock
+        data = DataLoader(Ticking(clock), batch_size=8, num_workers=1,
+                          multiprocessing_context="fork")
+        with ctl.record(device=ctl.SimGPU("h100", tf32=False, clock=clock),
+                        steps="manual") as rec:
+            for x, _ in data:
+                x = x.to(META)
+                a @ a
+                clock.advance(3_000_000)  # Python between ops
+                a @ a
+                rec.step()
     tl = rec.timeline
     sp = tl.spans
     fetch = (sp.kind == SpanKind.DATA) & (tl.decode(sp["name"]) == "next(DataLoader)")
