@@ -58,11 +58,6 @@ def fake_ranks(seed: int, world: int = 3, *, n: int = 60, slow: int | None = Non
                 "start_epoch_ns": 1_700_000_000 * 10 ** 9 + t0 + int(err[r]),
                 "start_host_ns": int(clock(r, t0)), "threads": ["MainThread"],
                 "groups": [{"name": "0", "ranks": list(range(world)), "backend": "gloo"}],
-                "collectives": {"seq": list(range(1, 2 * n, 2)), "group": [0] * n,
-                                "kind": kind.tolist(),
-                                "number": list(range(n)),
-                                "peer": np.where(kind == ALL, NONE, root).tolist(),
-                                "done_ns": clock(r, done[r]).tolist()},
                 "true_clock": [int(shift[r]), float(drift[r]), t0]}
         out.append(Timeline({
             "ops": {"seq": np.arange(2 * n), "thread": np.zeros(2 * n), "name": names,
@@ -70,6 +65,10 @@ def fake_ranks(seed: int, world: int = 3, *, n: int = 60, slow: int | None = Non
                     "host_begin_ns": clock(r, hb), "host_end_ns": clock(r, he)},
             "spans": {"kind": np.full(n, int(SpanKind.STEP)), "name": np.full(n, 2),
                       "thread": np.zeros(n), "depth": np.zeros(n), "number": np.arange(n),
-                      "begin_ns": clock(r, steps_b), "end_ns": clock(r, done[r])}},
+                      "begin_ns": clock(r, steps_b), "end_ns": clock(r, done[r])},
+            "collectives": {"op": np.arange(1, 2 * n, 2), "group": np.zeros(n),
+                            "kind": kind, "number": np.arange(n),
+                            "peer": np.where(kind == ALL, NONE, root),
+                            "done_ns": clock(r, done[r])}},
             ["aten::mul", "c10d::allreduce_", "step"], meta))
     return out

@@ -6,7 +6,7 @@ time and peak memory, set against just loading the same files.
 Each rank file is what ``record(out_dir=...)`` writes for a host-only rank:
 ``--ops`` ops, every ``--every``-th an all_reduce on the world group (so
 10^5 ops give 2000 collectives per rank, 128 000 collective rows in all),
-20 steps, and ``meta["collectives"]``. The ranks run in lockstep: each
+20 steps, and a collectives table. The ranks run in lockstep: each
 collective completes after the last rank arrived (plus 5–60 µs), and each
 rank's host clock has its own offset (up to ±5 s), drift (±20 ppm) and a
 wall-clock epoch off by up to 1 ms, so the collectives do the aligning.
@@ -86,10 +86,7 @@ def write_ranks(folder: str, ranks: int, ops: int, every: int, seed: int = 0) ->
                 "start_epoch_ns": 1_700_000_000 * 10 ** 9 + t0
                 + int(rng.integers(-10 ** 6, 10 ** 6)),
                 "start_host_ns": int(clock(np.int64(t0))), "threads": ["MainThread"],
-                "groups": [{"name": "0", "ranks": list(range(ranks)), "backend": "gloo"}],
-                "collectives": {"seq": cols.tolist(), "group": [0] * n_coll,
-                                "kind": [ALL] * n_coll, "number": list(range(n_coll)),
-                                "peer": [-1] * n_coll, "done_ns": clock(done[r]).tolist()}}
+                "groups": [{"name": "0", "ranks": list(range(ranks)), "backend": "gloo"}]}
         tl = Timeline({
             "ops": {"seq": np.arange(ops), "thread": np.zeros(ops, np.int32), "name": name,
                     "shapes": np.where(name == 5, 8, 7), "flags": flags,
@@ -97,7 +94,10 @@ def write_ranks(folder: str, ranks: int, ops: int, every: int, seed: int = 0) ->
             "spans": {"kind": np.full(len(edges) - 1, int(SpanKind.STEP)),
                       "name": np.full(len(edges) - 1, 6), "thread": np.zeros(len(edges) - 1),
                       "depth": np.zeros(len(edges) - 1), "number": np.arange(len(edges) - 1),
-                      "begin_ns": clock(edges[:-1]), "end_ns": clock(edges[1:])}},
+                      "begin_ns": clock(edges[:-1]), "end_ns": clock(edges[1:])},
+            "collectives": {"op": cols, "group": np.zeros(n_coll), "kind": np.full(n_coll, ALL),
+                            "number": np.arange(n_coll), "peer": np.full(n_coll, -1),
+                            "done_ns": clock(done[r])}},
             names, meta)
         tl.save(os.path.join(folder, f"rank-{r}.ctl"))
     return {"shift": shift.tolist(), "drift": drift.tolist(), "t0": t0,

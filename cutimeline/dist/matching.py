@@ -3,7 +3,7 @@ instance each belongs to, and what its arrival and completion prove.
 
 A collective *instance* is the k-th collective of a process group (p2p:
 the k-th message from one rank to another); each rank that recorded it
-has one row (``meta["collectives"]``, kept by the recorder's
+has one row (the Timeline's ``collectives`` table, from the recorder's
 ``CollectiveLog``). Its *arrival* on a rank is the host begin of its op
 there (when the rank called it), its *completion* the ``done_ns`` the
 recorder measured.
@@ -23,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..timeline.collectives import ALL, FROM_ROOT, RECV, SEND, TO_ROOT
+from ..timeline.ranks import rank_of_thread
 from ..timeline.schema import NONE
 from ..timeline.timeline import Timeline
 
@@ -31,43 +32,29 @@ __all__ = ["roles", "collective_rows"]
 
 def collective_rows(items: list[tuple[int, Timeline]],
                     groups: dict[tuple, int]) -> dict[str, np.ndarray]:
-    """The collective rows of Timelines (single ranks or merged), with their
-    ops row (NONE where the op is not in the Timeline) and times."""
+    """The collective rows of Timelines (``rank``: a single rank's; a
+    merged Timeline's rows are on their op's thread's rank), with their ops
+    row and times; groups numbered across the Timelines in ``groups``."""
     out: dict[str, list] = {k: [] for k in ("rank", "group", "kind", "number", "peer",
                                             "done", "arrival", "op")}
     for rank, tl in items:
-        c = tl.meta.get("collectives") or {}
-        if not len(c.get("seq", ())):
+        c = tl.collectives
+        keep = np.flatnonzero(c.op != NONE)  # none in a checked Timeline
+        if not len(keep):
             continue
         g_lut = np.array([groups.setdefault((g["name"], tuple(g["ranks"])), len(groups))
                           for g in tl.meta.get("groups") or []] + [NONE], np.int64)
-        seq = np.asarray(c["seq"], np.int64)
-        row = _row_of_seq(tl.ops.seq, seq)
-        keep = row != NONE
-        g = np.asarray(c["group"], np.int64)
-        out["group"].append(g_lut[np.where((g >= 0) & (g < len(g_lut) - 1), g, -1)][keep])
-        r = np.asarray(c["rank"], np.int64) if "rank" in c else np.full(len(seq), rank)
-        out["rank"].append(r[keep])
+        op = c.op[keep]
+        g = c.group[keep].astype(np.int64)
+        out["group"].append(g_lut[np.where((g >= 0) & (g < len(g_lut) - 1), g, -1)])
+        out["rank"].append(rank_of_thread(tl)[tl.ops.thread[op]] if "thread_rank" in tl.meta
+                           else np.full(len(op), rank, np.int64))
         for col, src in (("kind", "kind"), ("number", "number"), ("peer", "peer"),
                          ("done", "done_ns")):
-            out[col].append(np.asarray(c[src], np.int64)[keep])
-        out["op"].append(row[keep])
-        out["arrival"].append(tl.ops.host_begin_ns[row[keep]])
+            out[col].append(c[src][keep].astype(np.int64))
+        out["op"].append(op)
+        out["arrival"].append(tl.ops.host_begin_ns[op])
     return {k: np.concatenate(v) if v else np.zeros(0, np.int64) for k, v in out.items()}
-
-
-def _row_of_seq(seq: np.ndarray, wanted: np.ndarray) -> np.ndarray:
-    """Rows of ``seq`` holding the values ``wanted``; NONE where none does
-    (a collective whose op a slice left out)."""
-    if not len(seq):
-        return np.full(len(wanted), NONE, np.int64)
-    order = None
-    if np.any(seq[1:] < seq[:-1]):  # ops are in seq order unless built by hand
-        order = np.argsort(seq, kind="stable")
-        seq = seq[order]
-    i = np.minimum(np.searchsorted(seq, wanted), len(seq) - 1)
-    hit = seq[i] == wanted
-    return np.where(hit, i if order is None else order[i], NONE)
 
 
 def roles(r: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

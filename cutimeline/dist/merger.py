@@ -17,7 +17,6 @@ import numpy as np
 from ..alignment.aligner import align
 from ..errors import CutimelineError
 from ..text import need_callable, need_flag
-from ..timeline.collectives import META_COLUMNS as COLUMNS
 from ..timeline.invariants import check
 from ..timeline.ranks import HOST_COLUMNS, apply
 from ..timeline.schema import NONE, REFERENCES, SCHEMA, STRING_COLUMNS
@@ -64,8 +63,9 @@ def merge(dir_or_paths: str | os.PathLike | Iterable[Any], *,
     rank of each thread id/device index, ``meta["threads"]`` names them
     "rank r · name" and ``meta["devices"]`` lists each with its rank and
     local index. ``ops.seq`` is made unique by adding a per-rank base
-    (``meta["ranks"][i]["seq_base"]``); ``meta["collectives"]`` is keyed by
-    the merged seq and has a ``rank`` column. Host times are mapped onto
+    (``meta["ranks"][i]["seq_base"]``); the collectives table's rows follow
+    their ops (a row's rank is its op's thread's) and its groups index the
+    merged ``meta["groups"]``. Host times are mapped onto
     the reference clock (the rank files keep the raw ones); gpu times
     follow their rank's host clock. ``meta["ranks"]`` lists per rank its
     file, host, error (a rank whose code raised), partial (why a rank's
@@ -218,7 +218,6 @@ def _concat(parts: list[tuple[int, Timeline, str | None]], clocks: dict[int, dic
                   for c, dt in SCHEMA[name]} for name in SCHEMA}
     at = dict.fromkeys(SCHEMA, 0)
     thread_rank, thread_names, device_rank, devices, ranks = [], [], [], [], []
-    coll: dict[str, list] = {c: [] for c in ("rank",) + COLUMNS}
     groups: dict[tuple, int] = {}
     seq_base = 0
     for i, (rank, tl, label) in enumerate(parts):
@@ -240,6 +239,9 @@ def _concat(parts: list[tuple[int, Timeline, str | None]], clocks: dict[int, dic
                             "rank": rank, "local_index": int(d)})
             device_rank.append(rank)
         f, shift, slope = _clock_map(clock)
+        # the rank's process groups in the merged meta["groups"] ([-1]: NONE)
+        g_lut = np.array([groups.setdefault((g["name"], tuple(g["ranks"])), len(groups))
+                          for g in meta.get("groups") or []] + [NONE], np.int32)
         bases = dict(at)
         for name in SCHEMA:
             t = tl.table(name)
@@ -253,22 +255,14 @@ def _concat(parts: list[tuple[int, Timeline, str | None]], clocks: dict[int, dic
                     v = np.where(v == NONE, NONE, v + t_base)
                 elif col in ("device", "seq"):
                     v = dev_lut[v] if col == "device" else v + seq_base
+                elif (name, col) == ("collectives", "group"):
+                    v = g_lut[np.where((v >= 0) & (v < len(g_lut) - 1), v, NONE)]
                 elif col in HOST_COLUMNS.get(name, ()):
                     v = apply(f, v)
                 elif name == "clocks":  # host = offset + slope·raw composes with f
                     v = v * slope if col != "ping_offset_ns" else apply(lambda x: x + shift, v)
                 out[name][col][at[name]:at[name] + len(t)] = v
             at[name] += len(t)
-        c = meta.get("collectives") or {}
-        g_lut = [groups.setdefault((g["name"], tuple(g["ranks"])), len(groups))
-                 for g in meta.get("groups") or []]
-        if len(c.get("seq", ())):
-            coll["rank"] += [rank] * len(c["seq"])
-            coll["seq"] += (np.asarray(c["seq"], np.int64) + seq_base).tolist()
-            coll["group"] += [g_lut[g] if 0 <= g < len(g_lut) else NONE for g in c["group"]]
-            coll["done_ns"] += apply(f, np.asarray(c["done_ns"], np.int64)).tolist()
-            for col in ("kind", "number", "peer"):
-                coll[col] += list(c[col])
         ranks.append({
             "rank": rank, "file": label, "host": meta.get("host"), "pid": meta.get("pid"),
             "world_size": meta.get("world_size"), "error": meta.get("error"),
@@ -281,7 +275,7 @@ def _concat(parts: list[tuple[int, Timeline, str | None]], clocks: dict[int, dic
                                         "simulated", "device_name", "test_clock_skew_ns")}})
         seq_base += int(tl.ops.seq.max()) + 1 if len(tl.ops) else 0
         parts[i] = (rank, None, label)  # release this rank's tables
-    meta = _merged_meta(ranks, clocks, devices, groups, coll)
+    meta = _merged_meta(ranks, clocks, devices, groups)
     meta.update(threads=thread_names, thread_rank=thread_rank, device_rank=device_rank)
     return Timeline(out, strings, meta)
 
@@ -304,7 +298,7 @@ def _clock_map(clock: dict) -> tuple[Any, int, float]:
 
 
 def _merged_meta(ranks: list[dict], clocks: dict[int, dict], devices: list[dict],
-                 groups: dict[tuple, int], coll: dict[str, list]) -> dict[str, Any]:
+                 groups: dict[tuple, int]) -> dict[str, Any]:
     """Meta of the merged Timeline; the reference rank's clock pair relates
     it to the wall clock."""
     ref = ranks[0]
@@ -318,7 +312,7 @@ def _merged_meta(ranks: list[dict], clocks: dict[int, dict], devices: list[dict]
         "source": "merge", "aligned": True, "reference_rank": ref["rank"],
         "world_size": world, "ranks": ranks, "devices": devices,
         "groups": [{"name": n, "ranks": list(rs)} for n, rs in groups],
-        "collectives": coll, "truncated": any(r["truncated"] for r in ranks),
+        "truncated": any(r["truncated"] for r in ranks),
         "start_epoch_ns": clocks[ref["rank"]].get("epoch_ns"),
         "start_host_ns": clocks[ref["rank"]].get("host_ns"),
         "host": ref["host"], "hosts": sorted({str(r["host"]) for r in ranks}),

@@ -4,8 +4,9 @@ At stop the session holds rows per thread (ops in compact chunks and the
 tuples appended since, ``opstream.OpRows``; launches and spans as tuples) and
 the device hands back a ``Harvest``; ``assemble`` gathers them into the Timeline's tables
 (ops sorted by ``seq``; events, syncs and gpu rows mapped from sequence
-numbers to ops rows; every thread's spans; the sources, memory readings and
-FLOPs the session measured, mapped to ops and spans rows by ``_measured``)
+numbers to ops rows; every thread's spans; the sources, memory readings,
+FLOPs and collectives the session measured, mapped to ops and spans rows by
+``_measured``)
 under the meta ``meta_at_stop`` makes, and ``aligned`` aligns its clocks
 when it has device work.
 """
@@ -24,6 +25,7 @@ import torch
 from .._version import __version__
 from ..devices.device import Harvest
 from ..errors import CutimelineError
+from ..timeline.collectives import COLUMNS as COLLECTIVE_COLUMNS
 from ..timeline.ranks import warp_host
 from ..timeline.schema import NONE, GpuKind, OpFlag
 from ..timeline.timeline import Timeline
@@ -57,8 +59,8 @@ def meta_at_stop(s: Session, harvest: Harvest | None, meta: dict[str, Any],
     """The Timeline's meta: what ``start()`` noted (``meta``), the device's
     harvest, versions, host, ``record()``'s options, threads, calibrations,
     torch's fp32 matmul precision at stop, whether ``max_ops`` cut it,
-    collectives, rank, and ``warnings``: sentences on what the recording
-    could not show (``Session.warnings``)."""
+    the process groups of its collectives, rank, and ``warnings``:
+    sentences on what the recording could not show (``Session.warnings``)."""
     started, meta = meta, dict(meta)
     if harvest is not None:
         meta.update(harvest.meta)
@@ -152,9 +154,9 @@ def _span_rows(counts: list[int], order: np.ndarray, thread: np.ndarray,
 def _measured(s: Session, seq: np.ndarray, counts: list[int],
               order: np.ndarray) -> dict[str, Any]:
     """The tables sources (by op row, then by span row), memory (in host
-    time order) and flops (by op row) from the session's rows, keyed by
-    sequence number or by (thread, span index); rows of no op or span
-    kept (past max_ops) are dropped."""
+    time order), flops and collectives (by op row) from the session's rows,
+    keyed by sequence number or by (thread, span index); rows of no op or
+    span kept (past max_ops) are dropped."""
     out: dict[str, Any] = {}
     src = np.array(s.sourced, np.int64).reshape(-1, 7)
     op = _row_of(seq, src[:, 0])
@@ -169,6 +171,13 @@ def _measured(s: Session, seq: np.ndarray, counts: list[int],
     keep = np.argsort(op, kind="stable")
     keep = keep[op[keep] >= 0]
     out["flops"] = {"op": op[keep], "flops": rows[keep, 1]}
+    if s.collectives is not None:  # ROW: seq, then the table's columns after op
+        rows = s.collectives.snapshot()
+        op = _row_of(seq, rows[:, 0])
+        keep = np.argsort(op, kind="stable")
+        keep = keep[op[keep] >= 0]
+        out["collectives"] = {"op": op[keep], **{
+            c: rows[keep, i] for i, c in enumerate(COLLECTIVE_COLUMNS[1:], 1)}}
     if s.memlog is not None:
         s.memlog.close()  # the recording is over: its finalizers go
         mem = np.array(s.memlog.rows, np.int64).reshape(-1, 5)

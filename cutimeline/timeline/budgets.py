@@ -55,10 +55,12 @@ FREE_ROWS = 2 ** 20
 #: densest file cutimeline writes, and 10^8 rows need at least 1.5 MB
 ROWS_PER_BYTE = 64
 #: meta.json may inflate to this much whatever the file: the meta of a
-#: recording (per-signature costs, per-collective rows) is a few MB at most
+#: recording (per-signature costs; before format 5, per-collective rows)
+#: is a few MB at most
 FREE_META_BYTES = 16 << 20
 #: and to this many bytes per stored byte of its columns past that (a
-#: merged run's collectives grow with its ops, at most a few bytes each)
+#: merged run's collectives, in the meta of files before format 5, grow
+#: with its ops, at most a few bytes each)
 META_PER_COLUMN_BYTE = 16
 #: a gzipped trace may inflate to this much whatever its size
 FREE_TEXT_BYTES = 64 << 20

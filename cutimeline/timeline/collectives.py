@@ -16,7 +16,8 @@ object of equally long integer lists ``META_COLUMNS``, keyed by the op's
 ``ops.seq`` (a merged run's with a ``rank`` list too). ``from_meta`` makes
 the table of such a file as it loads (``ctlfile/fileformat.py``), and the
 loaded Timeline has no such key: one place for the collectives, so no
-reader can see one spelling and miss the other.
+reader can see one spelling and miss the other (``metakeys.RETIRED``:
+a Timeline made or loaded with the key is refused with a sentence).
 """
 
 from __future__ import annotations

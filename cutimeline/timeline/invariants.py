@@ -31,7 +31,9 @@ and check nothing of their own. What holds:
 * **meta** — every key ``metakeys.KEYS`` declares holds what it declares
   (``META``: ranks and world sizes below ``MAX_RANKS``, times within
   ±``TIME_LIMIT_NS``, ...); a rank lies below the world size. Keys not
-  declared are kept unchecked (a newer cutimeline's, or the user's).
+  declared are kept unchecked (a newer cutimeline's, or the user's), but
+  for ``metakeys.RETIRED`` ones, whose data lives elsewhere now: refused
+  (every Timeline made is held to that much, ``check_retired``).
 
 A violation raises ``CutimelineError`` naming the source (a file, or
 "Timeline 2" of a list), the table, column and row, the value, and what it
@@ -47,12 +49,13 @@ from typing import Any
 import numpy as np
 
 from ..errors import CutimelineError
-from .metakeys import KEYS
+from .metakeys import KEYS, RETIRED
 from .schema import (ENUM_COLUMNS, MAX_RANKS, NONE, REFERENCES, SCHEMA, STRING_COLUMNS,
                      TIME_LIMIT_NS, OpFlag)
 
 __all__ = ["TIME_LIMIT_NS", "MAX_SPAN_NS", "MAX_RANKS", "TIME_COLUMNS", "INTERVALS",
-           "META", "check", "check_references", "check_meta", "warnings_of"]
+           "META", "check", "check_references", "check_meta", "check_retired",
+           "warnings_of"]
 
 #: all host-clock times of one Timeline lie within 2^50 ns (13 days) of
 #: each other: the plot's pixel columns are (t − t0)·width in int64, exact
@@ -168,7 +171,8 @@ def check_references(tables: Mapping[str, Any], n_strings: int, source: str | No
 def check_meta(meta: Mapping[str, Any], source: str) -> None:
     """Every declared key of ``meta`` (``metakeys.KEYS``) holds what it
     declares; keys it does not declare are kept unchecked (a newer
-    cutimeline's, or the user's)."""
+    cutimeline's, or the user's), but retired ones are refused."""
+    check_retired(meta, source)
     for key, value in meta.items():
         k = KEYS.get(key)
         if k is not None and value is not None and not k.fits(value):
@@ -181,6 +185,15 @@ def check_meta(meta: Mapping[str, Any], source: str) -> None:
     if isinstance(rank, int) and isinstance(world, int) and rank >= world:
         raise CutimelineError(f"{source}: its meta names rank {rank} of a world of "
                               f"{world}; a rank lies below the world size.")
+
+
+def check_retired(meta: Mapping[str, Any], source: str | None = None) -> None:
+    """No key of ``metakeys.RETIRED`` (None is as absent): its data lives
+    elsewhere now, and nothing would read it."""
+    for key, where in RETIRED.items():
+        if meta.get(key) is not None:
+            raise CutimelineError(f"{source or 'The Timeline'}: its meta[{key!r}] is "
+                                  f"where {where}.")
 
 
 def warnings_of(meta: Mapping[str, Any]) -> tuple[str, ...]:

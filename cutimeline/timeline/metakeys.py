@@ -14,6 +14,10 @@ cutimeline's own writers to this table.
 
 Comparison's ``meta`` (``comparison/result.py``) is a Comparison's
 settings, not a Timeline's, and is not declared here.
+
+``RETIRED`` names keys that earlier file formats wrote and whose data now
+lives elsewhere (``meta["collectives"]``: the collectives table since
+format 5); a Timeline holding one is refused, since nothing reads it.
 """
 
 from __future__ import annotations
@@ -22,10 +26,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .collectives import META_COLUMNS as COLLECTIVE_COLUMNS, KINDS as COLLECTIVE_KINDS
 from .schema import MAX_RANKS, NONE, TIME_LIMIT_NS
 
-__all__ = ["Key", "KEYS", "STRAGGLER_COLUMNS", "declared"]
+__all__ = ["Key", "KEYS", "RETIRED", "STRAGGLER_COLUMNS", "declared"]
 
 
 @dataclass(frozen=True)
@@ -104,16 +107,6 @@ def _columns(x: object, names: tuple[str, ...], each: Callable[[str, Any], bool]
     cols = [v for v in x.values() if isinstance(v, list)]
     return len({len(v) for v in cols}) <= 1 and all(
         each(c, v) for c, col in x.items() if isinstance(col, list) for v in col)
-
-
-def _collectives(x: object) -> bool:
-    def each(col: str, v: Any) -> bool:
-        if col == "kind":
-            return _int(v, 0, len(COLLECTIVE_KINDS) - 1)
-        if col in ("peer", "rank", "group"):  # NONE: none, unknown, or a group merge dropped
-            return _int(v, NONE, MAX_RANKS - 1) if col != "group" else _int(v, NONE)
-        return _int(v)
-    return _columns(x, COLLECTIVE_COLUMNS, each)
 
 
 #: ``meta["stragglers"]`` (``dist/straggler.py``'s ``slowest``): per step
@@ -278,11 +271,6 @@ KEYS: dict[str, Key] = {k.name: k for k in (
     Key("local_rank", _rank, "a rank", RANKS, "the rank on its machine"),
     Key("backend", _str, "a str", RANKS, "torch.distributed's backend"),
     Key("run_id", _str, "a str", RANKS, "torchrun's TORCHELASTIC_RUN_ID (merge checks it)"),
-    Key("collectives", _collectives,
-        f"an object of equally long integer lists {', '.join(COLLECTIVE_COLUMNS)} "
-        f"(kind: 0 to {len(COLLECTIVE_KINDS) - 1})",
-        f"recording/measures/collectives.py, {MERGER}, timeline/ranks.py",
-        "one entry per collective (timeline/collectives.py), for matching across ranks"),
     Key("groups", _list(_fields(name=_str, ranks=_list(_rank), backend=_str)),
         'a list of {"name", "ranks", "backend"} objects',
         f"recording/measures/collectives.py, {MERGER}", "the process groups collectives ran on"),
@@ -303,6 +291,16 @@ KEYS: dict[str, Key] = {k.name: k for k in (
         f"an object of equally long lists {', '.join(STRAGGLER_COLUMNS)} and a count steps",
         f"{MERGER} (dist/straggler.py)", "who held the others up, per step and over the run"),
 )}
+
+
+#: keys of earlier file formats whose data lives elsewhere now: where, and
+#: how to give it there (an older file's is moved as it loads)
+RETIRED: dict[str, str] = {
+    "collectives": "files of formats 1-4 kept the collectives; a Timeline keeps them "
+                   "in its collectives table (timeline/collectives.py; an older file's "
+                   "move there as it loads): give them as "
+                   "tables={'collectives': {'op': ..., 'group': ..., 'kind': ..., "
+                   "'number': ..., 'peer': ..., 'done_ns': ...}}, not in meta"}
 
 
 def declared(key: str) -> bool:

@@ -2,9 +2,10 @@
 (DuckDB, Polars, Spark, pandas) read without cutimeline.
 
 The folder holds ``<table>.parquet`` for each table of ``SCHEMA`` (ops,
-events, gpu, syncs, spans, clocks, truth), each with the table's columns in
-order and dtype, and ``meta.json`` (the Timeline's meta, row counts and how
-columns are spelled), written last: a folder with meta.json is whole.
+events, gpu, syncs, spans, clocks, truth, sources, memory, flops,
+collectives), each with the table's columns in order and dtype, and
+``meta.json`` (the Timeline's meta, row counts and how columns are
+spelled), written last: a folder with meta.json is whole.
 
 Columns are as in the Timeline, except that those a reader could not use
 without it are decoded, as ``Timeline.to_arrow`` gives them (``arrow.py``):

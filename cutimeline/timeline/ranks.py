@@ -20,8 +20,8 @@ __all__ = ["shift_host", "warp_host", "piecewise", "HOST_COLUMNS", "apply",
 
 def _map_host(tl: Timeline, f: Any) -> tuple[dict, dict]:
     """(tables, meta) of ``tl`` with every host time ``t`` made ``f(t)``
-    (NONE stays NONE): the HOST_COLUMNS, the overhead calibrations and the
-    collectives' completion times."""
+    (NONE stays NONE): the HOST_COLUMNS (the collectives' completion times
+    among them) and the overhead calibrations."""
     tables = {name: tl.table(name).replace(**{c: apply(f, tl.table(name)[c]) for c in cols})
               for name, cols in HOST_COLUMNS.items()}
     meta = dict(tl.meta)
@@ -29,10 +29,6 @@ def _map_host(tl: Timeline, f: Any) -> tuple[dict, dict]:
         c = np.asarray(meta["overhead_calibrations"], np.int64).reshape(-1, 3)
         c[:, 0], c[:, 1] = f(c[:, 0]), f(c[:, 1])
         meta["overhead_calibrations"] = c.tolist()
-    if meta.get("collectives"):
-        c = meta["collectives"]
-        meta["collectives"] = {**c, "done_ns": apply(
-            f, np.asarray(c["done_ns"], np.int64)).tolist()}
     return tables, meta
 
 
@@ -84,7 +80,7 @@ HOST_COLUMNS = {"ops": ("host_begin_ns", "host_end_ns"), "spans": ("begin_ns", "
                 "syncs": ("host_begin_ns", "host_end_ns"),
                 "gpu": ("launch_ns", "begin_ns", "end_ns"),
                 "events": ("host_record_ns",), "clocks": ("offset_ns",),
-                "truth": ("host_ns",), "memory": ("host_ns",)}
+                "truth": ("host_ns",), "memory": ("host_ns",), "collectives": ("done_ns",)}
 
 
 def apply(f: Any, a: np.ndarray) -> np.ndarray:

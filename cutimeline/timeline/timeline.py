@@ -356,9 +356,11 @@ class Timeline:
 
     # -- integrity -------------------------------------------------------------
     def _check(self) -> None:
-        """References in range: what every Timeline made here must hold (a
-        Timeline read from outside is checked for all of ``invariants``)."""
+        """References in range and no retired meta key: what every Timeline
+        made here must hold (a Timeline read from outside is checked for
+        all of ``invariants``)."""
         invariants.check_references(self._tables, len(self.strings))
+        invariants.check_retired(self.meta)
 
     @property
     def warnings(self) -> tuple[str, ...]:

@@ -57,7 +57,7 @@ def test_epoch_line_is_kept_inside_a_straggler_wide_band():
 
 def test_rank_without_collectives_is_related_by_epoch_or_refused():
     tls = fake_ranks(2, 2, shift_ns=[0, 10 ** 9], epoch_error_ns=[0, 5_000])
-    bare = tls[1].replace(meta={**tls[1].meta, "collectives": None})
+    bare = tls[1].replace(collectives=tls[1].collectives.take(np.zeros(0, np.int64)))
     tl = ctl.merge([tls[0], bare])
     c = tl.meta["ranks"][1]["clock"]
     assert c["method"] == "epoch" and c["bound_ns"] is None
@@ -133,6 +133,47 @@ def test_merged_file_round_trips(tmp_path):
     back = ctl.load(tmp_path / "m.ctl")
     assert np.array_equal(collectives(back)["late_ns"], collectives(tl)["late_ns"])
     assert back.meta["missing_ranks"] == [] and back.meta["reference_rank"] == 0
+
+
+def _rows(a: np.ndarray) -> list:
+    return [tuple("nan" if isinstance(v, float) and v != v else v for v in r)
+            for r in a.tolist()]
+
+
+def test_merged_collectives_follow_their_ops_and_groups_are_renumbered():
+    tls = fake_ranks(5, 3, n=8, kinds=("all", "from_root"), slow=1)
+    # rank 2 knows another group first: its world group is its group 1
+    other = {"name": "7", "ranks": [2], "backend": "gloo"}
+    tls[2] = tls[2].replace(collectives=tls[2].collectives.replace(group=np.ones(8)),
+                            meta={**tls[2].meta, "groups": [other, *tls[2].meta["groups"]]})
+    tl = ctl.merge(tls)
+    c = tl.collectives
+    assert "collectives" not in tl.meta and len(c) == 3 * 8
+    assert tl.meta["groups"] == [{"name": "0", "ranks": [0, 1, 2]}, {"name": "7", "ranks": [2]}]
+    assert (c.group == 0).all()  # the world group, on every rank
+    base = [r["seq_base"] for r in tl.meta["ranks"]]
+    for r, t in enumerate(tls):
+        mine = rank_of_thread(tl)[tl.ops.thread[c.op]] == r
+        assert (tl.ops.seq[c.op[mine]] - base[r]).tolist() == t.ops.seq[t.collectives.op].tolist()
+        assert c.kind[mine].tolist() == t.collectives.kind.tolist()
+    plain = ctl.merge(fake_ranks(5, 3, n=8, kinds=("all", "from_root"), slow=1))
+    assert _rows(collectives(tl)) == _rows(collectives(plain))
+    assert tl.meta["stragglers"] == plain.meta["stragglers"]
+
+
+def test_a_format_4_merge_reads_as_the_same_merge_made_now():
+    # tests/data/ctl/v4_merged.ctl: this merge, saved at file format 4
+    # (collectives in meta; tests/timeline/test_collectives.py)
+    from pathlib import Path
+    old = ctl.load(Path(__file__).parents[1] / "data" / "ctl" / "v4_merged.ctl")
+    now = ctl.merge(fake_ranks(7, 2, n=6, slow=1, kinds=("all", "from_root", "to_root")))
+    for name in ("ops", "spans", "collectives"):
+        for col, a in now.table(name).columns.items():
+            assert np.array_equal(old.table(name)[col], a), (name, col)
+    assert _rows(collectives(old)) == _rows(collectives(now))
+    assert _rows(stragglers(old)) == _rows(stragglers(now))
+    assert old.meta["stragglers"] == now.meta["stragglers"]
+    assert [r["clock"] for r in old.meta["ranks"]] == [r["clock"] for r in now.meta["ranks"]]
 
 
 def test_kineto_ranks_merge_by_epoch_and_plot_one_group_per_rank(tmp_path):

@@ -232,21 +232,22 @@ def test_recorder_flags_collectives_with_group_number_and_completion(world_of_on
     tl = rec.timeline
     assert tl.meta["rank"] == 0 and tl.meta["world_size"] == 1 and tl.meta["backend"] == "gloo"
     assert os.path.exists(world_of_one / "r" / "rank-0.ctl")
-    c = tl.meta["collectives"]
+    assert "collectives" not in tl.meta
+    c = tl.collectives
     names = tl.decode(tl.ops["name"])
     flagged = (tl.ops.flags & OpFlag.COLLECTIVE) != 0
-    assert sorted(tl.ops.seq[flagged].tolist()) == c["seq"]
+    assert np.flatnonzero(flagged).tolist() == c.op.tolist()  # one row per op, in op order
     assert set(names[flagged]) == {"c10d::allreduce_", "c10d::broadcast_", "c10d::allgather_",
                                    "c10d::barrier", "_c10d_functional::all_reduce"} | \
         ({"c10d::reduce_scatter_"} if scatters else set())
     assert "_c10d_functional::wait_tensor" in set(names[~flagged])
-    groups = [tl.meta["groups"][g]["ranks"] for g in c["group"]]
+    groups = [tl.meta["groups"][g]["ranks"] for g in c.group]
     assert groups == [[0]] * len(groups) and len(tl.meta["groups"]) == 2
-    world = [i for i, g in enumerate(c["group"]) if tl.meta["groups"][g]["name"] == "0"]
-    assert [c["number"][i] for i in world] == list(range(len(world)))
-    assert c["kind"][1] == FROM_ROOT and c["peer"][1] == 0
-    row = np.searchsorted(tl.ops.seq, c["seq"])
-    done = np.array(c["done_ns"])
+    world = [i for i, g in enumerate(c.group) if tl.meta["groups"][g]["name"] == "0"]
+    assert [c.number[i] for i in world] == list(range(len(world)))
+    assert c.kind[1] == FROM_ROOT and c.peer[1] == 0
+    row = c.op
+    done = c.done_ns
     # gloo's list reduce_scatter has no future, so its completion is unknown
     no_future = names[row] == "c10d::reduce_scatter_"
     assert no_future.sum() == scatters and np.all(done[no_future] == NONE)
@@ -260,7 +261,7 @@ def test_collective_error_propagates_unchanged_and_file_is_written(world_of_one)
             raise ValueError("bad shapes")
     tl = ctl.load(world_of_one / "r" / "rank-0.ctl")
     assert tl.meta["error"] == "ValueError: bad shapes" and rec.timeline.meta["error"]
-    assert len(tl.meta["collectives"]["seq"]) == 1
+    assert len(tl.collectives) == 1
 
 
 def test_record_out_dir_and_skew_hook_errors(tmp_path, monkeypatch):
@@ -295,8 +296,12 @@ def test_shift_host_moves_every_host_time_and_back():
     assert np.array_equal(moved.ops.host_begin_ns, tl.ops.host_begin_ns + 123)
     assert np.array_equal(moved.spans.end_ns, tl.spans.end_ns + 123)
     assert moved.meta["start_epoch_ns"] == tl.meta["start_epoch_ns"] + 123
-    assert moved.meta["collectives"]["done_ns"][0] == tl.meta["collectives"]["done_ns"][0] + 123
+    assert moved.collectives.done_ns[0] == tl.collectives.done_ns[0] + 123
+    unknown = tl.replace(collectives=tl.collectives.replace(
+        done_ns=np.where(np.arange(len(tl.collectives)) == 1, NONE, tl.collectives.done_ns)))
+    assert shift_host(unknown, 123).collectives.done_ns[1] == NONE  # unknown stays unknown
     back = shift_host(moved, -123, epoch=True)
+    assert np.array_equal(back.collectives.done_ns, tl.collectives.done_ns)
     assert np.array_equal(back.ops.host_end_ns, tl.ops.host_end_ns) and back.meta == tl.meta
 
 
@@ -313,7 +318,7 @@ def test_a_collective_the_log_cannot_read_warns_once_and_never_raises():
         log.note(Odd(), ([torch.ones(1)], "not a group"), {}, None, 0, None)
         log.note(Odd(), ([torch.ones(1)], "not a group"), {}, None, 1, None)
     assert len(seen) == 1
-    assert log.rows == [] and log.meta()["collectives"]["seq"] == []
+    assert log.rows == [] and log.snapshot().shape == (0, 6) and log.meta() == {"groups": []}
 
 
 def test_a_collective_that_failed_gets_no_completion_time():

@@ -17,7 +17,7 @@ import adversarial
 import cutimeline as ctl
 from cutimeline import CutimelineError
 from cutimeline.timeline import invariants
-from cutimeline.timeline.metakeys import KEYS, STRAGGLER_COLUMNS
+from cutimeline.timeline.metakeys import KEYS, RETIRED, STRAGGLER_COLUMNS
 
 from fakeranks import fake_ranks
 
@@ -148,7 +148,7 @@ def test_every_key_the_producers_write_is_declared_and_fits(tmp_path, monkeypatc
         _assert_declared(ctl.load(tmp_path / "back.ctl"), f"{label}, saved and loaded")
     merged = made[5][1]
     assert set(STRAGGLER_COLUMNS) <= set(merged.meta["stragglers"])
-    assert len(merged.meta["collectives"]["seq"]) > 0
+    assert len(merged.collectives) > 0 and "collectives" not in merged.meta
 
 
 def _refused(tmp_path, **fields) -> str:
@@ -169,10 +169,6 @@ def _refused(tmp_path, **fields) -> str:
     ("devices", {"0": "a"}, ("a list of objects",)),
     ("sim", {"peak_flops": {"fp32": "fast"}}, ("SimGPU",)),
     ("window", [5, 1], ("[begin, end]",)),
-    ("collectives", {"seq": [1, 2], "group": [0], "kind": [0, 0], "number": [0, 1],
-                     "peer": [-1, -1], "done_ns": [-1, -1]}, ("equally long",)),
-    ("collectives", {"seq": [1], "group": [0], "kind": [9], "number": [0], "peer": [-1],
-                     "done_ns": [-1]}, ("kind: 0 to 5",)),
     ("groups", [{"name": "0", "ranks": [-1]}], ('"ranks"',)),
     ("stragglers", {"step": [-1], "rank": [0], "held_ns": [5], "last": [1],
                     "collectives": [2]}, ("late_mean_ns",)),
@@ -184,6 +180,19 @@ def test_a_declared_key_with_a_damaged_value_is_refused_at_load(tmp_path, key, v
     assert f"meta[{key!r}] is {json.dumps(value)[:20]}" in message, message
     for w in words:
         assert w in message, message
+
+
+def test_a_retired_key_is_refused_at_load_and_in_a_timeline_made(tmp_path):
+    old = {"seq": [1], "group": [0], "kind": [0], "number": [0], "peer": [-1],
+           "done_ns": [-1]}  # a file of this format keeps them in the collectives table
+    assert set(RETIRED) == {"collectives"} and not set(RETIRED) & set(KEYS)
+    with pytest.raises(CutimelineError) as info:
+        ctl.Timeline(meta={"collectives": old})
+    for message in (_refused(tmp_path, collectives=old), str(info.value)):
+        for w in ("its meta['collectives'] is where files of formats 1-4 kept the "
+                  "collectives", "collectives table", "tables={'collectives'"):
+            assert w in message, message
+    assert not len(ctl.Timeline(meta={"collectives": None}).collectives)  # None: absent
 
 
 def test_unknown_keys_and_none_are_kept_as_they_are(tmp_path):

@@ -5,10 +5,12 @@ Collectives are the ops of the ``c10d`` and ``_c10d_functional``
 namespaces in ``OPS`` (what ``dist.all_reduce``, ``broadcast``,
 ``all_gather``, ``reduce_scatter``, ``barrier``, ``send``/``recv`` and the
 functional collectives dispatch); their ops rows get flag COLLECTIVE, and
-``meta["collectives"]`` holds one entry per collective as equal-length
-lists, keyed by the op's ``seq`` (which slicing keeps):
+the Timeline's ``collectives`` table one row per collective
+(``timeline/collectives.py``), which ``CollectiveLog`` keeps by the op's
+``seq`` while recording (``ROW``) and ``recording/assembly.py`` turns into
+the op's row at stop:
 
-* ``seq`` — the op's ``ops.seq``; ``group`` — index into ``meta["groups"]``
+* ``op`` — the op's row; ``group`` — index into ``meta["groups"]``
   (``{"name", "ranks" (global), "backend"}``); ``kind`` — ``KINDS``;
 * ``number`` — the collective's count on its group (p2p: on its
   (group, sender, receiver) pair), from 0 at the start of the recording:
@@ -41,12 +43,18 @@ from functools import partial
 from time import perf_counter_ns as _now
 from typing import Any
 
+import numpy as np
+
 # the kinds and columns are the Timeline's (dist/ reads them too)
-from ...timeline.collectives import (ALL, FROM_ROOT, KINDS, RECV, SEND, TO_ROOT, WAIT,
-                                     META_COLUMNS as COLUMNS)
+from ...timeline.collectives import (ALL, COLUMNS, FROM_ROOT, KINDS, RECV, SEND, TO_ROOT,
+                                     WAIT)
 from ...timeline.schema import NONE
 
-__all__ = ["KINDS", "OPS", "COLUMNS", "CollectiveLog"]
+__all__ = ["KINDS", "OPS", "COLUMNS", "ROW", "CollectiveLog"]
+
+#: a row of the log: the op's ``ops.seq`` (its row is known at stop), then
+#: the table's columns after ``op``
+ROW = ("seq", *COLUMNS[1:])
 
 # op name -> (kind, index of the root/peer argument or None, peer is global)
 OPS: dict[str, tuple[int, int | None, bool]] = {
@@ -81,7 +89,7 @@ class CollectiveLog:
         self.groups: dict[str, int] = {}
         self.group_list: list[dict[str, Any]] = []
         self.counts: dict[tuple, int] = {}
-        self.rows: list[list[int]] = []           # COLUMNS
+        self.rows: list[list[int]] = []           # ROW
         self.pending: dict[int, tuple] = {}       # id(output) -> (weakref, row)
         self.ops: dict[int, tuple] = {}           # id(func) -> what _op read
         self.funcs: list[Any] = []
@@ -185,11 +193,15 @@ class CollectiveLog:
         return g, self.group_list[g]["ranks"], self.me
 
     def meta(self) -> dict[str, Any]:
-        """``meta["collectives"]`` and ``meta["groups"]`` of the recording."""
+        """``meta["groups"]`` of the recording (what ``group`` indexes)."""
+        with self.lock:
+            return {"groups": [dict(g) for g in self.group_list]}
+
+    def snapshot(self) -> np.ndarray:
+        """The rows noted so far (``ROW``), one per collective, int64."""
         with self.lock:
             rows = [list(r) for r in self.rows]
-        cols = {c: [r[i] for r in rows] for i, c in enumerate(COLUMNS)}
-        return {"collectives": cols, "groups": [dict(g) for g in self.group_list]}
+        return np.array(rows, np.int64).reshape(-1, len(ROW))
 
 
 def _completed(row: list[int], fut: Any) -> None:

@@ -15,7 +15,7 @@ from cutimeline import CutimelineError
 from cutimeline.devices.sim.roofline import PROFILES, GpuProfile, profile_named
 from cutimeline.devices.sim import SimGPU
 from cutimeline.devices.sim.comm import COMM_STREAM, bus_bytes, comm_ns, kernel_name
-from cutimeline.timeline.schema import GpuKind
+from cutimeline.timeline.schema import NONE, GpuKind
 
 c10d = torch.ops.c10d
 WORLD = 8
@@ -117,6 +117,14 @@ def test_rows_on_the_comm_stream_sync_and_async():
     assert b1 >= e0 - TOL and b2 >= e1 - TOL      # waits for compute; sync: compute waits
     assert b3 >= e2 - TOL and b4 < e3 and e4 > b3  # async: the mm overlaps it
     assert b5 >= max(e3, e4) - TOL
+    # the collectives table: one row per collective op, on the world group
+    # (fake), numbered; a device collective's completion is unknown
+    tl, c = rec.timeline, rec.timeline.collectives
+    g = tl.gpu
+    assert c.op.tolist() == g.op[g.kind == GpuKind.COLLECTIVE].tolist()
+    assert c.kind.tolist() == [0, 0] and c.number.tolist() == [0, 1]
+    assert c.done_ns.tolist() == [NONE, NONE]
+    assert [tl.meta["groups"][i]["ranks"] for i in c.group] == [list(range(WORLD))] * 2
 
 
 @needs_recorder
