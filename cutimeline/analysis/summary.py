@@ -262,6 +262,12 @@ def _compensation(rep: Report) -> list[str]:
     step and GPU busy as recorded and without it (the base the verdicts
     are read on)."""
     c, o = rep.compensation, rep.overall
+    left = rep.timeline.meta.get("recorder_left")
+    if c is None and left:  # a simulated host: nothing to replay away
+        return ["The recorder's own time left the simulated host as it was spent "
+                f"(torch's call into it priced at {fmt_ns(left.get('entry_ns', 0))}/op, "
+                f"{fmt_ns(left.get('module_entry_ns', 0))} per module call; the rest "
+                "measured); the verdicts are read on the program's own host time."]
     if c is None:
         return []
     part, _ = steady(rep)

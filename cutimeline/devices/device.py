@@ -122,8 +122,23 @@ class Device(abc.ABC):
 
     def recorder_work(self, ns: int) -> None:
         """The calling thread just spent ``ns`` on the recorder's own work
-        between two ops (moving its rows into chunks). Nothing for a real
-        device; a simulator with a host clock of its own leaves it out."""
+        (moving its rows into chunks; on a device that ``keeps_host_clock``,
+        all of it: ``opstream.ExactMode``). Nothing for a real device; a
+        simulator with a host clock of its own leaves it out."""
+
+    def keeps_host_clock(self) -> bool:
+        """Whether the host time this device's recordings show is its own
+        clock's, which the recorder's time can leave exactly as it is
+        spent (``recorder_work``, ``recorder_left``): a simulator's virtual
+        host. A real device's host is the real one (False): the
+        recorder's cost is priced and removed afterwards (compensation)."""
+        return False
+
+    def recorder_left(self, now: int, since: int | None, entry_ns: int) -> None:
+        """The recorder's dispatch of an op returns at ``now``: its time
+        since the op's own work ended (``since``, or, for a launch, the
+        device's end of it) and ``entry_ns`` (torch's call into the mode
+        and back) are the recorder's. Called only when ``keeps_host_clock``."""
 
     def memory_meter(self) -> Any:
         """A new meter of this device's memory for one recording (see the

@@ -68,7 +68,7 @@ from .signatures import RULE_COLL, RULE_WAIT, ragged_key
 if TYPE_CHECKING:
     from .session import Session, Writer
 
-__all__ = ["Mode", "OP_ROW", "OP_ROW_BYTES", "OpRows", "CHUNK", "as_rows",
+__all__ = ["Mode", "ExactMode", "OP_ROW", "OP_ROW_BYTES", "OpRows", "CHUNK", "as_rows",
            "skip_dynamo"]
 
 _VIEW, _TRUNCATED = int(OpFlag.VIEW), int(OpFlag.TRUNCATED)
@@ -242,6 +242,8 @@ class Mode(TorchDispatchMode):
         elif not (w.data and dev.type == "cpu") and s.device.owns(dev):
             return s.launch(w, func, args, kwargs or _NO_KWARGS, seq, t0, sid, gid, flags,
                             False)
+        if self.exact:  # the recorder's time in this dispatch leaves the device's host
+            return self.host_op(w, call, args, kwargs, seq, t0, sid, gid, flags)
         try:  # without keywords, no dict is built for the call
             out = call(*args, **kwargs) if kwargs else call(*args)
         except BaseException:
@@ -249,6 +251,8 @@ class Mode(TorchDispatchMode):
             raise
         w.ops.append((seq, t0, _now(), sid, w.ctx, gid, flags))
         return out
+
+    exact = False  # ExactMode: a device with a host clock of its own
 
     def compact(self, w: Writer, seq: int) -> int:
         """Move writer ``w``'s rows into a chunk (``OpRows``) before op
@@ -266,6 +270,56 @@ class Mode(TorchDispatchMode):
     __torch_dispatch__ = dispatch
 
 
+class ExactMode(Mode):
+    """The mode of a recording on a device that keeps a host clock of its
+    own (SimGPU's virtual host, ``Device.keeps_host_clock``): the
+    recorder's time leaves that clock as it is spent, not by a price
+    removed afterwards. What runs in ``dispatch`` around an op that does
+    not launch is measured around the op's own call (its row begins
+    there); a launch is charged by the device from the recorder's first
+    look at it until its end (``SimGPU.end``), and what follows until the
+    dispatch returns is measured (``Device.recorder_left``). Torch's call
+    into the mode and back, which no clock inside it sees, leaves at the
+    price ``selfcost.measure_entry`` measured (``Session.entry_ns``). So
+    the verdict's host times hold the program's own work however loaded
+    the machine is, and no ratio calibrated at start or stop scales them."""
+
+    exact = True
+
+    def __init__(self, session: Session, writer: Writer):
+        super().__init__(session, writer)
+        d = session.device
+        self.lost, self.left, self.entry_ns = d.recorder_work, d.recorder_left, \
+            session.entry_ns
+        self.since: int | None = None  # when this thread's last host op's call returned
+
+    def dispatch_exact(self, func, types, args=(), kwargs=None):
+        """``__torch_dispatch__``: ``Mode.dispatch``, then what the
+        recorder did after the op's own work leaves the device's host."""
+        try:
+            return Mode.dispatch(self, func, types, args, kwargs)
+        finally:
+            since, self.since = self.since, None
+            self.left(_now(), since, self.entry_ns)
+
+    def host_op(self, w: Writer, call: Any, args: tuple, kwargs: dict | None, seq: int,
+                t0: int, sid: int, gid: int, flags: int) -> Any:
+        """An op that launches nothing, its row from its own call: the
+        recorder's time before that leaves the device's host."""
+        t = _now()
+        self.lost(t - t0)
+        try:
+            out = call(*args, **kwargs) if kwargs else call(*args)
+        except BaseException:
+            w.ops.append((seq, t, _now(), sid, w.ctx, gid, flags))
+            raise
+        self.since = t1 = _now()
+        w.ops.append((seq, t, t1, sid, w.ctx, gid, flags))
+        return out
+
+    __torch_dispatch__ = dispatch_exact
+
+
 def skip_dynamo() -> None:
     """Keep torch.compile out of the recorder's dispatch (what torch's own
     ``_disable_dynamo`` wrapper does), once the program has loaded
@@ -274,6 +328,8 @@ def skip_dynamo() -> None:
     Called as modes are made and at each step boundary."""
     if Mode.__dict__["__torch_dispatch__"] is Mode.dispatch and "torch._dynamo" in sys.modules:
         Mode.__torch_dispatch__ = torch._disable_dynamo(Mode.dispatch, recursive=True)
+        ExactMode.__torch_dispatch__ = torch._disable_dynamo(ExactMode.dispatch_exact,
+                                                             recursive=True)
 
 
 # -- the rows, kept compact (see the module doc) -------------------------------------

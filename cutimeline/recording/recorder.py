@@ -81,7 +81,7 @@ from .hooks.installer import Hooks, is_compiling
 from .options import MAX_BYTES, checked, checked_schedule
 from .hooks.ranges import close_range, open_range
 from .ranks import rank_meta
-from .selfcost import calibrator, measure, refine
+from .selfcost import calibrator, measure, measure_entry, refine
 from .session import Session
 
 __all__ = ["record", "Recorder", "span"]
@@ -126,7 +126,11 @@ def record(*, device: str | Device = "auto", max_bytes: int = MAX_BYTES,
     ``overhead_model`` (ns per op and per kind of argument, per module
     call), ``overhead_ns_by_signature`` (each recorded op name and shapes
     priced by it) and ``overhead_ns_per_op`` (their mean), which
-    ``ctl.analyze`` replays away (``compensation.py``).
+    ``ctl.analyze`` replays away (``compensation.py``). On a simulated GPU
+    the recorder's time leaves the simulated host as it is spent
+    (``opstream.ExactMode``; meta ``recorder_left``: the prices
+    ``selfcost.measure_entry`` measured for what no clock inside sees),
+    and there is nothing to replay away.
     ``timing``: how the CUDA device record() makes times work — "events"
     (CUDA events), "stamps" (globaltimer stamp kernels, needs CuPy) or
     "both", when ``rec.timelines`` holds a Timeline for each (see
@@ -233,13 +237,22 @@ class Recorder:
             if o.get("out_dir"):  # rank, world size, host (ranks.py)
                 self._meta = rank_meta()
             r = self._reuse if o["measure"] else None
-            model = dict(r["overhead_model"]) if r else measure(o["modules"]) if o["measure"] \
-                else None
-            per_launch = (lambda: r["overhead_ns_per_launch"]) if r else \
+            # a simulator's host: the recorder's time leaves it as it is spent
+            # (opstream.ExactMode), at measured prices for what no clock sees
+            exact = self.device is not None and self.device.keeps_host_clock()
+            entry = None if not exact else dict(r["recorder_left"]) \
+                if r and r.get("recorder_left") else measure_entry(o["modules"]) \
+                if o["measure"] else {"entry_ns": 0, "module_entry_ns": 0, "probe_ns": 0}
+            model = None if exact else dict(r["overhead_model"]) \
+                if r and r.get("overhead_model") else measure(o["modules"]) \
+                if o["measure"] else None
+            per_launch = (lambda: r.get("overhead_ns_per_launch")) if r else \
                 getattr(self.device, "measure_launch_ns", None)
             s = Session(self.device, max_ops=o["max_ops"], steps=o["steps"],
                         stack=o["stack"], memory=o["memory"])
             s.step_number, s.manual = self._first_step, self._manual
+            if entry is not None:
+                s.entry_ns, s.module_entry_ns = entry["entry_ns"], entry["module_entry_ns"]
             if model is not None:
                 s.calibrate_every(CALIBRATE_EVERY_NS)
                 s.calibrator = calibrator(model)
@@ -250,7 +263,8 @@ class Recorder:
                 # the ops recorded (overhead_ns_by_signature prices each)
                 "overhead_ns_per_op": None if model is None else model["op_ns"],
                 "overhead_model": model,
-                "overhead_ns_per_launch": per_launch() if o["measure"] and per_launch else None}
+                "overhead_ns_per_launch": per_launch() if o["measure"] and per_launch else None,
+                **({} if entry is None else {"recorder_left": entry})}
             hooks = Hooks(s, modules=o["modules"], threads=o["threads"])
             if self.device is not None:
                 self.device.start()

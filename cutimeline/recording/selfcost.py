@@ -10,9 +10,19 @@ once at stop, after ``refine`` has averaged the model with a longer
 measurement (and, when ``recorder.CALIBRATE_EVERY_NS`` is set, between
 steps while recording: off by default, see there). At stop ``priced``
 prices each recorded (op name, shapes) by the model; ``compensation.py``
-removes it all from the timeline. Every probe runs on its own tensors and
-modules with no dispatch mode of the user's active: the user's state,
-random numbers and results are untouched.
+removes it all from the timeline.
+
+On a device that keeps a host clock of its own (SimGPU's virtual host)
+none of that is used: the recorder's time leaves that clock as it is
+spent (``opstream.ExactMode``), and ``measure_entry`` prices only what no
+clock inside the recorder sees (torch's call into the mode, the global
+module hooks' calls). No ratio calibrated on a probe program scales the
+verdict's inputs there: on a loaded machine that ratio moved 1.5–10×
+between runs.
+
+Every probe runs on its own tensors and modules with no dispatch mode of
+the user's active: the user's state, random numbers and results are
+untouched.
 """
 
 from __future__ import annotations
@@ -31,20 +41,47 @@ from .hooks.installer import Hooks
 from .opstream import Mode
 from .session import Session
 
-__all__ = ["measure_overhead", "measure_module_hooks", "op_cost", "Program", "measure",
-           "refine", "calibrator", "priced"]
+__all__ = ["measure_overhead", "measure_module_hooks", "measure_entry", "Sink", "op_cost",
+           "Program", "measure", "refine", "calibrator", "priced"]
 
 _MODULE = int(SpanKind.MODULE)
+
+
+class Sink:
+    """A stand-in device for ``measure_entry``: it keeps a host clock of
+    its own in name only and sums the time the recorder gives back
+    (``ns``), as SimGPU's virtual host leaves it out; it owns no tensor."""
+
+    kind = None
+
+    def __init__(self) -> None:
+        self.ns = 0
+
+    def keeps_host_clock(self) -> bool:
+        return True
+
+    def recorder_work(self, ns: int) -> None:
+        self.ns += ns
+
+    def recorder_left(self, now: int, since: int | None, entry_ns: int) -> None:
+        if since is not None and now > since:
+            self.ns += now - since
+
+    def owns(self, device: Any) -> bool:
+        return False
 
 
 class _Probe:
     """Tiny CPU ops timed without and with a scratch mode: the recorder's
     cost per op, measured on its own tensors (the user's state and results
-    are untouched). Its callers set the user's modes aside (``_modes_aside``)."""
+    are untouched). ``exact``: the mode of a device that keeps a host clock
+    of its own (a ``Sink``), and ``diff`` less what it gave back. Its
+    callers set the user's modes aside (``_modes_aside``)."""
 
-    def __init__(self) -> None:
-        self.session = Session(None, max_ops=2 ** 62, steps="manual")
-        self.mode = Mode(self.session, self.session.writer())
+    def __init__(self, exact: bool = False) -> None:
+        self.sink = Sink() if exact else None
+        self.session = Session(self.sink, max_ops=2 ** 62, steps="manual")
+        self.mode = self.session.mode_for(self.session.writer())
         x, y, z = (torch.zeros(16, device="cpu") for _ in range(3))
         x2 = torch.zeros(4, 4, device="cpu")
         self.detach = x.detach
@@ -66,6 +103,7 @@ class _Probe:
         op = self.ops[k]
         p = self.loop(op, n)
         self.session.backward = k == 5
+        given = self.sink.ns if self.sink is not None else 0
         _push_mode(self.mode)
         try:
             r = self.loop(op, n)
@@ -73,6 +111,8 @@ class _Probe:
             _pop_mode()
             self.session.backward = 0
             self.session.writers[0].ops.clear()
+        if self.sink is not None:
+            r -= self.sink.ns - given
         return (r - p) / n
 
     def warm(self) -> None:
@@ -112,6 +152,26 @@ def measure_overhead(n: int = 8, rounds: int = 3) -> dict[str, int]:
     model = {k: max(0, round(v)) for k, v in model.items()}
     model["probe_ns"] = _now() - begin
     return model
+
+
+def measure_entry(modules: bool, n: int = 24, rounds: int = 5) -> dict[str, int]:
+    """What recording costs a device that keeps a host clock of its own
+    beyond the time the recorder measures itself and gives back
+    (``opstream.ExactMode``): ``entry_ns``, per op, torch's call into the
+    mode and back (five of ``_Probe``'s tiny ops, ``n`` each without and
+    with the mode, ``rounds`` times interleaved: the median of those
+    5 × ``rounds`` figures, against preemption); ``module_entry_ns``, per module call, the calls of the
+    global hooks (0 without ``modules``). ``probe_ns``: what this took
+    (≈ 20–40 ms). The user's modes are set aside meanwhile."""
+    t0 = _now()
+    with _modes_aside():
+        probe = _Probe(exact=True)
+        probe.warm()
+        per = [probe.diff(k, n) for _ in range(rounds) for k in range(5)]
+        scratch = Session(Sink(), max_ops=2 ** 62, steps="manual")
+        module = measure_module_hooks(scratch, n, rounds) if modules else 0
+    return {"entry_ns": max(0, round(statistics.median(per))), "module_entry_ns": module,
+            "probe_ns": _now() - t0}
 
 
 def op_cost(model: dict[str, int], kinds: tuple[int, int, int, int], name: str) -> int:
@@ -176,9 +236,11 @@ def _module_hooks(session: Any, n: int, rounds: int) -> int:
             m(x)
         return _now() - t0
 
+    sink = session.device  # a Sink: the hooks' own time, measured, is not the price
     diffs = []
     for rep in range(rounds + 1):  # round 0 warms up
         p = loop()
+        given = sink.ns if sink is not None else 0
         handles = (nn_module.register_module_forward_pre_hook(hooks._pre),
                    nn_module.register_module_forward_hook(hooks._post, always_call=True))
         try:
@@ -186,6 +248,8 @@ def _module_hooks(session: Any, n: int, rounds: int) -> int:
         finally:
             for h in handles:
                 h.remove()
+        if sink is not None:
+            r -= sink.ns - given
         if rep:
             diffs.append((r - p) / n)
     session.writer().spans.clear()

@@ -41,7 +41,7 @@ from .measures.collectives import OPS, WAIT, CollectiveLog
 from .measures.flops import FlopCounter
 from .measures.memory import MemoryLog
 from .measures.sources import SourceFinder, StackCount
-from .opstream import OP_ROW_BYTES, Mode, OpRows
+from .opstream import OP_ROW_BYTES, ExactMode, Mode, OpRows
 from .hooks.ranges import range_call
 from .signatures import (ALLOCS, DIST_NAMESPACES, NO_WORK, RULE_ALLOC, RULE_COLL, RULE_FLOPS,
                          RULE_WAIT, RULES, Named, arg_kinds, blocking, composite,
@@ -72,6 +72,12 @@ class Session:
         self.comm: Callable | None = getattr(device, "collective_stream", None)
         # and counts reads between steps (devices/sim/values.py)
         self.on_step: Callable | None = getattr(device, "on_step", None)
+        # a device with a host clock of its own: the recorder's time leaves
+        # it as it is spent (opstream.ExactMode), torch's calls into the
+        # mode and the module hooks at the prices selfcost.measure_entry sets
+        self.exact = device is not None and device.keeps_host_clock()
+        self.lost: Callable | None = device.recorder_work if self.exact else None
+        self.entry_ns = self.module_entry_ns = 0
         self.off = False  # stopped, or cut at max_ops: the modes pass ops through
         self.cut_ns, self.cut_by = None, ""  # when max_ops cut the recording, by what
         self.span_count = itertools.count()  # spans count against max_ops too
@@ -132,7 +138,7 @@ class Session:
         return self.local.w
 
     def mode_for(self, w: Writer) -> "Mode":
-        return Mode(self, w)
+        return ExactMode(self, w) if self.exact else Mode(self, w)
 
     def intern(self, s: str) -> int:
         return self.strings.intern_under(self.lock, s)

@@ -199,6 +199,10 @@ KEYS: dict[str, Key] = {k.name: k for k in (
                                        and all(map(_int, c))),
         "a list of [begin_ns, end_ns, ratio] integer triples", f"{ASSEMBLY}, timeline/ranks.py",
         "each calibration of the cost model while recording"),
+    Key("recorder_left", _dict(_ns), "an object of numbers of ns", RECORDER,
+        "on a simulated host, which the recorder's time left as it was spent "
+        "(recording/opstream.py ExactMode): the prices of what no clock inside it saw "
+        "(entry_ns per op, module_entry_ns per module call) and what measuring them took"),
     Key("op_rows_converted", _dict(_number), "an object of numbers", ASSEMBLY,
         "rows, chunks and ns of moving op rows into chunks while recording"),
     # -- devices --------------------------------------------------------------------------

@@ -133,3 +133,89 @@ def test_the_probe_measures_under_the_users_inference_mode():
             with ctl.record(device="cpu") as rec:
                 torch.ones(3) + 1
     assert rec.timeline.meta["overhead_calibrations"]
+
+
+# -- a device with a host clock of its own: the recorder's time leaves it -----------
+
+def test_measure_entry_prices_what_no_clock_inside_sees():
+    from cutimeline.recording.selfcost import measure_entry
+    with torch.random.fork_rng(devices=[]):
+        before = torch.random.get_rng_state()
+        prices = measure_entry(modules=True)
+        assert torch.equal(torch.random.get_rng_state(), before)
+    assert set(prices) == {"entry_ns", "module_entry_ns", "probe_ns"}
+    assert all(isinstance(v, int) and v >= 0 for v in prices.values())
+    assert 0 < prices["entry_ns"] < 1_000_000 and prices["probe_ns"] > 0
+    assert measure_entry(modules=False)["module_entry_ns"] == 0
+
+
+def test_the_exact_mode_gives_back_what_it_spends_around_a_host_op():
+    from torch.utils._python_dispatch import _pop_mode, _push_mode
+
+    from cutimeline.recording.opstream import ExactMode
+    from cutimeline.recording.selfcost import Sink
+    sink = Sink()
+    s = Session(sink, max_ops=2 ** 62, steps="manual")
+    mode = s.mode_for(s.writer())
+    assert isinstance(mode, ExactMode)
+    x = torch.zeros(8)
+    _push_mode(mode)
+    try:
+        y = torch.relu(x)
+    finally:
+        _pop_mode()
+    assert torch.equal(y, torch.relu(x))
+    (seq, begin, end, *_), = s.writers[0].ops
+    assert begin <= end and sink.ns > 0   # the key and the row: given back
+    assert Session(None, max_ops=1, steps="manual").exact is False
+
+
+def _burn(seconds: float) -> None:
+    from time import perf_counter
+    end = perf_counter() + seconds
+    while perf_counter() < end:
+        pass
+
+
+def _sim_steps(burn_ns: int) -> float:
+    """The mean recorded step (ms, steps 1-3) of a 10-layer loop on a
+    SimGPU, the recorder's own module hook and its memory read after each
+    launch slowed by ``burn_ns`` each."""
+    import cutimeline as ctl
+    from cutimeline.recording.measures.memory import MemoryLog
+    from cutimeline.recording.session import Session as S
+    context, read = S.context, MemoryLog.read
+
+    def slow_context(self, *a):
+        _burn(burn_ns / 1e9)
+        return context(self, *a)
+
+    def slow_read(self, *a):
+        _burn(burn_ns / 1e9)
+        return read(self, *a)
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(*(torch.nn.Linear(256, 256) for _ in range(10))).to("meta")
+    x = torch.zeros(64, 256, device="meta")
+    S.context, MemoryLog.read = slow_context, slow_read
+    try:
+        with ctl.record(device=ctl.SimGPU("h100"), memory=True, steps="manual") as rec:
+            for _ in range(4):
+                with torch.no_grad():
+                    model(x)
+                rec.step()
+    finally:
+        S.context, MemoryLog.read = context, read
+    tl = rec.timeline
+    assert tl.meta["recorder_left"]["entry_ns"] >= 0 and "overhead_model" not in tl.meta \
+        or tl.meta["overhead_model"] is None
+    ends = [tl.step_bounds(n) for n in tl.step_numbers()[1:]]
+    return sum(e - b for b, e in ends) / len(ends) / 1e6
+
+
+def test_the_recorders_own_time_leaves_a_simulated_host():
+    # 10 module calls and 10 launches a step, each slowed by 0.5 ms of the
+    # recorder's own work: 10 ms more a step in real time, none on the
+    # simulated host (a price removed afterwards would not know of it)
+    plain, slowed = _sim_steps(0), _sim_steps(500_000)
+    assert abs(slowed - plain) < 2.5, (plain, slowed)

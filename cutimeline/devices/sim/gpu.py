@@ -316,6 +316,8 @@ class SimGPU(Device):
                 kr.append(real)
                 kv.append(kv[-1])
                 host.skew = real - kv[-1]
+            # what the recorder does from here on is its own (recorder_left)
+            loc.since = real
             return i
 
     def wait(self, stream: int | None) -> None:
@@ -328,9 +330,20 @@ class SimGPU(Device):
             self.streams.note_sync(kind, stream, seq, host_begin_ns, host_end_ns)
 
     def recorder_work(self, ns: int) -> None:
-        """The recorder's own time between two ops: not the program's, so
-        the virtual host leaves it out (``SimLocal.discount``)."""
+        """The recorder's own time: not the program's, so the virtual host
+        leaves it out (``SimLocal.discount``)."""
         self._local.discount += ns
+
+    def keeps_host_clock(self) -> bool:
+        """The virtual host is this simulator's (``SimHost``), unless
+        ``host_cost="measured"`` makes it the real one."""
+        return self.virtual_host.host_cost != "measured"
+
+    def recorder_left(self, now: int, since: int | None, entry_ns: int) -> None:
+        loc = self._local
+        if since is None:  # a launch: since its end (end())
+            since, loc.since = loc.since, None
+        loc.discount += entry_ns + (now - since if since is not None and now > since else 0)
 
     def memory_meter(self) -> StorageMeter:
         """The bytes of the storages its ops make (``memory.py``)."""

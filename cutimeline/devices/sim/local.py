@@ -29,5 +29,6 @@ class SimLocal(threading.local):
     count = None      # (ns, args) of a data-dependent op's count kernel (datadep.py)
     rq = None         # runqueue time at this thread's last knot (SimHost)
     sched_fd = None   # its /proc/thread-self/schedstat (SimHost.runqueue_ns)
+    since = None      # real time the last launch's dispatch ended (SimGPU.end, recorder_left)
     discount = 0      # ns of its time that were the simulator's own, outside any
     #                   dispatch, cumulative (cuda/mapping.py; SimHost.runqueue_ns)

@@ -113,7 +113,9 @@ class Window:
     def reuse(tl: Timeline) -> dict | None:
         """What a later window of the same recording takes instead of
         measuring the recorder's cost again (None when it measured nothing)."""
-        model = tl.meta.get("overhead_model")
+        model, entry = tl.meta.get("overhead_model"), tl.meta.get("recorder_left")
+        if entry:  # a simulator's host: the prices of what no clock saw
+            return {"recorder_left": dict(entry)}
         return None if not model else {
             "overhead_model": dict(model),
             "overhead_ns_per_launch": tl.meta.get("overhead_ns_per_launch")}

@@ -157,16 +157,20 @@ class Hooks:
     def _pre(self, module: Any, args: Any) -> None:
         if is_compiling() or self.s.paused:
             return
+        t = _now()
         w = self.s.writer()
         st = w.stack
         sid = self._path(st[0][0], module, st[-1][1]) if st else \
             self._path(module, module, NONE)
-        st.append((module, sid, _now(), w.ctx))
+        st.append((module, sid, t, w.ctx))
         w.ctx = self.s.context(sid, len(st) - 1)
+        if self.s.lost is not None:  # a device with a host clock of its own
+            self.s.lost(_now() - t + self.s.module_entry_ns)
 
     def _post(self, module: Any, args: Any, output: Any) -> None:
         if is_compiling() or self.s.paused:
             return
+        t = _now()
         w = self.s.writer()
         st = w.stack
         for i in range(len(st) - 1, -1, -1):
@@ -177,9 +181,11 @@ class Hooks:
         _, sid, t0, ctx = st[i]
         del st[i:]
         w.ctx = ctx
-        self.s.span(w, _MODULE, sid, i, t0)
+        self.s.span(w, _MODULE, sid, i, t0, end_ns=t)
         if i == 0:
-            self.s.span(w, _FORWARD, sid, 0, t0)
+            self.s.span(w, _FORWARD, sid, 0, t0, end_ns=t)
+        if self.s.lost is not None:  # the module's entry price is charged in _pre
+            self.s.lost(_now() - t)
 
     # -- optimizer and steps -----------------------------------------------------
     def _opt_pre(self, opt: Any, args: Any, kwargs: Any) -> None:
