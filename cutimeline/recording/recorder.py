@@ -330,6 +330,10 @@ class Recorder:
             # the closing pings first: the Timeline ends there, not after
             # the recorder's own measurements below
             harvest = self.device.harvest() if self.device is not None else None
+            left = self._meta.get("recorder_left")
+            if left and left.get("entry_ns") != s.entry_ns:  # ExactMode's price, in situ
+                self._meta["recorder_left"] = {**left, "entry_ns": s.entry_ns,
+                                               "probe_entry_ns": left["entry_ns"]}
             if self._meta.get("overhead_model"):  # after the last op: not timed
                 refine(self._meta["overhead_model"])
                 s.calibrate()  # at least one price of a real mix

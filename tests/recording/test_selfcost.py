@@ -219,3 +219,27 @@ def test_the_recorders_own_time_leaves_a_simulated_host():
     # simulated host (a price removed afterwards would not know of it)
     plain, slowed = _sim_steps(0), _sim_steps(500_000)
     assert abs(slowed - plain) < 2.5, (plain, slowed)
+
+
+def test_the_exact_mode_prices_its_entry_by_ops_one_python_call_made():
+    from torch.utils._python_dispatch import _pop_mode, _push_mode
+
+    from cutimeline.recording.opstream import ENTRY_SAMPLES
+    from cutimeline.recording.selfcost import Sink
+    s = Session(Sink(), max_ops=2 ** 62, steps="manual")
+    s.entry_ns = 7
+    mode = s.mode_for(s.writer())
+    x, w = torch.zeros(4, 8), torch.zeros(3, 8)
+    _push_mode(mode)
+    try:
+        torch.relu(x)
+        torch.relu(x)   # another call: no sample
+        assert mode.gaps == []
+        torch.nn.functional.linear(x, w, torch.zeros(3))  # t and addmm: one call's ops
+    finally:
+        _pop_mode()
+    assert 1 <= len(mode.gaps) <= 3 and min(mode.gaps) > 0 and mode.entry_ns == 7
+    for g in range(100, 100 + ENTRY_SAMPLES + 20):
+        mode.sample(g)
+    assert len(mode.gaps) == ENTRY_SAMPLES
+    assert mode.entry_ns == s.entry_ns == 100 + 20 + ENTRY_SAMPLES // 2
