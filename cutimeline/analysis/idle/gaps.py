@@ -1,75 +1,45 @@
 """Why the GPU was idle: the cause of every gap in a stream's (or device's) work.
 
 A *gap* on a stream (or a device: the union of its streams) is a stretch
-[g0, g1) with no work, between two busy intervals or before the first /
-after the last. The work that ends it was launched by the host at L; λ
-is the stream's smallest observed launch latency (``begin − launch`` over
-its rows). The gap's *host part* is [g0, h): h = min(L + λ, g1) when
+[g0, g1) with no work. The work that ends it was launched by the host at
+L; λ is the stream's smallest observed launch latency (``begin − launch``
+over its rows). The gap's *host part* is [g0, h): h = min(L + λ, g1) when
 L > g0 (had the host launched at g0, the work would have started λ
-later), h = g0 when L ≤ g0 (the work was queued already), h = g1 for a
-tail gap (no work ends it).
+later), h = g0 when L ≤ g0 (already queued), h = g1 for a tail gap.
+Times are int ns on the host clock.
 
-The rules, by precedence: each takes only the time no rule above it took.
-``RULES`` states them in code, ``classify`` is their NumPy statement and
-``attribution.gap_amounts_nb`` their Numba one.
+The rules, by precedence, each taking only time no rule above took
+(``RULES`` in code; ``classify`` in NumPy, with the details;
+``attribution.gap_amounts_nb`` in Numba):
 
-==  ==============  ==========  =================================================
+==  ==============  ==========  ==============================================
  #  rule            cause       takes
-==  ==============  ==========  =================================================
- 1  no launch time  unknown     the whole gap, when the work that ends it has no
-                                launch time (a trace that missed the launch call)
- 2  queued          dependency  the gap outside its host part: all of it when
-                                L ≤ g0 (queued, it waited on another stream, an
-                                event or latency), else [L + λ, g1)
- 3  after a sync    sync        [g0, cut) of a gap that begins in a sync, within
-                                ``slack_ns`` of its end or right after the sync
-                                op's own gpu row, and not in a fetch; cut is the
-                                next fetch's begin, h, or the sync's budget
+==  ==============  ==========  ==============================================
+ 1  no launch time  unknown     the whole gap, if its work has no launch time
+ 2  queued          dependency  the gap outside its host part
+ 3  after a sync    sync        [g0, cut) of a gap beginning in or just after
+                                a sync, not in a fetch
  4  in a fetch      data        instants in a DataLoader fetch
-                                (``activity.fetch_spans``)
- 5  blocked         sync        instants in a host-blocking op (the syncs table,
-                                SYNC spans, ops flagged SYNC)
- 6  dispatching     launch      instants inside an op on any thread, or in an
-                                op-free stretch shorter than ``host_gap_ns``
-                                between two ops of one thread, but not inside
-                                or beside a host-only op that launches nothing
-                                (``activity.host_compute``: CPU-tensor work)
- 7  launch latency  launch      [L, L + λ): the launch's own latency, whatever
-                                the thread did after the op
- 8  otherwise       host        the rest: the host busy elsewhere (user Python,
-                                logging, checkpointing) or idle
-==  ==============  ==========  =================================================
+ 5  blocked         sync        instants in a host-blocking op
+ 6  dispatching     launch      instants in ops that run the device program,
+                                and short op-free stretches between them
+ 7  launch latency  launch      [L, L + λ), whatever the thread did after
+ 8  otherwise       host        the rest of the host part
+==  ==============  ==========  ==============================================
 
-Rules 4 to 8 split the host part instant by instant, so a gap spent first
-loading data and then launching counts both; data wins where a fetch
-contains a sync, and both win over launch.
+Rules 4 to 8 split the host part instant by instant, so a gap spent
+loading data and then launching counts both.
 
 Why ``host_gap_ns`` (``activity.HOST_GAP_NS``, 200 µs) divides launch
-from host: it sits above any framework glue between ops (module calls,
-autograd, the Python lines between ops: ~5–30 µs per module call on
-current CPUs), so a stretch that long without any op is not the cost of
-launching, and an imported trace whose host sat idle blames the host. A
-CPU-tensor op is the host computing at any length, and so is the glue
-between it and the ops around it: launching is the dispatch of ops that
-run the device program (those that enqueue work, and the views of device
-tensors between them) and the glue between those.
+from host: it sits above any framework glue between ops (~5–30 µs per
+module call on current CPUs), so an op-free stretch that long is not the
+cost of launching, and an imported trace whose host sat idle blames the
+host.
 
 Why rule 3: a sync drains the queue, so the host time right after it is
-time the GPU would not have lost without it; dispatching right after a
-sync is the refill of the queue it emptied. ``slack_ns``
-(``activity.SYNC_SLACK_NS``) absorbs clock alignment error; a sync op's
-own gpu row counts because the recorder brackets a sync op with events
-too, and its closing event runs when the host is back. The sync's
-*budget*: where the host left for op-free Python (a stretch of
-``host_gap_ns`` or more) before launching the next work, the sync takes no
-more than the host spent blocked in it and in the syncs right before it
-with no work launched between (reads one after another,
-``activity.sync_chains``): without the syncs the host would have been that
-much earlier, and the GPU would have waited for the rest anyway (a loop
-whose host runs 1 ms of Python after reading a value that took 10 µs to
-come back is host-bound, not sync-bound). A gap that began before the
-sync does not qualify: the GPU was idle before the host started to wait,
-so the sync is not what emptied the queue.
+time the GPU would not have lost without it (dispatching then is the
+refill). A gap that began before the sync does not qualify: the GPU was
+idle before the host started to wait.
 """
 
 from __future__ import annotations
@@ -147,8 +117,33 @@ RULES = (
 
 def classify(g0, g1, launch, has_next, lam, act: HostActivity,
              qa=None, qb=None, engine: str = "numba", after_sync=None) -> np.ndarray:
-    """(n, 6) int64 ns of each gap by ``Cause``, by ``RULES`` (the module
-    doc's table; the comments below say where each rule applies).
+    """(n, 6) int64 ns of each gap by ``Cause``, by ``RULES`` (the
+    comments below say where each rule applies). L, λ, h: the module doc.
+
+    Each rule takes only time no rule above it took (the module doc's
+    table). Rule 1 is a trace that missed the launch call; rule 2's L ≤ g0
+    is work that waited on another stream, an event or latency. Rule 3
+    takes [g0, cut) of a gap that begins in a sync, within ``slack_ns`` of
+    its end or right after the sync op's own gpu row, and not in a fetch;
+    cut is the next fetch's begin, h, or the sync's budget. Rule 4 reads
+    ``activity.fetch_spans``; rule 5 the syncs table, SYNC spans and ops
+    flagged SYNC. Rule 6 takes instants inside an op on any thread, or in
+    an op-free stretch shorter than ``host_gap_ns`` between two ops of
+    one thread, but not in or beside a host-only op that launches nothing
+    (``activity.host_compute``: CPU-tensor work). Rule 8 is the host busy
+    elsewhere (user Python, logging, checkpointing) or idle.
+
+    Data wins where a fetch contains a sync, and both win over launch.
+    Rule 3: ``slack_ns`` (``activity.SYNC_SLACK_NS``) absorbs clock
+    alignment error; a sync op's own gpu row counts because the recorder
+    brackets a sync op with events too and its closing event runs when
+    the host is back. The sync's *budget*: where the host left for
+    op-free Python (``host_gap_ns`` or more) before launching the next
+    work, the sync takes no more than the host spent blocked in it and in
+    the syncs right before it with no launch between
+    (``activity.sync_chains``); the GPU would have waited for the rest
+    anyway (1 ms of Python after a 10 µs read is host-bound, not
+    sync-bound).
 
     ``g0, g1``: the gaps; ``launch``: launch time of the work that ends each
     gap (NONE if unknown); ``has_next``: False for a tail gap; ``lam``: the

@@ -1,52 +1,33 @@
 """Overhead compensation: the timeline replayed without the recorder's cost.
 
 The recorder measures at start what it costs the host (``selfcost.py``);
-``costs.py`` prices each op and module call by it. The replay removes that
-cost from the host side and lets the GPU work follow:
+``costs.py`` prices each op and module call by it. The replay's model
+(its engine, on arrays only, is ``replaying.py``; what it reads of a
+Timeline, ``engine_inputs``):
 
-* host time shrinks by the recorder's cost spent so far (all threads, in
-  time order): a host time t maps to t + Δ(t) (``hostmap.py``);
+* host time t maps to t + Δ(t), Δ the recorder's cost spent so far, all
+  threads in time order (``hostmap.py``);
 * each gpu row, in launch order, starts at max(its stream's replayed free
-  time, replayed launch + λ) with λ the stream's smallest observed launch
-  latency, and keeps its duration; a row that waited on something else
-  as recorded (it began after both its stream's previous work and its
-  launch + λ: another stream's work, an event) also starts no earlier
-  than its recorded begin shifted as what it waited for was: the row of
-  another stream of its device that ended last before it began, within
-  ``replaying.WAIT_LATENCY_NS`` (``waited_on``), moved as that row's
-  launch did; else as its own launch. So the wait between streams is
-  kept: the work it waited for was launched earlier and moved no more
-  (moved as its own launch, a row could begin before that work ended);
-* a host-blocking sync waits for the replayed work it covers (its stream,
-  or every stream of its device when device-wide): it returns at
-  max(replayed begin, replayed completion) plus the wake-up latency it had
-  (end − max(begin, completion) as recorded), and Δ jumps to match;
-* a DataLoader fetch that waited for a worker's batch (a DATA span whose
-  ``number`` says how long: ``fetch_waits``) is such a sync, on the
-  workers: it returns no earlier than the batch was ready as recorded,
-  plus the host's own time in it after that. The workers run as they
-  did: a host made faster finds the batch no sooner and waits longer
-  (exact while the workers are busy throughout, as they are when the
-  host waits for them; a fetch that did not wait moves with its host);
-* a launch into a stream that already holds ``depth`` replayed rows not
-  yet finished (``launch_queue``: the Timeline's ``meta["launch_queue"]``,
-  1024 by default, as CUDA blocks the host at about 1,024 pending
-  launches; 0 unbounded) returns when the oldest of them ends, and Δ
-  jumps to match: a host that the replay lets run ahead stops where CUDA
-  would stop it;
-* a row may also wait for the replayed end of an earlier row on another
-  stream (``after``: what-if's copies moved to a side stream, whose
-  consumer waits for them).
-
-What the replay reads of a Timeline's device side (``engine_inputs``): its
-gpu rows in launch order with their streams, recorded times and launch
-latencies, which streams each sync waits for, and the launch queue depth
-(``launch_queue``); the engine itself (``replaying.py``) knows arrays only.
+  time, replayed launch + λ), λ the stream's smallest observed launch
+  latency, and keeps its duration. A row that waited on something else
+  as recorded also starts no earlier than its recorded begin moved as the
+  row it waited for was (``waited_on``: the last to end before it on
+  another stream of its device, within ``replaying.WAIT_LATENCY_NS``),
+  else as its own launch: moved by its own launch alone, it could begin
+  before that work ended;
+* a host-blocking sync returns at max(replayed begin, replayed completion
+  of the work it covers) plus its recorded wake-up latency, and Δ jumps;
+* a DataLoader fetch that waited for a worker is a sync on the workers
+  (``fetch_waits``);
+* a launch into a full launch queue returns when the oldest row ends
+  (``launch_queue``);
+* a row may wait for another stream's row (``after``: what-if's copies
+  on a side stream).
 
 Not modelled: a wait on something the Timeline does not show (an event
-the host recorded late, another rank) beyond its recorded begin moved as
-the row's own launch, and a queue that fills with other commands than gpu
-rows (event records, memsets the Timeline lacks).
+recorded late, another rank) beyond the row's recorded begin moved as its
+own launch, and a queue filled by commands that are not gpu rows (event
+records, memsets the Timeline lacks).
 """
 
 from __future__ import annotations
@@ -126,7 +107,14 @@ def fetch_waits(tl: Timeline) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     ready: begin + the wait its span's ``number`` holds, at most its
     end), sorted by begin. A fetch of the loop's own thread (no workers)
     and one whose wait the recording did not measure (an imported trace)
-    hold ``NONE`` and are not among them: their time is the host's own."""
+    hold ``NONE`` and are not among them: their time is the host's own.
+
+    The replay makes each a sync on the workers, which run as they did:
+    it returns no earlier than the batch was ready as recorded, plus the
+    host's own time in it after that, so a faster host finds the batch
+    no sooner and waits longer (exact while the workers are busy
+    throughout, as they are when the host waits for them; a fetch that
+    did not wait moves with its host)."""
     s = tl.spans
     m = (s.kind == SpanKind.DATA) & (s.number > 0)
     if m.any():
@@ -175,7 +163,11 @@ def with_fetches(sb, se, s_grp, covers, waits):
 def launch_queue(tl: Timeline) -> int:
     """The launch queue depth the replay gives each stream of ``tl``: what
     its device recorded in ``meta["launch_queue"]`` (a SimGPU its own, 0
-    when unbounded), else CUDA's ``LAUNCH_QUEUE``."""
+    when unbounded), else CUDA's ``LAUNCH_QUEUE`` (1024: CUDA blocks the
+    host at about 1,024 pending launches). A launch into a stream holding
+    that many unfinished replayed rows returns when the oldest ends, and
+    Δ jumps: a host the replay lets run ahead stops where CUDA would stop
+    it."""
     d = tl.meta.get("launch_queue", LAUNCH_QUEUE)
     return LAUNCH_QUEUE if d is None else int(d)
 

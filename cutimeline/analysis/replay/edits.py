@@ -2,53 +2,28 @@
 
 The replay (``whatif.py`` over ``replaying.replay``) takes host time
 removed (at points, and whole intervals), the syncs the host still waits
-for and the gpu rows still launched. An edit says which of those change:
+for and the gpu rows still launched; an edit's ``Changes`` say which of
+those change (``changes``; None when there is nothing to remove):
 
-* ``recorder`` — the recorder's own host cost (``costs.py``), at points:
-  today's overhead compensation;
-* ``data`` — DataLoader fetches (``activity.fetch_spans``: DATA spans, and
-  user spans naming a DataLoader) take no host time, as
-  when workers have the next batch ready;
-* ``sync`` — host-blocking ops (flagged SYNC, and the syncs they made) and
-  the host's waits of no op (``torch.cuda.synchronize()``) are gone: their
-  host time, their waits and their small read-back copies (an op that also
-  ran kernels keeps them);
-* ``host`` — op-free host stretches of at least ``host_gap_ns`` between
-  the first and the last op (user Python, logging) take no time;
-* ``launch`` — each device op's host time is halved (a faster
-  dispatcher): a partial fix, not a bottleneck removed (``Edit.complete``);
-* ``graphs`` — CUDA graphs (or ``torch.compile``'s): the dispatching of
-  each piece of a step that a graph can hold costs what its first launch
-  did, the rest of it (ops, views and the glue between them) nothing. A
-  graph cannot hold a host sync, so a step's syncs cut it into pieces,
-  each one graph; fetches, syncs and the host's own work stay;
-* ``tf32``, ``bf16``, ``fused_optimizer``, ``compile`` — the GPU-side
-  fixes (``gpuside.py``): gpu rows' durations scaled by the roofline's
-  ratio for each op on its GPU, rows merged into one kernel (the others'
-  ops gone, their launches' host time cut);
-* ``copies`` — copies into the device made asynchronous on a side stream
-  (pinned memory, ``non_blocking=True``, an event for the compute): each
-  costs the host what a launch does (the median host time of the other
-  device ops), its sync is gone, and its gpu rows move to a stream of
-  their own, the first compute launched after them on their stream
-  waiting for them (``whatif._side_streams``). A Timeline does not say
-  which way a copy goes, so only copies that can only be host→device
-  count: one that is no sync yet took the host more than twice a launch
-  (staging pageable memory: a copy to the host does not stage), and a
-  blocking one (a sync) launched before any device op of its step but
-  copies (the batch coming in; a read-back follows the compute it reads), and
-  not right after a cast (``.to(dtype).cpu()``). A blocking read-back of
-  the last step's values right at the head of a step (``loss.cpu()``
-  after ``optimizer.step()``) would be taken for one: only the recorder
-  knows which way a copy goes, and no op flag says it yet. Device-to-host
-  copies are the ``sync`` edit's.
+* ``recorder``: the recorder's own host cost (``costs.py``), at points;
+* ``data``: DataLoader fetches (``activity.fetch_spans``) take no time;
+* ``sync``: host-blocking ops, the syncs they made and the host's waits
+  of no op are gone, with their read-back copies (an op that also ran
+  kernels keeps them);
+* ``host``: op-free stretches of at least ``host_gap_ns`` between the
+  first and the last op take no time;
+* ``launch``: each device op's host time halved: partial
+  (``Edit.complete`` False), so it names no verdict;
+* ``graphs``: each piece of a step between host syncs (a graph cannot
+  hold a sync) costs what its first launch did (``_graph_cuts``);
+* ``tf32``, ``bf16``, ``fused_optimizer``, ``compile``: GPU work scaled
+  by the roofline's ratio per op, or rows merged (``gpuside.py``);
+* ``copies``: host→device copies made asynchronous on a side stream
+  (``_h2d_copies`` says which copies, and why only those).
 
-``changes`` turns an edit into ``Changes``, or None when the edit does not
-apply to the Timeline (nothing to remove); ``combined`` joins the
-recorder's edit to a fix, so that a fix is judged on the program without
-the recorder. ``FIXES`` are the edits a user can make (all but
-``recorder``); the complete ones, each removing one bottleneck whole, are
-what a verdict weighs (``verdicts/causal.py``).
+A fix is judged on the program without the recorder (``combined`` joins
+the recorder's edit to it); the complete fixes are what a verdict weighs
+(``verdicts/causal.py``).
 """
 
 from __future__ import annotations
@@ -245,9 +220,23 @@ def _launch_ns(tl: Timeline, copies: np.ndarray) -> int:
 
 
 def _h2d_copies(tl: Timeline) -> np.ndarray | None:
-    """The copy ops that can only be host→device (see the module doc):
-    a bool mask over ops, None when the Timeline has no other device op
-    to price a launch by."""
+    """The copy ops that can only be host→device, which the ``copies``
+    edit makes asynchronous: a bool mask over ops, None when the Timeline
+    has no other device op to price a launch by.
+
+    Each such copy then costs the host what a launch does (``_launch_ns``),
+    its sync is gone, and its gpu rows move to a stream of their own, the
+    first compute launched after them on their stream waiting for them
+    (``whatif._side_streams``). A Timeline does not say which way a copy
+    goes, so only these count: one that is no sync yet took the host more
+    than ``STAGED_LAUNCHES`` launches (staging pageable memory: a copy to
+    the host does not stage), and a blocking one launched before any
+    device op of its step but copies (the batch coming in; a read-back
+    follows the compute it reads), not right after a cast
+    (``.to(dtype).cpu()``). A blocking read-back of the last step's values
+    at the head of a step (``loss.cpu()`` after ``optimizer.step()``) is
+    taken for one: only the recorder knows a copy's direction, and no op
+    flag says it yet. Device-to-host copies are the ``sync`` edit's."""
     o = tl.ops
     names = np.unique(o["name"])
     ids = [int(i) for i in names if tl.string(int(i)).split(".")[0] in _COPY_NAMES]

@@ -1,92 +1,29 @@
 """The causal verdict: the bottleneck whose removal gains most.
 
-A window's (a step's, or the run's steady-state steps') verdict names what
-to change first, read from the replay (``replay/predictions.py``): each
-fix that removes one bottleneck whole is replayed on the program without
-the recorder, and the fix that shortens the step most names the verdict.
-The idle time by cause (``idle/gaps.py``) stays beside it as evidence; it
-is not the verdict. Idle time and gain differ where one cause exposes
-another: a per-step read-back keeps the host from running ahead, so the
-fetch after it shows as data idle time, yet removing the read hides the
-fetch behind queued GPU work and gains more than removing the fetch.
+A window's (a step's, or the run's steady-state steps') verdict is read
+from the replay (``replay/predictions.py``): each fix that removes one
+bottleneck whole (``edits.Edit.complete``) is replayed on the program
+without the recorder, and the fix that shortens the step most names it.
+The idle time by cause (``idle/gaps.py``) stays beside it as evidence,
+not the verdict: where one cause exposes another they differ (a per-step
+read-back keeps the host from running ahead, so the fetch after it shows
+as data idle time, yet removing the read hides the fetch behind queued
+GPU work and gains more than removing the fetch).
 
-Why the replay and not a critical path through launches, syncs, fetches
-and stream waits: the replay *is* that path, walked forward under each
-fix (host time flows until a sync waits for the work it covers, a
-launch queue fills, a stream waits for another), and what it predicts is
-scored against the same loops run with each fix (``bench_whatif.py``); a
-critical path read backwards from the recording names the work on the
-path but not what removing it would save, since the next-longest path
-takes over.
+Why the replay and not a critical path read backwards from the
+recording: the replay *is* that path, walked forward under each fix, and
+its predictions are scored against the same loops run with each fix
+(``bench_whatif.py``); a backward critical path names the work on the
+path but not what removing it saves, since the next-longest path takes
+over.
 
-The bottlenecks, each a class (``Bottleneck``), and the fixes that remove
-them (``edits.Edit.complete``):
-
-=================  =============================================  ==========
-verdict            fix replayed                                   class
-=================  =============================================  ==========
-input-bound        ``data``: batches ready when the step asks      input
-sync-bound         ``sync``: no host reads in the step; ``copies``  sync
-                   : asynchronous, pinned batch copies
-host-bound         ``host``: the Python between ops gone           host
-launch-bound       ``graphs``: one launch per sync-free piece      launch
-GPU-bound          ``tf32``, ``bf16``, ``fused_optimizer``,        gpu
-                   ``compile``: faster GPU work (``gpuside.py``)
-=================  =============================================  ==========
-
-GPU-side fixes do not change which verdict a window gets: the rules below
-read the host-side fixes. A GPU-bound verdict (rule 2, or rule 5 with no
-host-side gain) names the GPU-side fix that gains most, where one gains
-``MIN_GAIN``, with its gain, the best host-side fix as its runner-up;
-elsewhere the host holds the step, and their predictions stay in the
-what-if ranking.
-
-``launch`` (a dispatcher twice as fast) is a partial fix and names no
-verdict. No replay removes cross-stream waits, collectives or causes a
-trace cannot tell: for those the gain is bounded by their own time
-(dependency and unknown idle time, exposed communication), which removing
-them could save at most.
-
-A sync-bound window whose fetches or host Python hold ``EXPOSED_SHARE``
-of its idle time says that the sync exposes them (``Judgement.exposes``).
-
-The rules, by precedence:
-
-==  ===================  =====================================================
- #  verdict              when
-==  ===================  =====================================================
- 1  host-only            the Timeline has no GPU work
- 2  GPU-bound            the GPU computed for ``gpu_bound_at`` (0.85) of the
-                         window or more, and no fix gains ``1 − gpu_bound_at``
-                         (15 %) of it: the host keeps the GPU fed, and only
-                         faster GPU work shortens the step
- 3  sync-bound, exposes  the best fix and the runner-up gain within
-                         ``mixed_margin`` of each other, one a sync and the
-                         other a fetch or the host's Python: the sync exposes
-                         the other (without it that work overlaps the queued
-                         GPU work; without the other the sync still drains
-                         the queue)
- 4  mixed                the best two gain within ``mixed_margin`` (20 %, of
-                         the best's gain) of each other: fixing one leaves
-                         the other
- 5  the best fix's       otherwise; ``unknown`` when no fix gains
-                         ``MIN_GAIN`` and the GPU idled: the replay finds
-                         nothing to change
-==  ===================  =====================================================
-
-GPU busy is counted without the recorder's own cost (the base replay) and
-without collectives running alone (exposed communication is the
-communication class's). The run's verdict is the same rules over the
-steady-state steps together (``predictions.steady``): each fix's gain
-on their summed step time.
-
-A step's gain is what the fix saves *and the run keeps* (``kept_gains``):
-a step shortened only to wait longer in a later one (for the next batch
-of a DataLoader worker already busy, or for a backlog the host ran ahead
-into) gains nothing. The saving by the end of step k, S_k, counts as far
-as it lasts: K_k = min over j ≥ k of S_j, and step k keeps K_k − K_(k−1).
-Where no step loses time, K = S and each step keeps its own saving; the
-kept savings add up to the run's.
+Invariants: GPU-side fixes (``gpuside.py``) never change which verdict a
+window gets, only which fix a GPU-bound one names; ``launch`` (a
+dispatcher twice as fast) is partial and names none. What no replay
+removes (cross-stream waits, collectives, unknown causes) is bounded by
+its own time (``BOUNDS``). GPU busy excludes the recorder's cost and
+collectives running alone. The rules are ``judge_window``'s; what a step
+keeps, ``kept_gains``'s.
 """
 
 from __future__ import annotations
@@ -106,11 +43,25 @@ __all__ = ["Bottleneck", "CLASSES", "BOUNDS", "MIN_GAIN", "EXPOSED_SHARE", "Judg
 
 
 class Bottleneck(Word):
-    """A bottleneck class, the "class" column of the module doc's first
-    table: what a ``Judgement``'s ``top``, ``second`` and ``exposes`` name,
-    the keys of its ``gains``, and, for a bound, its ``fix``. A member
-    equals, hashes and formats as its value, so plain strings still name a
-    class and every surface prints the word."""
+    """A bottleneck class: what a ``Judgement``'s ``top``, ``second`` and
+    ``exposes`` name, the keys of its ``gains``, and, for a bound, its
+    ``fix``. A member equals, hashes and formats as its value, so plain
+    strings still name a class and every surface prints the word.
+
+    The classes that name a verdict and the fixes replayed for them:
+
+    ======  ============  ==================================================
+    class   verdict       fix replayed
+    ======  ============  ==================================================
+    input   input-bound   ``data``: batches ready when the step asks
+    sync    sync-bound    ``sync``: no host reads in the step; ``copies``:
+                          asynchronous, pinned batch copies
+    host    host-bound    ``host``: the Python between ops gone
+    launch  launch-bound  ``graphs``: one launch per sync-free piece
+    gpu     GPU-bound     ``tf32``, ``bf16``, ``fused_optimizer``,
+                          ``compile``: faster GPU work
+    ======  ============  ==================================================
+    """
     INPUT = "input"
     SYNC = "sync"
     HOST = "host"
@@ -181,11 +132,28 @@ def _class_gains(preds: list[Prediction], pick) -> dict[Bottleneck, tuple[float,
 def judge_window(busy: float, gains: dict[Bottleneck, tuple[float, str]], has_gpu: bool = True,
                  gpu_bound_at: float = GPU_BOUND_AT, mixed_margin: float = MIXED_MARGIN,
                  idle: dict | None = None) -> Judgement:
-    """The rules of the module doc for one window: ``busy`` (the GPU's
-    computing share without the recorder), ``gains`` (``Bottleneck`` →
-    (predicted gain, the fix's name)), ``idle`` (its idle time by class,
-    for what a sync exposes). Classes may be given as their words; the
-    Judgement names them by ``Bottleneck``."""
+    """The verdict of one window: ``busy`` (the GPU's computing share
+    without the recorder), ``gains`` (``Bottleneck`` → (predicted gain,
+    the fix's name)), ``idle`` (its idle time by class, for what a sync
+    exposes). Classes may be given as their words; the Judgement names
+    them by ``Bottleneck``. The rules, by precedence:
+
+    1. host-only: the Timeline has no GPU work.
+    2. GPU-bound: the GPU computed for ``gpu_bound_at`` (0.85) of the
+       window or more and no fix gains ``1 − gpu_bound_at`` (15 %): the
+       host keeps the GPU fed. It names the GPU-side fix that gains most
+       (at least ``MIN_GAIN``), the best host-side fix as runner-up.
+    3. sync-bound, exposes: the best two gain within ``mixed_margin`` of
+       each other, one a sync and the other a fetch or the host's Python:
+       without the sync that work overlaps the queued GPU work; without
+       the other the sync still drains the queue.
+    4. mixed: the best two gain within ``mixed_margin`` (20 %, of the
+       best's gain): fixing one leaves the other.
+    5. the best fix's class; ``unknown`` when no fix gains ``MIN_GAIN``
+       and the GPU idled (GPU-bound if it was busy).
+
+    A sync-bound window whose fetches or host Python hold
+    ``EXPOSED_SHARE`` of its idle time says the sync exposes them."""
     gains = {Bottleneck(c): v for c, v in gains.items()}
     j = _rules(busy, gains, has_gpu, gpu_bound_at, mixed_margin)
     if j.verdict == Verdict.SYNC_BOUND and not j.exposes and idle:
@@ -270,9 +238,10 @@ def judge_steps(rows: np.ndarray, preds: list[Prediction], base_busy: np.ndarray
 def judge_run(rows: np.ndarray, preds: list[Prediction], base_busy: np.ndarray,
               has_gpu: bool, gpu_bound_at: float = GPU_BOUND_AT,
               mixed_margin: float = MIXED_MARGIN) -> Judgement:
-    """The run's ``Judgement`` over the steady-state rows of ``rows`` (the
-    whole window as one row when there are no steps): each fix's gain
-    on their summed step time."""
+    """The run's ``Judgement`` over the steady-state rows of ``rows``
+    (``predictions.steady``; the whole window as one row when there are
+    no steps): the same rules, each fix's gain on their summed step
+    time."""
     part = steady(rows)
     b = steady(np.asarray(base_busy, np.float64))
     base_ns = None
@@ -299,8 +268,14 @@ def _idle(rows: np.ndarray) -> dict[Bottleneck, int]:
 
 def kept_gains(steps: np.ndarray) -> np.ndarray:
     """Per step of a prediction's ``steps`` (``STEP_DTYPE``), the share of
-    its base time the fix saves and the run keeps (module doc): the
-    saving by each step's end, as far as the later steps keep it."""
+    its base time the fix saves and the run keeps.
+
+    A step shortened only to wait longer in a later one (for the next
+    batch of a DataLoader worker already busy, or for a backlog the host
+    ran ahead into) gains nothing. The saving by the end of step k, S_k,
+    counts as far as it lasts: K_k = min over j ≥ k of S_j, and step k
+    keeps K_k − K_(k−1). Where no step loses time K = S; the kept savings
+    add up to the run's."""
     base = steps["base_ns"].astype(np.float64)
     saved = np.cumsum(base - steps["predicted_ns"].astype(np.float64))
     lasting = np.minimum.accumulate(saved[::-1])[::-1]
