@@ -2,67 +2,29 @@
 
     fig = ctl.plot(tl, "timeline.png", window=3)     # step 3
 
-The figure answers first. Its title block says what was recorded and
-which window is drawn ("steps 3–5", "the whole recording", "first to
-last device activity" for an imported trace without steps), then the
-run's verdict with its margin (the first sentence of ``summary()``),
-then the counts. Under it, the *verdict strip* (``strip.py``): one cell
-per step over its device window, coloured by its verdict and labelled
-with its step time and GPU busy % where wide enough.
+The figure answers first: a title block (what was recorded, the window
+drawn, ``titles.py``; the run's verdict with its margin, the first
+sentence of ``summary()``; the counts), then the verdict strip
+(``strip.py``). ``fig.axes``, in this order, for ``plot`` without ``ax``:
 
-What is drawn where (``plot`` without ``ax``; ``fig.axes`` in this order):
+* ``[0]`` the lanes (``lanes/scene.py``): host spans, one lane per CPU
+  thread, one per GPU stream grouped by device; work coloured by phase
+  (``lanes/phases.py``), GPU idle time shaded by its cause from
+  ``analyze``; a red line from each launch to the start of its work (at
+  most ``flows``, evenly spread); a dense window drawn as an overview
+  (``lanes/overview.py``, and the title's last line says so).
+* ``[1]`` queue depth per stream; ``[2]`` CPU lead per stream in ms, GPU
+  begin − host launch (``panels.py``).
+* ``[3]`` the verdict strip, drawn above the lanes.
+* ``[4]`` only with memory readings (or ``memory=True``): device bytes
+  in use (``memory.py``), drawn between the lanes and the queue depth.
 
-* ``fig.axes[0]`` — the lanes, top to bottom: *host spans* (steps as
-  alternating grey boxes in the upper half, labelled "step N" where wide
-  enough; DataLoader fetches in purple and user spans in teal in the lower
-  half); one lane per CPU thread ("CPU thread 0 (MainThread)") with its
-  ops coloured by phase — forward / other, backward (ops with a
-  ``grad_fn`` or in a backward span), optimizer, data (in a DataLoader
-  fetch), sync (host-blocking); one lane per GPU stream ("GPU0 stream 7"),
-  grouped by device (dashed lines between devices), its work coloured by
-  the phase of the op that launched it, grey when that op is unknown.
-  Idle time on GPU lanes is shaded by its cause from ``analyze`` (waiting
-  for data, after a sync, waiting for launches, host busy elsewhere,
-  dependency / latency, unknown); a stream's idle time while another
-  stream of its device ran has no cause and stays unshaded. A red line
-  joins each launch (on the launching thread's lane) to the start of its
-  work (on the stream's lane), drawn under the work boxes so it never
-  hides work; when the window holds more than ``flows`` such launches,
-  ``flows`` of them, evenly spread over the rows, are drawn (rows whose
-  launch time or launching op is unknown get none). Faint dashed lines
-  mark step starts. Legend at the right.
-* ``fig.axes[1]`` — queue depth per stream: work launched and not yet
-  finished, the largest value in each pixel column.
-* ``fig.axes[2]`` — CPU lead per stream in ms: GPU begin − host launch of
-  each piece of work, placed at its GPU begin; the band is the range in
-  each pixel column, the line its top.
-* ``fig.axes[3]`` — the verdict strip, drawn above the lanes.
-* ``fig.axes[4]`` — only when the Timeline has memory readings (or
-  ``memory=True``): device bytes in use per device, drawn between the
-  lanes and the queue depth, its peak marked "peak 3.2 GiB"
-  (``memory.py``).
-
-GPU bars wide enough carry the name of their op or kernel, clipped to
-the bar (``lanes/names.py``). A side stream (busy less than half as long as its
-device's busiest) is shaded only where it waited on a dependency: idle
-with nothing queued is not blamed on it. When the window holds more than
-``overview.ROWS_PER_PX`` GPU rows per pixel column, the GPU lanes become
-an overview (``lanes/overview.py``): per pixel column the share of time busy,
-by phase, and idle, by cause, as stacked bands; launch lines are thinned
-to one per few columns, and the title's last line says so.
-
-The time axis is milliseconds from the window's start (the x label says
-where that start lies in the recording). The title names the source; a
-simulated Timeline says SIMULATED.
-
-With ``ax=``, only the lanes are drawn (no strip), into that Axes (its title, its x
-label, and a legend just right of it, outside: leave room, or save with
-``bbox_inches="tight"`` as ``plot`` does when given a path); the figure is
-``ax.figure``. Work is merged at the
-pixel resolution of the lanes' Axes before drawing (``pixels.py``), so 10^6
-ops draw in a few rectangles per lane and pixel column, in collections;
-no artist per op. Figures are ``matplotlib.figure.Figure`` on the Agg
-canvas: nothing here touches pyplot or the user's backend.
+The time axis is ms from the window's start (the x label says where that
+lies in the recording); a simulated Timeline says SIMULATED. Work is
+merged at the lanes' pixel resolution before drawing (``pixels.py``), so
+10^6 ops draw as a few rectangles per lane and pixel column, no artist
+per op. Figures are ``matplotlib.figure.Figure`` on the Agg canvas:
+nothing here touches pyplot or the user's backend.
 """
 
 from __future__ import annotations
@@ -97,7 +59,10 @@ def plot(tl: Timeline, path: str | os.PathLike | None = None, *, window: Any = N
     don't save). ``window``: a step (3), a range of steps ((3, 5) or
     range(3, 6)) or seconds from the start ((0.5, 0.75)); default the whole
     Timeline (for an imported trace without steps, first to last device
-    activity). ``ax``: draw only the lanes into this Axes. ``width``: figure
+    activity). ``ax``: draw only the lanes (no strip, no panels) into this
+    Axes, with its title, x label and a legend just right of it, outside:
+    leave room, or save with ``bbox_inches="tight"`` as ``plot`` does when
+    given a path; the figure is ``ax.figure``. ``width``: figure
     width in inches (ignored with ``ax``); ``dpi``: pixels per inch of the
     figure and of the saved PNG. ``flows``: at most this many launch lines
     (0: none). ``title``: replaces the generated name of the source in the
