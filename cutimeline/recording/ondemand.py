@@ -3,43 +3,34 @@
     ctl.arm(steps=5)                    # in the training script, before the loop
     $ cutimeline capture <pid> --steps 5 --out run.ctl    # from a shell, later
 
-``arm()`` installs a trigger and nothing else: a signal handler (SIGUSR2
-by default, where the platform has it) that only counts it, two global
-optimizer hooks that count steps (``stepwatch.py``; per step, not per op,
-no dispatch mode), and a marker file ``armed-<pid>`` in the user's private
-capture folder (``capture/files.py``: the folder, the files and whom
-they trust) that tells ``send_capture`` the process listens. At each step
-boundary the trigger checks the signals counted and the request file
-``capture-<pid>`` there (one ``fstatat`` on the folder it holds open); it
-takes the request (JSON ``{"steps": N, "out": path, "signalled": true}``,
-every key optional; an empty file, as ``touch`` leaves, asks for the
-armed defaults) if the job's user owns it, and records the next N steps
-with an ordinary recorder (``ctl.record(**options)``), their STEP spans
-numbered by the steps counted since ``arm()``, meta ``steps`` [a, b] and
-``capture``. It writes the Timeline to ``out``, which must lie under the
-folder chosen at ``arm(out_dir=...)`` (default: the folder of ``path``,
-else the working folder at ``arm()``), by default
-``<out_dir>/cutimeline-<pid>-<time>.ctl`` (the time to the nanosecond:
-captures never share a name), whole or not at all, and appends the path
-to ``trigger.captures``; then it waits for the next request, or with
-``rearm=False`` disarms. The self-cost probe runs at the first capture
-only. ``send_capture(pid, ...)`` (``capture/request.py``) checks the
-process and its marker, writes the request (only where none is pending)
-and sends the signal.
+``arm()`` installs a trigger and nothing else, so an armed job runs at
+full speed: a signal handler (SIGUSR2 where the platform has it) that
+only counts, two global optimizer hooks that count steps
+(``stepwatch.py``; per step, not per op, no dispatch mode), and a marker
+file ``armed-<pid>`` in the user's private capture folder
+(``capture/files.py``: the folder, the files and whom they trust). At
+each step boundary the trigger checks the signals counted and the
+request file ``capture-<pid>`` (one ``fstatat`` on the folder it holds
+open); a request (JSON ``{"steps": N, "out": path, "signalled": true}``,
+every key optional; an empty file asks for the armed defaults) the job's
+user owns records the next N steps with an ordinary recorder, STEP spans
+numbered from ``arm()``, meta ``steps`` [a, b] and ``capture``, written
+whole or not at all (``cutimeline-<pid>-<time>.ctl`` by default, to the
+nanosecond: captures never share a name). The self-cost probe runs at
+the first capture only. ``send_capture`` (``capture/request.py``) is the
+other side.
 
 **One request, one capture.** A request file is one request; so is a
-signal that comes alone (``kill -USR2 <pid>``: the armed defaults). A
-request that says ``"signalled": true`` (as ``send_capture`` writes when
-it sends the signal too) comes with a signal that only wakes the job: that
-signal is matched to it whether it arrives before the file is taken or
-after, and starts nothing of its own. So N requests make N captures, in
-whichever order the file and the signal reach the job.
+signal that comes alone (``kill -USR2 <pid>``). A request saying
+``"signalled": true`` comes with a signal that only wakes the job, matched
+to it whether it arrives before the file is taken or after: N requests
+make N captures, in whichever order file and signal arrive.
 
-**Where the capture goes.** ``out`` is walked below ``out_dir`` (opened as
-it resolved at ``arm()``) by descriptor (``capture/heldfolder.Folder``): each
-folder checked, then made, where it is, no link followed; a link swapped in
-below ``out_dir`` during a capture makes the write fail with a warning,
-never a folder or file elsewhere.
+**Where the capture goes.** ``out`` must lie under ``arm(out_dir=...)``
+and is walked below it (opened as it resolved at ``arm()``) by
+descriptor (``capture/heldfolder.Folder``): each folder checked, then
+made, no link followed; a link swapped in during a capture makes the
+write fail with a warning, never a file elsewhere.
 """
 
 from __future__ import annotations

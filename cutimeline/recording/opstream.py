@@ -1,52 +1,26 @@
 """The op stream: the private ``TorchDispatchMode`` and what it writes.
 
 One ``Session`` per recording (``session.py``) holds the caches and the
-per-thread ``Writer``s; each recording thread has its own ``Mode`` (the dispatch-mode
-stack is thread-local) that appends one tuple per op to its thread's writer:
+per-thread ``Writer``s; each recording thread has its own ``Mode`` (the
+dispatch-mode stack is thread-local) that appends one tuple per op:
 ``(seq, host_begin_ns, host_end_ns, signature, module context, grad_fn,
-flags)``. ``seq`` comes from one ``itertools.count`` shared by all threads;
-no lock is taken on the hot path, only on cache misses. The signature
-(op name, tensor dtypes and shapes, device) is interned through a dict keyed
-by ``(id(func), dtype, shape, dtype, shape, ..., device)`` — each tensor
-argument's dtype and shape in order, the op's device last — so its strings
-are built only on a miss (``signatures.py``).
+flags)``. ``seq`` comes from one ``itertools.count`` shared by all
+threads; no lock is taken on the hot path, only on cache misses. The
+signature (op name, tensor dtypes and shapes, device) is interned under a
+flat key, so its strings are built only on a miss (``signatures.py``).
+Per op: two clock reads, the count, the key's hash and lookup, the
+append; the op runs through the ``OpOverload``'s C++ callable, one Python
+frame less than a bare mode. What each part costs, in instructions per
+op: ``benchmarks/RESULTS.md`` (recording overhead); what it costs a
+recording: ``selfcost.py``.
 
-Per op: two clock reads, the sequence number and the row append; the
-signature key — id(func), each tensor's dtype and shape read as two
-attributes into one flat tuple (cheaper than one ``attrgetter`` call and a
-pair tuple per tensor), the device once — its hash and a dict lookup; the
-op itself runs through the ``OpOverload``'s C++ callable, one Python frame
-less than a bare mode, and without keyword arguments no dict is built for
-the call. An op whose schema's only tensors are one to three leading
-arguments (``signatures.leading_tensors``, noted once per op under
-``id(func)``: most ops of a training step, views with a list of sizes,
-``addcmul_`` and ops with keywords among them) builds the key in one
-expression, its other arguments unread; the rest (lists of tensors,
-optional tensors, ``out=``) loop over their arguments. What each part
-costs, in instructions per op: ``benchmarks/RESULTS.md`` (recording
-overhead); ``selfcost.py`` measures what all this costs a recording.
-
-The rows, kept compact: a ``list.append`` of a tuple is the cheapest
-record Python has, but it holds about 190 B an op (the tuple, three new
-ints: seq, host begin and end, and the list's slot). ``OpRows``, one per
-session, moves them into chunks of the structured dtype ``OP_ROW``
-(``OP_ROW_BYTES`` = 40 B an op: int64 seq and host times, int32
-signature, context, grad_fn and flags). The recording thread does it
-itself, every ``CHUNK`` of its ops: the op-count check the cap needs
-anyway (``seq >= limit``, the limit the nearer of the cap and the next
-conversion) costs the op path nothing more, and the conversion (~0.2 µs
-a row, the work assembly did at stop) runs between two ops, where the
-recorder's clock does not see it: the next op begins after it, and a
-device that keeps a host clock of its own is told the time was the
-recorder's (``Device.recorder_work``: SimGPU's virtual host skips it).
-A thread would have to take the GIL from the recorded one at moments
-nobody chooses, stalls that read as the program's host time. A recording
-thus holds 40 B an op plus fewer than ``CHUNK`` tuples a thread.
-``OpRows`` is the lists' one consumer: their rows are read through it
-(``table``, under its lock, at stop or as the process ends; the journal's
-flusher reads ``Writer.chunks``, append-only, and calls ``drain`` at
-stop). What it cost: ``OpRows.stats`` (rows, chunks, ns) goes to the
-Timeline's meta as ``op_rows_converted``.
+Rows are kept compact: a tuple in a list is the cheapest record Python
+has but holds about 190 B an op; ``OpRows`` moves them into 40-byte
+``OP_ROW`` chunks every ``CHUNK`` ops of a thread, on that thread. A
+recording thus holds 40 B an op plus fewer than ``CHUNK`` tuples a
+thread. Why not a converter thread: it would take the GIL from the
+recorded one at moments nobody chooses, stalls that read as the
+program's host time.
 """
 
 from __future__ import annotations
@@ -124,7 +98,7 @@ class Mode(TorchDispatchMode):
 
     @classmethod
     def ignore_compile_internals(cls) -> bool:
-        return True  # let torch.compile compile; see the module docstring
+        return True  # let torch.compile compile; see recorder.py's module docstring
 
     @classmethod
     def _should_skip_dynamo(cls) -> bool:
@@ -403,8 +377,21 @@ def as_rows(chunks: list[np.ndarray], rest: list[tuple] = ()) -> np.ndarray:
 
 class OpRows:
     """A session's op rows: its writers' lists and their converted chunks
-    (see the module doc). ``start`` the converter's thread when recording
-    begins, ``close`` it at stop; ``table`` reads a writer's rows."""
+    of ``OP_ROW`` (int64 seq and host times, int32 signature, context,
+    grad_fn and flags: ``OP_ROW_BYTES``, 40 B an op).
+
+    The recording thread converts its own rows every ``CHUNK`` of its
+    ops (``Mode.compact``): the op-count check the cap needs anyway
+    (``seq >= limit``, the nearer of the cap and the next conversion)
+    costs the op path nothing more, and the conversion (~0.2 µs a row,
+    the work assembly did at stop) runs between two ops, where the
+    recorder's clock does not see it; a device that keeps a host clock
+    of its own is told the time was the recorder's
+    (``Device.recorder_work``). This is the lists' one consumer: rows are
+    read through ``table`` (under its lock, at stop or as the process
+    ends); the journal's flusher reads ``Writer.chunks``, append-only,
+    and calls ``drain`` at stop. ``stats`` (rows, chunks, ns) goes to the
+    Timeline's meta as ``op_rows_converted``."""
 
     def __init__(self, writers: list):
         self.writers = writers  # the session's list (appended to, never replaced)

@@ -7,55 +7,36 @@ launches, collected into a ``Timeline``.
 
 A private ``TorchDispatchMode`` (``opstream.py``) sees each op below
 autograd and below the ``CompositeImplicitAutograd`` decompositions
-(``aten::linear`` arrives as ``aten::t`` and ``aten::addmm``), but not the
-ops that kernels call inside. Against torch.profiler (``record_shapes=True``,
-run separately): the ops seen are the profiler's aten events that do not
-decompose at CompositeImplicitAutograd and have no such event above them,
-plus ``profiler::_record_function_*`` ops for its named ranges (which are
-also USER spans, ``hooks/ranges.py``); an active
-mode itself makes autograd save op outputs as ``aten::detach`` aliases (one
-more detach at unpacking), and makes composite code pick out-of-place
-variants (``aten::add`` for ``add_``, ``aten::view`` for ``_reshape_alias``);
+(``aten::linear`` arrives as ``aten::t`` and ``aten::addmm``), not the ops
+kernels call inside: torch.profiler's aten events that do not decompose
+there and have none such above them, plus ``profiler::_record_function_*``
+ops (also USER spans, ``hooks/ranges.py``). An active mode makes autograd
+save outputs as ``aten::detach`` aliases and composite code pick
+out-of-place variants (``aten::add`` for ``add_``);
 ``tests/recording/test_recorder.py`` checks this on three models.
 
-An op whose tensors live on a device the recorder's ``Device`` owns, that is
-not metadata-only (flag VIEW: views, ``empty``, profiler ops) and that is
-not a CPU op inside a DataLoader fetch, is bracketed by BEGIN/END events on
-its stream (flag LAUNCH) and gets one gpu row.
+An op on a device the recorder's ``Device`` owns (one per recording;
+ops on other GPUs get host rows), not metadata-only (flag VIEW) and not a
+CPU op in a DataLoader fetch, is bracketed by BEGIN/END events on its
+stream (flag LAUNCH) and gets one gpu row. Also seen:
 
-What else is seen, precisely:
-
-* Backward ops run by the autograd engine, with their autograd node
-  (``AddmmBackward0``) in ``grad_fn``, for backward passes started through
-  ``torch.autograd`` (``Tensor.backward``, ``backward``, ``grad``); forward
-  ops with their innermost module path and its depth (root 0; ``depth`` is
-  NONE outside modules). On CUDA the engine runs backward on its device
-  threads, which inherit the dispatch mode; those ops get those threads' rows.
-* Threads started while recording (``threading.Thread.start``) record their
-  ops. Threads that were running before start are not recorded, nor are
-  processes forked while recording, DataLoader workers among them: the
-  recorder steps aside in them (``forks.py``); a fetch is one DATA span in
-  the parent.
-* ``torch.compile``: compiled code stays compiled; the recorder sees the
-  ops the compiled artifact dispatches at run time (with ``aot_eager``
-  every aten op), and each call of an Inductor graph is an op
-  ``inductor::graph_<n>`` over them, with gpu rows of kind COMPILED for
-  its fused kernels (``hooks/compiled.py``). Host spans are not made inside
-  compiled regions (see ``hooks/installer.py``).
-* While a CUDA stream captures a graph no events are recorded (flag
-  CAPTURED); each graph replay is one gpu row of kind GRAPH, with an ops
-  row ``cudagraph::replay``.
-* Host-blocking ops (flag SYNC, a syncs row and a SYNC span): ``.item()``,
-  ``nonzero``, ``equal``, ``masked_select``, ``unique``, ``bincount``,
-  boolean-mask indexing, ``repeat_interleave`` without ``output_size``, and
-  copies between the host and an owned device that block (device→host unless
-  non-blocking into pinned memory, host→device unless non-blocking); only
-  when the device side is owned by the recorder's Device. On CUDA also
-  ``torch.cuda.synchronize`` and ``Stream``/``Event.synchronize``.
-* Steps: a STEP span runs from the previous boundary (or the start) to the
-  next; ops after the last boundary belong to no step.
-* One device per recording: with ``device="cuda:0"`` ops on other GPUs get
-  host rows (their ``device`` column says which GPU).
+* backward ops with their autograd node in ``grad_fn`` (on CUDA, on the
+  engine's device threads); forward ops with their innermost module path
+  and depth;
+* threads started while recording; not those running before start, nor
+  forked processes such as DataLoader workers (``forks.py``: a fetch is
+  one DATA span in the parent);
+* ``torch.compile``: compiled code stays compiled; each Inductor graph
+  call is an op ``inductor::graph_<n>`` with COMPILED gpu rows
+  (``hooks/compiled.py``); no host spans inside;
+* CUDA graphs: nothing while capturing (flag CAPTURED), each replay one
+  GRAPH gpu row and an ops row ``cudagraph::replay``;
+* host-blocking ops (flag SYNC, a syncs row, a SYNC span), on the owned
+  device only: ``signatures.RULES`` (``.item()``, ``nonzero``,
+  boolean-mask indexing, ...), copies between host and device that block,
+  and CUDA's ``synchronize`` of the device, a Stream or an Event;
+* steps: a STEP span runs from the previous boundary (or the start) to
+  the next; ops after the last belong to no step.
 """
 
 from __future__ import annotations

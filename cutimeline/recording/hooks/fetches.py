@@ -1,50 +1,30 @@
 """DataLoader fetches as the program has them without the recorder.
 
 **Single-process fetches** (``num_workers=0``): the dataset's
-``__getitem__`` and the collate run in the recording thread, each of
-their small CPU-tensor ops through the dispatch mode, which costs it
-several times what the op does (a tokenized batch of 32: 0.55 ms bare,
+``__getitem__`` and the collate run in the recording thread, and each of
+their small CPU-tensor ops through the dispatch mode costs several times
+what the op does (a tokenized batch of 32, about 330 ops: 0.55 ms bare,
 2.4 ms with any Python dispatch mode on, 3.5 ms recorded: torch's
-dispatch into Python ≈ 6 µs an op, the recorder ≈ 3 µs; about 330 ops).
-A fetch's ops are the dataset's host work, as in a worker process, where
-they are not recorded either. So an iterator's first fetch is recorded
-whole, and when it launched nothing on the device, its later fetches run
-with the recorder's mode stepped off the dispatch stack: they cost what
-they cost without it and are one DATA span each, without op rows. A
-dataset that works on device tensors (launches in its first fetch) keeps
-every op recorded.
+dispatch into Python ≈ 6 µs an op, the recorder ≈ 3 µs). A fetch's ops
+are the dataset's host work, unrecorded in a worker process too. So an
+iterator's first fetch is recorded whole and, when it launched nothing on
+the device, its later fetches run with the mode stepped off the dispatch
+stack: one DATA span each, without op rows. A dataset that launches in
+its first fetch keeps every op recorded.
 
-**Worker processes** on a simulated host clock.
-
-A device with a virtual host clock (``SimGPU``: each op's dispatch lasts its
-modelled CUDA cost, ``devices/sim/host.py``) makes the main loop as fast as
-it would be beside a real GPU. Worker processes keep running in real time
-beside it, so a wait for their next batch measured by the wall clock says
-nothing about the simulated program: a loop whose one worker needs 11 ms
-a batch reads as if the batch were always ready. So the wait is modelled,
-on the same clock as everything else:
-
-* **the cost**: each worker measures the CPU time it spends producing each
-  batch (``time.thread_time_ns`` from taking the batch's indices to
-  handing the batch over: fetch and collate) and writes it to a ring of
-  shared memory the parent reads by batch number (``timed_worker_loop``);
-* **the queue**: as in ``_MultiProcessingDataLoaderIter``, batch k is
-  requested from its worker when the iterator is made (the first
-  ``prefetch_factor × num_workers``) or when the main loop takes batch
-  k − prefetch_factor × num_workers; each worker makes its batches one at
-  a time, in order, so batch k is ready at ``max(requested, the worker's
-  previous batch ready) + its cost``, on the virtual clock;
-* **the wait**: the main loop's fetch ends at ``max(its start, ready)``
-  plus the main thread's own time in the fetch: its CPU time there
-  (unpickling, its share of ``__next__``), not the time it really waited
-  on the queue or for a CPU the workers held; the device's clock takes
-  that (``fetched``), and the fetch's DATA span keeps the wait in its
-  ``number`` (``analysis/replay/compensation.fetch_waits``: a host made
-  faster finds the batch no sooner).
-
-So ``num_workers`` matters as it does beside a GPU. Iterators made before
-the recording began, and threads other than the loader's, keep the real
-clock.
+**Worker processes on a simulated host clock** (``SimGPU``,
+``devices/sim/host.py``): the main loop runs as fast as beside a real GPU
+while the workers run in real time, so a wall-clock wait for a batch says
+nothing (a loop whose one worker needs 11 ms a batch reads as if batches
+were always ready). The wait is modelled on the virtual clock instead:
+each worker writes the CPU time it spends on each batch to a shared ring
+(``timed_worker_loop``), batches are requested and made as
+``_MultiProcessingDataLoaderIter`` does (``_Clock``), and the fetch ends
+at ``max(its start, ready)`` plus the main thread's own CPU time in it.
+The DATA span keeps the wait in its ``number``
+(``analysis/replay/compensation.fetch_waits``). So ``num_workers``
+matters as it does beside a GPU. Iterators made before the recording
+began, and threads other than the loader's, keep the real clock.
 """
 
 from __future__ import annotations
@@ -115,7 +95,19 @@ def _quiet(original: Callable, s: Any) -> Callable:
 
 
 class _Clock:
-    """One iterator's modelled workers (virtual host ns)."""
+    """One iterator's modelled workers (virtual host ns).
+
+    As in ``_MultiProcessingDataLoaderIter``, batch k is requested from
+    its worker when the iterator is made (the first ``prefetch_factor ×
+    num_workers``) or when the main loop takes batch k − prefetch_factor
+    × num_workers (``_put``); each worker makes its batches one at a time,
+    in order, so batch k is ready at ``max(requested, the worker's
+    previous batch ready) + its cost`` (``_take``), its cost the CPU time
+    the worker spent from taking the indices to handing the batch over
+    (``time.thread_time_ns``). The fetch (``_next``) ends at
+    ``max(its start, ready)`` plus the main thread's CPU time in it
+    (unpickling, its share of ``__next__``), not the time it really
+    waited on the queue or for a CPU the workers held."""
 
     __slots__ = ("ring", "size", "asked", "free", "call_real", "call_v", "call_cpu",
                  "taken_v", "ready")

@@ -1,54 +1,33 @@
 """Host spans and the hooks that make them, installed only while recording.
 
-The recorder (``recorder.py``) owns the op stream; this module owns what it
-learns around the ops: the module stack (``encoder.layers.0.self_attn``),
-steps, DataLoader fetches, forward/backward/optimizer phases, threads
-started while recording, calls of Inductor's compiled graphs (recorded by
-``compiled.py``), and on CUDA the host-blocking calls and graph replays
-that are not aten ops. ``Hooks.install()`` at start and
+The recorder (``recorder.py``) owns the op stream; this module owns what
+it learns around the ops: the module stack (``encoder.layers.0.self_attn``),
+steps, fetches, phases, threads started while recording, Inductor graph
+calls (``compiled.py``), and on CUDA the blocking calls and graph replays
+that are not aten ops (``cuda.py``). ``Hooks.install()`` at start and
 ``Hooks.remove()`` at stop tie every hook to one recording; every patched
 attribute is restored exactly.
 
 Spans are tuples ``(kind, name_id, thread, depth, number, begin_ns,
 end_ns)`` appended to the calling thread's ``Writer`` by ``Session.span``,
-which counts them against ``max_ops``. ``depth`` is the
-nesting among spans of that kind on that thread (for MODULE the module
-depth, 0 for the root module); ``number`` is the step number of STEP spans.
+which counts them against ``max_ops``. ``depth`` is the nesting among
+spans of that kind on that thread (for MODULE the module depth, 0 for
+the root); ``number`` is the step number of STEP spans.
 
-Where the spans come from:
+Where they come from: MODULE / FORWARD from global module hooks (the
+post hook with ``always_call``, so a forward that raises still pops its
+module; FORWARD for a root module, entered with an empty stack);
+BACKWARD from a wrapper of ``torch.autograd._engine_run_backward``, which
+``backward`` and ``grad`` all call (a pass started any other way has no
+grad_fn); OPTIMIZER from global optimizer hooks, whose post hook also
+ends a step; DATA from wrappers of ``DataLoader.__iter__`` and
+``__next__`` (``fetches.py``); USER from ``ranges.py``.
 
-* MODULE / FORWARD — global module forward pre/post hooks (the post hook
-  with ``always_call``, so a forward that raises still pops its module);
-  FORWARD spans the forward of each root module (one entered with an empty
-  module stack).
-* BACKWARD — a wrapper around ``torch.autograd._engine_run_backward``, which
-  ``Tensor.backward``, ``torch.autograd.backward`` and ``torch.autograd.grad``
-  all call; one span per backward pass, on the thread that asked for it.
-  While one runs, the op stream reads each op's autograd node (grad_fn);
-  a backward pass started any other way (the engine called directly) is
-  recorded without grad_fn.
-* OPTIMIZER — global optimizer step pre/post hooks; the post hook also ends
-  a step (see ``steps`` in ``record``).
-* DATA — wrappers around ``DataLoader.__iter__`` and the iterators'
-  ``__next__``; they only time the call and mark the thread as fetching
-  (threads started meanwhile, such as the pin-memory thread, fetch for
-  good). Single-process fetches that launch nothing run off the dispatch
-  stack after the first; on a device with a simulated host clock, worker
-  processes' batches are timed in the workers and the fetch's wait
-  modelled (``fetches.py``).
-* USER — the user's named ranges: ``ctl.span``, ``record_function``
-  (whose ops the op stream sees) and NVTX's ``range_push``/``range_pop``,
-  wrapped here (``ranges.py``).
-* SYNC (CUDA), graph replays and the event pool's pauses — wrappers
-  around the CUDA calls that are not aten ops, in ``cuda.py``; the op
-  stream adds SYNC spans for host-blocking ops.
-
-While the session is paused (``Session.calibrate`` runs its own small
-training step) the module and backward hooks do nothing. While
-torch.compile traces (Dynamo runs the Python of hooks it meets), every
-hook does nothing, so compiled regions have no MODULE spans inside
-and their ops carry the module that called into them. torch warns about
-global module hooks when a module is compiled; that warning is expected.
+While the session is paused (``Session.calibrate``) the module and
+backward hooks do nothing; while torch.compile traces (Dynamo runs the
+Python of hooks it meets) every hook does nothing, so compiled regions
+have no MODULE spans and their ops carry the calling module. torch's
+warning about global module hooks on a compiled module is expected.
 """
 
 from __future__ import annotations
@@ -204,6 +183,9 @@ class Hooks:
 
     # -- wrappers ------------------------------------------------------------------
     def _data(self, name: str) -> Callable[[Any], Any]:
+        """A DATA span around a DataLoader call: it only times the call and
+        marks the thread as fetching (threads started meanwhile, such as
+        the pin-memory thread, fetch for good)."""
         s, sid = self.s, self.s.intern(name)
 
         def make(original: Any) -> Any:
