@@ -1,44 +1,33 @@
 """SimGPU's collectives: torch.distributed ops as NCCL would run them, on a simulated link.
 
-A simulated program runs its collectives in one process on a fake process
-group (torch ships one: ``torch.testing._internal.distributed.fake_pg``;
+A simulated program runs its collectives in one process on torch's fake
+process group (``torch.testing._internal.distributed.fake_pg``;
 ``dist.init_process_group("fake", store=FakeStore(), rank=0,
 world_size=N)``), whose ops accept meta tensors and return at once. On a
-real GPU each collective is an NCCL kernel on NCCL's own stream, so
-SimGPU runs it there (its part ``SimComm``):
+real GPU each is an NCCL kernel on NCCL's own stream, so ``SimComm``
+runs it there: it starts when the communication stream is free *and* the
+launching stream's earlier work is done (NCCL's event wait), and lasts
+``comm_ns``. ``Work.wait()`` and ``wait_tensor`` make the *current*
+stream wait for the communication stream, as NCCL's ``work.wait()``
+does; the host does not block. The Work the program holds is not the
+one the op returned (torch boxes it anew), so a wait covers every
+collective launched so far: the same for waits in launch order (DDP's
+buckets), a little early for a wait on an older Work while a newer one
+runs.
 
-* it starts when the communication stream is free *and* the launching
-  stream's earlier work is done (NCCL makes its stream wait for the
-  current one with an event before the kernel);
-* it lasts ``latency + bus_bytes / bus_bandwidth`` (``comm_ns``): the ring
-  algorithm's bus bytes as nccl-tests count them (all-reduce
-  2(N−1)/N × bytes; all-gather, reduce-scatter and all-to-all (N−1)/N ×
-  the whole gathered or scattered buffer; broadcast 1×), at the profile's
-  ``nvlink_bandwidth`` (an effective bus bandwidth, nccl-tests' "busbw",
-  not the link's raw figure) plus ``collective_latency_ns``;
-* ``Work.wait()`` (which ``dist.all_reduce`` calls itself unless
-  ``async_op=True``) and the functional collectives' ``wait_tensor`` make
-  the *current* stream wait for the communication stream, as NCCL's
-  ``work.wait()`` does: the host does not block; compute launched before
-  the wait overlaps the collective, compute launched after it follows it.
-  The Work object the program holds is not the one the op returned (torch
-  boxes it anew), so a wait covers every collective launched so far on
-  the device; since one communication stream runs them in order, that is
-  the same for waits in launch order (DDP's buckets), and a little early
-  for a wait on an older Work while a newer one runs.
+Where the figures come from (``bus_bytes`` counts as nccl-tests does):
+``GpuProfile.nvlink_bandwidth`` is nccl-tests' all-reduce "busbw" at
+large sizes on one 8-GPU NVSwitch node, ≈ 450 GB/s for H100 and H200 SXM
+(NVLink 4, 900 GB/s raw both ways; NVIDIA's published runs reach
+450–480) and ≈ 230 GB/s for A100 SXM (NVLink 3, 600 GB/s raw; 220–240
+measured). ``collective_latency_ns`` (15 µs) is the small-message time
+of the same runs (≈ 10–20 µs on 8 GPUs, ring LL). One link: no
+inter-node network, no tree algorithm.
 
-Bus bandwidths (``GpuProfile.nvlink_bandwidth``): nccl-tests' all-reduce
-"busbw" at large sizes on one 8-GPU NVSwitch node, ≈ 450 GB/s for H100
-and H200 SXM (NVLink 4, 900 GB/s raw both ways; NVIDIA's published
-nccl-tests runs reach 450–480) and ≈ 230 GB/s for A100 SXM (NVLink 3,
-600 GB/s raw; 220–240 measured). ``collective_latency_ns`` (15 µs) is
-the small-message time of the same runs (≈ 10–20 µs on 8 GPUs, ring LL).
-The model has one link: no inter-node network, no tree algorithm.
-
-The recorder puts such an op's gpu row on the stream ``collective_stream``
-names, with kind COLLECTIVE, so ``analysis/idle/communication.py`` counts its
-exposed part. Results on real devices are never touched: the ``Work.wait``
-hook only reads the simulator's clocks, and only while a SimGPU records.
+Such an op's gpu row has kind COLLECTIVE, so
+``analysis/idle/communication.py`` counts its exposed part. Results on
+real devices are never touched: the ``Work.wait`` hook only reads the
+simulator's clocks, and only while a SimGPU records.
 """
 
 from __future__ import annotations
@@ -120,7 +109,10 @@ def _group_size(args: tuple, kwargs: dict) -> int:
 def bus_bytes(func: Any, args: tuple, kwargs: dict, out: Any, world: int) -> float:
     """The bytes one rank moves over its links for collective ``func`` on
     ``world`` ranks, as nccl-tests' bus bandwidth counts them (0 for ops
-    that move no data: barriers, waits)."""
+    that move no data: barriers, waits): the ring algorithm's,
+    all-reduce 2(N−1)/N × bytes; all-gather, reduce-scatter and
+    all-to-all (N−1)/N × the whole gathered or scattered buffer;
+    broadcast 1×."""
     kind = _KIND.get(_split(func))
     if kind is None:
         return 0.0

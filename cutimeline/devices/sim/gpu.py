@@ -1,45 +1,35 @@
 """SimGPU: a simulated GPU behind the recorder's Device interface.
 
 ``SimGPU`` owns ``meta`` tensors: every op on them (outside a DataLoader
-fetch or a ``with gpu.host():`` block) is treated as work for a virtual
-GPU, and CPU tensors stay host work. The real op still runs, on meta
-tensors (metadata only); the host is charged what dispatching it to CUDA
-would cost, on a virtual host clock (``host.py``), and the simulator
-enqueues its roofline cost (see ``roofline.py``) on a virtual stream that
-keeps its own ``free_at`` on that clock (``streams.py``):
+fetch or a ``with gpu.host():`` block) is work for a virtual GPU; CPU
+tensors stay host work. The real op still runs on meta tensors
+(metadata only); the host is charged what dispatching it to CUDA would
+cost, on a virtual host clock (``host.py``), and its roofline cost
+(``roofline.py``) is enqueued on a virtual stream (``streams.py``). The
+timing rules, in virtual host ns:
 
-* an op whose dispatch began (its BEGIN) at host time d and whose launch
-  returned (its END call) at h starts at ``max(free_at, h, d +
-  launch_latency)`` and lasts ``cost(op)``: the launch latency runs from
-  the dispatch's start (the launch's setup, the driver, the GPU's front
-  end), and a kernel starts no earlier than its launch returned; with the
-  profiles' latencies no longer than the modelled dispatch, an op on an
-  idle stream starts at its launch's return, so its row (from the return,
-  ``alignment/aligner.py``) is its work alone;
-* a BEGIN event recorded at h executes at ``max(free_at, h + event_latency)``,
-  an END event at ``max(op end, h + event_latency)``;
-* a sync makes the host really wait until its stream (or all) has drained;
-* a launch into a stream that already holds ``launch_queue`` launched ops
-  not yet finished (1024: CUDA blocks the host at about 1,024 pending
-  launches) waits, inside the op, until the oldest of them has finished
-  (``SimStreams.room``);
-* a torch.distributed collective runs on a communication stream of its
-  own, as NCCL's kernel does (``comm.py``).
+* an op whose dispatch began at d and whose launch returned at h starts
+  at ``max(free_at, h, d + launch_latency)``: the latency runs from the
+  dispatch's start (setup, driver, front end) and a kernel starts no
+  earlier than its launch returned, so with the profiles' latencies an
+  op on an idle stream starts at the return and its row
+  (``alignment/aligner.py``) is its work alone;
+* a BEGIN event recorded at h executes at ``max(free_at, h +
+  event_latency)``, an END event at ``max(op end, h + event_latency)``;
+* a sync really waits until its stream (or all) has drained; a launch
+  into a full queue (``launch_queue``, 1024 as in CUDA) waits inside the
+  op for the oldest (``SimStreams.room``); a collective runs on a
+  communication stream of its own, as NCCL's kernel does (``comm.py``).
 
-The recorder sees what it would see from CUDA: a device clock with its own
-offset and drift, quantised to 0.5 µs, read only as float32-millisecond
-elapsed times relative to segment anchors laid down every ~1 s and chained
-(``devices/clockread.py``). The true host time of every event goes to
-``Harvest.truth`` and the true clock to ``Harvest.meta["sim"]``, so the
-aligner can be scored. Everything is labelled a simulation.
-
-``SimGPU`` is made of parts with declared state, which share the host
-clock, one lock and the per-thread state (``local.py``) it hands them: the
-virtual host clock (``SimHost``), the streams and the recording's log
-(``SimStreams``), the op stream (``SimOps``), the collectives (``SimComm``),
-the data-dependent ops (``DataDependent``) and what reads of simulated
-tensors return (``SimValues``). Its per-op methods do their
-work in line on the parts' fields: a Python call layer costs ~0.1 µs an op.
+The recorder sees what it would see from CUDA: a device clock with its
+own offset and drift, quantised to 0.5 µs, read only as
+float32-millisecond elapsed times from segment anchors laid down every
+~1 s and chained (``devices/clockread.py``). The true times go to
+``Harvest.truth`` and ``Harvest.meta["sim"]`` so the aligner can be
+scored; everything is labelled a simulation. The parts (``local.py``
+and the classes ``SimGPU`` holds) share one clock and lock; the per-op
+methods work on their fields in line, as a Python call layer costs
+~0.1 µs an op.
 """
 
 from __future__ import annotations

@@ -1,43 +1,32 @@
 """SimGPU's host side: what a CUDA launch costs the host, and the clock that charges it.
 
-A simulated op runs for real on ``meta`` tensors, inside its dispatch. What
-that costs this CPU (a meta kernel: 0.1–1.5 ms for add, gelu, layer_norm,
-batch-norm) says nothing about what the same op costs a host that launches
-it on a GPU, where the dispatcher sets up the kernel and calls
-``cudaLaunchKernel`` in a few µs. So the simulator keeps a *virtual host
-clock*: in it each simulated op's dispatch (from its BEGIN event to its
-launch) lasts a modelled CUDA dispatch cost (``dispatch_ns``), and every
-other instant of the host (the user's Python, data loading, sleeps, waits
-for the device, the recorder's own bookkeeping) lasts what it really did.
-The simulated device runs on that clock; at stop the recorder maps every
-host time of the Timeline onto it with ``host_map`` (knots of a
-piecewise-linear, non-decreasing map: real → virtual), so the Timeline
-shows the host a CUDA program would have had.
+A simulated op runs for real on ``meta`` tensors, inside its dispatch;
+what that costs this CPU (a meta kernel: 0.1–1.5 ms for add, gelu,
+layer_norm, batch-norm) says nothing about a host launching it on a GPU
+in a few µs. So the simulator keeps a *virtual host clock*: each
+simulated op's dispatch (BEGIN event to launch) lasts a modelled CUDA
+dispatch cost (``dispatch_ns``), and every other instant of the host
+(user Python, data loading, waits for the device, the recorder's
+bookkeeping) lasts what it really did. At stop every host time of the
+Timeline is mapped onto it (``host_map``: knots of a piecewise-linear,
+non-decreasing real → virtual map). A wait for the device ends on the
+virtual clock no earlier than the work it waited for.
 
-The modelled costs (``DISPATCH_NS``) are the part of an eager op's host
-time spent below the dispatch mode: the dispatcher, the kernel's argument
-setup and the launch. Published measurements put the launch call itself
-(``cudaLaunchKernel``) at 2–4 µs on current x86 hosts and a whole small
-eager op, from Python, at 5–10 µs (about 100k–200k ops/s), of which the
-Python binding and autograd (above the mode, measured for real here) take
-about half. cuBLAS/cuDNN calls pick an algorithm first; a foreach op packs
-its tensor lists into kernel arguments; a copy from pageable host memory
-is staged through a pinned buffer by the host. These are estimates good to
-a factor of about two, which is what a verdict needs: the gap between
-launch-bound and GPU-bound loops is one to three orders of magnitude.
-``SimGPU(host_cost=...)`` replaces them (a number of ns per op, a callable,
-or "measured": the wall-clock time the op took here).
+Where ``DISPATCH_NS`` comes from: it is the part of an eager op's host
+time below the dispatch mode (dispatcher, argument setup, launch).
+Published measurements put ``cudaLaunchKernel`` at 2–4 µs on current x86
+hosts and a whole small eager op, from Python, at 5–10 µs (100k–200k
+ops/s), of which the Python binding and autograd (above the mode,
+measured for real here) take about half. Good to a factor of about two,
+which is what a verdict needs: launch-bound and GPU-bound loops differ
+by one to three orders of magnitude. ``SimGPU(host_cost=...)`` replaces
+them (ns per op, a callable, or "measured": the op's wall time here).
 
-Three more things a real host would not have lost are taken out of the
-virtual clock: the simulator's own bookkeeping (the roofline cost of each
-op, its event records), the time the launching thread sat runnable
-but waiting for a CPU (``/proc/thread-self/schedstat``'s run-queue time),
-which on a loaded machine would otherwise read as the program's host time,
-and the time a CUDA mapping's function mode spends on each torch call it
-sees (``cuda/mapping.py``: its own Python, and torch's call into it),
-which a program on CUDA does not run.
-A wait for the device ends on the virtual clock no earlier than the work it
-waited for.
+Also taken out of the virtual clock, as a real host would not lose them:
+the simulator's own bookkeeping (roofline cost, event records), time the
+thread sat runnable waiting for a CPU (``runqueue_ns``: on a loaded
+machine it would read as the program's host time), and a CUDA mapping's
+function mode (``cuda/mapping.py``).
 """
 
 from __future__ import annotations

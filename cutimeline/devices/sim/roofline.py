@@ -5,52 +5,34 @@ The time an op takes on a simulated GPU is
     min_kernel_ns + max(FLOPs / (peak FLOP/s · efficiency),
                         bytes · passes / (memory bandwidth · memory_efficiency))
 
-FLOPs come from the formulas torch registers for ``FlopCounterMode``
-(``torch.utils.flop_counter.flop_registry``: matmuls, convolutions,
-attention); every other op counts no FLOPs and is bound by memory traffic.
-Bytes are the sizes of the op's input and output tensors (an add of two
-n-element fp32 tensors moves 12·n bytes; ``copy_`` reads its source and
-writes its destination, once each), and of the arguments it writes in
-place without returning them (a foreach update writes its first list; a
-fused optimizer its parameters and states). Views and allocations cost nothing;
-collectives are priced by ``comm.py``; an op call's bytes and FLOPs are
-counted by ``devices/opwork.py``.
+FLOPs come from torch's ``FlopCounterMode`` formulas (matmuls,
+convolutions, attention; every other op is bound by memory traffic),
+bytes from the op's inputs, outputs and in-place-written arguments;
+``devices/opwork.py`` counts both, ``comm.py`` prices collectives. Ops
+with a FLOP formula run on tensor cores at their compute dtype's peak
+(``OpModel.precision``: fp32 on TF32 where torch allows it). Some ops
+read their tensors more than once (``PASSES``).
 
-All ops with a FLOP formula run on tensor cores, so the peak is chosen by
-the compute dtype: bf16/fp16 tensor-core peak, fp64 tensor-core peak, and for
-fp32 the TF32 tensor-core peak when torch allows TF32 for that op (matmuls:
-``torch.backends.cuda.matmul.allow_tf32``, False by default; convolutions:
-``torch.backends.cudnn.allow_tf32``, True by default), else the fp32 peak.
-
-No kernel runs at the datasheet's peak, so each profile carries the
-fractions real ones achieve (``GpuProfile.efficiency``, by op family:
-matmul, conv, attention; and precision; ``memory_efficiency``), and some
-ops read their tensors more than once (``PASSES``: a training-mode
-batch norm reads its input for the statistics, then again to normalise;
-its backward reads input and gradient for the reductions, then again for
-the gradient; a layer norm's backward computes the weight gradients in a
-second kernel over the same tensors; a softmax over rows longer than a
-block holds is read three times). Where the figures come from:
+Where the efficiencies come from (no kernel runs at the datasheet's
+peak):
 
 * ``memory_efficiency`` 0.88: streaming kernels reach 85-90 % of HBM
   peak (a STREAM-like triad and device-to-device copies: 3.0-3.1 of
   3.35 TB/s on an H100 SXM; the A100 taken alike).
 * ``efficiency`` per family and precision: fitted to published
   single-GPU training throughputs of ResNet-50 v1.5, BERT-base and GPT-2
-  124M in TF32 and mixed precision (Lambda's PyTorch benchmarks of the
-  NGC DeepLearningExamples models, NVIDIA's DeepLearningExamples tables,
-  and PyTorch GPT-2 on an A100; the table, its sources and SimGPU's step
-  times: ``benchmarks/zoo/zoo_calibration.md``), which SimGPU now matches
-  within 25 %. On the A100 the fit lands where cuBLAS benchmarks put
-  matmuls (about 80 % of peak) and cuDNN's convolutions in those models
-  far lower (about 25 %: layout transforms, small spatial tiles, and
-  NCHW in TF32). The H100's published figures are only about 1.65× the
-  A100's in every model, the ratio of their memory bandwidths, not of
-  their tensor-core peaks (3.2×): the kernels those containers run reach
-  about a third of Hopper's matmul peak and 10-15 % of it in
-  convolutions, which is what its factors say. The H200 takes the H100's.
-  Precisions a profile does not name run at the family's default
-  (``DEFAULT_EFFICIENCY``)."""
+  124M in TF32 and mixed precision (the table and its sources:
+  ``benchmarks/zoo/zoo_calibration.md``), which SimGPU matches within
+  25 %. On the A100 the fit lands where cuBLAS benchmarks put matmuls
+  (about 80 % of peak) and cuDNN's convolutions in those models far
+  lower (about 25 %: layout transforms, small spatial tiles, NCHW in
+  TF32). The H100's published figures are only about 1.65× the A100's,
+  the ratio of their memory bandwidths, not of their tensor-core peaks
+  (3.2×): those kernels reach about a third of Hopper's matmul peak and
+  10-15 % in convolutions, which is what its factors say. The H200
+  takes the H100's; precisions a profile does not name take
+  ``DEFAULT_EFFICIENCY``.
+"""
 
 from __future__ import annotations
 
@@ -177,9 +159,16 @@ NO_KERNEL = frozenset({
 PRECISIONS = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8")
 
 # Memory passes over an op's tensors, relative to one read of each input and
-# one write of each output, as the kernels torch runs on CUDA make them
-# (module doc): batch norm in training (its ``training`` argument, 6th)
-# reads its input twice, its backward input and gradient twice.
+# one write of each output, as the kernels torch runs on CUDA make them:
+# batch norm in training (its ``training`` argument, 6th) reads its input
+# for the statistics, then again to normalise; its backward reads input and
+# gradient for the reductions, then again for the gradient; a layer norm's
+# backward computes the weight gradients in a second kernel over the same
+# tensors; a softmax over rows longer than a block holds reads them three
+# times. Bytes (``devices/opwork.py``): an add of two n-element fp32
+# tensors moves 12·n; ``copy_`` reads its source and writes its
+# destination once each; a foreach update writes its first list, a fused
+# optimizer its parameters and states; views and allocations cost nothing.
 _BN_TRAIN = 3 / 2
 _BN_BACKWARD = 5 / 3
 PASSES: dict[str, float] = {
@@ -365,7 +354,10 @@ class OpModel:
 
     def precision(self, func: Any, args: tuple) -> str:
         """The precision op ``func`` computes in: its dtype's, and for fp32
-        "tf32" where TF32 tensor cores are allowed for it."""
+        "tf32" where TF32 tensor cores are allowed for it (matmuls:
+        ``torch.backends.cuda.matmul.allow_tf32``, False by default;
+        convolutions: ``torch.backends.cudnn.allow_tf32``, True by
+        default)."""
         precision = _DTYPE_PRECISION.get(str(_first_dtype(args)), "fp32")
         if precision == "fp32":
             tf32 = self.tf32

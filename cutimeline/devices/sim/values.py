@@ -1,41 +1,35 @@
 """SimGPU's values: what a host read of a simulated tensor returns.
 
-Meta tensors have no values, yet programs read them and let what they read
-steer them: a loss logged each step, a token compared with the
-end-of-sequence id, a stopping flag in a ``while``, a NaN guard. On CUDA a
-read is a sync, then a value. SimGPU does the sync (the recorder's rules)
-and answers with a value of one of two kinds, so that loops written for
-real data run, and end, as they would:
+Meta tensors have no values, yet programs read them and let what they
+read steer them: a loss logged each step, a token compared with the
+end-of-sequence id, a stopping flag, a NaN guard. SimGPU does the read's
+sync (the recorder's rules) and answers with a value of one of two
+kinds, so that loops written for real data run, and end, as they would:
 
-* **Exact, where the host decided.** A small tensor (its storage at most
-  ``VALUE_ELEMENTS`` elements) made from host data carries real values, kept in a CPU
-  buffer beside its storage: a fill (``full``, ``ones``, ``arange``...), a
-  copy of a CPU tensor, and any op whose inputs all carry values, computed
-  on the CPU from theirs. Views and in-place writes share the buffer as
-  they share the storage. So a flag the host put on the device (the
-  ``torch.full(..., is_done)`` of a length limit, ``generate()``'s
+* **Exact, where the host decided.** A small tensor (storage at most
+  ``VALUE_ELEMENTS`` elements) made from host data (a fill, a copy of a
+  CPU tensor, any op whose inputs all carry values) carries real values
+  in a CPU buffer beside its storage, shared by views and in-place
+  writes. So a flag the host put on the device (a length limit's
+  ``torch.full(..., is_done)``, ``generate()``'s
   ``unfinished_sequences``, a step counter) reads as on CUDA.
 * **Modelled, where the data decides.** A value computed from tensors
-  without values (activations, weights) is drawn from a declared
-  distribution, as healthy data would give: index-producing ops
-  (``argmax``, ``argmin``, ``topk``, ``sort``, ``max``/``min`` along a dim,
-  ``multinomial``) uniform over the dimension they index, so a sampled
-  token is the end-of-sequence token with probability 1/vocabulary;
-  predicates over data false for rare events (``isnan``, ``isinf``,
-  ``any``, ``isin``) and true for the rule (``isfinite``, ``all``), and
-  GradScaler's non-finite check finds nothing (its flag reads 0); random
-  ops drawn from the simulator's own generator; anything else read
-  without values: floats uniform in [0, 1) (finite, so NaN and overflow
-  guards never fire), booleans False, other integers 1. Where an op mixes
-  inputs with values and small ones without, those are drawn and the op
-  computed (``cat`` of a prompt and a sampled token). A hook,
-  ``SimGPU(values=fn)``, ``fn(site, shape, dtype)`` returning a number,
-  an array or None, answers modelled reads first.
+  without values is drawn as healthy data would give: indices
+  (``argmax``, ``topk``, ``sort``, ``multinomial``, ...) uniform over
+  the dimension, so a sampled token is end-of-sequence with probability
+  1/vocabulary; rare-event predicates (``isnan``, ``any``, ``isin``)
+  false, rule predicates (``isfinite``, ``all``) true, GradScaler's
+  non-finite flag 0; random ops from the simulator's generator; any
+  other float uniform in [0, 1) (finite: overflow guards never fire),
+  booleans False, integers 1. Small inputs without values mixed with
+  ones with values are drawn and the op computed (``cat`` of a prompt and
+  a sampled token). ``SimGPU(values=fn)``, ``fn(site, shape, dtype)``
+  returning a number, an array or None, answers modelled reads first.
 
 **Never hang.** Modelled values can steer a loop real data would end
 (``while residual.item() > 1e-8``). Each read site (the user's source
 line) may answer ``read_limit`` modelled reads between two step
-boundaries; past that SimGPU warns once for the site and answers it with
+boundaries; past that SimGPU warns once for the site and answers with
 ending values: a boolean the opposite of the one it gave most, numbers 0.
 """
 
