@@ -1,41 +1,32 @@
 """One device's clock fit: the line ``host = offset + slope·raw`` between
 lower- and upper-bound points, with a bound on its error.
 
-Lower points say ``host(raw_ns) ≥ host_ns`` (an event cannot run before the
-host enqueued it), upper points ``host(raw_ns) ≤ host_ns`` (a sync returned
-after the events it covered had run). The feasible lines lie above the
-upper hull of the lower points and below the lower hull of the upper points
-(the convex-hull method of offline clock synchronisation). Which points a
-Timeline gives, and applying the fit to it: ``aligner``.
-
-The fit works on the hull vertices only. For a slope b the feasible
-offsets are ``[A_lo(b), A_hi(b)]``, A_lo convex and A_hi concave piecewise
-linear with kinks at hull-edge slopes, so the feasible slopes are one
-interval and the band ``[lo(x), hi(x)]`` of all feasible lines at any x
-comes from one clipped hull edge. The chosen line passes through the
-middle of the band at the middle of the trace (so ``bound_ns`` there is
-the band's half-width); among such lines it takes the slope that least
-widens the error bound at the trace's ends (``bound_max_ns``, the worst
-over the span: the bound is convex in x).
+Lower points say ``host(raw_ns) ≥ host_ns`` (an event cannot run before
+the host enqueued it), upper points ``host(raw_ns) ≤ host_ns`` (a sync
+returned after the events it covered had run). The feasible lines lie
+between the two hulls (the convex-hull method of offline clock
+synchronisation; ``_Band``). Which points a Timeline gives, and applying
+the fit to it: ``aligner``. The chosen line passes through the middle of
+the band at the middle of the trace (``bound_ns`` there is the band's
+half-width) with the slope that least widens the bound at the trace's
+ends (``bound_max_ns``, the worst over the span).
 
 Slopes are limited to 1 ± ``MAX_DRIFT`` (1000 ppm, ten times a crystal's
-tolerance): that only matters when the data leave the slope open (a single
-upper bound), and then it keeps the bound finite and honest. With no upper
-bound at all nothing limits the offset, and ``fit_clock`` raises.
+tolerance): that only matters when the data leave the slope open (a
+single upper bound), and then keeps the bound finite and honest. With no
+upper bound nothing limits the offset, and ``fit_clock`` raises.
 
-A raw time is a reading, not the instant itself: the device clock ticks
-(0.5 µs for CUDA events) and the recorder reads it as float32 elapsed
-times. Each device states how far a reading may lie from the instant it
-marks (``resolution_ns``), and the fit takes that in twice: every lower
-point is lowered and every upper point raised by it before the hulls are
-built, so the true line lies in the band, and an event's own reading adds
-it once more. So ``bound_ns`` and ``bound_max_ns`` bound the error of an
-aligned event time, not only of the line. When the bounds still
-contradict (a reading further off than stated: a link read over a quiet
-spell of minutes, the float32 errors of many chained anchors adding up, or
-no stated resolution), every bound is relaxed by the smallest ``relax_ns``
-that restores a feasible line (found exactly, as the largest gap over
-slopes); ``bound_ns`` and ``bound_max_ns`` then include ``relax_ns``.
+A raw time is a reading, not the instant: the device clock ticks (0.5 µs
+for CUDA events) and is read as float32 elapsed times. Each device
+states how far a reading may lie from its instant (``resolution_ns``);
+lower points are lowered and upper points raised by it before the hulls
+are built, and an event's own reading adds it once more, so ``bound_ns``
+and ``bound_max_ns`` bound an aligned event time, not only the line.
+When the bounds still contradict (a reading further off than stated: a
+link read over a quiet spell of minutes, float32 errors of many chained
+anchors, or no stated resolution), every bound is relaxed by the
+smallest ``relax_ns`` that restores a feasible line (exactly: the
+largest gap over slopes), which the bounds then include.
 """
 
 from __future__ import annotations
@@ -86,7 +77,14 @@ def check_backend(backend: str) -> None:
 class _Band:
     """The feasible set of lines v = a + b·u over two hull chains (sheared
     coordinates, ns): L the upper hull of lower points, U the lower hull of
-    upper points, both with u ascending."""
+    upper points, both with u ascending.
+
+    Only the hull vertices are used. For a slope b the feasible offsets
+    are ``[a_lo(b), a_hi(b)]``, a_lo convex and a_hi concave piecewise
+    linear with kinks at hull-edge slopes, so the feasible slopes are one
+    interval and the band ``[lo(x), hi(x)]`` of all feasible lines at any
+    x comes from one clipped hull edge. The error bound is convex in x,
+    so its worst over a span is at an end."""
 
     def __init__(self, lu, lv, uu, uv):
         self.lu, self.lv, self.uu, self.uv = lu, lv, uu, uv

@@ -2,12 +2,12 @@
 that a process killed at any moment leaves a file ``ctl.load`` opens.
 
 ``record(out_dir=...)`` writes ``rank-<r>.ctl`` as a journal from its
-start (``recording/control/flusher.py`` appends to it every
-``PERIOD_S``), and replaces it with an ordinary ``.ctl`` file
-(``fileformat``) at stop. Only a process that dies without a word
-(SIGKILL, the OOM killer, a segfault, ``abort()``, ``os._exit``) leaves
-the journal itself, which ``fileformat.read`` recognises by its first
-bytes and reads up to its last whole chunk.
+start (``recording/control/flusher.py`` appends every ``PERIOD_S``) and
+replaces it with an ordinary ``.ctl`` file (``fileformat``) at stop. Only
+a process that dies without a word (SIGKILL, the OOM killer, a segfault,
+``os._exit``) leaves the journal itself, which ``fileformat.read``
+recognises by its first bytes. It holds the host side only: device work
+is read from the device at stop.
 
 Layout: the 16 bytes ``MAGIC``, then chunks, each
 
@@ -15,34 +15,27 @@ Layout: the 16 bytes ``MAGIC``, then chunks, each
             | CRC-32 of the 8 length bytes, the header and the payload (u32 LE)
             | header: H bytes of UTF-8 JSON | payload: P bytes
 
-and numbered from 0 in its header's ``chunk``. Chunk 0 (``kind``
-"start") holds ``format``, ``format_version`` (those of the tables'
-schema, ``schema.py``), ``journal`` (this layout's version) and the
-recording's ``meta`` as it stood at start. A "rows" chunk holds rows
-appended to tables ``TABLES`` and strings appended to the string table
-since the chunk before: ``strings`` (``from``: the id of the first, which
-must be the count before; ``count``; ``lengths`` and ``blob``: entries
-as below), ``tables`` (per table ``rows`` and ``columns``: for each
-column of ``SCHEMA`` it stores, a ``columncodec`` entry with ``offset``
-and ``size`` in the payload, and ``delta`` (stored as differences from
-the previous row of the chunk) or ``minus`` (a column of the same row
-subtracted)), ``threads_from`` and ``threads`` (names of threads new
-since), ``step`` (the step under way), ``host_ns`` (when the rows were
-taken) and ``truncated``. An "end" chunk says the recording stopped
-(``step``); its file should have replaced the journal, and did not.
+numbered from 0 in its header's ``chunk``. Chunk 0 (``kind`` "start")
+holds ``format``, ``format_version`` (the tables' schema's, ``schema.py``),
+``journal`` (this layout's version) and the recording's ``meta`` at
+start. A "rows" chunk holds what was appended since the chunk before:
+``strings`` (``from``: the id of the first, which must be the count
+before; ``count``; ``lengths``; ``blob``), ``tables`` (per table of
+``TABLES``, ``rows`` and per stored column a ``columncodec`` entry with
+``offset`` and ``size`` in the payload, and ``delta`` (differences from
+the previous row) or ``minus`` (a column of the same row subtracted)),
+``threads_from``, ``threads``, ``step``, ``host_ns`` and ``truncated``.
+An "end" chunk says the recording stopped; its file should have
+replaced the journal, and did not.
 
-The reader trusts nothing: before it decodes a row, it adds up the rows
-and strings the chunks' headers claim and holds them to the budgets of a
-``.ctl`` file (``budgets.row_budget``: rows per byte of the file;
-``budgets.memory_budget``: the memory they would take). A chunk whose
-lengths, CRC, JSON, numbering or columns are wrong ends the reading
-there, as a torn last write does; what
-came before is kept, ``meta["journal"]`` says how many chunks were read
-and how many bytes were not, and ``meta["partial"]`` says the recording
-ended unseen. Rows are as the recorder appended them (ops in completion
-order): the reader sorts ops by ``seq`` and spans by begin, as a stop does.
-A journal holds the host side only: device work is read from the device
-at stop.
+The reader trusts nothing: it holds the rows the headers claim to the
+budgets of a ``.ctl`` file before decoding any (``budgets.row_budget``,
+``budgets.memory_budget``). A chunk whose lengths, CRC, JSON, numbering
+or columns are wrong ends the reading there, as a torn last write does;
+what came before is kept, ``meta["journal"]`` says how many chunks were
+read and how many bytes were not, and ``meta["partial"]`` that the
+recording ended unseen. Ops are in completion order on disk; the reader
+sorts them by ``seq`` and spans by begin, as a stop does.
 """
 
 from __future__ import annotations
