@@ -1,44 +1,41 @@
 """Timeline → Chrome-trace JSON for Perfetto and chrome://tracing.
 
-The export is laid out the way Kineto lays out its own traces, so that
-the Kineto import (``formats.kineto``, ``ctl.load``) reads it back and other Kineto tools can read it too:
+The export is laid out as Kineto lays out its own traces, so that the
+Kineto import (``formats.kineto``, ``ctl.load``) reads it back and other
+Kineto tools can read it too:
 
-- a host process per host pid, with a track per CPU thread: ops as
-  ``cpu_op`` slices, host spans as ``user_annotation`` slices (steps named
-  ``ProfilerStep#N``), each launch as a zero-length ``cuda_runtime`` slice at
-  its launch time, and a "syncs" track of ``cuda_sync`` slices;
-- a GPU process per device (pid = device index), with a track per stream:
-  ``kernel``, ``gpu_memcpy`` and ``gpu_memset`` slices carrying the
-  correlation id of their launch;
-- ``ac2g`` flow arrows from each launching op to its GPU work;
-- a queue-depth counter track per stream (work launched but not finished);
-- where the Timeline has them (format 4): source lines, FLOPs and memory,
-  as chromeevents.py describes: args "source"/"function"/"code" and
-  "flops" on ops and spans, a "GPU memory" counter per device and Kineto
-  ``[memory]`` instant events;
-- metadata events naming and ordering processes and threads;
-- before "traceEvents", Kineto's header keys, ``distributedInfo`` first
+- a host process per host pid, a track per CPU thread: ops as ``cpu_op``
+  slices, host spans as ``user_annotation`` (steps ``ProfilerStep#N``),
+  each launch a zero-length ``cuda_runtime`` slice, a "syncs" track of
+  ``cuda_sync`` slices;
+- a GPU process per device (pid = device index), a track per stream:
+  ``kernel``, ``gpu_memcpy`` and ``gpu_memset`` slices carrying their
+  launch's correlation id; ``ac2g`` flow arrows from each launching op;
+- a queue-depth counter track per stream (``queue_depth``);
+- source lines, FLOPs and memory where the Timeline has them
+  (chromeevents.py);
+- metadata events naming and ordering processes and threads, and
+  before "traceEvents" Kineto's header keys, ``distributedInfo`` first
   where the Timeline has a rank.
 
-HolisticTraceAnalysis 0.5 reads the file as a Kineto trace: correlation ids
-start at 2^15 (its int narrowing overflowed on smaller ones), a sync's
-stream is an arg of our own (an event with a "stream" and a correlation id
-is GPU work to HTA), and the rank is ``"rank": N`` in the first line (the
-form its file scan looks for).
+HolisticTraceAnalysis 0.5 reads the file as a Kineto trace: correlation
+ids start at 2^15 (its int narrowing overflowed on smaller ones), a
+sync's stream is an arg of our own (an event with a "stream" and a
+correlation id is GPU work to HTA), and the rank is ``"rank": N`` in the
+first line (the form its file scan looks for).
 
-Times are written in µs as exact decimals of the integer ns (``12.345``), so
-nothing is lost; when times are too large for a float µs to hold ns
-(beyond 2^43 µs), they are written relative to a whole second, kept in
-``baseTimeNanoseconds`` and in ``cutimelineTimeShiftNanoseconds``. (HTA
-rounds fractional µs, begins up and ends down, unless its environment has
-``HTA_DISABLE_NS_ROUNDING=1``; a file whose times are all whole µs is
-written in integers, which it reads as they are.)
+Times are µs written as exact decimals of the integer ns (``12.345``):
+nothing is lost. Beyond 2^43 µs, where a float µs cannot hold ns, they
+are relative to a whole second kept in ``baseTimeNanoseconds`` and
+``cutimelineTimeShiftNanoseconds`` (``_shift``). HTA rounds fractional µs
+(begins up, ends down) unless ``HTA_DISABLE_NS_ROUNDING=1``; a file
+whose times are all whole µs is written in integers, which it reads as
+they are.
 
-The events of each table are formatted as whole columns (chromeevents.py,
+Each table's events are formatted as whole columns (chromeevents.py,
 jsonrows.py) and written a chunk at a time, gzipped on every core for a
-.gz path (chunkwriter.py; by ISA-L's igzip where the optional ``isal``
-package is installed, faster than zlib, gzipstream.py): no Python object
-per row, memory a few chunks.
+.gz path (chunkwriter.py, gzipstream.py): no Python object per row,
+memory a few chunks.
 """
 
 from __future__ import annotations

@@ -1,43 +1,41 @@
 """What every stage after loading may assume of a Timeline, checked once at the door.
 
-A Timeline that comes from outside the process (a ``.ctl`` file, a
-torch.profiler trace, the ranks handed to ``merge``) is checked here before
-any stage sees it; alignment, analysis, plotting and export then trust it
-and check nothing of their own. What holds:
+A Timeline from outside the process (a ``.ctl`` file, a torch.profiler
+trace, the ranks handed to ``merge``) is checked here before any stage
+sees it; alignment, analysis, plotting and export then trust it and
+check nothing of their own. What holds:
 
-* **references** — a column naming a row of another table
-  (``schema.REFERENCES``) holds a row of it or NONE; a column naming a
-  string (``schema.STRING_COLUMNS``) an id of the string table or NONE;
-  enum columns (``schema.ENUM_COLUMNS``) codes of their enum, ``ops.flags``
+* **references**: a column naming a row of another table
+  (``schema.REFERENCES``) holds one of its rows or NONE; a string column
+  (``schema.STRING_COLUMNS``) an id of the string table or NONE; enum
+  columns (``schema.ENUM_COLUMNS``) codes of their enum, ``ops.flags``
   only ``OpFlag`` bits.
-* **threads and devices** — thread ids count the host threads from 0 and
-  index per-thread arrays (lanes, rank lookups), so they lie in
-  ``[0, threads)``, where a file has at most as many threads as it names
-  (``meta["threads"]``) or has host rows; ``syncs.thread`` may be NONE.
-  Devices are 0 or more where work runs (gpu, events, clocks), NONE or
-  more where the CPU is allowed (ops, syncs, memory); streams NONE or more.
-  A merged Timeline's ``meta["thread_rank"]``/``meta["device_rank"]`` name
-  the rank of every thread and device id its tables use.
-* **times** — every time column lies within ±``TIME_LIMIT_NS`` (so a sum
-  or difference of two stays inside int64), every interval ends at or
-  after its begin, and all of a Timeline's host-clock times lie within
-  ``MAX_SPAN_NS`` of each other (pixel columns, bins and step windows are
-  computed in int64 from the first time: a file whose times run over
-  centuries is damage, not a recording).
-* **numbers** — counts and sizes are not negative; floats are finite.
-* **collectives** — each row is an op's (``op`` ≥ 0), its ``group`` one
-  of ``meta["groups"]`` or NONE, its ``peer`` a rank below ``MAX_RANKS``
-  or NONE.
-* **meta** — every key ``metakeys.KEYS`` declares holds what it declares
-  (``META``: ranks and world sizes below ``MAX_RANKS``, times within
-  ±``TIME_LIMIT_NS``, ...); a rank lies below the world size. Keys not
-  declared are kept unchecked (a newer cutimeline's, or the user's), but
-  for ``metakeys.RETIRED`` ones, whose data lives elsewhere now: refused
-  (every Timeline made is held to that much, ``check_retired``).
+* **threads and devices**: thread ids index per-thread arrays (lanes,
+  rank lookups), so they lie in ``[0, threads)``, a file having at most
+  as many threads as it names (``meta["threads"]``) or has host rows;
+  ``syncs.thread`` may be NONE. Devices are 0 or more where work runs
+  (gpu, events, clocks), NONE or more where the CPU is allowed (ops,
+  syncs, memory); streams NONE or more. A merged Timeline's
+  ``meta["thread_rank"]``/``meta["device_rank"]`` name the rank of every
+  thread and device id its tables use.
+* **times**: every time column within ±``TIME_LIMIT_NS`` (a sum or
+  difference of two stays inside int64), every interval ending at or
+  after its begin, and all host-clock times within ``MAX_SPAN_NS`` of
+  each other (pixel columns, bins and step windows are int64 offsets from
+  the first time: times over centuries are damage, not a recording).
+* **numbers**: counts and sizes not negative; floats finite.
+* **collectives**: each row an op's (``op`` ≥ 0), its ``group`` one of
+  ``meta["groups"]`` or NONE, its ``peer`` a rank below ``MAX_RANKS`` or
+  NONE.
+* **meta**: every key ``metakeys.KEYS`` declares holds what it declares
+  (``META``); a rank lies below the world size. Undeclared keys are kept
+  unchecked (a newer cutimeline's, or the user's), but ``metakeys.RETIRED``
+  ones are refused (every Timeline made is held to that,
+  ``check_retired``).
 
 A violation raises ``CutimelineError`` naming the source (a file, or
-"Timeline 2" of a list), the table, column and row, the value, and what it
-should be.
+"Timeline 2" of a list), the table, column and row, the value, and what
+it should be.
 """
 
 from __future__ import annotations

@@ -1,39 +1,20 @@
 """The GPU-side what-if edits: recorded kernel durations scaled by the roofline's ratio for each op on its GPU.
 
-A GPU-bound step shortens only when its GPU work does. Four changes a user
-can make do that, each a change of the replay's inputs (``edits.py``): a
-gpu row's duration scaled (``scale``), rows merged into one (the first
-takes the group's time, the others' ops are gone), and the host time of the
-launches that go (cut):
-
-* ``tf32`` — fp32 matmuls on TF32 tensor cores
-  (``torch.set_float32_matmul_precision("high")``); convolutions too where
-  the recording says cuDNN's TF32 was off;
-* ``bf16`` — ``torch.autocast("cuda", dtype=torch.bfloat16)``: matmuls,
-  convolutions and attention at the bf16 rate on half the bytes; the
-  memory-bound ops of forward and backward on bf16 tensors (half their
-  fp32 bytes), autocast's fp32 ops (norms, softmax, losses, reductions:
-  ``FP32_OPS``) reading bf16 and writing fp32; and the casts autocast adds,
-  added to the matmul they feed: each forward matmul's weight cast to
-  bf16 and its gradient cast back, and its input cast where the op before
-  it on its stream is an fp32 one. The optimizer's ops stay fp32;
-* ``fused_optimizer`` — ``fused=True`` (Adam, AdamW, SGD, Adagrad): each
-  optimizer step's foreach kernels become one kernel making one pass over
-  parameters, gradients and state (``PASSES``: 7 tensors' traffic for
-  Adam, read and written as the fused kernel does), launched once;
-* ``compile`` — ``torch.compile`` (default mode): each chain of
-  memory-bound kernels between two compute, copy or sync points of a
-  stream (in one step and one phase, forward or backward) becomes one
-  kernel reading the chain's first inputs and writing its last output,
-  launched once; matmuls, convolutions and attention stay as they are.
+A GPU-bound step shortens only when its GPU work does. Four changes a
+user can make do that (``GPU_EDITS``: ``tf32``, ``bf16``,
+``fused_optimizer``, ``compile``; what each changes: ``_tf32``,
+``_bf16``, ``_fused_optimizer``, ``_compile``), each a change of the
+replay's inputs (``edits.py``, ``GpuChange``): a gpu row's duration
+scaled, rows merged into one (the first takes the group's time, the
+others' ops are gone), and the host time of the launches that go.
 
 Each new duration is the recorded one times the roofline's ratio (new ÷
 old) for that op on that GPU (``gpuwork.py``), so what a kernel achieved
 stays what it achieves. Where the Timeline cannot be priced (a GPU the
 table does not know, signatures with no dtypes: ``gpuwork.pricing``) no
-GPU-side edit applies, and a GPU-bound summary says why.
-Not modelled: the host's launches of the casts ``bf16`` adds, and
-``compile``'s own changes to matmul epilogues or its graph launch cost.
+GPU-side edit applies, and a GPU-bound summary says why. Not modelled:
+the host's launches of the casts ``bf16`` adds, and ``compile``'s own
+changes to matmul epilogues or its graph launch cost.
 """
 
 from __future__ import annotations
@@ -116,6 +97,9 @@ def _ratio(p: Pricing, flops, nbytes, rate_old, nbytes_new, rate_new) -> np.ndar
 
 
 def _tf32(p: Pricing, r: Rows) -> np.ndarray | None:
+    """``tf32``: fp32 matmuls on TF32 tensor cores
+    (``torch.set_float32_matmul_precision("high")``); convolutions too
+    where the recording says cuDNN's TF32 was off."""
     fp32 = r.launched & (r.precision == "fp32") & (r.flops > 0)
     m = fp32 & (((r.family == MATMUL) & (not p.matmul_tf32)) |
                 ((r.family == CONV) & (not p.conv_tf32)))
@@ -130,6 +114,15 @@ def _tf32(p: Pricing, r: Rows) -> np.ndarray | None:
 
 
 def _bf16(p: Pricing, r: Rows, dur: np.ndarray) -> np.ndarray | None:
+    """``bf16``: ``torch.autocast("cuda", dtype=torch.bfloat16)``.
+    Matmuls, convolutions and attention at the bf16 rate on half the
+    bytes; the memory-bound ops of forward and backward on bf16 tensors
+    (half their fp32 bytes), autocast's fp32 ops (norms, softmax, losses,
+    reductions: ``FP32_OPS``) reading bf16 and writing fp32; and the casts
+    autocast adds, added to the matmul they feed: each forward matmul's
+    weight cast to bf16 and its gradient cast back, and its input cast
+    where the op before it on its stream is an fp32 one. The optimizer's
+    ops stay fp32."""
     active = r.launched & ~r.optimizer
     compute = active & (r.flops > 0) & (r.precision == "fp32")
     if not compute.any():
@@ -214,6 +207,10 @@ def _merged(tl: Timeline, r: Rows, dur: np.ndarray, groups: list[np.ndarray],
 
 def _fused_optimizer(tl: Timeline, p: Pricing, r: Rows, dur: np.ndarray,
                      act: HostActivity | None) -> GpuChange | None:
+    """``fused_optimizer``: ``fused=True`` (Adam, AdamW, SGD, Adagrad):
+    each optimizer step's foreach kernels become one kernel making one
+    pass over parameters, gradients and state (``PASSES``), launched
+    once."""
     s = tl.spans
     o = tl.ops
     steps = np.flatnonzero(np.asarray(s.kind) == int(SpanKind.OPTIMIZER))
@@ -270,6 +267,12 @@ def _param_bytes(tl: Timeline, r: Rows, rows: np.ndarray) -> float:
 
 def _compile(tl: Timeline, p: Pricing, r: Rows, dur: np.ndarray,
              act: HostActivity | None) -> GpuChange | None:
+    """``compile``: ``torch.compile`` (default mode). Each chain of
+    memory-bound kernels between two compute, copy or sync points of a
+    stream (in one step and one phase, forward or backward) becomes one
+    kernel reading the chain's first inputs and writing its last output,
+    launched once; matmuls, convolutions and attention stay as they
+    are."""
     _, hb, _ = step_windows(tl)
     o = tl.ops
     ob = np.asarray(o.host_begin_ns, np.int64)

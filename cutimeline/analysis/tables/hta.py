@@ -1,40 +1,20 @@
 """HolisticTraceAnalysis-compatible measures, computed the way HTA 0.5.0 does,
 so a user can set cutimeline's numbers beside HTA's on the same trace.
 
-What HTA does (read from its source, none copied):
-
-* **Window.** With two steps or more, HTA keeps the CPU events that begin
-  before the start of the last ``ProfilerStep`` and the GPU work correlated
-  with them (through the launch call), so the last, often partial, step is
-  left out. With one step or none it warns and keeps everything. Here: gpu
-  rows whose ``launch_ns`` precedes the last STEP span's begin (rows without
-  a launch time drop out, as uncorrelated kernels do in HTA), or every row
-  (``window_name`` says which).
-* **Rounding.** On traces with fractional-µs timestamps HTA rounds each
-  event's begin up and end down to whole µs (``round_us``; by default only
-  for imported Kineto traces). It moves the idle share of real traces by
-  a fraction of a point, so it is reproduced, not fixed.
-* **Temporal breakdown.** span = end of the last − begin of the first
-  merged interval of all GPU work; idle = span − union; compute = union of
-  the computation kernels (not communication: name starts with "nccl" or
-  contains "gloo:", or kind COLLECTIVE; not memory: name contains "Memcpy"
-  or "Memset", or kind MEMCPY/MEMSET); non-compute = span − compute − idle.
-* **Idle time breakdown**, per stream: kernels sorted by begin; each one's
-  interval = begin − end of the previous one (negative where they overlap);
-  *host wait* if its launch came after the previous one ended, else
-  *kernel wait* if the interval is under ``consecutive_kernel_delay``
-  (HTA's default 30, compared with µs timestamps: 30 µs), else *other*.
-* **Queue length**, per stream: +1 at each launch call, −1 when its kernel
-  begins (launched but not started), sorted by time; the statistics are
-  over those change points (pandas ``describe``), not weighted by time.
+Each function says the rule HTA applies (read from its source, none
+copied): its window (``hta_window``), its rounding (``hta_times``), the
+temporal breakdown, the idle breakdown and the queue length. HTA's
+quirks are reproduced, not fixed: its µs rounding moves the idle share
+of real traces by a fraction of a point.
 
 Beside cutimeline's own causes (``gaps.py``): HTA's host wait is our host
-time (data + sync + launch + host) without the split, and it counts a whole
-gap, where we count the part before launch + λ; its kernel wait and other
-idle are our dependency time, split at a fixed threshold. Our queue depth
-counts work until it finishes (running work included) and is weighted by
-time; HTA's counts work until it starts, per change point. How close the
-measures come to HTA's own on the shared traces: ``benchmarks/RESULTS.md``.
+time (data + sync + launch + host) without the split, and it counts a
+whole gap, where we count the part before launch + λ; its kernel wait
+and other idle are our dependency time, split at a fixed threshold. Our
+queue depth counts work until it finishes (running work included) and
+is weighted by time; HTA's counts work until it starts, per change
+point. How close the measures come to HTA's own on the shared traces:
+``benchmarks/RESULTS.md``.
 """
 
 from __future__ import annotations
@@ -59,7 +39,15 @@ KERNEL_DELAY_NS = 30_000
 
 
 def hta_window(tl: Timeline) -> np.ndarray:
-    """Boolean mask of the gpu rows HTA analyses."""
+    """Boolean mask of the gpu rows HTA analyses.
+
+    With two steps or more, HTA keeps the CPU events that begin before the
+    start of the last ``ProfilerStep`` and the GPU work correlated with
+    them (through the launch call), so the last, often partial, step is
+    left out; with one step or none it warns and keeps everything. Here:
+    gpu rows whose ``launch_ns`` precedes the last STEP span's begin (rows
+    without a launch time drop out, as uncorrelated kernels do in HTA),
+    or every row."""
     s = tl.spans
     steps = s.begin_ns[s.kind == SpanKind.STEP]
     launch = tl.gpu.launch_ns
@@ -77,7 +65,9 @@ def window_name(tl: Timeline) -> str:
 
 def hta_times(tl: Timeline, round_us: bool | None = None):
     """(mask, begin, end, launch) of the gpu rows in HTA's window, rounded
-    to whole µs as HTA rounds them when ``round_us`` (None: for Kineto)."""
+    to whole µs as HTA rounds them when ``round_us`` (None: for Kineto):
+    on traces with fractional-µs timestamps HTA rounds each event's begin
+    up and end down."""
     if round_us is None:
         round_us = tl.meta.get("source") == "kineto"
     g = tl.gpu
@@ -173,7 +163,13 @@ def _temporal(tl, keep, b, e, engine) -> dict:
 def temporal_breakdown(tl: Timeline, round_us: bool | None = None,
                        engine: str = "numba") -> dict:
     """HTA's temporal breakdown: idle, compute and non-compute time (ns)
-    and percentages of the GPU span, over HTA's window."""
+    and percentages of the GPU span, over HTA's window.
+
+    span = end of the last − begin of the first merged interval of all
+    GPU work; idle = span − union; compute = union of the computation
+    kernels (not communication: name starts with "nccl" or contains
+    "gloo:", or kind COLLECTIVE; not memory: name contains "Memcpy" or
+    "Memset", or kind MEMCPY/MEMSET); non-compute = span − compute − idle."""
     keep, b, e, _ = hta_times(tl, round_us)
     return _temporal(tl, keep, b, e, engine)
 
@@ -243,7 +239,12 @@ def _queue(b, la, pair, dev, st, engine) -> dict:
 def idle_breakdown(tl: Timeline, consecutive_kernel_delay_ns: int = KERNEL_DELAY_NS,
                    round_us: bool | None = None, engine: str = "numba") -> dict:
     """HTA's idle time breakdown per stream: host wait, kernel wait and
-    other idle (ns), and their shares of each stream's idle time."""
+    other idle (ns), and their shares of each stream's idle time.
+
+    Kernels sorted by begin; each one's interval = begin − end of the
+    previous one (negative where they overlap); *host wait* if its launch
+    came after the previous one ended, else *kernel wait* if the interval
+    is under ``consecutive_kernel_delay_ns``, else *other*."""
     keep, b, e, la = hta_times(tl, round_us)
     pair, dev, st = _streams(tl, keep, engine)
     order, starts = group_order(pair, b, len(dev), engine)
@@ -254,8 +255,10 @@ def idle_breakdown(tl: Timeline, consecutive_kernel_delay_ns: int = KERNEL_DELAY
 def queue_length(tl: Timeline, round_us: bool | None = None,
                  engine: str = "numba") -> dict:
     """HTA's queue length statistics per stream, over the change points of
-    launched-but-not-started work: count, mean, std, min, 25%, 50%, 75%,
-    max (as pandas ``describe``; std with ddof=1)."""
+    launched-but-not-started work (+1 at each launch call, −1 when its
+    kernel begins, sorted by time; not weighted by time): count, mean,
+    std, min, 25%, 50%, 75%, max (as pandas ``describe``; std with
+    ddof=1)."""
     keep, b, e, la = hta_times(tl, round_us)
     pair, dev, st = _streams(tl, keep, engine)
     return _queue(b, la, pair, dev, st, engine)

@@ -1,9 +1,9 @@
 """The files an on-demand capture is asked through, and whom they trust.
 
-An armed job (``recording/ondemand.py``) and ``cutimeline capture PID`` talk through
-two small JSON files in a folder of the job's user: the job's *marker*
-``armed-<pid>`` (its pid, uid, start time, signal, and the folder its
-captures may be written under) and the sender's *request*
+An armed job (``recording/ondemand.py``) and ``cutimeline capture PID``
+talk through two small JSON files in a folder of the job's user: the
+job's *marker* ``armed-<pid>`` (its pid, uid, start time, signal, and the
+folder its captures may be written under) and the sender's *request*
 ``capture-<pid>`` (steps, out, whether a signal comes with it). The trust
 model:
 
@@ -11,32 +11,23 @@ model:
   ``$XDG_RUNTIME_DIR`` is a folder of the user's that no one else may
   enter (systemd makes ``/run/user/<uid>`` so), else
   ``<temp dir>/cutimeline-<uid>``; made 0700, and used only when it is a
-  real folder (not a link), owned by the user, with no access for group or
-  others. Anything else at that path (another user's folder planted
-  there first, a symlink) is refused with a sentence: no file of ours is
-  made or read in a folder someone else controls.
-* **Paths are walked, not trusted** (``heldfolder.Folder``): the folder is opened
-  once (``O_DIRECTORY | O_NOFOLLOW``) and checked on that descriptor, and
-  every name below it is opened relative to the descriptor (``dir_fd``,
-  one component at a time, no link followed), so a folder swapped for a
-  link after the check is not where anything goes: root capturing
-  another user's job writes only in the folder it checked. A file is made
-  under a new temporary name (``O_EXCL | O_NOFOLLOW``, mode 0600) and
-  renamed into place; a request is published only where none is pending
-  (a hard link, which fails on an existing name). A file is read only if
-  it is a regular file (``O_NOFOLLOW``) owned by the job's user, and only
-  its first ``MAX_BYTES``. Captures are written the same way under the
-  folder the job armed with.
+  real folder, owned by the user, with no access for group or others.
+  Anything else there (another user's folder planted first, a symlink)
+  is refused with a sentence: no file of ours is made or read in a folder
+  someone else controls.
+* **Paths are walked, not trusted** (``heldfolder.Folder``): a folder
+  swapped for a link after the check is not where anything goes, so root
+  capturing another user's job writes only in the folder it checked. A
+  request is published only where none is pending (a hard link, which
+  fails on an existing name); a file is read only if owned by the job's
+  user.
 * **The sender checks the process, not just the pid**: the marker must be
-  owned by the process's user, name its pid, and carry its start time
+  owned by the process's user, name its pid and carry its start time
   (``/proc/<pid>/stat``), so a marker left by a job killed with SIGKILL
   does not speak for a process that reuses its pid; the signal is sent
-  only when the process handles it now (``SigCgt`` in
-  ``/proc/<pid>/status``): SIGUSR2's default would kill it. Without
-  ``/proc`` (not Linux) those two checks are skipped.
-
-The job then checks what a request asks: its output must lie under the
-folder chosen at ``arm()`` (``recording/ondemand.py``).
+  only when the process handles it now (``handles``): SIGUSR2's default
+  would kill it. Without ``/proc`` (not Linux) those two checks are
+  skipped.
 """
 
 from __future__ import annotations
