@@ -2,36 +2,21 @@
 
 Every event gives a *lower* bound: it cannot run before the host enqueued
 it, ``host(raw_ns) ≥ host_record_ns``. Every sync gives an *upper* bound:
-when the host returned, the events it covered had run,
-``host(raw_ns) ≤ host_end_ns``; a device-wide sync (stream NONE) covers
-every event of its device up to ``last_event``, so its binding point is the
-latest raw time among them; a stream sync covers its stream, whose newest
-event is its latest. Calibration pings are syncs and events, so they give
-both. Each device's clock is fitted to its points by ``clockfit.fit_clock``
-(``host = offset + slope·raw``, the convex-hull method), each raw reading
-widened by how far the device says it may lie from its instant
-(``meta["clock_resolution_ns"]``, keyed by device index, see
-``devices/clockread.py``'s ``read_error_ns``; 0 when a Timeline does not say). With no upper
-bound for a device nothing limits its offset, and ``align`` raises.
+when the host returned, the events it covered had run, ``host(raw_ns) ≤
+host_end_ns``; a device-wide sync (stream NONE) covers every event of its
+device up to ``last_event``, a stream sync its stream. Calibration pings
+are both. Each device's clock is fitted to its points by
+``clockfit.fit_clock``, each raw reading widened by the device's stated
+``meta["clock_resolution_ns"]`` (``resolution_ns``; see
+``devices/clockread.py``'s ``read_error_ns``). With no upper bound for a
+device nothing limits its offset, and ``align`` raises.
 
-Aligned event times are finally clamped into their bounds (host_record_ns
-and the earliest covering sync's host_end_ns), so no aligned event breaks
-causality; the clamp moves an event by at most the fit's ``relax_ns``
-(plus rounding).
-
-Raw columns are never rewritten: ``align`` adds the ``clocks`` table and
-fills ``gpu.begin_ns/end_ns`` from ``gpu.begin_event/end_event``.
-
-A recorded op's work cannot start before its launch: on an idle stream a
-CUDA event executes as soon as the host records it, so the BEGIN event of
-an op runs before the op has even been dispatched, and BEGIN to END would
-paint the op's whole dispatch as GPU work (a launch-bound loop would read
-GPU-bound). So the row of an op (``GpuKind.OP``, not a host-blocking one)
-begins at the later of its BEGIN event and the op's return from dispatch
-(``host_end_ns``, right after its launch call returned), never after its
-END. On a busy stream BEGIN is the later and nothing changes. This start
-is an estimate (the work may start up to the launch call's return path,
-≲ 1 µs, before the op returns); the events keep their aligned times.
+Invariants: aligned event times are clamped into their bounds, so no
+aligned event breaks causality (the clamp moves one by at most the fit's
+``relax_ns``, plus rounding); raw columns are never rewritten (``align``
+adds the ``clocks`` table and fills ``gpu.begin_ns/end_ns``); an op's gpu
+row begins no earlier than the op's return from dispatch (``_launched``
+says why).
 """
 
 from __future__ import annotations
@@ -241,8 +226,18 @@ def align(tl: Timeline, *, backend: str = "auto") -> Timeline:
 
 
 def _launched(tl: Timeline, begin: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """Rows' begins no earlier than their op's return from dispatch (see
-    the module doc)."""
+    """Rows' begins no earlier than their op's return from dispatch.
+
+    On an idle stream a CUDA event executes as soon as the host records
+    it, so an op's BEGIN event runs before the op has even been
+    dispatched, and BEGIN to END would paint the op's whole dispatch as
+    GPU work (a launch-bound loop would read GPU-bound). So the row of an
+    op (``GpuKind.OP``, not a host-blocking or collective one) begins at
+    the later of its BEGIN event and the op's ``host_end_ns`` (right after
+    its launch call returned), never after its END. On a busy stream
+    BEGIN is the later and nothing changes. An estimate: the work may
+    start up to the launch call's return path (≲ 1 µs) before the op
+    returns; the events keep their aligned times."""
     g, o = tl.gpu, tl.ops
     op = np.asarray(g.op, np.int64)
     mine = (g.kind == GpuKind.OP) & (op >= 0) & (begin != NONE) & (end != NONE)

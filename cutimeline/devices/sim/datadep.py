@@ -1,37 +1,32 @@
 """SimGPU's ops whose output size depends on the data: a modelled count, and the sync it costs.
 
 ``x[mask]``, ``torch.nonzero``, ``torch.where(cond)``, ``masked_select``,
-``torch.unique`` (and ``unique_consecutive``, ``unique(dim=)``),
-``repeat_interleave`` without ``output_size`` and ``bincount`` size their
-output by the values of their input. On CUDA such an op syncs the host:
-a kernel counts, the count is copied to the host, the host waits for the
-stream (``cudaStreamSynchronize`` inside the op), then allocates the
-output and launches the rest. ``torch.equal`` is a read of a compare in
-the same way. On ``meta`` tensors torch has no kernel for them (there are
-no values to count), so a simulated program using them would stop.
+``torch.unique`` (and its variants), ``repeat_interleave`` without
+``output_size`` and ``bincount`` size their output by their input's
+values. On CUDA such an op syncs the host (a kernel counts, the count is
+copied back, the host waits inside the op, then allocates and launches
+the rest); ``torch.equal`` reads a compare alike. On ``meta`` tensors
+torch has no kernel for them, so a simulated program using them would
+stop.
 
-Meta tensors have no values, so SimGPU models the count, deterministically:
-an op selecting elements (``nonzero``, boolean-mask indexing,
-``masked_select``; a write through a mask, ``x[mask] = v``, is sized by
-torch's own meta kernel but counts alike) keeps ``SimGPU(nonzero_fraction=)`` of its candidates
-(0.5 by default), ``unique`` keeps ``unique_fraction`` (0.5; at least one
-of a non-empty input), ``repeat_interleave`` repeats each index once on
-average (its output has as many elements as ``repeats``) and ``bincount``
-has ``max(minlength, 1)`` bins. Counts round to the nearest integer, so
-two masks of one size select alike (``logits[mask]`` and ``y[mask]``
-match). The output is made as torch's fake tensors make it, with that
-count (``nonzero_static``; an index by the modelled positions; empty
-tensors of the right shape and dtype), one table entry per op
-(``SUBSTITUTES``), used by ``SimOps.run`` only on meta tensors.
+SimGPU models the count, deterministically: selecting ops (``nonzero``,
+boolean-mask indexing, ``masked_select``; ``x[mask] = v`` counts alike)
+keep ``SimGPU(nonzero_fraction=)`` of their candidates (0.5),
+``unique`` keeps ``unique_fraction`` (0.5; at least one of a non-empty
+input), ``repeat_interleave`` repeats each index once on average and
+``bincount`` has ``max(minlength, 1)`` bins. Counts round to the nearest
+integer (``modelled``), so two masks of one size select alike
+(``logits[mask]`` and ``y[mask]`` match). Each op's output is made as
+torch's fake tensors make it, with that count (``SUBSTITUTES``, used by
+``SimOps.run`` on meta tensors only).
 
-The recorder already treats these ops as host-blocking (its sync rules,
-``recording/signatures.py``): it calls ``SimGPU.wait`` inside the op and
-records a sync named after it at the user's source line. The substitute
-notes the count kernel (one pass over the op's inputs at the roofline's
-memory rate, ``count_ns``) for that wait: the host waits until the
-stream's earlier work *and* the count kernel are done
-(``SimStreams.count_kernel``); the op's own work, launched after the
-wait, follows on the stream. Results on real devices are never touched.
+The recorder already treats these ops as host-blocking
+(``recording/signatures.py``): it calls ``SimGPU.wait`` inside the op
+and records a sync at the user's source line. The substitute notes the
+count kernel (``count_ns``) for that wait, so the host waits for the
+stream's earlier work *and* the count kernel
+(``SimStreams.count_kernel``); the op's own work follows on the stream.
+Results on real devices are never touched.
 """
 
 from __future__ import annotations

@@ -1,35 +1,31 @@
 """A rank's file when its recording does not end well: SIGTERM, Ctrl-C, exit.
 
 With ``record(out_dir=...)`` the rank's file is written at ``stop()``
-(``ranks.py``); until then it is the recording's journal, appended to as
-it goes (``flusher.py``), which is all a process killed without a word
-(SIGKILL, a crash) leaves. A recording that is ended from outside in a way
-Python sees leaves the whole file, holding what was recorded, with
+(``ranks.py``); until then it is the recording's journal
+(``flusher.py``), which is all a process killed without a word (SIGKILL,
+a crash) leaves. An end Python sees leaves the whole file, with
 ``meta["partial"]`` saying why and in which step ("SIGTERM at step 7"):
 
-* **SIGTERM** (what torchrun, Slurm and Kubernetes send first). While a rank
-  records, started from the main thread, a handler of ours is on SIGTERM;
-  it writes the file from what the session holds, puts the previous
-  handler back and sends the signal again, so the process ends exactly as
-  it would have (killed by SIGTERM, no ``finally`` or atexit run). A
-  handler of the user's stays in charge: ours notes the signal and calls
-  it, and when the block then ends by an exception the file says SIGTERM.
-  With SIGTERM ignored, or handled in C (``signal.getsignal`` gives None,
-  which Python could not put back), nothing is installed.
-* **Ctrl-C** raises ``KeyboardInterrupt`` in the block: ``stop()`` runs
-  from ``with``'s exit and marks the file partial. A SIGINT or SIGTERM that
-  arrives *during* ``stop()`` is held until the file is written, then
-  delivered as it would have been (``hold``/``release``).
-* **Exit while recording** (``start()`` without ``stop()``, an uncaught
-  exception): an atexit function writes the file.
+* **SIGTERM** (what torchrun, Slurm and Kubernetes send first): while a
+  rank records, started from the main thread, our handler writes the file,
+  puts the previous handler back and sends the signal again, so the
+  process ends exactly as it would have (no ``finally`` or atexit run). A
+  user's handler stays in charge: ours notes the signal and calls it (if
+  the block then ends by an exception, the file says SIGTERM). With
+  SIGTERM ignored, or handled in C (``signal.getsignal`` gives None, which
+  Python could not put back), nothing is installed.
+* **Ctrl-C**: ``KeyboardInterrupt`` in the block; ``stop()`` runs from
+  ``with``'s exit and marks the file partial. A SIGINT or SIGTERM during
+  ``stop()`` is held until the file is written, then delivered
+  (``hold``/``release``).
+* **Exit while recording** (no ``stop()``, an uncaught exception): an
+  atexit function writes the file.
 
-A signal, Ctrl-C or an exit that comes while that file is written (it
-takes about 1.5 s for 10^6 ops) and kills the process leaves the journal.
-Nothing of this is set up without ``out_dir``. ``stop()`` puts every
-handler it installed back exactly (the very object ``signal.getsignal``
-gave; one the user installed meanwhile is left alone) and unregisters the
-atexit function. A process forked while recording inherits both and
-ignores them: they act only in the process that installed them.
+A kill while that file is written (about 1.5 s for 10^6 ops) leaves the
+journal. Nothing of this is set up without ``out_dir``. ``stop()`` puts
+back exactly the handlers it installed (one the user installed meanwhile
+is left alone) and unregisters the atexit function; a forked child
+inherits both and ignores them.
 """
 
 from __future__ import annotations

@@ -1,34 +1,30 @@
 """torch.compile: each call of an Inductor graph, as an op over the ops it dispatches.
 
-The dispatch mode asks to be ignored by compile internals, so compiled code
-stays compiled, and at run time it sees only the ops the compiled artifact
-dispatches: every aten op with ``aot_eager``; with Inductor its extern calls
-(``aten::mm``, ``aten::addmm``), while the fused kernels it generated run
+The dispatch mode asks to be ignored by compile internals, so compiled
+code stays compiled, and at run time it sees only the ops the compiled
+artifact dispatches: every aten op with ``aot_eager``; with Inductor its
+extern calls (``aten::mm``, ``aten::addmm``), while its fused kernels run
 without passing the dispatcher. This module makes those visible:
 
-* **the op** — every call of a ``CompiledFxGraph`` (one forward or
+* **the op**: every call of a ``CompiledFxGraph`` (one forward or
   backward graph) is an ops row ``inductor::graph_<n>``, n the order in
-  which the recording first called that graph, shapes from its tensor
-  inputs, ``grad_fn`` ``CompiledFunctionBackward`` for a backward graph.
-  Its host interval holds the ops its code dispatched (``nesting.py`` finds
-  them by containment), so its self time is the fused kernels' launches (on
-  the CPU, their work).
-* **the device side** — on an owned device a BEGIN event before the call
-  and an END event after it, on the current stream; ``cut`` turns that
-  bracket into gpu rows of kind COMPILED around the rows of the ops inside:
-  BEGIN to the first inner op's BEGIN, each inner op's END to the next
-  one's BEGIN, the last one's END to END. Each piece holds the fused
-  kernels launched there. On a busy stream that is their work; on a stream
-  that runs dry inside the graph a piece also covers the host time spent
-  launching them, so it is an upper bound (the plot hatches these rows).
-* **on SimGPU** — Inductor compiles a graph over meta tensors to the
-  allocation of its outputs: there is nothing to simulate, and the
-  recording says so (a warning and ``meta["warnings"]``, once).
-* **the hook** — ``CompiledFxGraph.__call__`` is wrapped (``installer.py``) at
-  start when the program has loaded Inductor (it ran a compiled model
-  before), else at the first step boundary after it does (a model's first
-  call compiles it: the calls before that boundary are not recorded as
-  graphs), and only records calls made where this recording's mode is on.
+  which the recording first called that graph, ``grad_fn``
+  ``CompiledFunctionBackward`` for a backward graph. Its host interval
+  holds the ops its code dispatched (``nesting.py``), so its self time is
+  the fused kernels' launches (on the CPU, their work).
+* **the device side**: on an owned device, BEGIN and END events around
+  the call, cut into COMPILED gpu rows around the inner ops' rows
+  (``cut``). On a busy stream a piece is the fused kernels' work; on a
+  stream that runs dry inside the graph it also covers the host's
+  launching, so it is an upper bound (the plot hatches these rows).
+* **on SimGPU**: Inductor compiles a graph over meta tensors to the
+  allocation of its outputs: nothing to simulate, and the recording says
+  so once (``_not_simulated``).
+* **the hook**: ``CompiledFxGraph.__call__`` is wrapped (``installer.py``)
+  at start when the program has loaded Inductor, else at the first step
+  boundary after it does (so a model's first, compiling, call is not
+  recorded as a graph), and records only calls made where this
+  recording's mode is on.
 """
 
 from __future__ import annotations

@@ -4,34 +4,30 @@ A CPU-only torch aborts on any tensor that claims to be CUDA (its C++
 device guard), and a CUDA build without a driver fails in autograd; so
 the mapping works at the API boundary, never at the tensor's device:
 
-* a ``TorchFunctionMode`` (``CudaMode``) rewrites every CUDA device a torch
-  function is given (``device="cuda"``, ``"cuda:0"``, ``torch.device("cuda")``,
-  an index, ``.to("cuda")``, ``.cuda()``, hence ``Module.to``/``cuda``) to
-  ``meta``, the simulated GPU's tensors; it answers ``tensor.device`` and
-  ``tensor.is_cuda`` for them as CUDA would (``cuda:0``, True), so code
-  that branches on the device type takes its CUDA path; it makes
-  ``pin_memory()`` mark a host tensor pinned for the simulator; and it
-  applies ``torch.autocast("cuda")``'s casts (``autocast.py``);
-* ``torch.cuda``'s functions (``is_available``, devices, streams, events,
-  synchronize, memory, seeds) and ``torch.accelerator``'s answer for the
-  SimGPU (``api.py``), patched for the block and restored after it;
-* a ``TorchDispatchMode`` under the recorder's (``Values``) keeps the
-  simulated tensors' values and the storage meter between and outside
-  recordings, so ``print(loss)`` and ``.item()`` work anywhere in the
-  block, and ``torch.cuda.memory_allocated()`` counts every simulated
-  tensor alive.
+* ``CudaMode``, a ``TorchFunctionMode``, rewrites every CUDA device a
+  torch function is given (``device="cuda"``, an index, ``.to("cuda")``,
+  ``.cuda()``, hence ``Module.to``) to ``meta``, the simulated GPU's
+  tensors; answers ``tensor.device`` and ``is_cuda`` for them as CUDA
+  would, so code that branches on the device takes its CUDA path; marks
+  ``pin_memory()``'d host tensors pinned; applies
+  ``torch.autocast("cuda")``'s casts (``autocast.py``);
+* ``torch.cuda``'s and ``torch.accelerator``'s functions answer for the
+  SimGPU (``api.py``), patched for the block and restored after;
+* ``Values``, a ``TorchDispatchMode`` under the recorder's, keeps the
+  simulated tensors' values and the storage meter outside recordings
+  too, so ``print(loss)``, ``.item()`` and
+  ``torch.cuda.memory_allocated()`` work anywhere in the block.
 
 What differs from CUDA: ``tensor.is_meta`` stays True (torch's own code
-reads it to know there is no data), ``torch.device("cuda")`` objects made
-by the program are kept as they are and mapped where used, meta tensors
-the program makes itself (deferred initialisation) are simulated GPU
-tensors too, and the mapping holds in the thread that entered it (and in
-DataLoader's pinning thread). A module moved to or off the simulated GPU
-keeps its Parameter objects, as on CUDA (``moves.py``); a parameter moved
-off it and then used again (a model that goes on training on the CPU) is a
-warning naming both lines: it runs on the CPU with modelled values. A
-``torch.compile``d function and custom CUDA extensions are not simulated (a
-warning at the recording, ``ops.py``); CUDA graphs are an error.
+reads it to know there is no data); ``torch.device("cuda")`` objects the
+program makes are mapped where used; meta tensors the program makes
+itself (deferred initialisation) are simulated GPU tensors too; the
+mapping holds in the thread that entered it (and DataLoader's pinning
+thread). A module moved on or off keeps its Parameter objects, as on
+CUDA (``moves.py``); a parameter moved off and used again is a warning
+naming both lines. ``torch.compile``d functions and custom CUDA
+extensions are not simulated (a warning, ``ops.py``); CUDA graphs are an
+error.
 """
 
 from __future__ import annotations
