@@ -19,23 +19,17 @@
     cutimeline capture PID [--steps N] [-o F] [--timeout S]  (ctl.arm())
 
 The commands and options are ``commands.py``'s, named as the Python
-keywords they set. FILE is a ``.ctl``
-file or a torch.profiler trace (``.json``/``.json.gz``), whose steps
-``--steps-from NAME`` takes from the ranges named NAME. W is a step
-(``3``), a step range (``3-5``) or seconds from the start
-(``0.5s-0.75s``), as ``window=`` takes them (``timeline/windows.py``);
-``--device`` the spellings of ``record(device=)`` that name a GPU.
-``record`` runs a training script unedited, records some of its steps
-and prints the verdict (``ctl.record_script``); the script's own failure
-shows its traceback and exits with its status, with what was recorded
-saved. ``compare`` runs a training script under cutimeline and
-torch.profiler (``ctl.compare("train.py")``: its optimizer steps are the
-steps). Errors print one line and exit with status 2; a bug in
-cutimeline prints its traceback and a line asking for a report (status 3).
-Work that lasts over ``progress.PROGRESS_AFTER_S`` shows a progress bar on stderr
-(tqdm's when installed: ``pip install cutimeline[progress]``), only on a
-terminal and never with ``--quiet``; a first compile of the Numba kernels
-says so once (small Timelines run the NumPy twins and compile nothing).
+keywords they set. FILE is a ``.ctl`` file or a torch.profiler trace
+(``.json``/``.json.gz``); W is a step (``3``), a step range (``3-5``) or
+seconds (``0.5s-0.75s``), as ``window=`` takes them
+(``timeline/windows.py``). ``record``'s script failing shows its
+traceback and exits with its status, what was recorded saved. Errors
+print one line and exit with status 2; a bug in cutimeline prints its
+traceback and asks for a report (status 3). Work over
+``progress.PROGRESS_AFTER_S`` shows a progress bar on stderr (tqdm's
+when installed), only on a terminal and never with ``--quiet``; a first
+compile of the Numba kernels says so once (small Timelines run the NumPy
+twins and compile nothing).
 """
 
 from __future__ import annotations

@@ -1,29 +1,20 @@
 """Text for a person, one policy for every stage: how numbers read
-(durations, percentages, bytes, FLOP rates, runs of ranks, and the two
-notes every surface gives on how a Timeline was read), how a name from a
-trace is made harmless where it becomes text, and the sentences in which a
-public function refuses an argument; ``Word``, the base of the enums whose
-members are words every surface prints (verdicts, bottleneck classes,
-idle causes, what-if edits). It imports nothing of cutimeline but
-the error type, so every stage may use it.
+(durations, percentages, bytes, FLOP rates, runs of ranks, the two notes
+every surface gives on how a Timeline was read), how a name from a trace
+is made harmless where it becomes text, and the sentences in which a
+public function refuses an argument; ``Word``, the base of the enums
+whose members are words every surface prints. It imports nothing of
+cutimeline but the error type, so every stage may use it.
 
-Names from a trace (op, kernel, module, thread, device and file names come
-from the program recorded or from a file anyone may have written) stay as
-they are in the Timeline (an export writes them back unchanged); only where
-they become text for a person are they escaped, by one function per medium:
-
-* ``terminal_text``: control characters (C0 but tab and newline, DEL, C1,
-  among them ESC, which starts the sequences that set a window's title,
-  clear the screen or, by OSC 52, the clipboard) and the bidirectional
-  overrides that reorder what is shown are written as visible escapes
-  (``\\x1b``, ``\\u202e``); a lone surrogate (no character: it cannot be
-  encoded) becomes U+FFFD. The command line passes everything it prints
-  through it (``cutimeline.cli``; a progress bar, its label:
-  ``cutimeline.progress``).
-* ``figure_text``: the same, and ``$`` escaped (``\\$``), which matplotlib
-  would otherwise read as the start of math text: a name such as
-  ``a$b\\c$`` fails to parse and ends the plot. The figures pass every
-  name they show through it, once (``cutimeline.rendering``).
+Names from a trace (op, kernel, module, thread, device and file names
+come from the program recorded or from a file anyone may have written)
+stay as they are in the Timeline (an export writes them back unchanged);
+only where they become text for a person are they escaped, one function
+per medium: ``terminal_text`` (everything ``cutimeline.cli`` prints, and
+``cutimeline.progress``'s labels) and ``figure_text`` (every name
+``cutimeline.rendering`` shows, once), which also escapes ``$``:
+matplotlib would read it as the start of math text, and a name such as
+``a$b\\c$`` fails to parse and ends the plot.
 
 Every public function checks its arguments at entry and says what it
 wanted and what it got ("slice_time wants begin_ns as a whole number of
@@ -145,7 +136,12 @@ def _escaped(m: re.Match) -> str:
 
 
 def terminal_text(text: str) -> str:
-    """``text`` safe to write to a terminal (see the module doc)."""
+    r"""``text`` safe to write to a terminal: control characters (C0 but
+    tab and newline, DEL, C1, among them ESC, which starts the sequences
+    that set a window's title, clear the screen or, by OSC 52, the
+    clipboard) and the bidirectional overrides that reorder what is shown
+    are written as visible escapes (``\x1b``, ``\u202e``); a lone
+    surrogate (no character: it cannot be encoded) becomes U+FFFD."""
     return _UNSAFE.sub(_escaped, text) if _UNSAFE.search(text) else text
 
 

@@ -6,34 +6,26 @@ torch.profiler, and the runs compared.
     cmp.plot("comparison.png")     # both Timelines, one above the other
     ctl.compare("train.py")          # a training script: its optimizer steps (script.py)
 
-``compare`` calls ``fn`` (one training step) ``warmup + steps`` times in
-each of three passes, one after the other: uninstrumented, under
-``ctl.record`` and under ``torch.profiler`` (``rounds`` times, odd rounds
-in reverse order; overheads are per-round ratios, then their median). The
-passes are separate because a profiler running while a
-``TorchDispatchMode`` is active sees every op twice (once as dispatched,
-once from the mode's own call). Each pass has
-its own warm-up (its caches, the profiler's warmup phase); only the
-``steps`` after it are timed and compared. Each step is timed with
-``perf_counter_ns`` around ``fn()`` and, on CUDA, a
-``torch.cuda.synchronize`` — so a step's time includes its GPU work and
-steps do not overlap; the step boundaries (``rec.step()``,
-``prof.step()``) lie outside the timed region.
+``fn`` (one training step) runs ``warmup + steps`` times in each of three
+passes, one after the other: uninstrumented, under ``ctl.record``, under
+``torch.profiler`` (``rounds`` times, odd rounds reversed; overheads are
+per-round ratios, then their median). The passes are separate because a
+profiler running while a ``TorchDispatchMode`` is active sees every op
+twice. Each pass has its own warm-up; only the ``steps`` after it are
+timed, with ``perf_counter_ns`` around ``fn()`` and, on CUDA, a
+``torch.cuda.synchronize``, so a step's time includes its GPU work and
+steps do not overlap; step boundaries lie outside the timed region.
 
 The profiler pass leaves the process as it found it, so that a recording
-after ``compare`` costs what one before it did: Kineto detaches CUPTI at
+after ``compare`` costs what one before did: Kineto detaches CUPTI at
 the end of a trace only when ``TEARDOWN_CUPTI=1`` (otherwise every later
-kernel launch still pays CUPTI's callbacks), so the pass sets it unless the
-user has (torch itself sets it to 0 with CUDA graphs on CUDA < 12.6, where
-teardown crashes); the variables torch.profiler may set
-(``PROFILER_ENV``) are restored after it, and the profiler must be off
-(``profiler_left_on``), or ``compare`` raises.
-
-From the three passes: the median step time of each and the overhead
-ratios; the op-stream match (``opmatch.py``); on CUDA the GPU time of each
-matched op on both sides (``GpuAgreement``); the size on disk of both
-traces of the compared steps; and both Timelines: all of it in a
-``Comparison`` (``result``).
+launch still pays CUPTI's callbacks), so the pass sets it unless the user
+has (torch sets it to 0 with CUDA graphs on CUDA < 12.6, where teardown
+crashes); the variables torch.profiler may set (``PROFILER_ENV``) are
+restored, and the profiler must be off (``profiler_left_on``), or
+``compare`` raises. What is compared: ``Comparison`` (``result``), with
+the op-stream match (``opmatch.py``) and, on CUDA, each matched op's GPU
+time on both sides (``GpuAgreement``).
 """
 
 from __future__ import annotations
