@@ -1,31 +1,23 @@
 """What if: a Timeline replayed under an edit.
 
-One replay engine serves every edit (``replaying.replay``, a Numba
-kernel with its NumPy twin): host time flows as recorded less what the
-edit removes; each gpu row, in launch order, starts at the later of its
-stream's replayed free time and its replayed launch + λ, and no earlier
-than a wait on another stream it had as recorded (shifted as its launch
-was); a host-blocking sync returns when the replayed work it covers is
-done. An edit (``edits.py``) changes the inputs: host time removed
-at points (the recorder's cost) or over intervals (fetches, syncs, Python
-stretches, launch cost), syncs and ops that are gone. A fetch that waited
-for a DataLoader worker waits for the batch's recorded ready time, as a
-sync does for its work (``compensation.fetch_waits``), unless the edit
-removes it (``data``).
+One replay engine serves every edit (``replaying.replay``; its model is
+``compensation.py``'s doc); an edit (``edits.py``) changes its inputs:
+host time removed at points (the recorder's cost) or over intervals
+(fetches, syncs, Python stretches, launch cost), syncs and ops that are
+gone. A fetch that waited for a DataLoader worker still waits for the
+batch's recorded ready time (``compensation.fetch_waits``) unless the
+edit removes it (``data``).
 
-A removed interval [b, e) becomes a point cost e − b at b, and every host
-time inside it moves to e first ("snapped"): so all of it lands on b in
-the replay, and the map from recorded to replayed host time stays
-non-decreasing (``hostmap.py``). ``replayed`` applies the map to every
-host column and hands back a Timeline that ``analyze`` and ``plot`` take
-as they take a recording (raw device events are not carried: the replay
-has none); ``predictions.py`` measures replays step by step. A
-launch into a full queue (``meta["launch_queue"]`` pending rows on its
-stream, CUDA's 1,024 by default) holds the host until the oldest ends, as
-in ``compensation``. The ``copies`` edit moves gpu
-rows to a stream of their own beside theirs (``_side_streams``). Not
-modelled: work that an edit would move to other devices, and a consumer
-of a moved copy other than the first work launched after it on its stream.
+Invariant: the map from recorded to replayed host time stays
+non-decreasing (``hostmap.py``). A removed interval [b, e) becomes a
+point cost e − b at b (``_costs``), and every host time inside it moves
+to e first ("snapped"), so all of it lands on b in the replay.
+``replayed`` hands back a Timeline that ``analyze`` and ``plot`` take as
+they take a recording (no raw device events: the replay has none);
+``predictions.py`` measures replays step by step. The ``copies`` edit
+moves gpu rows to a stream of their own (``_side_streams``). Not
+modelled: work an edit would move to other devices, and a consumer of a
+moved copy other than the first work launched after it on its stream.
 """
 
 from __future__ import annotations

@@ -1,34 +1,28 @@
 """torch.profiler (Kineto) traces → Timeline: ``import_chrome``, the entry.
 
 A Kineto trace is Chrome-trace JSON: complete ("X") events in categories
-``cpu_op`` (aten ops), ``user_annotation`` (record_function ranges,
-``ProfilerStep#N``), ``cuda_runtime``/``cuda_driver`` (launch calls, also
-``hip*`` on ROCm), ``kernel``/``gpu_memcpy``/``gpu_memset`` (device work) and
-``cuda_sync`` (written only with ``enable_cuda_sync_events``: without it,
-the blocking ``cuda*Synchronize`` runtime calls are read as the syncs).
-XPU and PrivateUse1 backends write their launch calls in categories of
-their own and their work as ``kernel`` rows, read the same; device work in
-categories not read (MTIA, Gaudi) is refused, never dropped silently. The
-first traces (torch 1.8-1.10) name the categories ``Operator``,
-``Runtime``, ``Kernel``, ``Memcpy`` and ``Memset``, put GPU rows on tid
-"stream <n>" and write record_function ranges (ProfilerStep, the
-DataLoader's fetches, the optimizer's steps) as ``Operator`` events, which
-read the same. Which ranges make the steps (``ProfilerStep#N``, else the
-optimizer's, else ``steps_from``) is ``steps``'s to say. The host side (threads, ops linked to
-the launch calls inside them, spans) is read by ``host``, the device
-side (GPU rows, syncs and the op flags they imply) by ``device``;
-FLOPs (``with_flops``), ``[memory]`` events (``profile_memory``) and call
-stacks (``with_stack``) into the tables flops, memory and sources by
-``extra``; the category and arg names all read are in ``schema``, and the
-JSON file itself (gzip or plain, checked; exact µs → ns) by ``tracefile``.
+``cpu_op``, ``user_annotation``, ``cuda_runtime``/``cuda_driver`` (launch
+calls, ``hip*`` on ROCm), ``kernel``/``gpu_memcpy``/``gpu_memset`` and
+``cuda_sync`` (written only with ``enable_cuda_sync_events``: without it
+the blocking ``cuda*Synchronize`` runtime calls are read as the syncs);
+the names read are ``schema``'s. XPU and PrivateUse1 backends' launch
+categories and ``kernel`` rows read the same; device work in categories
+not read (MTIA, Gaudi) is refused, never dropped silently. The first
+traces (torch 1.8-1.10: ``Operator``, ``Runtime``, ``Kernel``, GPU rows
+on tid "stream <n>", ranges as ``Operator`` events) read the same.
 
-Times: Kineto writes microseconds, as floats relative to
-``baseTimeNanoseconds`` (newer traces) or as whole µs since the epoch
-(older). Both are converted to integer ns exactly (a float's whole µs and
-its fraction are converted apart, which is exact below 2^43 µs), never
-rounded down to whole µs. Host times are kept as the file gives them;
-``meta["epoch_offset_ns"]`` relates them to the epoch. Kineto puts device
-times on the host clock already, so the Timeline is ``aligned``.
+The parts: ``host`` (threads, ops linked to their launch calls, spans),
+``device`` (GPU rows, syncs and the op flags they imply), ``steps``
+(which ranges make the steps), ``extra`` (FLOPs, ``[memory]`` events,
+call stacks), ``tracefile`` (the JSON file, µs → ns exactly).
+
+Times: Kineto writes µs, as floats relative to ``baseTimeNanoseconds``
+(newer traces) or whole µs since the epoch (older); both become integer
+ns exactly (a float's whole µs and its fraction converted apart, exact
+below 2^43 µs), never rounded to whole µs. Host times stay as the file
+gives them (``meta["epoch_offset_ns"]`` relates them to the epoch);
+Kineto puts device times on the host clock already, so the Timeline is
+``aligned``.
 """
 
 from __future__ import annotations

@@ -2,36 +2,28 @@
 what a recording saw of them.
 
 Collectives are the ops of the ``c10d`` and ``_c10d_functional``
-namespaces in ``OPS`` (what ``dist.all_reduce``, ``broadcast``,
-``all_gather``, ``reduce_scatter``, ``barrier``, ``send``/``recv`` and the
-functional collectives dispatch); their ops rows get flag COLLECTIVE, and
-the Timeline's ``collectives`` table one row per collective
-(``timeline/collectives.py``), which ``CollectiveLog`` keeps by the op's
-``seq`` while recording (``ROW``) and ``recording/assembly.py`` turns into
-the op's row at stop:
+namespaces in ``OPS``; their ops rows get flag COLLECTIVE, and the
+Timeline's ``collectives`` table (``timeline/collectives.py``, which
+names its columns) one row each, kept by the op's ``seq`` while
+recording (``ROW``) and turned into the op's row at stop
+(``recording/assembly.py``). The rank's own file: ``ranks.py``.
 
-* ``op`` — the op's row; ``group`` — index into ``meta["groups"]``
-  (``{"name", "ranks" (global), "backend"}``); ``kind`` — ``KINDS``;
-* ``number`` — the collective's count on its group (p2p: on its
-  (group, sender, receiver) pair), from 0 at the start of the recording:
-  the k-th collective of a group is the same on every rank, so every rank
-  must start recording at the same collective (the same code point);
-* ``peer`` — global rank of the root (rooted kinds) or of the other side
-  (p2p), NONE otherwise or when unknown (``recv`` from any source);
-* ``done_ns`` — host time by which the collective had completed, NONE when
-  unknown. Measured only for collectives on host tensors (gloo, or any
-  backend on CPU): a callback on the ``Work``'s future notes when it
-  completes (a Work without a future, as gloo's list ``reduce_scatter``,
-  leaves it unknown). On CUDA tensors the future completes at enqueue,
-  which bounds nothing, so device collectives have arrivals only; their
-  gpu row brackets the enqueue on the current stream, not the NCCL kernel
-  on NCCL's own stream (except on a device with ``collective_stream``,
-  SimGPU: there the row is the collective on its communication stream,
-  kind COLLECTIVE). Functional collectives complete at their
-  ``wait_tensor`` when the recorder sees it (compiled code); eager ones
-  wait inside ``AsyncCollectiveTensor``, out of sight.
+What is not obvious from the columns:
 
-The rank's own recording and file: ``ranks.py``.
+* ``number`` counts from 0 at the start of the recording, per group
+  (p2p: per (group, sender, receiver) pair): the k-th collective of a
+  group is the same on every rank only if every rank starts recording at
+  the same collective (the same code point).
+* ``done_ns`` is measured only for collectives on host tensors (gloo, or
+  any backend on CPU), by a callback on the ``Work``'s future (a Work
+  without one, as gloo's list ``reduce_scatter``, leaves it NONE). On
+  CUDA tensors the future completes at enqueue, which bounds nothing, so
+  device collectives have arrivals only; their gpu row brackets the
+  enqueue on the current stream, not the NCCL kernel (but on SimGPU,
+  whose ``collective_stream`` runs it: kind COLLECTIVE). Functional
+  collectives complete at their ``wait_tensor`` when the recorder sees
+  it (compiled code); eager ones wait inside ``AsyncCollectiveTensor``,
+  out of sight.
 """
 
 from __future__ import annotations

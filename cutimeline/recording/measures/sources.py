@@ -1,36 +1,27 @@
 """Source lines: where in the user's code an op or a host span came from.
 
-The source of an op or span is the first Python frame, walking outward
-from the recorder's own, whose code lies outside torch, cutimeline and the
+The source is the first Python frame, walking outward from the
+recorder's own, whose code lies outside torch, cutimeline and the
 plumbing between them (``contextlib``, ``functools``, ``threading``,
-importlib): the user's file, line number, function and the text of that
-line (stripped; NONE when the file cannot be read). ``SourceFinder.find``
-walks ``sys._getframe()``; whether a file is internal is decided once per
-file name (a str caches its hash: a code object's hash costs ~0.3 µs),
-and a (code, line) pair is interned once, keyed by the code's id (the
-cache holds the code, so the id stays its own), so a walk costs a dict
-lookup per frame passed.
+importlib): file, line, function and the stripped text of that line
+(NONE when the file cannot be read). A walk costs a dict lookup per
+frame passed (``SourceFinder``: a file's verdict cached by its name, as
+a str caches its hash and a code object's costs ~0.3 µs; a (code, line)
+pair interned once by the code's id, the cache holding the code so the
+id stays its own).
 
-Which ops and spans get one (``Session`` notes them):
-
-* without ``record(stack=True)``: every host-blocking op (flag SYNC: a
-  ``.item()``, a blocking copy, ``nonzero``, boolean-mask indexing...),
-  every collective, and the SYNC spans with no op behind them
-  (``torch.cuda.synchronize`` and the other CUDA calls ``hooks/cuda.py``
-  wraps) and every DataLoader fetch (DATA spans);
-* with ``stack=True`` every op too: ``Session.count`` is then a
-  ``StackCount``, which notes a source with each sequence number it hands
-  out, so the op stream's path is unchanged and costs nothing more when
-  the option is off. An op with no user frame above it (run by a thread
-  the autograd engine made) gets no row.
-
-What ``stack=True`` costs per op, and that it costs nothing off:
-``benchmarks/RESULTS.md`` (recorder options).
+Which get one (``Session`` notes them): without ``record(stack=True)``,
+every host-blocking op, every collective, the SYNC spans with no op
+behind them (the CUDA calls ``hooks/cuda.py`` wraps) and every DataLoader
+fetch; with ``stack=True`` every op too, through ``StackCount``, so the op
+stream's path is unchanged and costs nothing more when the option is off
+(what it costs on: ``benchmarks/RESULTS.md``, recorder options). An op
+with no user frame above it (on an autograd engine thread) gets no row.
 
 Rows are tuples ``(seq, thread, span index, file, line, function, code)``
-in ``Session.sourced``: an op's by its sequence number (thread and span
-index NONE), a span's by its writer's thread and its index in that
-writer's spans (seq NONE); ``assembly.py`` maps both to rows.
+in ``Session.sourced``: an op's by its seq (thread and span index NONE),
+a span's by its writer's thread and index (seq NONE); ``assembly.py``
+maps both to rows.
 """
 
 from __future__ import annotations
