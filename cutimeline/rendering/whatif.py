@@ -5,29 +5,22 @@
 A prediction is only believable when one can see where the time went, so
 the figure draws the Timeline as recorded and as replayed under one fix
 (``Report.what_if(edit)``, analysed by ``Report.replay_report``) on one
-time axis. The replay keeps the recording's origin and is shorter by what
-the fix saves: time 0 is the start of the recording in both, and the x
-axis runs to the end of the longer. Each Timeline gets its lanes
-(``lanes/scene.py``, as ``plot`` draws them) and a step strip above them
-(``strip.py``): the recorded one as in ``plot`` ("step 3 · input-bound ·
-64.9 ms · GPU 66%"), the predicted one with each step's predicted time
-beside its recorded one and the gain ("step 3 · 64.9 → 52.7 ms, −19% · GPU
-81%"), coloured by the replay's own verdict. Every number comes from the
-``whatif.Prediction`` of ``Report.what_if()``: the step table it sets side
-by side, and the mean step times over the steady-state steps that the
-title quotes:
+time axis: time 0 is the start of the recording in both, and the x axis
+runs to the end of the longer. Each gets its lanes (``lanes/scene.py``)
+and a step strip (``strip.py``): the predicted one labels each step with
+its recorded and predicted time and the gain ("step 3 · 64.9 → 52.7 ms,
+−19% · GPU 81%"), coloured by the replay's own verdict. Every number
+comes from the ``whatif.Prediction``; the title quotes the mean step
+times over the steady-state steps:
 
     DataLoader(num_workers>=2, pin_memory=True): 64.9 → 52.7 ms per step, −19%
 
-``what_if``: an edit's name (``cutimeline.analysis.EDITS``: data,
-sync, host, graphs, launch, recorder, ...) or True, the fix predicted to
-gain most (the recorder's own cost is not a fix in the user's code, so it
-is taken only when nothing else applies, as the summary's advice does). An edit
-that does not apply raises the CutimelineError of ``Report.what_if``.
-
-``fig.axes``: recorded lanes, predicted lanes, recorded strip, predicted
-strip; all share the x axis. No queue-depth, CPU-lead or memory panels:
-the figure answers one question, how long each step takes with the fix.
+``what_if=True`` takes the fix predicted to gain most; the recorder's own
+cost, not a fix in the user's code, only when nothing else applies, as
+the summary's advice does. ``fig.axes``: recorded lanes, predicted
+lanes, recorded strip, predicted strip, sharing the x axis. No
+queue-depth, CPU-lead or memory panels: the figure answers one question,
+how long each step takes with the fix.
 """
 
 from __future__ import annotations

@@ -1,30 +1,27 @@
 """CudaDevice's event clock: a pool of CUDA timing events that never makes the host wait, segment anchors, chained reads.
 
 Events are taken from a pool, never created per op. ``cudaEventElapsedTime``
-gives float32 milliseconds, whose resolution coarsens with distance, so every
-event is read against the newest segment anchor and the anchors are chained
-(see ``CudaDevice``). ``EventClock`` is a part of ``CudaDevice``: it works on
-the device's lock, its torch.cuda calls (``_api``) and its recording state.
+gives float32 milliseconds, whose resolution coarsens with distance, so
+every event is read against the newest segment anchor and the anchors
+are chained (see ``CudaDevice``, whose lock, torch.cuda calls and
+recording state ``EventClock`` works on).
 
-How the pool keeps the host running. No call here waits for the device:
-events are only ever *queried* (``cudaEventQuery``, non-blocking) and read
-once complete. Reading is spread over the ops: while fewer than half a
+No call here waits for the device: events are only *queried*
+(``cudaEventQuery``) and read once complete. While fewer than half a
 chunk are free, each event taken reads up to ``READS_PER_TAKE`` completed
-ones, oldest first on each stream (events on one stream complete in order,
-so a stream is passed over at its first incomplete event), at most
-``QUERIES_PER_TAKE`` queries. That upkeep is a small constant per launch,
-which ``measure_launch_ns`` includes. When the device is far behind, nothing
-completes and the pool runs dry: it then grows by a chunk instead of
-waiting for the oldest events. That refill (a bounded read of what has
-completed, then ``chunk`` new event objects) is the one burst of host time
-the pool costs; each is kept as a *pause* ``(begin_ns, end_ns)``
-(``meta["cuda"]["pool_pauses"]``) and handed to ``on_pause``, through which
-the recorder's hooks make it a USER span named ``POOL_SPAN``, so that
-analysis can tell the recorder's own time from the program's.
+ones, oldest first per stream (a stream's events complete in order), at
+most ``QUERIES_PER_TAKE`` queries: a small constant per launch, which
+``measure_launch_ns`` includes. When the device is far behind the pool
+runs dry and grows by a chunk instead of waiting; that refill is the one
+burst of host time the pool costs, kept as a *pause*
+(``meta["cuda"]["pool_pauses"]``) and, through ``on_pause``, a USER span
+named ``POOL_SPAN``, so analysis can tell the recorder's own time from
+the program's.
 
-The event tick is measured at start (``_measure_tick``): a burst of events
-queued back to back behind a short hold of an idle stream, read against the
-first; the smallest nonzero step is one tick, floored at ``EVENT_TICK_NS``.
+The event tick is measured at start (``_measure_tick``): a burst of
+events queued behind a short hold of an idle stream, read against the
+first; the smallest nonzero step is one tick, floored at
+``EVENT_TICK_NS``.
 """
 
 from __future__ import annotations

@@ -1,37 +1,29 @@
 """Which ranges of a Kineto trace make its steps, in every trace generation.
 
 torch.profiler marks each step with a ``ProfilerStep#N`` range when the
-loop calls ``prof.step()``; those are the steps wherever they are. A trace
-without them may still mark its steps otherwise, so the import falls back,
-in this order, on:
+loop calls ``prof.step()``. The rule, first that applies:
 
-1. a user's ``steps_from=NAME`` (``ctl.load``; ``--steps-from`` on the
-   command line): the ranges named NAME, or NAME#... (``"Optimizer.step"``
-   takes ``Optimizer.step#AdamW.step``). Given, it rules, over
-   ``ProfilerStep#N`` too (those become user spans): the user chose it.
-2. ``ProfilerStep#N`` ranges, as they are.
-3. the optimizer's own annotation, ``Optimizer.step#<class>.step``, which
-   torch writes around every ``optimizer.step()``: the outermost ones (an
-   optimizer wrapping another writes two, nested), of one name: where a
-   loop steps optimizers of several classes one after another (Shampoo,
-   then an EMA), the last of those stepped as often as the most stepped
-   one, so that a step ends after its last optimizer.
+1. a user's ``steps_from=NAME`` (``ctl.load``; ``--steps-from``): the
+   ranges named NAME or NAME#... (``"Optimizer.step"`` takes
+   ``Optimizer.step#AdamW.step``); given, it rules over ``ProfilerStep#N``
+   too (those become user spans): the user chose it.
+2. ``ProfilerStep#N`` ranges.
+3. the optimizer's own ``Optimizer.step#<class>.step``, which torch
+   writes around every ``optimizer.step()``: the outermost (an optimizer
+   wrapping another writes two), of one name: where a loop steps
+   optimizers of several classes in turn (Shampoo, then an EMA), the last
+   of those stepped as often as the most stepped one, so that a step ends
+   after its last optimizer.
 
-A marker range ends a step: step k runs from the end of marker k-1 (the
-first from the trace's first host event) to the end of marker k, so every
-moment up to the last marker belongs to one step, as it does in a
-recording whose steps end at ``optimizer.step()``. Made steps are numbered
-from 0, named "step", and sit on their marker's thread.
-
-The import records what made the steps in meta: ``steps_from`` (the marker
-as named in the trace: "ProfilerStep#N", "Optimizer.step#AdamW.step", or
-the user's NAME) and ``steps_rule`` ("ProfilerStep", "optimizer" or
-"steps_from"); neither is there when the trace has no steps.
-
-The first traces (torch 1.8-1.10) write record_function ranges, the
-DataLoader's ``enumerate(DataLoader)#...__next__`` and the optimizer's
-among them, as ``Operator`` (``cpu_op``) events; ``is_range`` tells those
-apart from ops by name, so they become spans here as in later traces.
+A marker ends a step: step k runs from the end of marker k-1 (the first
+from the trace's first host event) to the end of marker k, so every
+moment up to the last marker belongs to one step, as in a recording
+whose steps end at ``optimizer.step()``. Steps are numbered from 0, named
+"step", on their marker's thread; meta ``steps_from`` (the marker as the
+trace names it) and ``steps_rule`` ("ProfilerStep", "optimizer" or
+"steps_from") say what made them. The first traces (torch 1.8-1.10)
+write record_function ranges as ``Operator`` events; ``is_range`` tells
+them from ops by name.
 """
 
 from __future__ import annotations

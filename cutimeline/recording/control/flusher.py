@@ -1,30 +1,24 @@
 """A rank's journal, kept while it records: what a SIGKILL cannot take.
 
 With ``record(out_dir=...)`` the rank's file ``rank-<r>.ctl`` exists from
-``start()`` on, as a journal (``timeline/ctlfile/journal.py``): a background
-thread wakes every ``PERIOD_S`` and appends, as one checksummed chunk, the
-host rows the session's writers appended since (ops as ``opstream.OpRows``
-converted them, spans), the strings interned since and the threads
-started since. ``stop()`` appends the last
-rows and an "end" chunk, then writes the finished Timeline over the
-journal (``lifecycle.py``); SIGTERM, Ctrl-C and an exit do the same
-without the end chunk. A process that dies without a word leaves the
-journal, which ``ctl.load`` reads up to its last whole chunk, marked
-partial for an unknown cause.
+``start()`` on, as a journal (``timeline/ctlfile/journal.py``): a
+background thread wakes every ``PERIOD_S`` and appends, as one chunk,
+the host rows, strings and threads new since. ``stop()`` appends the
+last rows and an "end" chunk, then writes the finished Timeline over the
+journal (``lifecycle.py``). A process that dies without a word leaves
+the journal, which ``ctl.load`` reads up to its last whole chunk, marked
+partial. What a kill can take: the rows of the last ``PERIOD_S`` plus
+one flush (measured figures: ``benchmarks/RESULTS.md``). It survives the
+death of the process, not of the machine (no fsync).
 
 Cost to the recorded program: nothing on the op path (the writers' lists
-are read, never locked or copied by it); the thread's own work holds the
-GIL while it turns Python tuples (spans, launches, new signatures) into
-columns, each row once, so it converts at most ``SLICE`` rows at a time
-and then lets the GIL go (``time.sleep(0)``): the recorded thread waits
-for one slice at most at a time. Ops the recorded threads have not
-converted yet (``opstream.OpRows``: every ``opstream.CHUNK`` of a thread's
-ops) it converts first, the same way. Compression and writing let the GIL
-go by themselves. What a kill can take: the rows of the last
-``PERIOD_S`` plus the time one flush takes (``benchmarks/RESULTS.md`` has
-the measured figures).
-The journal survives the death of the process, not of the machine (no
-fsync: the kernel writes it out).
+are read, never locked or copied). The thread holds the GIL while it
+turns Python tuples (spans, launches, signatures, and ops the recorded
+threads have not converted yet: ``opstream.OpRows``) into columns, so
+it converts at most ``SLICE`` rows
+at a time and then lets the GIL go (``time.sleep(0)``): a recorded
+thread waits for one slice at most. Compression and writing let the GIL
+go by themselves.
 
 The thread is started with ``_thread`` rather than ``threading``: a
 recording with ``threads=True`` records every ``threading.Thread``
