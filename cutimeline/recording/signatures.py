@@ -2,16 +2,14 @@
 of its arguments, and what its name says about it.
 
 An op's signature is its name, its tensor arguments' dtypes and shapes,
-and its device. The op stream keys it by ``id(func)``, each tensor's
-dtype and shape (flat: no tuple per tensor) and the device; the session
-builds its text (``shapes_text``) only on a miss. By name alone an op
-may launch no device work (``NO_WORK``), may block the host (``RULES``),
-or be a torch.distributed collective or the wait of one (``RULE_COLL``,
-``RULE_WAIT``; which ops: ``collectives.OPS``). Rules above those mark ops the
-recorder measures: their FLOPs (``RULE_FLOPS``: a formula in torch's
-``flop_registry``) or, with ``record(memory=True)``, the memory an
-allocation without a kernel takes (``RULE_ALLOC``: ``empty`` and its kin).
-``blocking`` applies the host-blocking rules to one call.
+and its device; the op stream keys it flat (no tuple per tensor) and the
+session builds its text (``shapes_text``) only on a miss. By name alone
+an op may launch no device work (``NO_WORK``), block the host (``RULES``,
+applied to one call by ``blocking``), be a collective or its wait
+(``RULE_COLL``, ``RULE_WAIT``; which ops: ``collectives.OPS``), or be
+measured: FLOPs (``RULE_FLOPS``: a formula in torch's ``flop_registry``)
+or, with ``record(memory=True)``, an allocation without a kernel
+(``RULE_ALLOC``).
 """
 
 from __future__ import annotations

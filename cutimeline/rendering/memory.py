@@ -1,15 +1,12 @@
 """The memory panel: device bytes in use over time, one line per device.
 
-Drawn from the ``memory`` table as it is (``in_use`` after each reading at
-``host_ns``: a step function that holds its value until the next reading
-of its device), reduced to the pixel columns of the window the way queue
-depth is: the largest value in each column (``pixels.step_max``), so a
-spike narrower than a pixel still shows and 10^6 readings draw as one line
-of ``width`` steps per device. Before a device's first reading nothing is
-drawn (its use is unknown there). Each device's largest value in the
-window is marked with a dot and labelled "peak 3.2 GiB" ("GPU1 peak ..."
-with several devices). The y axis is in GiB, or MiB when every peak is
-under 1 GiB. Nothing here measures: the readings are the table's.
+Drawn from the ``memory`` table as it is (``in_use`` after each reading
+at ``host_ns``, held until the device's next reading; nothing before its
+first), reduced to pixel columns as queue depth is: the largest value in
+each column (``pixels.step_max``), so a spike narrower than a pixel
+still shows and 10^6 readings draw as ``width`` steps per device. Each
+device's peak in the window is marked ("peak 3.2 GiB"); the y axis is in
+GiB, or MiB when every peak is under 1 GiB. Nothing here measures.
 """
 
 from __future__ import annotations

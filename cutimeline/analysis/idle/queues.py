@@ -1,17 +1,12 @@
 """Queue depth and CPU lead statistics per group of gpu rows, over windows.
 
-* ``queue_series`` — the queue depth as a step function (t, depth): the
-  one model, ``cutimeline.numeric.queuedepth``'s (the Chrome export's
-  counter reads it too), named here as before.
-* ``window_stats`` — the queue depth (launched, not finished) per group
-  and window: the time-weighted mean, min and max, and for the first
-  window the time-weighted median and p95 (the smallest depth held for at
-  least that share of the window).
-* ``sample_stats`` — HTA's queue length statistics: the depth after each
-  change (+1 at launch, −1 when the work begins), described like pandas
-  ``describe`` (count, mean, std with ddof=1, min, quartiles, max).
-* ``lead_stats`` — per group, over rows beginning inside a window: mean,
-  median, p95 and max of ``begin − launch``. Numba kernels, NumPy twins.
+The depth is one model, ``cutimeline.numeric.queuedepth``'s (the Chrome
+export's counter reads it too; ``queue_series`` names it here as
+before): work counts from its launch until it finishes, time-weighted
+(``window_stats``). ``sample_stats`` is HTA's variant instead: +1 at
+launch, −1 when the work begins, per change point, not time-weighted.
+``lead_stats``: ``begin − launch`` of the rows beginning in a window.
+Numba kernels, NumPy twins.
 """
 
 from __future__ import annotations
@@ -150,7 +145,8 @@ def window_stats(plus, minus, order, starts, w0, w1, qs=(0.5, 0.95),
     """Queue depth (+1 at ``plus``, −1 at ``minus``, rows grouped by
     ``order``/``starts``) over windows: (mean, min, max) arrays (groups ×
     windows), time-weighted, min and max over the depths held for some
-    time; and (groups × qs) time-weighted quantiles over window 0. The
+    time; and (groups × qs) time-weighted quantiles over window 0 (the
+    smallest depth held for at least that share of the window). The
     kernel needs windows 1.. sorted and disjoint (steps are); otherwise the
     twin computes them."""
     P = gather_sorted(plus, order, starts, engine)
@@ -249,7 +245,8 @@ def _sample_stats_np(plus, minus, order, starts):
 
 def sample_stats(plus, minus, order, starts, engine: str = "numba") -> np.ndarray:
     """(groups, 8) statistics named by ``SAMPLE_FIELDS`` of the queue
-    depth after each change (launched at ``plus``, begun at ``minus``)."""
+    depth after each change (launched at ``plus``, begun at ``minus``),
+    as pandas ``describe`` gives them (std with ddof=1)."""
     args = (as_i64(plus), as_i64(minus), as_i64(order), as_i64(starts))
     return (_sample_stats_nb if engine == "numba" else _sample_stats_np)(*args)
 

@@ -1,18 +1,15 @@
 """What each gpu row of a Timeline is and what it costs on its GPU: the roofline the GPU-side what-if edits scale recorded kernels by.
 
-``pricing`` finds the GPU's profile — the simulated GPU's own, else the
+The GPU's profile (``pricing``) is the simulated GPU's own, else the
 datasheet table ``timeline/gpus.py`` (peaks, memory bandwidth) with the
-family efficiencies of its generation (``devices/sim/roofline.py``) — or
-says why the Timeline cannot be priced (a GPU the table does not know,
-signatures with no dtypes). ``rows_of`` reads each gpu row's op: its
-family (matmul, convolution, attention, memory-bound), precision, FLOPs
-(the ``flops`` table), bytes (its shape signature's tensors and an output
-the size of its largest), the weight it multiplies by, its phase (forward,
-backward, optimizer). ``Pricing.ns`` is the roofline, ``min_kernel +
-max(FLOPs ÷ rate, bytes ÷ bandwidth)``. ``gpu_time_words`` and
-``gpu_top_text`` say where a window's GPU time goes; ``conv_advice`` what
-a convolution net may change that no roofline prices (cuDNN's autotuning,
-channels_last).
+family efficiencies of its generation (``devices/sim/roofline.py``);
+where neither applies (an unknown GPU, signatures with no dtypes) it is
+a sentence saying why. A row's bytes are its shape signature's tensors
+and an output the size of the largest (``signature``).
+``Pricing.ns`` is the roofline,
+``min_kernel + max(FLOPs ÷ rate, bytes ÷ bandwidth)``. ``conv_advice``
+says what a convolution net may change that no roofline prices (cuDNN's
+autotuning, channels_last).
 """
 
 from __future__ import annotations
