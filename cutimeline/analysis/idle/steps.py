@@ -15,13 +15,9 @@ that came earlier: work queued before the step began): the fetch of its
 batch, its host preprocessing and its warm-up are its own, as every later
 step's are, so the windows tile the recording from the first step's
 begin to the last one's end. Work belongs to the step whose host window
-holds its launch time. A step that launched no GPU work
-ends with its host window, never before the previous window ends.
+holds its launch time; a step that launched none ends with its host
+window, never before the previous window ends.
 
-With ``engine="numba"`` and the rows in launch order (recordings launch
-in time order), one kernel reads each step's rows in place
-(``_step_work_nb``); otherwise, and in the NumPy twin, the rows are
-sorted by launch first.
 """
 
 from __future__ import annotations
@@ -55,7 +51,10 @@ def device_windows(launch, begin, end, hb, he, fb=None, fe=None,
     ``fb, fe``: the windows of steps without GPU work (default [hb, he);
     the replay passes the host windows it moved). ``in_order``: whether
     ``launch`` is sorted, when the caller knows (``numeric.columns``; None: the
-    kernel checks)."""
+    kernel checks). With ``engine="numba"`` and the rows in launch order
+    (recordings launch in time order) one kernel reads each step's rows in
+    place (``_step_work_nb``); otherwise, and in the NumPy twin, the rows
+    are sorted by launch first."""
     hb, he = np.asarray(hb, np.int64), np.asarray(he, np.int64)
     start = hb if fb is None else np.asarray(fb, np.int64)  # the host windows' begins
     first = start.copy()

@@ -1,33 +1,31 @@
 """The CUDA calls that are not aten ops, wrapped while recording: host syncs, user events, graph replays and captures, the event pool's pauses.
 
-``install(torch, session, patch)`` is called by ``Hooks.install`` when the
-recording's device is a ``CudaDevice``; ``patch`` is ``Hooks._patch``, so
-every wrapper is removed, and the attribute restored exactly, at stop.
+``install`` is called by ``Hooks.install`` when the recording's device is
+a ``CudaDevice``, patching through ``Hooks._patch``, so every wrapper is
+removed, and the attribute restored exactly, at stop.
 
-* SYNC — wrappers around ``torch.cuda.synchronize``,
-  ``torch.accelerator.synchronize`` (torch ≥ 2.6), ``Stream.synchronize``
-  and ``Event.synchronize`` of ``torch.cuda`` (and ``Event.record``, to
-  know what an event covers), each a sync of the device, stream or event's
-  stream it waited for, and a SYNC span. ``torch.cuda.empty_cache`` and
-  ``torch.accelerator.empty_cache`` synchronize the device only when their
-  cudaFree calls free anything: a SYNC span and a sync that bounds no event
-  (``CudaDevice.note_host_wait``), since the aligner must be told nothing
-  that may be untrue. A ``query()`` of a ``torch.cuda`` Event or Stream that
-  returns True is a sync with no span (the host did not wait, but then knew
-  the work was done: the end of a polling loop), kinds "event_query" and
-  "stream_query"; our own device queries through the C method, unwrapped.
+* SYNC: ``torch.cuda.synchronize``, ``torch.accelerator.synchronize``
+  (torch ≥ 2.6), ``Stream.synchronize`` and ``Event.synchronize`` of
+  ``torch.cuda`` (and ``Event.record``, to know what an event covers):
+  each a sync of what it waited for, and a SYNC span. ``empty_cache``
+  synchronizes only when its cudaFree calls free anything: a SYNC span and
+  a sync that bounds no event (``CudaDevice.note_host_wait``), since the
+  aligner must be told nothing that may be untrue. A ``query()`` of an
+  Event or Stream that returns True is a sync with no span (the host did
+  not wait, but then knew the work was done: a polling loop's end), kinds
+  "event_query" and "stream_query"; our own device queries through the C
+  method, unwrapped.
 * Not seen: ``Event.wait`` and ``Stream.wait_event``/``wait_stream`` (the
-  device waits there, not the host: no sync), and the methods of the
-  device-generic ``torch.Stream`` and ``torch.Event`` themselves, which
-  ``torch.accelerator.current_stream()`` returns: immutable C types that
-  refuse any attribute. Their ``torch.cuda`` subclasses are wrapped.
-* Graphs — ``CUDAGraph.replay`` is a launch (``Session.launch_graph``);
+  device waits, not the host), and the methods of the device-generic
+  ``torch.Stream`` and ``torch.Event`` (immutable C types that refuse any
+  attribute; their ``torch.cuda`` subclasses are wrapped).
+* Graphs: ``CUDAGraph.replay`` is a launch (``Session.launch_graph``);
   ``capture_begin``/``capture_end`` count captures in progress, during
   which the device queries no event (a query from another thread would
   invalidate a global-mode capture).
-* USER "cutimeline event pool" — the recorder's own time when its event
-  pool ran dry and grew (``devices/cuda/eventclock.py``), on the thread that
-  took the event, so that analysis can tell it from the program's.
+* USER "cutimeline event pool": the recorder's own time when its event
+  pool grew (``devices/cuda/eventclock.py``), on the thread that took the
+  event, so that analysis can tell it from the program's.
 """
 
 from __future__ import annotations
