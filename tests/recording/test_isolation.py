@@ -204,12 +204,19 @@ SAMPLES = 2
 def sample_iterators_find_no_test():
     """torch's sample iterators look for a unittest TestCase on the stack
     (``extract_test_fn``: ``inspect.stack()``, ~0.1 s a call under pytest);
-    there is none here, so they get the None they would find."""
+    there is none here, so they get the None they would find. Both names:
+    opinfo.core imported the function by name, and every ``sample_inputs``
+    calls it there (half the sweep's time when only common_utils' was set)."""
     _op_db()
     from torch.testing._internal import common_utils
-    find, common_utils.extract_test_fn = common_utils.extract_test_fn, lambda: None
+    from torch.testing._internal.opinfo import core
+    found = [(m, m.extract_test_fn) for m in (common_utils, core)
+             if hasattr(m, "extract_test_fn")]
+    for m, _ in found:
+        m.extract_test_fn = lambda: None
     yield
-    common_utils.extract_test_fn = find
+    for m, find in found:
+        m.extract_test_fn = find
     # torch's test helpers freeze torch.backends' global flags as they load
     # (disable_global_flags): every later test that sets cudnn.benchmark or
     # allow_tf32 would raise
