@@ -69,13 +69,18 @@ def mutants(n: int = N, seed: int = SEED, scale: str = "suite") -> list[tuple[st
             for label, raw, suffix in kineto_fuzz.mutants(n - n // 2, seed)]
     big = scale == "issues"
     cases = dict(adversarial.CASES)
-    cases.update({   # the bombs at a size that keeps the suite quick
+    cases.update({   # the bombs (and the streams) at a size that keeps the suite quick
         "10^8 rows in 100 KB": (lambda: adversarial.ctl_claimed_rows(
             10 ** 8 if big else 10 ** 7), ".ctl"),
         "meta.json inflating 64 MB": (lambda: adversarial.ctl_meta_bomb(
             (3 << 30) if big else (24 << 20)), ".ctl"),
         ".json.gz inflating 128 MB": (lambda: adversarial.trace_gzip_bomb(
-            (1 << 30) if big else (80 << 20)), ".json.gz")})
+            (1 << 30) if big else (80 << 20)), ".json.gz"),
+        # analyze takes 5 s at 4,000 streams, 0.5 s at 1,000 (and runs twice
+        # here: the CLI too); the memory the streams took is
+        # tests/analysis/idle/test_overlap.py's test, at 400
+        "4,000 one-kernel streams": (lambda: adversarial.as_ctl(adversarial.many_streams(
+            4000 if big else 1000)), ".ctl")})
     out += [(f"case {name}", make(), suffix) for name, (make, suffix) in cases.items()]
     return out
 
