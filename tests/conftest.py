@@ -6,7 +6,21 @@ import pytest
 os.environ.pop("CUTIMELINE_DISABLE", None)
 
 
+def _selects_bench(config) -> bool:
+    """Whether ``-m`` selects the bench tests (``python -m pytest -m bench``)."""
+    from _pytest.mark.expression import Expression
+    expr = config.option.markexpr
+    return bool(expr) and Expression.compile(expr).evaluate(lambda name, **kw: name == "bench")
+
+
 def pytest_configure(config):
+    # addopts runs the suite on two pytest-xdist workers, but the bench tests
+    # time real work (a second worker would share the cores with them) and
+    # print their numbers (-s; a worker's output never reaches the terminal):
+    # they run in this process. (xdist's own pytest_configure, trylast, reads
+    # this before it starts any worker.)
+    if _selects_bench(config) and hasattr(config.option, "dist"):
+        config.option.dist = "no"
     # One intra-op thread: on a 2-core machine where another process holds
     # a core, torch's second OpenMP thread makes every parallel op wait a
     # scheduler slice, and the tests that record real loops through SimGPU

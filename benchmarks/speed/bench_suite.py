@@ -3,19 +3,22 @@
     python benchmarks/speed/bench_suite.py [--runs 5] [--burn 1] [--args "-q -p no:cacheprovider"]
 
 Runs ``python -m pytest`` (the README's command, ``-p no:cacheprovider``
-so runs do not share pytest's cache) ``--runs`` times in a row while
+so runs do not share pytest's cache; pyproject's addopts put it on two
+pytest-xdist workers, a test file to each) ``--runs`` times in a row while
 ``--burn`` other processes each spin one CPU core, and prints one row per
-run: exit code, wall-clock seconds, passed/failed/skipped counts and the
-failed tests' ids. A run is green when pytest exits 0. The Numba cache is
-left as the first run made it (a fresh clone's first run compiles; the
-next ones load), so the first row is the one CI's cold run resembles.
-Exit status 1 when any run is not green.
+run: exit code, wall-clock seconds, the 1-minute load average before and
+after it, passed/failed/skipped counts and the failed tests' ids. A run is
+green when pytest exits 0. The Numba cache is left as the first run made
+it (a fresh clone's first run compiles; the next ones load), so the first
+row is the one CI's cold run resembles. Exit status 1 when any run is not
+green.
 """
 
 from __future__ import annotations
 
 import argparse
 import multiprocessing
+import os
 import re
 import subprocess
 import sys
@@ -31,6 +34,7 @@ def _spin() -> None:
 
 
 def run_once(args: list[str]) -> dict:
+    load = os.getloadavg()[0]
     t0 = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "pytest", *args], cwd=ROOT,
                           capture_output=True, text=True)
@@ -38,7 +42,8 @@ def run_once(args: list[str]) -> dict:
     tail = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
     counts = {k: int(v) for v, k in re.findall(r"(\d+) (passed|failed|skipped|error)", tail)}
     failed = re.findall(r"^(?:FAILED|ERROR) (\S+)", done.stdout, re.M)
-    return {"rc": done.returncode, "s": seconds, "counts": counts, "failed": failed}
+    return {"rc": done.returncode, "s": seconds, "counts": counts, "failed": failed,
+            "load": (load, os.getloadavg()[0])}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -53,13 +58,15 @@ def main(argv: list[str] | None = None) -> int:
         b.start()
     rows = []
     try:
-        print("| run | exit | seconds | passed | failed | skipped | failed tests |")
-        print("|---:|---:|---:|---:|---:|---:|---|")
+        print("| run | exit | seconds | load before, after | passed | failed | skipped "
+              "| failed tests |")
+        print("|---:|---:|---:|---:|---:|---:|---:|---|")
         for i in range(a.runs):
             r = run_once(a.args.split())
             rows.append(r)
             c = r["counts"]
-            print(f"| {i + 1} | {r['rc']} | {r['s']:.0f} | {c.get('passed', 0)} | "
+            print(f"| {i + 1} | {r['rc']} | {r['s']:.0f} | {r['load'][0]:.1f}, "
+                  f"{r['load'][1]:.1f} | {c.get('passed', 0)} | "
                   f"{c.get('failed', 0) + c.get('error', 0)} | {c.get('skipped', 0)} | "
                   f"{', '.join(r['failed']) or '—'} |", flush=True)
     finally:
