@@ -234,7 +234,7 @@ class Session:
             self.step_number, self.step_begin = n + 1, t1
         self.span(w, _STEP, name, 0, t0, n, t1)
         if self.on_step is not None:
-            self.on_step()
+            self.on_step(t1)
         if self.at_boundary:
             self.at_boundary = [f for f in self.at_boundary if not f()]
         if self.calibrate_every_ns and t1 >= self._next_calibration:

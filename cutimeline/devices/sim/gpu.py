@@ -163,10 +163,18 @@ class SimGPU(Device):
     def current_stream(self) -> int:
         return self._local.stream
 
-    def on_step(self) -> None:
-        """The recorder ended a step: the bound on modelled reads that
-        steer a loop counts from here (``values.py``)."""
+    def on_step(self, at: int | None = None) -> None:
+        """The recorder ended a step (at real host time ``at``): the bound
+        on modelled reads that steer a loop counts from here
+        (``values.py``), and a knot of the virtual host clock at ``at``
+        keeps the step's end before whatever the next step does (knots
+        strictly increase: ``SimHost.knot``)."""
         self.values.step()
+        host = self.virtual_host
+        if at is not None:
+            with self._lock:
+                if self.streams.recording and not host.real_only():
+                    host.knot(at)
 
     def mark_dispatch(self, t0: int) -> None:
         """The recorder took op's dispatch in hand at ``t0`` (real host
@@ -213,8 +221,8 @@ class SimGPU(Device):
                 if now > kr[-1]:
                     gap = now - kr[-1]
                     lost = 0 if last is None or rq <= last else rq - last
-                    if lost < gap:
-                        v += gap - lost
+                    # at least 1 ns: what comes after a knot stays after it
+                    v += gap - lost if lost < gap else 1
                     kr.append(now)
                     kv.append(v)
                     host.skew = now - v

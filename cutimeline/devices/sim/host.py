@@ -197,7 +197,9 @@ class SimHost:
         if real <= lr:  # another thread's knot is later
             return lv
         gap = real - lr
-        v = lv + gap - min(max(rq - last, 0) if last is not None else 0, gap)
+        # at least 1 ns: what comes after a knot stays after it, however
+        # much of the stretch was lost (a price may overshoot one stretch)
+        v = lv + max(gap - (max(rq - last, 0) if last is not None else 0), 1)
         self.kr.append(real)
         self.kv.append(v)
         self.skew = real - v
