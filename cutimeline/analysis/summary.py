@@ -264,10 +264,13 @@ def _compensation(rep: Report) -> list[str]:
     c, o = rep.compensation, rep.overall
     left = rep.timeline.meta.get("recorder_left")
     if c is None and left:  # a simulated host: nothing to replay away
+        n = left.get("gc_collections", 0)
+        gc = (f"; Python's garbage collections, which the simulation sets off, "
+              f"left it too ({n}, {fmt_ns(left.get('gc_ns', 0))})") if n else ""
         return ["The recorder's own time left the simulated host as it was spent "
                 f"(torch's call into it priced at {fmt_ns(left.get('entry_ns', 0))}/op, "
                 f"{fmt_ns(left.get('module_entry_ns', 0))} per module call; the rest "
-                "measured); the verdicts are read on the program's own host time."]
+                f"measured){gc}; the verdicts are read on the program's own host time."]
     if c is None:
         return []
     part, _ = steady(rep)

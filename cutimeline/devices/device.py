@@ -120,11 +120,13 @@ class Device(abc.ABC):
         """End the recording (closing pings, synchronize) and return raw
         event times and syncs. Called once, after the last op."""
 
-    def recorder_work(self, ns: int) -> None:
+    def recorder_work(self, ns: int) -> int:
         """The calling thread just spent ``ns`` on the recorder's own work
         (moving its rows into chunks; on a device that ``keeps_host_clock``,
         all of it: ``opstream.ExactMode``). Nothing for a real device; a
-        simulator with a host clock of its own leaves it out."""
+        simulator with a host clock of its own leaves it out. Returns the
+        ns its host clock left out."""
+        return 0
 
     def keeps_host_clock(self) -> bool:
         """Whether the host time this device's recordings show is its own
@@ -139,6 +141,14 @@ class Device(abc.ABC):
         since the op's own work ended (``since``, or, for a launch, the
         device's end of it) and ``entry_ns`` (torch's call into the mode
         and back) are the recorder's. Called only when ``keeps_host_clock``."""
+
+    def metadata_ns(self, device: Any, func: Any, args: tuple, kwargs: dict) -> int | None:
+        """What an op that launches nothing (a view, ``empty``) on
+        ``device`` costs this device's host clock, in ns, when the device
+        prices it rather than the op's real time (None). Asked only when
+        ``keeps_host_clock``: a simulator prices the metadata ops of its
+        own tensors, whose real time here is a stand-in kernel's."""
+        return None
 
     def memory_meter(self) -> Any:
         """A new meter of this device's memory for one recording (see the

@@ -219,7 +219,7 @@ class Mode(TorchDispatchMode):
             return s.launch(w, func, args, kwargs or _NO_KWARGS, seq, t0, sid, gid, flags,
                             False)
         if self.exact:  # the recorder's time in this dispatch leaves the device's host
-            return self.host_op(w, call, args, kwargs, seq, t0, sid, gid, flags)
+            return self.host_op(w, func, call, args, kwargs, seq, t0, sid, gid, flags, dev)
         try:  # without keywords, no dict is built for the call
             out = call(*args, **kwargs) if kwargs else call(*args)
         except BaseException:
@@ -272,8 +272,8 @@ class ExactMode(Mode):
     def __init__(self, session: Session, writer: Writer):
         super().__init__(session, writer)
         d = session.device
-        self.lost, self.left, self.entry_ns = d.recorder_work, d.recorder_left, \
-            session.entry_ns
+        self.lost, self.left, self.metadata, self.entry_ns = \
+            d.recorder_work, d.recorder_left, d.metadata_ns, session.entry_ns
         self.since: int | None = None  # when this thread's last host op's call returned
         # the last op's calling frame and instruction: the frame held (until
         # this thread's next op) so that no other takes its address
@@ -310,10 +310,12 @@ class ExactMode(Mode):
         if len(g) >= 16 and len(g) % 16 == 0 or len(g) == ENTRY_SAMPLES:
             self.entry_ns = self.s.entry_ns = int(statistics.median(g))
 
-    def host_op(self, w: Writer, call: Any, args: tuple, kwargs: dict | None, seq: int,
-                t0: int, sid: int, gid: int, flags: int) -> Any:
+    def host_op(self, w: Writer, func: Any, call: Any, args: tuple, kwargs: dict | None,
+                seq: int, t0: int, sid: int, gid: int, flags: int, dev: Any) -> Any:
         """An op that launches nothing, its row from its own call: the
-        recorder's time before that leaves the device's host."""
+        recorder's time before that leaves the device's host. A view or
+        ``empty`` of the device's own tensors lasts the device's price of
+        it (``Device.metadata_ns``) when it has one."""
         t = _now()
         self.lost(t - t0)
         try:
@@ -323,6 +325,10 @@ class ExactMode(Mode):
             raise
         self.since = t1 = _now()
         w.ops.append((seq, t, t1, sid, w.ctx, gid, flags))
+        if flags & _VIEW and dev is not None:
+            ns = self.metadata(dev, func, args, kwargs or _NO_KWARGS)
+            if ns is not None and t1 - t > ns:
+                self.lost(t1 - t - ns)
         return out
 
     __torch_dispatch__ = dispatch_exact

@@ -313,8 +313,10 @@ class Recorder:
             harvest = self.device.harvest() if self.device is not None else None
             left = self._meta.get("recorder_left")
             if left and left.get("entry_ns") != s.entry_ns:  # ExactMode's price, in situ
-                self._meta["recorder_left"] = {**left, "entry_ns": s.entry_ns,
-                                               "probe_entry_ns": left["entry_ns"]}
+                left = self._meta["recorder_left"] = {**left, "entry_ns": s.entry_ns,
+                                                      "probe_entry_ns": left["entry_ns"]}
+            if left is not None:  # Python's collections it gave back (gcpauses.py)
+                self._meta["recorder_left"] = {**left, **self._hooks.gc_given}
             if self._meta.get("overhead_model"):  # after the last op: not timed
                 refine(self._meta["overhead_model"])
                 s.calibrate()  # at least one price of a real mix

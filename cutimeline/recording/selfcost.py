@@ -60,8 +60,9 @@ class Sink:
     def keeps_host_clock(self) -> bool:
         return True
 
-    def recorder_work(self, ns: int) -> None:
+    def recorder_work(self, ns: int) -> int:
         self.ns += ns
+        return ns
 
     def recorder_left(self, now: int, since: int | None, entry_ns: int) -> None:
         if since is not None and now > since:
@@ -69,6 +70,9 @@ class Sink:
 
     def owns(self, device: Any) -> bool:
         return False
+
+    def metadata_ns(self, device: Any, func: Any, args: tuple, kwargs: dict) -> None:
+        return None
 
 
 class _Probe:

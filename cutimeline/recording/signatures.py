@@ -26,11 +26,16 @@ __all__ = ["NO_WORK", "RULES", "RULE_COLL", "RULE_WAIT", "RULE_FLOPS", "RULE_ALL
 _Tensor = torch.Tensor
 dtype_shape = operator.attrgetter("dtype", "shape")
 
-# Ops that launch no device work besides the aliasing ones (func.is_view).
+# Ops that launch no device work besides the aliasing ones (func.is_view),
+# the in-place ones among them included: they change a tensor's sizes and
+# strides only (F.linear on a 1-D input ends in squeeze_).
 NO_WORK = frozenset({
     "aten::empty", "aten::empty_strided", "aten::empty_like", "aten::new_empty",
     "aten::new_empty_strided", "aten::_unsafe_view", "aten::_reshape_alias",
-    "aten::lift_fresh", "aten::resize_", "aten::set_", "aten::is_pinned"})
+    "aten::lift_fresh", "aten::resize_", "aten::resize_as_", "aten::set_",
+    "aten::is_pinned", "aten::squeeze_", "aten::unsqueeze_", "aten::t_",
+    "aten::transpose_", "aten::swapdims_", "aten::swapaxes_", "aten::as_strided_",
+    "aten::detach_"})
 # Host-blocking rules by op name (overload stripped).
 _ALWAYS, _REPEAT, _BOOL_INDEX, _TO_COPY, _COPY = 1, 2, 3, 4, 5
 RULES = {**dict.fromkeys((

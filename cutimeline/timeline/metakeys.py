@@ -202,7 +202,9 @@ KEYS: dict[str, Key] = {k.name: k for k in (
     Key("recorder_left", _dict(_ns), "an object of numbers of ns", RECORDER,
         "on a simulated host, which the recorder's time left as it was spent "
         "(recording/opstream.py ExactMode): the prices of what no clock inside it saw "
-        "(entry_ns per op, module_entry_ns per module call) and what measuring them took"),
+        "(entry_ns per op, module_entry_ns per module call), what measuring them took, "
+        "and Python's garbage collections it left out (gc_collections, a count; gc_ns; "
+        "recording/hooks/gcpauses.py)"),
     Key("op_rows_converted", _dict(_number), "an object of numbers", ASSEMBLY,
         "rows, chunks and ns of moving op rows into chunks while recording"),
     # -- devices --------------------------------------------------------------------------

@@ -6,6 +6,7 @@ autograd, a cut at max_ops, an exception, a simulated device, a journal)."""
 
 from __future__ import annotations
 
+import gc
 import sys
 import threading
 import time
@@ -248,9 +249,13 @@ def test_the_recorded_thread_converts_its_rows_between_ops_off_the_device_clock(
     real = gpu.recorder_work
     monkeypatch.setattr(gpu, "recorder_work", lambda ns: (lost.append(ns), real(ns)))
     x = torch.ones(8, device="meta")
-    with ctl.record(device=gpu, measure=False, modules=False) as rec:
-        for _ in range(3 * oprows.CHUNK // 2 + 10):
-            x = x + 1
+    gc.disable()  # Python's collections leave it too (test_gcpauses.py): none here
+    try:
+        with ctl.record(device=gpu, measure=False, modules=False) as rec:
+            for _ in range(3 * oprows.CHUNK // 2 + 10):
+                x = x + 1
+    finally:
+        gc.enable()
     stats = rec.timeline.meta["op_rows_converted"]
     assert stats["chunks"] == len(lost) >= 1 and stats["rows"] >= oprows.CHUNK
     assert all(ns > 0 for ns in lost)

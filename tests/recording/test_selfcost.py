@@ -170,6 +170,46 @@ def test_the_exact_mode_gives_back_what_it_spends_around_a_host_op():
     assert Session(None, max_ops=1, steps="manual").exact is False
 
 
+def test_a_view_of_the_devices_own_tensor_lasts_the_devices_price_of_it():
+    """ExactMode gives back what a view of a device's own tensor took
+    beyond the device's price of it (``Device.metadata_ns``): with a price
+    of 0, all of its call, which is its row; a CPU tensor's view keeps its
+    time."""
+    from torch.utils._python_dispatch import _pop_mode, _push_mode
+
+    from cutimeline.recording.selfcost import Sink
+
+    class Priced(Sink):
+        def __init__(self):
+            super().__init__()
+            self.given, self.asked = [], []
+
+        def recorder_work(self, ns):
+            self.given.append(ns)
+            return super().recorder_work(ns)
+
+        def metadata_ns(self, device, func, args, kwargs):
+            self.asked.append(func.name())
+            return 0 if device.type == "meta" else None
+
+    for device, priced in (("meta", True), ("cpu", False)):
+        sink = Priced()
+        s = Session(sink, max_ops=2 ** 62, steps="manual")
+        mode = s.mode_for(s.writer())
+        x = torch.zeros(4, 8, device=device)
+        _push_mode(mode)
+        try:
+            y = x.view(8, 4)
+        finally:
+            _pop_mode()
+        assert y.shape == (8, 4) and sink.asked == ["aten::view"]
+        (seq, begin, end, *_), = s.writers[0].ops
+        # the key and the signature before the call, then (priced) the call itself
+        assert len(sink.given) == 1 + priced
+        if priced:
+            assert sink.given[1] == end - begin > 0
+
+
 def _burn(seconds: float) -> None:
     from time import perf_counter
     end = perf_counter() + seconds

@@ -327,15 +327,29 @@ class SimGPU(Device):
             self._require("note_sync")
             self.streams.note_sync(kind, stream, seq, host_begin_ns, host_end_ns)
 
-    def recorder_work(self, ns: int) -> None:
+    def recorder_work(self, ns: int) -> int:
         """The recorder's own time: not the program's, so the virtual host
-        leaves it out (``SimLocal.discount``)."""
-        self._local.discount += ns
+        leaves it out (``SimLocal.discount``); none while this thread is
+        inside a simulated launch, which lasts its modelled cost whatever
+        ran in it (a garbage collection: ``recording/hooks/gcpauses.py``)."""
+        loc = self._local
+        if loc.mark is not None:
+            return 0
+        loc.discount += ns
+        return ns
 
     def keeps_host_clock(self) -> bool:
         """The virtual host is this simulator's (``SimHost``), unless
         ``host_cost="measured"`` makes it the real one."""
         return self.virtual_host.host_cost != "measured"
+
+    def metadata_ns(self, device: Any, func: Any, args: tuple, kwargs: dict) -> int | None:
+        """A view or ``empty`` of a simulated tensor lasts the virtual host's
+        price of it (``SimHost.metadata_ns``), not its meta kernel's time."""
+        if not self.owns(device):
+            return None
+        return self.virtual_host.metadata_ns(
+            func.name() if hasattr(func, "name") else str(func), args, kwargs)
 
     def recorder_left(self, now: int, since: int | None, entry_ns: int) -> None:
         loc = self._local

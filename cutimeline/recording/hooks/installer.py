@@ -3,8 +3,9 @@
 The recorder (``recorder.py``) owns the op stream; this module owns what
 it learns around the ops: the module stack (``encoder.layers.0.self_attn``),
 steps, fetches, phases, threads started while recording, Inductor graph
-calls (``compiled.py``), and on CUDA the blocking calls and graph replays
-that are not aten ops (``cuda.py``). ``Hooks.install()`` at start and
+calls (``compiled.py``), on CUDA the blocking calls and graph replays
+that are not aten ops (``cuda.py``), and on a simulated host Python's
+garbage collections (``gcpauses.py``). ``Hooks.install()`` at start and
 ``Hooks.remove()`` at stop tie every hook to one recording; every patched
 attribute is restored exactly.
 
@@ -32,6 +33,7 @@ warning about global module hooks on a compiled module is expected.
 
 from __future__ import annotations
 
+import gc
 import threading
 import weakref
 from time import perf_counter_ns as _now
@@ -40,6 +42,7 @@ from typing import Any, Callable
 from ...timeline.schema import NONE, SpanKind
 
 from . import compiled, cuda, fetches
+from .gcpauses import collections_for
 from .ranges import patch_nvtx
 from ..opstream import skip_dynamo
 
@@ -63,6 +66,8 @@ class Hooks:
         self._handles: list[Any] = []
         self._patches: list[tuple[Any, str, Any]] = []
         self._removed = False
+        self.gc = collections_for(session)  # a simulated host's collections (gcpauses.py)
+        self.gc_given: dict[str, int] = {}  # what it gave back, once removed
         # id(root module) -> (root, {id(module): path string id})
         self._paths: dict[int, tuple[Any, dict[int, int]]] = {}
 
@@ -91,6 +96,9 @@ class Hooks:
             elif kind == "sim":
                 cuda.install_sim(self.s, self._patch)
             fetches.install(self.s, self._patch)  # DataLoader fetches (fetches.py)
+            if self.gc is not None:
+                self._patch(gc, "collect", self.gc.collect)
+                self.gc.install()
             if not self._install_compiled():
                 self.s.at_boundary.append(self._install_compiled)
         except BaseException:
@@ -99,6 +107,8 @@ class Hooks:
 
     def remove(self) -> None:
         self._removed = True  # a late patch (_install_compiled) comes no more
+        if self.gc is not None:
+            self.gc_given = self.gc.remove()
         for h in reversed(self._handles):
             h.remove()
         for owner, name, original in reversed(self._patches):

@@ -109,6 +109,21 @@ def test_host_cost_option_is_checked():
             torch.ones(3, device="meta") + 1
 
 
+def test_a_view_of_a_simulated_tensor_costs_the_modelled_metadata_op():
+    view, args = torch.ops.aten.view.default, (torch.zeros(4, device="meta"), [2, 2])
+    meta, cpu = torch.device("meta"), torch.device("cpu")
+    gpu = SimGPU()
+    assert gpu.metadata_ns(meta, view, args, {}) == DISPATCH_NS["metadata"] == 1_000
+    assert gpu.metadata_ns(cpu, view, args, {}) is None  # the host's own tensor
+    with gpu.host():  # host work by the program's word
+        assert gpu.metadata_ns(meta, view, args, {}) is None
+    assert SimGPU(host_cost="measured").metadata_ns(meta, view, args, {}) is None
+    assert SimGPU(host_cost=2_500).metadata_ns(meta, view, args, {}) == 2_500
+    asked = []
+    priced = SimGPU(host_cost=lambda name, a, k: asked.append(name) or 700)
+    assert priced.metadata_ns(meta, view, args, {}) == 700 and asked == ["aten::view"]
+
+
 @torch.library.custom_op("cutimeline_test::slow_meta", mutates_args=())
 def _slow(x: torch.Tensor) -> torch.Tensor:
     return x.clone()

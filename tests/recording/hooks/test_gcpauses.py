@@ -1,0 +1,98 @@
+"""hooks/gcpauses.py: on a simulated host, Python's collections leave the
+virtual clock, except those the program asks for and those that start in
+the recorder's or the simulator's own code."""
+
+from __future__ import annotations
+
+import gc
+import time
+
+import numpy as np
+import pytest
+import torch
+
+import cutimeline as ctl
+from cutimeline.recording.hooks.gcpauses import Collections
+
+
+def _gap_between_launches(tl: ctl.Timeline) -> int:
+    """Virtual host time from the end of the first launch to the begin of
+    the second (the program's code between them)."""
+    ops = tl.ops
+    launched = np.isin(ops["seq"], tl.gpu["op"])
+    first, second = np.flatnonzero(launched)[:2]
+    return int(ops["host_begin_ns"][second] - ops["host_end_ns"][first])
+
+
+def _record(between) -> tuple[ctl.Timeline, int]:
+    """Two launches on a SimGPU with ``between()`` run between them; the
+    Timeline and the real time ``between`` took."""
+    x = torch.ones(8, device="meta")
+    with ctl.record(device=ctl.SimGPU(seed=0), modules=False) as rec:
+        x = x + 1
+        t0 = time.perf_counter_ns()
+        between()
+        real = time.perf_counter_ns() - t0
+        x = x + 1
+    return rec.timeline, real
+
+
+@pytest.fixture
+def heap():
+    """300,000 live lists: a full collection walks them all (tens of ms)."""
+    heap = [[] for _ in range(300_000)]
+    yield heap
+    del heap
+
+
+def test_automatic_collections_in_the_programs_code_leave_the_simulated_host():
+    # 200,000 new lists: most of the time it takes is the collections they set off
+    tl, real = _record(lambda: [[] for _ in range(200_000)])
+    given = tl.meta["recorder_left"]
+    assert given["gc_collections"] >= 10 and given["gc_ns"] >= 0.5 * real, (given, real)
+    assert _gap_between_launches(tl) <= real - 0.9 * given["gc_ns"]
+
+
+def test_a_collection_the_program_asks_for_stays_its_own(heap):
+    original = gc.collect
+    gc.disable()
+    try:
+        tl, real = _record(lambda: gc.collect())
+    finally:
+        gc.enable()
+    assert tl.meta["recorder_left"]["gc_collections"] == 0
+    assert _gap_between_launches(tl) >= 0.5 * real
+    assert gc.collect is original and not any(isinstance(c, Collections) for c in gc.callbacks)
+
+
+def test_a_collection_started_in_the_recorders_or_the_simulators_code_is_not_given_back():
+    code = "c('start', {'generation': 0}); c('stop', {'generation': 0})"
+    for module, given in (("cutimeline.recording.opstream", False),
+                          ("cutimeline.devices.sim.gpu", False),
+                          ("cutimeline.integrations.wandb", True), ("train", True)):
+        lost = []
+        c = Collections(lambda ns: lost.append(ns) or ns)
+        exec(code, {"__name__": module, "c": c})  # the frame that set it off
+        assert len(lost) == c.n == int(given), module
+        assert c.remove() == {"gc_collections": c.n, "gc_ns": sum(lost)}
+
+
+def test_a_collection_inside_a_simulated_launch_lasts_the_launchs_modelled_cost():
+    gpu = ctl.SimGPU(seed=0)
+    loc = gpu._local
+    gpu.recorder_work(1000)
+    assert loc.discount == 1000
+    loc.mark = (0, 0)  # SimGPU.begin's: a launch is being dispatched
+    try:
+        gpu.recorder_work(5000)
+    finally:
+        loc.mark = None
+    assert loc.discount == 1000
+
+
+def test_a_real_host_keeps_its_collections():
+    n = len(gc.callbacks)
+    with ctl.record(device="cpu", measure=False) as rec:
+        assert len(gc.callbacks) == n
+        torch.ones(4) + 1
+    assert "recorder_left" not in rec.timeline.meta
