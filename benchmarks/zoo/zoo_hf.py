@@ -149,11 +149,12 @@ def hf_llama_train(seed: int, mode: str):
 
 @zoo("transformers BertForSequenceClassification, bert-base config, batch 32 × 128, "
      "AdamW + linear schedule (run_glue_no_trainer.py loop)", needs=("transformers",))
-def hf_bert_finetune(seed: int, mode: str):
+def hf_bert_finetune(seed: int, mode: str, seq: int = 128):
     """``run_glue_no_trainer.py``: training with a tqdm bar updated each
     step; evaluation takes the argmax of the logits and hands predictions
     and labels to the metric, which copies them to the host (``evaluate``'s
-    ``add_batch`` turns tensors into NumPy arrays)."""
+    ``add_batch`` turns tensors into NumPy arrays). ``seq``: the padded
+    length (``--max_length``)."""
     require("transformers")
     from tqdm.auto import tqdm
     from transformers import BertConfig, BertForSequenceClassification, get_scheduler
@@ -161,7 +162,7 @@ def hf_bert_finetune(seed: int, mode: str):
     steps, batch = 5, 32
     with META:
         model = BertForSequenceClassification(BertConfig(num_labels=2))
-    data = loader(GlueLike(steps * batch, 128), batch, 0)
+    data = loader(GlueLike(steps * batch, seq), batch, 0)
     no_decay = ("bias", "LayerNorm.weight")
     groups = [
         {"params": [p for n, p in model.named_parameters()
