@@ -31,7 +31,7 @@ import sys
 from time import perf_counter_ns as _now
 from typing import Any, Callable
 
-__all__ = ["Collections"]
+__all__ = ["Collections", "collections_for", "OWN"]
 
 #: modules whose time leaves a simulated host as it is spent (measured there)
 OWN = ("cutimeline.recording.", "cutimeline.devices.")
@@ -42,10 +42,12 @@ class Collections:
     ``lost(ns)`` (``Device.recorder_work``: the ns its clock left out) is
     called with each collection's time, unless the collection started in
     the recorder's or the simulator's own code (``OWN``) or in the
-    program's ``gc.collect()``. Collections do not overlap: the GIL is held throughout,
-    and a collection does not start another."""
+    program's ``gc.collect()`` (``collect``: a ``collect`` the program
+    bound before the recording began is not seen, and its collections
+    leave the clock). Collections do not overlap: none starts, in any
+    thread, while one runs."""
 
-    def __init__(self, lost: Callable[[int], None]):
+    def __init__(self, lost: Callable[[int], int]):
         self.lost = lost
         self.t = 0
         self.own = False
