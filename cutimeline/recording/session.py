@@ -239,6 +239,8 @@ class Session:
             self.at_boundary = [f for f in self.at_boundary if not f()]
         if self.calibrate_every_ns and t1 >= self._next_calibration:
             self.calibrate(t1)
+        if self.lost is not None:  # a simulated host: this was the recorder's time
+            self.lost(_now() - t1)
 
     def calibrate(self, t1: int | None = None) -> None:
         """Price a real mix of ops against the start-up model again

@@ -19,7 +19,10 @@ not return (Adam's foreach updates in the MLP) writes their bytes too.
 Its ``meta["sim"]`` digests once more, for a key added (``tf32``, the
 option), no time moved. And the side stream's spans and strings, for the
 SYNC spans its ``gpu.synchronize()`` calls now get (with their source
-lines, as CUDA's syncs had), no time moved.
+lines, as CUDA's syncs had), no time moved. And the side stream's
+times, once the notes ``gpu.synchronize()`` makes after its wait leave
+the virtual host as the simulator's own bookkeeping (one more clock read:
+250 ns on the fake clock).
 """
 
 from __future__ import annotations

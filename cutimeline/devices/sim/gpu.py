@@ -432,6 +432,7 @@ class SimGPU(Device):
             self.note_sync(kind, s, NONE, t0, t1)
             if self.on_sync is not None:
                 self.on_sync(kind, t0, t1)
+            self.recorder_work(self._clock.now() - t1)  # the notes: no program's time
 
     def drained_at(self, stream: int | None = None) -> int:
         """True host time (ns) at which ``stream`` (None: every stream)
