@@ -78,36 +78,37 @@ class Experts(nn.Module):
         return x + out
 
 
-@scenario("sync-bound", "a routing sync per expert: ≈ 160 µs of expert work, ≈ 70–110 µs "
-          "idle after each, 64 a step")
+@scenario("sync-bound", "a routing sync per expert: ≈ 0.3 ms of expert work against ≈ 0.25 ms of "
+          "dispatch, ≈ 70 µs idle after each of 64 syncs a step")
 def moe_routing(seed: int) -> ctl.Timeline:
     """Inference-style forward of 8 MoE layers (``Experts``, d = 1024, 8
-    experts, 4096 tokens, no grad; a small head trained on its output so
+    experts, 6144 tokens, no grad; a small head trained on its output so
     each step ends in an optimizer step), ``nonzero_fraction=1/8``: each
-    expert gets 512 tokens. An expert's MLP is 2·512·1024·4096·2 =
-    8.6 GFLOP ≈ 128 µs at 67 TFLOP/s, plus the gather (≈ 10 µs: the
-    roofline prices an index by all of ``x``, 16 MB), ``index_add_``
-    (≈ 12 µs), GELU (≈ 6 µs) and the compare: ≈ 160 µs of GPU work. The
-    host dispatches the expert's 5 launches and the next expert's compare
-    and ``nonzero`` (≈ 7 × 15–25 µs) while it runs, so each ``nonzero``
-    waits for it: the queue empties 8 times a layer. Then the GPU waits
-    while the count comes back, the host returns and dispatches the
-    gather (sync) and the first matmul (launch): ≈ 70–110 µs after each
-    of 64 syncs, ≈ 4.5–7 ms per step, ≈ 2/3 of it behind the syncs. The
-    ``nonzero`` row itself (≈ 35–70 µs: the count kernel, the host's
-    return inside the op, the output kernel; CUDA's events bracket it so)
-    reads as busy: busy ≈ (160 + 50) / (160 + 50 + 90) ≈ 65–80 %, below the
-    85 % line, and sync the largest idle cause by ≥ 25 points. Sync-bound.
-    (8192 tokens, twice the expert work, sat at 81–85 % busy: on the
-    line, GPU-bound on a quiet machine. In training the experts'
-    backward, 2× the forward's work and sync-free, would hide the
-    syncs.)"""
+    expert gets 768 tokens. An expert's MLP is 2·768·1024·4096·2 = 12.9
+    GFLOP ≈ 190 µs at 67 TFLOP/s; with the gather (the roofline prices an
+    index by all of ``x``, 24 MB), ``index_add_``, GELU and the compare,
+    ≈ 0.3 ms of GPU work (20 ms a step recorded, 64 experts). The host
+    dispatches ≈ 11 ops an expert (the compare, ``nonzero``, the index,
+    the gather, two linears, GELU, ``index_add_``), ≈ 20–25 µs each on
+    the 2-core VM: ≈ 0.25 ms, less than the GPU's 0.3 ms, so without the
+    syncs the queue would grow. With them it empties 64 times a step: each
+    ``nonzero`` waits for the expert before it, then the GPU waits while
+    the count comes back, the host returns and dispatches the gather:
+    ≈ 70 µs × 64 ≈ 4.5 ms idle per ≈ 25 ms step, ≈ 80 % busy. Removing
+    the syncs gains that idle and the count kernels (≈ 25 % predicted);
+    CUDA graphs of the sync-free pieces gain only the dispatch after each
+    sync (≈ 10–15 %): sync-bound, the runner-up well outside the 20 %
+    mixed margin. (At 4096 tokens, as this scenario was, the expert's 0.2
+    ms of GPU work meets the same 0.25 ms of dispatch on this VM: without
+    the syncs the loop would wait for the host, graphs gain about as much
+    as removing the syncs, and the runs read mixed; on a host twice as
+    fast the arithmetic above gives sync-bound there too.)"""
     torch.manual_seed(0)
     with META:
         layers = nn.Sequential(*(Experts(1024, 8) for _ in range(8))).requires_grad_(False)
         head = nn.Linear(1024, 10)
     opt = torch.optim.SGD(head.parameters(), lr=0.01, momentum=0.9)
-    batches = meta_batches(5, 4096, 1024)
+    batches = meta_batches(5, 6144, 1024)
     with ctl.record(device=ctl.SimGPU("h100", seed=seed, nonzero_fraction=1 / 8)) as rec:
         for x, y in batches:
             with torch.no_grad():
