@@ -261,6 +261,40 @@ def test_the_recorders_own_time_leaves_a_simulated_host():
     assert abs(slowed - plain) < 2.5, (plain, slowed)
 
 
+def test_a_step_boundary_and_a_synchronize_leave_a_simulated_host_their_notes():
+    """The recorder's STEP span is written after the step's end, and a
+    SimGPU sync's row and SYNC span after its wait: on a SimGPU that time
+    is the recorder's, not the program's."""
+    import cutimeline as ctl
+    from cutimeline.recording.session import Session as S
+    span = S.span
+
+    def steps(burn_ns: int) -> float:
+        def slow(self, *a, **k):
+            _burn(burn_ns / 1e9)
+            return span(self, *a, **k)
+
+        gpu = ctl.SimGPU("h100")
+        x = torch.zeros(64, 256, device="meta")
+        S.span = slow
+        try:
+            with ctl.record(device=gpu, modules=False, steps="manual") as rec:
+                for _ in range(4):
+                    x + 1
+                    gpu.synchronize()
+                    rec.step()
+        finally:
+            S.span = span
+        tl = rec.timeline
+        assert list(tl.decode(tl.spans["name"])).count("synchronize") == 4
+        ends = [tl.step_bounds(n) for n in tl.step_numbers()[1:]]
+        return sum(e - b for b, e in ends) / len(ends) / 1e6
+
+    # two spans a step slowed by 3 ms: kept, 6 ms more a simulated step
+    plain, slowed = steps(0), steps(3_000_000)
+    assert abs(slowed - plain) < 2, (plain, slowed)
+
+
 def test_the_exact_mode_prices_its_entry_by_ops_one_python_call_made():
     from torch.utils._python_dispatch import _pop_mode, _push_mode
 
