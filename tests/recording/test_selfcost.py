@@ -1,5 +1,6 @@
 """The recorder's measurement of its own cost: prices, probes, a real mix."""
 
+import contextlib
 import math
 
 import pytest
@@ -208,6 +209,26 @@ def test_a_view_of_the_devices_own_tensor_lasts_the_devices_price_of_it():
         assert len(sink.given) == 1 + priced
         if priced:
             assert sink.given[1] == end - begin > 0
+
+
+def test_a_view_inside_gpu_host_keeps_its_real_time():
+    """SimGPU's price of a view applies to its own tensors, not inside a
+    ``with gpu.host():`` block, where the program says the work is the
+    host's: the recorder gives back only its key and row there."""
+    import cutimeline as ctl
+    gpu = ctl.SimGPU("h100")
+    given = []
+    real = gpu.recorder_work
+    gpu.recorder_work = lambda ns: given.append(ns) or real(ns)
+    x = torch.zeros(4, 8, device="meta")
+    counts = []
+    with ctl.record(device=gpu, modules=False, measure=False):
+        for host in (False, True, False):
+            given.clear()
+            with gpu.host() if host else contextlib.nullcontext():
+                x.view(8, 4)
+            counts.append(len(given))
+    assert counts == [2, 1, 2], counts  # the key, then (priced) the call
 
 
 def _burn(seconds: float) -> None:
