@@ -22,10 +22,21 @@ launch is left alone too, since the launch lasts its modelled cost
 work on a GPU too. The count and the time given back go into meta
 ``recorder_left`` (``gc_collections``, ``gc_ns``). On a real GPU the
 collections are the program's, and they stay.
+
+A callback is Python code that runs when a collection ends, so a signal
+that came during the collection has its handler run there: Ctrl-C's
+``KeyboardInterrupt`` is raised inside the callback, and the collector
+prints and drops what a callback raises. While recording,
+``sys.unraisablehook`` is wrapped (``unraisable``): a ``KeyboardInterrupt``
+from this callback is delivered again (``_thread.interrupt_main``, from a
+thread of its own, so that the handler runs once this thread is back in
+the program's code), and reaches the program just after the collection,
+as it would have without the recorder.
 """
 
 from __future__ import annotations
 
+import _thread
 import gc
 import sys
 from time import perf_counter_ns as _now
@@ -81,6 +92,19 @@ class Collections:
             finally:
                 self.asked -= 1
         return collect
+
+    def unraisable(self, original: Callable[[Any], None]) -> Callable[[Any], None]:
+        """``sys.unraisablehook`` while recording: a ``KeyboardInterrupt``
+        raised inside this callback (a signal handler's, Ctrl-C's) is
+        delivered again to the main thread, not dropped; all else goes to
+        ``original``."""
+        def hook(unraisable: Any) -> None:
+            if unraisable.object is self and isinstance(unraisable.exc_value, KeyboardInterrupt):
+                # from another thread: called here, its handler would run in this hook
+                _thread.start_new_thread(_thread.interrupt_main, ())
+                return
+            original(unraisable)
+        return hook
 
     def install(self) -> "Collections":
         gc.callbacks.append(self)

@@ -34,6 +34,7 @@ warning about global module hooks on a compiled module is expected.
 from __future__ import annotations
 
 import gc
+import sys
 import threading
 import weakref
 from time import perf_counter_ns as _now
@@ -98,6 +99,7 @@ class Hooks:
             fetches.install(self.s, self._patch)  # DataLoader fetches (fetches.py)
             if self.gc is not None:
                 self._patch(gc, "collect", self.gc.collect)
+                self._patch(sys, "unraisablehook", self.gc.unraisable)
                 self.gc.install()
             if not self._install_compiled():
                 self.s.at_boundary.append(self._install_compiled)

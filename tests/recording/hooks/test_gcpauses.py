@@ -5,6 +5,7 @@ the recorder's or the simulator's own code."""
 from __future__ import annotations
 
 import gc
+import sys
 import time
 
 import numpy as np
@@ -100,3 +101,29 @@ def test_a_real_host_keeps_its_collections():
         assert len(gc.callbacks) == n
         torch.ones(4) + 1
     assert "recorder_left" not in rec.timeline.meta
+
+
+def test_a_ctrl_c_raised_inside_the_collections_callback_reaches_the_program():
+    """A signal that comes during a collection has its handler run in the
+    callback; the collector drops what a callback raises, so the recording
+    delivers a KeyboardInterrupt again, and the program sees it."""
+    sent = []
+
+    def interrupted(ns):  # SIGINT's handler, run inside the callback
+        if not sent:
+            sent.append(ns)
+            raise KeyboardInterrupt
+        return 0
+
+    x = torch.ones(8, device="meta")
+    hook = sys.unraisablehook
+    with pytest.raises(KeyboardInterrupt):
+        with ctl.record(device=ctl.SimGPU(seed=0), modules=False, measure=False):
+            c, = (c for c in gc.callbacks if isinstance(c, Collections))
+            c.lost = interrupted
+            x = x + 1
+            for _ in range(100):  # collections, then the interrupt after one
+                [[] for _ in range(2_000)]
+                time.sleep(0.001)
+    assert sent and sys.unraisablehook is hook
+    assert not any(isinstance(c, Collections) for c in gc.callbacks)
