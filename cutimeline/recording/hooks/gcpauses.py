@@ -39,6 +39,7 @@ from __future__ import annotations
 import _thread
 import gc
 import sys
+import threading
 from time import perf_counter_ns as _now
 from typing import Any, Callable
 
@@ -99,7 +100,8 @@ class Collections:
         delivered again to the main thread, not dropped; all else goes to
         ``original``."""
         def hook(unraisable: Any) -> None:
-            if unraisable.object is self and isinstance(unraisable.exc_value, KeyboardInterrupt):
+            if unraisable.object is self and isinstance(unraisable.exc_value, KeyboardInterrupt) \
+                    and _thread.get_ident() == threading.main_thread().ident:  # a handler's
                 # from another thread: called here, its handler would run in this hook
                 _thread.start_new_thread(_thread.interrupt_main, ())
                 return

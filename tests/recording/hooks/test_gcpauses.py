@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gc
 import sys
+import threading
 import time
 
 import numpy as np
@@ -109,8 +110,8 @@ def test_a_ctrl_c_raised_inside_the_collections_callback_reaches_the_program():
     delivers a KeyboardInterrupt again, and the program sees it."""
     sent = []
 
-    def interrupted(ns):  # SIGINT's handler, run inside the callback
-        if not sent:
+    def interrupted(ns):  # SIGINT's handler, run inside the callback (main thread only)
+        if not sent and threading.current_thread() is threading.main_thread():
             sent.append(ns)
             raise KeyboardInterrupt
         return 0
@@ -122,8 +123,10 @@ def test_a_ctrl_c_raised_inside_the_collections_callback_reaches_the_program():
             c, = (c for c in gc.callbacks if isinstance(c, Collections))
             c.lost = interrupted
             x = x + 1
-            for _ in range(100):  # collections, then the interrupt after one
-                [[] for _ in range(2_000)]
+            end = time.monotonic() + 10
+            while time.monotonic() < end:  # collections until one is interrupted,
+                if not sent:               # then time for the interrupt to land
+                    [[] for _ in range(2_000)]
                 time.sleep(0.001)
     assert sent and sys.unraisablehook is hook
     assert not any(isinstance(c, Collections) for c in gc.callbacks)
