@@ -5,6 +5,7 @@ the recorder's or the simulator's own code."""
 from __future__ import annotations
 
 import gc
+import signal
 import sys
 import threading
 import time
@@ -118,15 +119,20 @@ def test_a_ctrl_c_raised_inside_the_collections_callback_reaches_the_program():
 
     x = torch.ones(8, device="meta")
     hook = sys.unraisablehook
-    with pytest.raises(KeyboardInterrupt):
-        with ctl.record(device=ctl.SimGPU(seed=0), modules=False, measure=False):
-            c, = (c for c in gc.callbacks if isinstance(c, Collections))
-            c.lost = interrupted
-            x = x + 1
-            end = time.monotonic() + 10
-            while time.monotonic() < end:  # collections until one is interrupted,
-                if not sent:               # then time for the interrupt to land
-                    [[] for _ in range(2_000)]
-                time.sleep(0.001)
+    # Ctrl-C's own handler: a test before this one in the worker may have set another
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            with ctl.record(device=ctl.SimGPU(seed=0), modules=False, measure=False):
+                c, = (c for c in gc.callbacks if isinstance(c, Collections))
+                c.lost = interrupted
+                x = x + 1
+                end = time.monotonic() + 10
+                while time.monotonic() < end:  # collections until one is interrupted,
+                    if not sent:               # then time for the interrupt to land
+                        [[] for _ in range(2_000)]
+                    time.sleep(0.001)
+    finally:
+        signal.signal(signal.SIGINT, old)
     assert sent and sys.unraisablehook is hook
     assert not any(isinstance(c, Collections) for c in gc.callbacks)
